@@ -1,0 +1,1 @@
+"""MiniGrid environments: short names, observation encoding, transfer pairs."""

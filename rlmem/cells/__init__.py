@@ -1,0 +1,34 @@
+"""Recurrent memory cells behind one contract (see :mod:`rlmem.cells.base`).
+
+>>> from rlmem.cells import make_cell
+>>> cell = make_cell("relstm", input_size=8, hidden_size=16, short_term=5, relevant=5)
+>>> y, state = cell(torch.zeros(10, 4, 8))  # doctest: +SKIP
+"""
+
+from rlmem.cells import lstm  # noqa: F401  (registers lstm, gru)
+from rlmem.cells.base import Aux, Cell, CellOutput, State, reset_state, scan
+from rlmem.cells.registry import (
+    CELLS,
+    cell_config,
+    get_cell_class,
+    hyperparameters,
+    make_cell,
+    make_cell_from_config,
+    register,
+)
+
+__all__ = [
+    "CELLS",
+    "Aux",
+    "Cell",
+    "CellOutput",
+    "State",
+    "cell_config",
+    "get_cell_class",
+    "hyperparameters",
+    "make_cell",
+    "make_cell_from_config",
+    "register",
+    "reset_state",
+    "scan",
+]
