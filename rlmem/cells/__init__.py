@@ -5,7 +5,8 @@
 >>> y, state = cell(torch.zeros(10, 4, 8))  # doctest: +SKIP
 """
 
-from rlmem.cells import lstm  # noqa: F401  (registers lstm, gru)
+# Importing a cell module registers its cells.
+from rlmem.cells import ernn, irnn, lstm, memlstm, relevancy, sarnn, tarnn  # noqa: F401
 from rlmem.cells.base import Aux, Cell, CellOutput, State, reset_state, scan
 from rlmem.cells.registry import (
     CELLS,

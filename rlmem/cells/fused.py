@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ def scan_segments(run: Callable[[Tensor, Any], tuple[Tensor, Any]], x: Tensor, s
     cuts = [0, *(torch.nonzero(any_reset[1:]).flatten() + 1).tolist(), steps]
     first_reset = bool(any_reset[0])
     outputs = []
-    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+    for start, end in itertools.pairwise(cuts):
         if start > 0 or first_reset:
             state = reset_state(state, resets[start])
         y, state = run(x[start:end], state)
