@@ -79,16 +79,22 @@ class MemLSTM(Cell):
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
         h, c = self.base(x_t, state.s, state.c)
-        write = F.one_hot(state.t % self.capacity, self.capacity).bool()
-        memory = torch.where(write.unsqueeze(-1), h.unsqueeze(1), state.memory)
-        keys = torch.where(write.unsqueeze(-1), self.attention.keys(h).unsqueeze(1), state.keys)
-        valid = state.valid | write
-        weights, read = self.attention(state.s, memory, valid, keys=keys)
+        rows = torch.arange(h.shape[0], device=h.device)
+        slot = state.t % self.capacity
+        memory = state.memory.index_put((rows, slot), h)
+        keys = state.keys.index_put((rows, slot), self.attention.keys(h))
+        valid = state.valid.index_put((rows, slot), torch.ones_like(slot, dtype=torch.bool))
+        # Until a buffer wraps, slot j holds step j: only the prefix up to the longest episode
+        # is occupied, so attention over it costs O(episode length), not O(capacity).
+        used = min(int(state.t.max()) + 1, self.capacity)
+        weights, read = self.attention(state.s, memory[:, :used], valid[:, :used],
+                                       keys=keys[:, :used])
         s = h + read
         # Slot j holds the most recent step ≡ j (mod capacity) that is ≤ t.
         slots = torch.arange(self.capacity, device=h.device)
         slot_time = state.t.unsqueeze(1) - (state.t.unsqueeze(1) - slots) % self.capacity
-        traces = {"attention": weights, "slot_time": slot_time.masked_fill(~valid, -1)}
+        traces = {"attention": F.pad(weights, (0, self.capacity - used)),
+                  "slot_time": slot_time.masked_fill(~valid, -1)}
         return s, MemLSTMState(s, c, state.t + 1, memory, keys, valid), traces
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
