@@ -1,0 +1,28 @@
+"""Any rlmem cell inside sb3-contrib's ``RecurrentPPO``.
+
+>>> from sb3_contrib import RecurrentPPO
+>>> from rlmem.agents.sb3 import MemoryPolicy, MemoryCallback
+>>> model = RecurrentPPO(MemoryPolicy, "CartPole-v1",
+...                      policy_kwargs=dict(memory="gru", memory_kwargs=dict(hidden_size=32)))
+>>> model.learn(256, callback=MemoryCallback())  # doctest: +SKIP
+"""
+
+from rlmem.agents.sb3.callback import MemoryCallback
+from rlmem.agents.sb3.memory import PackedMemory
+from rlmem.agents.sb3.packing import StatePacker
+from rlmem.agents.sb3.policy import (
+    CnnMemoryPolicy,
+    MemoryPolicy,
+    MultiInputMemoryPolicy,
+    attach_loss,
+)
+
+__all__ = [
+    "CnnMemoryPolicy",
+    "MemoryCallback",
+    "MemoryPolicy",
+    "MultiInputMemoryPolicy",
+    "PackedMemory",
+    "StatePacker",
+    "attach_loss",
+]

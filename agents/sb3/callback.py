@@ -1,0 +1,39 @@
+"""``MemoryCallback``: what a cell needs from the training loop that RecurrentPPO does not do."""
+
+from __future__ import annotations
+
+from stable_baselines3.common.callbacks import BaseCallback
+
+from rlmem.agents.sb3.policy import MemoryPolicy
+
+
+class MemoryCallback(BaseCallback):
+    """Anneal the cells with training progress and log their diagnostics to the SB3 logger.
+
+    Pass it to ``learn`` (``model.learn(n, callback=MemoryCallback())``). At the end of each
+    rollout, just before RecurrentPPO's update, it:
+
+    - calls ``policy.anneal(progress)`` with ``progress = num_timesteps / total_timesteps``
+      (SA-RNN's slope schedule; a no-op for cells without one);
+    - records the means of the previous update's cell diagnostics and aux losses
+      (``memory/actor/...``, ``memory/critic/...``), which RecurrentPPO then dumps with its
+      own ``train/`` metrics of that update.
+
+    Without it the aux losses still reach the PPO loss (see :mod:`rlmem.agents.sb3.policy`);
+    only annealing and logging are skipped.
+    """
+
+    def _init_callback(self) -> None:
+        if not isinstance(self.model.policy, MemoryPolicy):
+            raise TypeError(f"MemoryCallback needs a MemoryPolicy, got "
+                            f"{type(self.model.policy).__name__}")
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        policy = self.model.policy
+        total = max(self.model._total_timesteps, 1)
+        policy.anneal(min(self.model.num_timesteps / total, 1.0))
+        for key, value in policy.pop_diagnostics().items():
+            self.logger.record(key, value)

@@ -1,0 +1,258 @@
+"""``MemoryPolicy``: any rlmem cell as the recurrent core of sb3-contrib's RecurrentPPO.
+
+>>> from sb3_contrib import RecurrentPPO
+>>> model = RecurrentPPO(MemoryPolicy, "CartPole-v1",
+...                      policy_kwargs=dict(memory="relstm", memory_kwargs=dict(hidden_size=32)))
+... # doctest: +SKIP
+
+The policy is a :class:`~sb3_contrib.common.recurrent.policies.RecurrentActorCriticPolicy`
+whose ``lstm_actor`` / ``lstm_critic`` are :class:`~rlmem.agents.sb3.memory.PackedMemory`
+modules: the cell's whole state travels through RecurrentPPO packed into its ``(h, c)``
+tensors, and episode starts reach the cell as its ``resets``.
+
+Auxiliary losses (SA-RNN's update budget, TARNN's Ω) reach the PPO loss without changing
+RecurrentPPO: :meth:`MemoryPolicy.evaluate_actions` returns the values through
+:func:`attach_loss`, an identity whose backward also sends a gradient of 1 into the cells' aux
+loss. ``loss.backward()`` in ``RecurrentPPO.train()`` therefore computes the gradient of
+``loss + aux``, and its ``clip_grad_norm_`` applies to the sum, exactly as if ``train()`` had
+added the term. (The reported ``train/loss`` does not include it; the aux losses are logged
+separately by :class:`~rlmem.agents.sb3.callback.MemoryCallback`.)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import torch
+from gymnasium import spaces
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import (
+    BaseFeaturesExtractor,
+    CombinedExtractor,
+    FlattenExtractor,
+    NatureCNN,
+)
+from stable_baselines3.common.type_aliases import Schedule
+from torch import Tensor, nn
+
+from rlmem.agents.sb3.memory import PackedMemory
+from rlmem.cells import Aux, get_cell_class, make_cell
+
+
+class _AttachLoss(torch.autograd.Function):
+    """Identity on ``carrier``; in backward, gives ``loss`` the gradient 1."""
+
+    @staticmethod
+    def forward(ctx: Any, carrier: Tensor, loss: Tensor) -> Tensor:
+        ctx.loss_shape, ctx.loss_dtype = loss.shape, loss.dtype
+        return carrier.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, torch.ones(ctx.loss_shape, dtype=ctx.loss_dtype, device=grad.device)
+
+
+def attach_loss(carrier: Tensor, loss: Tensor | float) -> Tensor:
+    """``carrier``, unchanged, but any backward pass through it also backpropagates ``loss``.
+
+    If a scalar ``L`` depends on ``carrier`` then ``L.backward()`` accumulates
+    ``∇L + ∇loss``: the gradient of ``L + loss``. This is how a term gets into a loss that is
+    summed somewhere we do not control (``RecurrentPPO.train()``).
+
+    Shapes:
+        - carrier: any; loss: ``()``; returns the shape of ``carrier``
+    """
+    if not isinstance(loss, Tensor) or not loss.requires_grad:
+        return carrier
+    return _AttachLoss.apply(carrier, loss)
+
+
+class MemoryPolicy(RecurrentActorCriticPolicy):
+    """RecurrentPPO's actor-critic policy with an rlmem cell in place of ``nn.LSTM``.
+
+    Takes every argument of sb3-contrib's ``RecurrentActorCriticPolicy`` except the LSTM ones
+    (``lstm_hidden_size``, ``n_lstm_layers``, ``lstm_kwargs``), which ``memory`` and
+    ``memory_kwargs`` replace.
+
+    Args:
+        observation_space, action_space, lr_schedule, net_arch, activation_fn, ortho_init,
+            use_sde, log_std_init, full_std, use_expln, squash_output,
+            features_extractor_class, features_extractor_kwargs, share_features_extractor,
+            normalize_images, optimizer_class, optimizer_kwargs: as in sb3-contrib.
+            ``ortho_init`` re-initialises the extractor and heads, never the cells, which keep
+            their own (paper) initialisation.
+        memory: registered cell name (``rlmem.cells.CELLS``).
+        memory_kwargs: the cell's ``hidden_size`` and hyperparameters; the input size is the
+            features extractor's output size.
+        shared_lstm: the critic reads the actor's cell output (detached), as in sb3-contrib.
+        enable_critic_lstm: the critic has its own cell (the default); with both this and
+            ``shared_lstm`` false, the critic is feed-forward.
+
+    Raises:
+        KeyError: unknown ``memory``. TypeError: unknown ``memory_kwargs`` key.
+        ValueError: ``shared_lstm`` together with ``enable_critic_lstm``, or with an unshared
+            features extractor.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        net_arch: list[int] | dict[str, list[int]] | None = None,
+        activation_fn: type[nn.Module] = nn.Tanh,
+        ortho_init: bool = True,
+        use_sde: bool = False,
+        log_std_init: float = 0.0,
+        full_std: bool = True,
+        use_expln: bool = False,
+        squash_output: bool = False,
+        features_extractor_class: type[BaseFeaturesExtractor] = FlattenExtractor,
+        features_extractor_kwargs: dict[str, Any] | None = None,
+        share_features_extractor: bool = True,
+        normalize_images: bool = True,
+        optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        memory: str = "lstm",
+        memory_kwargs: dict[str, Any] | None = None,
+        shared_lstm: bool = False,
+        enable_critic_lstm: bool = True,
+    ) -> None:
+        if shared_lstm and enable_critic_lstm:
+            raise ValueError("shared_lstm=True needs enable_critic_lstm=False: choose a shared, "
+                             "a separate or no recurrent critic")
+        if shared_lstm and not share_features_extractor:
+            raise ValueError("shared_lstm=True needs share_features_extractor=True")
+        get_cell_class(memory)  # an unknown name fails here, listing the valid ones
+        self.memory = memory
+        self.memory_kwargs = dict(memory_kwargs or {})
+        self.shared_lstm = shared_lstm
+        self.enable_critic_lstm = enable_critic_lstm
+        self._diagnostics: defaultdict[str, list[Tensor]] = defaultdict(list)
+        # Skip RecurrentActorCriticPolicy.__init__, which would build nn.LSTMs; the cells are
+        # built in _build_mlp_extractor, once the features size is known and before the
+        # optimizer is created.
+        ActorCriticPolicy.__init__(
+            self, observation_space, action_space, lr_schedule, net_arch, activation_fn,
+            ortho_init, use_sde, log_std_init, full_std, use_expln, squash_output,
+            features_extractor_class, features_extractor_kwargs, share_features_extractor,
+            normalize_images, optimizer_class, optimizer_kwargs)
+
+    def _make_memory(self) -> PackedMemory:
+        return PackedMemory(make_cell(self.memory, input_size=self.features_dim,
+                                      **self.memory_kwargs))
+
+    def _build_mlp_extractor(self) -> None:
+        self.lstm_actor = self._make_memory()
+        self.lstm_critic = self._make_memory() if self.enable_critic_lstm else None
+        self.lstm_output_dim = self.lstm_actor.output_size
+        self.critic = (nn.Linear(self.features_dim, self.lstm_output_dim)
+                       if not (self.shared_lstm or self.enable_critic_lstm) else None)
+        # For predict(): zeros of this shape per environment unpack to the initial state.
+        self.lstm_hidden_state_shape = (self.lstm_actor.num_layers, 1, self.lstm_actor.hidden_size)
+        super()._build_mlp_extractor()
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(memory=self.memory, memory_kwargs=self.memory_kwargs,
+                    shared_lstm=self.shared_lstm, enable_critic_lstm=self.enable_critic_lstm,
+                    share_features_extractor=self.share_features_extractor)
+        return data
+
+    @staticmethod
+    def _process_sequence(features: Tensor, lstm_states: tuple[Tensor, Tensor],
+                          episode_starts: Tensor,
+                          lstm: PackedMemory) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """sb3-contrib's hook, with the reset done by the cell (see :class:`PackedMemory`).
+
+        Shapes:
+            - features: ``(n_seq * T, features_dim)``; episode_starts: ``(n_seq * T,)``
+            - lstm_states: ``(1, n_seq, hidden)`` each; returns the latent
+              ``(n_seq * T, output_size)`` and the packed states after the last step
+        """
+        output, states, _ = lstm(features, lstm_states, episode_starts)
+        return output, states
+
+    def evaluate_actions(self, obs: Tensor | dict[str, Tensor], actions: Tensor,
+                         lstm_states: RNNStates,
+                         episode_starts: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """As sb3-contrib's, plus the cells' aux losses (through the values) and diagnostics.
+
+        Shapes:
+            - obs: ``(n_seq * T, *obs_shape)``; actions: ``(n_seq * T, *action_shape)``
+            - episode_starts: ``(n_seq * T,)``; lstm_states: ``(1, n_seq, hidden)`` each
+            - returns values ``(n_seq * T, 1)``, log-probabilities and entropies
+              ``(n_seq * T,)``
+        """
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            pi_features = vf_features = features
+        else:
+            pi_features, vf_features = features
+        latent_pi, _, aux_pi = self.lstm_actor(pi_features, lstm_states.pi, episode_starts)
+        auxes = {"actor": aux_pi}
+        if self.lstm_critic is not None:
+            latent_vf, _, auxes["critic"] = self.lstm_critic(vf_features, lstm_states.vf,
+                                                             episode_starts)
+        elif self.shared_lstm:
+            latent_vf = latent_pi.detach()
+        else:
+            latent_vf = self.critic(vf_features)
+
+        latent_pi = self.mlp_extractor.forward_actor(latent_pi)
+        latent_vf = self.mlp_extractor.forward_critic(latent_vf)
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        log_prob = distribution.log_prob(actions)
+        aux_loss = sum((aux.total_loss() for aux in auxes.values()), 0.0)
+        values = attach_loss(self.value_net(latent_vf), aux_loss)
+        self._record(auxes)
+        return values, log_prob, distribution.entropy()
+
+    def _record(self, auxes: dict[str, Aux]) -> None:
+        for role, aux in auxes.items():
+            for key, value in aux.diagnostics.items():
+                self._diagnostics[f"memory/{role}/{key}"].append(value.detach().float())
+            for key, value in aux.losses.items():
+                self._diagnostics[f"memory/{role}/loss_{key}"].append(value.detach().float())
+
+    def pop_diagnostics(self) -> dict[str, float]:
+        """Means of the cells' diagnostics and aux losses over the minibatches since last call.
+
+        Keys are ``memory/actor/<name>`` and ``memory/critic/<name>``; aux losses are
+        ``memory/<role>/loss_<name>``.
+        """
+        means = {key: float(torch.stack(values).mean()) for key, values in
+                 self._diagnostics.items()}
+        self._diagnostics.clear()
+        return means
+
+    def anneal(self, progress: float) -> None:
+        """Forward training progress in ``[0, 1]`` to every cell (e.g. SA-RNN's slope)."""
+        for memory in (self.lstm_actor, self.lstm_critic):
+            if memory is not None:
+                memory.cell.anneal(progress)
+
+
+class CnnMemoryPolicy(MemoryPolicy):
+    """:class:`MemoryPolicy` for image observations; pass a ``features_extractor_class``
+    suited to the image size (SB3's default ``NatureCNN`` needs at least 36×36 pixels; for
+    MiniGrid's 7×7 views use :class:`~rlmem.agents.sb3.extractor.MiniGridExtractor`)."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space,
+                 lr_schedule: Schedule, **kwargs: Any) -> None:
+        kwargs.setdefault("features_extractor_class", NatureCNN)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+
+class MultiInputMemoryPolicy(MemoryPolicy):
+    """:class:`MemoryPolicy` for ``Dict`` observations (SB3's ``CombinedExtractor`` by
+    default; MiniGrid's image + mission: :class:`~rlmem.agents.sb3.extractor.MiniGridExtractor`).
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space,
+                 lr_schedule: Schedule, **kwargs: Any) -> None:
+        kwargs.setdefault("features_extractor_class", CombinedExtractor)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
