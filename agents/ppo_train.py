@@ -1,0 +1,112 @@
+"""The training run of our PPO: envs, model, updates, logging, checkpoints and resuming.
+
+Called by ``python -m rlmem.train agent=ppo`` through :data:`rlmem.agents.trainers.TRAINERS`.
+The run directory receives ``config.yaml`` (resolved), ``progress.csv`` and TensorBoard events
+(one row per update) and ``checkpoint.pt`` (after every update, atomically, so a killed run
+loses at most one update and a non-finite loss leaves the last good one in place).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from rlmem.agents.model import ActorCritic
+from rlmem.agents.ppo import PPO, NonFiniteLossError
+from rlmem.agents.rollout import RolloutCollector
+from rlmem.envs import make_vector_env, uses_mission
+from rlmem.runs import RunLogger, check_compatible, load_checkpoint, resolve_device, save_checkpoint
+
+CHECKPOINT_NAME = "checkpoint.pt"
+"""The checkpoint's file name inside the run directory."""
+
+RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "seed")
+"""Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
+
+
+def env_seed(seed: int, updates: int) -> int:
+    """The seed of the envs' first reset when (re)starting after ``updates`` updates; distinct
+    runs' seeds do not overlap across their envs as ``seed + env index`` would."""
+    return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
+
+
+def observation_signature(model: ActorCritic) -> dict[str, Any]:
+    """What the model expects to observe; an env to evaluate on must produce the same."""
+    return {"image": list(model.image.image_shape), "mission": model.mission is not None}
+
+
+def train(cfg: Any, run_dir: Path) -> None:
+    """Train (or resume) our PPO as configured by ``cfg`` into ``run_dir``.
+
+    Raises:
+        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
+        NonFiniteLossError: the loss diverged; the last good checkpoint is kept.
+    """
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    device = resolve_device(cfg.device)
+    torch.set_num_threads(cfg.torch_threads)
+    checkpoint_path = run_dir / CHECKPOINT_NAME
+    checkpoint = None
+    if cfg.resume and checkpoint_path.exists():
+        checkpoint = load_checkpoint(checkpoint_path)
+        check_compatible(checkpoint["config"], config, RESUME_SECTIONS)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+
+    torch.manual_seed(cfg.seed)
+    mission = uses_mission(cfg.env) if cfg.mission is None else cfg.mission
+    envs = make_vector_env(cfg.env, cfg.num_envs, mission=mission,
+                           vectorization=cfg.vectorization)
+    model = ActorCritic(envs.single_observation_space, int(envs.single_action_space.n),
+                        cfg.memory).to(device)
+    ppo = PPO(model, cfg.agent)
+    frames, updates = 0, 0
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        ppo.load_state_dict(checkpoint["ppo"])
+        torch.set_rng_state(checkpoint["rng"])
+        frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
+
+    collector = RolloutCollector(envs, model, device, seed=env_seed(cfg.seed, updates))
+    frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
+    logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
+    bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
+               disable=not cfg.progress_bar, dynamic_ncols=True)
+    try:
+        while frames < cfg.frames:
+            start = time.perf_counter()
+            rollout = collector.collect(cfg.agent.frames_per_env, cfg.agent.recurrence)
+            metrics = ppo.update(rollout, progress=frames / cfg.frames)
+            frames += frames_per_update
+            updates += 1
+            fps = frames_per_update / (time.perf_counter() - start)
+
+            returns = np.asarray(rollout.episode_returns)
+            lengths = np.asarray(rollout.episode_lengths)
+            row = {"frames": frames, "updates": updates, "fps": fps,
+                   "episodes": len(returns),
+                   "return_mean": returns.mean() if len(returns) else float("nan"),
+                   "return_std": returns.std() if len(returns) else float("nan"),
+                   "length_mean": lengths.mean() if len(lengths) else float("nan"),
+                   **metrics}
+            logger.log(row)
+            save_checkpoint(checkpoint_path, {
+                "model": model.state_dict(), "ppo": ppo.state_dict(),
+                "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
+                "config": config, "observation": observation_signature(model),
+                "num_actions": int(envs.single_action_space.n)})
+            bar.update(min(frames, cfg.frames) - bar.n)
+            bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_mean']:.3f}")
+    except NonFiniteLossError as error:
+        raise NonFiniteLossError(f"{error}. Training stopped at {frames} frames; the last good "
+                                 f"checkpoint is {checkpoint_path}") from error
+    finally:
+        bar.close()
+        logger.close()
+        envs.close()

@@ -1,0 +1,47 @@
+"""Train an agent with a memory cell on a MiniGrid env.
+
+    python -m rlmem.train env=DoorKey-5x5 memory=relstm
+    python -m rlmem.train env=MemoryS7 memory=tarnn seed=1 frames=1000000 agent.lr=5e-4
+    python -m rlmem.train -m memory=lstm,relstm seed=0,1,2      # a local sweep (joblib)
+
+The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``) receives
+``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
+the same command again resumes from the checkpoint (``resume=false`` starts afresh).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rlmem.agents.ppo import NonFiniteLossError
+from rlmem.agents.trainers import get_trainer
+from rlmem.runs import CheckpointMismatchError
+from rlmem.schema.train import check_train_config, register_train_configs
+
+register_train_configs()
+
+USER_ERRORS = (ValueError, KeyError, CheckpointMismatchError, NonFiniteLossError)
+"""Errors that mean bad input or a diverged run: reported in one message, not a traceback."""
+
+
+@hydra.main(config_path="conf", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Validate ``cfg``, then hand it to the trainer of ``cfg.agent.name``."""
+    try:
+        check_train_config(cfg)
+        trainer = get_trainer(cfg.agent.name)
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        trainer(cfg, run_dir)
+    except USER_ERRORS as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"rlmem.train: error: {message}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
