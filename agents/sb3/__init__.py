@@ -8,6 +8,7 @@
 """
 
 from rlmem.agents.sb3.callback import MemoryCallback
+from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.memory import PackedMemory
 from rlmem.agents.sb3.packing import StatePacker
 from rlmem.agents.sb3.policy import (
@@ -21,6 +22,7 @@ __all__ = [
     "CnnMemoryPolicy",
     "MemoryCallback",
     "MemoryPolicy",
+    "MiniGridExtractor",
     "MultiInputMemoryPolicy",
     "PackedMemory",
     "StatePacker",

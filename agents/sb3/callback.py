@@ -10,14 +10,15 @@ from rlmem.agents.sb3.policy import MemoryPolicy
 class MemoryCallback(BaseCallback):
     """Anneal the cells with training progress and log their diagnostics to the SB3 logger.
 
-    Pass it to ``learn`` (``model.learn(n, callback=MemoryCallback())``). At the end of each
-    rollout, just before RecurrentPPO's update, it:
+    Pass it to ``learn`` (``model.learn(n, callback=MemoryCallback())``). It:
 
-    - calls ``policy.anneal(progress)`` with ``progress = num_timesteps / total_timesteps``
-      (SA-RNN's slope schedule; a no-op for cells without one);
-    - records the means of the previous update's cell diagnostics and aux losses
-      (``memory/actor/...``, ``memory/critic/...``), which RecurrentPPO then dumps with its
-      own ``train/`` metrics of that update.
+    - calls ``policy.anneal(progress)`` at the end of each rollout, just before RecurrentPPO's
+      update, with ``progress = num_timesteps / total_timesteps`` (SA-RNN's slope schedule; a
+      no-op for cells without one);
+    - records the means of each update's cell diagnostics and aux losses (``memory/...`` for
+      the actor's cell, ``memory/critic/...``, ``loss/memory_aux``) into the SB3 logger as
+      soon as the update is over (at the next rollout's start, or the end of training); they
+      are dumped with the ``train/`` metrics of the same update.
 
     Without it the aux losses still reach the PPO loss (see :mod:`rlmem.agents.sb3.policy`);
     only annealing and logging are skipped.
@@ -32,8 +33,15 @@ class MemoryCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        policy = self.model.policy
         total = max(self.model._total_timesteps, 1)
-        policy.anneal(min(self.model.num_timesteps / total, 1.0))
-        for key, value in policy.pop_diagnostics().items():
+        self.model.policy.anneal(min(self.model.num_timesteps / total, 1.0))
+
+    def _on_rollout_start(self) -> None:
+        self._record()
+
+    def _on_training_end(self) -> None:
+        self._record()
+
+    def _record(self) -> None:
+        for key, value in self.model.policy.pop_diagnostics().items():
             self.logger.record(key, value)

@@ -212,17 +212,22 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         return values, log_prob, distribution.entropy()
 
     def _record(self, auxes: dict[str, Aux]) -> None:
+        # The actor's cell is "the" memory: its keys match our PPO's progress.csv columns.
+        total = 0.0
         for role, aux in auxes.items():
+            prefix = "memory/" if role == "actor" else f"memory/{role}/"
             for key, value in aux.diagnostics.items():
-                self._diagnostics[f"memory/{role}/{key}"].append(value.detach().float())
+                self._diagnostics[f"{prefix}{key}"].append(value.detach().float())
             for key, value in aux.losses.items():
-                self._diagnostics[f"memory/{role}/loss_{key}"].append(value.detach().float())
+                self._diagnostics[f"{prefix}loss_{key}"].append(value.detach().float())
+            loss = aux.total_loss()
+            total += float(loss.detach()) if isinstance(loss, Tensor) else float(loss)
+        self._diagnostics["loss/memory_aux"].append(torch.tensor(total))
 
     def pop_diagnostics(self) -> dict[str, float]:
-        """Means of the cells' diagnostics and aux losses over the minibatches since last call.
-
-        Keys are ``memory/actor/<name>`` and ``memory/critic/<name>``; aux losses are
-        ``memory/<role>/loss_<name>``.
+        """Means over the minibatches since the last call of the cells' diagnostics and aux
+        losses: ``memory/<name>`` (the actor's cell), ``memory/critic/<name>`` (the critic's),
+        ``memory/[critic/]loss_<name>`` and their sum ``loss/memory_aux``.
         """
         means = {key: float(torch.stack(values).mean()) for key, values in
                  self._diagnostics.items()}

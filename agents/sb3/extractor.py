@@ -1,0 +1,70 @@
+"""``MiniGridExtractor``: rlmem's MiniGrid encoders as an SB3 features extractor."""
+
+from __future__ import annotations
+
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.preprocessing import is_image_space_channels_first
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import Tensor
+
+from rlmem.agents.encoders import ImageEncoder, MissionEncoder
+
+
+class MiniGridExtractor(BaseFeaturesExtractor):
+    """The conv encoder of the 7×7×3 grid view, and the mission encoder when the observation
+    has a ``mission``, concatenated (the encoders of :mod:`rlmem.agents.encoders`).
+
+    Use it with ``normalize_images=False``: the image holds MiniGrid's object / colour / state
+    indices, which rl-starter-files feeds unscaled, not pixels to divide by 255. SB3 transposes
+    image observations to channels-first (``VecTransposeImage``); both layouts are accepted.
+
+    Unlike our PPO's model, where the mission joins after the memory, the whole feature vector
+    goes through the memory cell here: that is where RecurrentPPO puts its LSTM.
+
+    Args:
+        observation_space: a ``Dict`` with ``image`` and optionally ``mission`` (token ids, as
+            made by :class:`rlmem.envs.MiniGridObservation`), or the image ``Box`` alone.
+        mission_embedding: features per mission word.
+        mission_size: features of the mission encoding.
+
+    Shapes:
+        - image: ``(N, H, W, C)`` or ``(N, C, H, W)``; mission: ``(N, L)`` token ids (any dtype)
+        - output: ``(N, features_dim)``
+    """
+
+    def __init__(self, observation_space: spaces.Space, mission_embedding: int = 32,
+                 mission_size: int = 128) -> None:
+        if isinstance(observation_space, spaces.Dict):
+            if "image" not in observation_space.spaces:
+                raise ValueError(f"MiniGridExtractor needs an 'image' observation, got keys "
+                                 f"{list(observation_space.spaces)}")
+            image_space = observation_space["image"]
+            mission_space = observation_space.spaces.get("mission")
+        else:
+            image_space, mission_space = observation_space, None
+        if not isinstance(image_space, spaces.Box) or len(image_space.shape) != 3:
+            raise ValueError(f"MiniGridExtractor needs a (H, W, C) image Box, got {image_space}")
+        channels_first = is_image_space_channels_first(image_space)
+        shape = image_space.shape
+        hwc = (shape[1], shape[2], shape[0]) if channels_first else shape
+        image = ImageEncoder(hwc)
+        mission = None
+        if mission_space is not None:
+            mission = MissionEncoder(int(mission_space.high.max()) + 1, mission_embedding,
+                                     mission_size)
+        super().__init__(observation_space,
+                         image.output_size + (mission.output_size if mission else 0))
+        self.channels_first = channels_first
+        self.image = image
+        self.mission = mission
+
+    def forward(self, observations: Tensor | dict[str, Tensor]) -> Tensor:
+        """Shapes: see the class docstring."""
+        image = observations["image"] if isinstance(observations, dict) else observations
+        if self.channels_first:
+            image = image.permute(0, 2, 3, 1)
+        features = self.image(image)
+        if self.mission is not None:
+            features = torch.cat([features, self.mission(observations["mission"])], dim=1)
+        return features

@@ -1,0 +1,148 @@
+"""The training run of ``python -m rlmem.train agent=sb3``: sb3-contrib's RecurrentPPO with
+:class:`~rlmem.agents.sb3.MultiInputMemoryPolicy` on the same envs, memory and budget as
+``agent=ppo``, writing the same run directory.
+
+The run directory receives ``config.yaml`` (resolved), ``progress.csv`` and TensorBoard events
+in ``tb/`` (one row per update; the columns of ``agent=ppo`` where they mean the same, see
+:data:`~rlmem.agents.sb3.recorder.SB3_METRICS`) and ``checkpoint.pt`` after every update,
+atomically. The checkpoint holds state dicts and counters only, so it loads with
+``torch.load(weights_only=True)``; :func:`load_model` turns it back into a ``RecurrentPPO``.
+(SB3's own ``model.save`` zip also works with this policy, but it stores parts of the model
+with cloudpickle, so loading one executes pickled code: the runs never write or read it.)
+Running the same command again resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+from sb3_contrib import RecurrentPPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+from rlmem.agents.ppo_train import CHECKPOINT_NAME, RESUME_SECTIONS, env_seed
+from rlmem.agents.sb3.callback import MemoryCallback
+from rlmem.agents.sb3.extractor import MiniGridExtractor
+from rlmem.agents.sb3.policy import MultiInputMemoryPolicy
+from rlmem.agents.sb3.recorder import RunRecorder
+from rlmem.envs import make_env, uses_mission
+from rlmem.runs import RunLogger, check_compatible, load_checkpoint, resolve_device, save_checkpoint
+from rlmem.schema.sb3 import check_sb3_config
+
+VEC_ENVS: dict[str, type[VecEnv]] = {"sync": DummyVecEnv, "async": SubprocVecEnv}
+"""SB3's counterpart of each ``vectorization`` of :data:`rlmem.envs.VECTORIZATIONS`."""
+
+
+def make_envs(config: Any, num_envs: int, seed: int) -> VecEnv:
+    """``num_envs`` copies of ``config.env`` as an SB3 VecEnv (with SB3's episode Monitor).
+
+    ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint).
+    """
+    mission = uses_mission(config["env"]) if config["mission"] is None else config["mission"]
+    return make_vec_env(functools.partial(make_env, config["env"], mission=mission),
+                        n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[config["vectorization"]])
+
+
+def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") -> RecurrentPPO:
+    """The RecurrentPPO of a run's config (``agent`` section: :class:`rlmem.schema.sb3.SB3Config`).
+
+    The cell is ``config["memory"]``; the features extractor is
+    :class:`~rlmem.agents.sb3.MiniGridExtractor`, unnormalised as in our PPO.
+    """
+    agent = config["agent"]
+    memory = dict(config["memory"])
+    head = [agent["head_size"]]
+    policy_kwargs = dict(
+        memory=memory.pop("name"), memory_kwargs=memory,
+        features_extractor_class=MiniGridExtractor, normalize_images=False,
+        net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
+        shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
+        optimizer_kwargs=dict(eps=agent["adam_eps"]))
+    return RecurrentPPO(
+        MultiInputMemoryPolicy, env, learning_rate=agent["lr"], n_steps=agent["frames_per_env"],
+        batch_size=agent["batch_size"], n_epochs=agent["epochs"], gamma=agent["gamma"],
+        gae_lambda=agent["gae_lambda"], clip_range=agent["clip"],
+        clip_range_vf=agent["clip"] if agent["clip_value"] else None,
+        normalize_advantage=agent["normalize_advantage"], ent_coef=agent["entropy_coef"],
+        vf_coef=agent["value_coef"], max_grad_norm=agent["max_grad_norm"],
+        target_kl=agent["target_kl"], seed=config["seed"], device=str(device),
+        policy_kwargs=policy_kwargs)
+
+
+def load_model(run_dir: str | Path, env: VecEnv | None = None,
+               device: torch.device | str = "cpu") -> RecurrentPPO:
+    """The RecurrentPPO of an ``agent=sb3`` run's checkpoint, ready for ``predict`` and
+    :func:`~stable_baselines3.common.evaluation.evaluate_policy`.
+
+    Args:
+        run_dir: the run directory (or the checkpoint file itself).
+        env: the env to attach; ``None`` makes one copy of the run's env.
+        device: where to put the policy.
+    """
+    path = Path(run_dir)
+    checkpoint = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
+    config = checkpoint["config"]
+    if config["agent"]["name"] != "sb3":
+        raise ValueError(f"{path} is an agent={config['agent']['name']} run, not agent=sb3")
+    model = build_model(config, env if env is not None else make_envs(config, 1, config["seed"]),
+                        device)
+    model.policy.load_state_dict(checkpoint["policy"])
+    model.policy.optimizer.load_state_dict(checkpoint["optimizer"])
+    model.num_timesteps = int(checkpoint["frames"])
+    return model
+
+
+def train(cfg: Any, run_dir: Path) -> None:
+    """Train (or resume) RecurrentPPO with an rlmem cell as configured by ``cfg``.
+
+    Raises:
+        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
+        rlmem.agents.ppo.NonFiniteLossError: the weights diverged; the last good checkpoint is
+            kept.
+    """
+    check_sb3_config(cfg.agent)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    device = resolve_device(cfg.device)
+    torch.set_num_threads(cfg.torch_threads)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = run_dir / CHECKPOINT_NAME
+    checkpoint = None
+    if cfg.resume and checkpoint_path.exists():
+        checkpoint = load_checkpoint(checkpoint_path)
+        check_compatible(checkpoint["config"], config, RESUME_SECTIONS)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+
+    frames, updates = 0, 0
+    if checkpoint is not None:
+        frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
+    env = make_envs(config, cfg.num_envs, env_seed(cfg.seed, updates))
+    model = build_model(config, env, device)
+    # RecurrentPPO's own logger prints and writes nothing: RunRecorder writes the run's files.
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    if checkpoint is not None:
+        model.policy.load_state_dict(checkpoint["policy"])
+        model.policy.optimizer.load_state_dict(checkpoint["optimizer"])
+        torch.set_rng_state(checkpoint["rng"])
+        model.num_timesteps = frames
+
+    def save(frames: int, updates: int) -> None:
+        save_checkpoint(checkpoint_path, {
+            "policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
+            "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
+            "config": config})
+
+    logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
+    recorder = RunRecorder(logger, save, frames, updates, cfg.frames, cfg.progress_bar)
+    try:
+        if frames < cfg.frames:
+            model.learn(cfg.frames - frames, callback=[MemoryCallback(), recorder],
+                        reset_num_timesteps=checkpoint is None)
+    finally:
+        logger.close()
+        env.close()

@@ -1,0 +1,131 @@
+"""``python -m rlmem.train agent=sb3``: RecurrentPPO runs with the run directory of agent=ppo."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException
+from omegaconf import DictConfig
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from rlmem.agents.sb3 import MemoryPolicy
+from rlmem.agents.sb3.recorder import SB3_METRICS
+from rlmem.agents.sb3.train import load_model, make_envs, train
+from rlmem.cells import CELLS
+from rlmem.runs import CheckpointMismatchError
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.sb3 import SB3Config
+from rlmem.schema.train import AGENT_SCHEMAS, register_train_configs
+
+TINY = ("env=DoorKey-5x5", "num_envs=2", "agent.frames_per_env=16", "agent.batch_size=32",
+        "agent.epochs=1", "memory.hidden_size=16", "progress_bar=false")
+WIRED = "sb3" in AGENT_SCHEMAS
+
+
+def config(*overrides: str) -> DictConfig:
+    register_train_configs()
+    if not WIRED:  # until rlmem.schema.train lists agent=sb3 itself
+        ConfigStore.instance().store(group="agent", name="sb3_schema", node=SB3Config)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=["agent=sb3", *TINY, *overrides])
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "progress.csv").open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_run_writes_the_run_directory_of_agent_ppo(cell: str, tmp_path: Path) -> None:
+    extra = ("memory.capacity=16",) if cell == "memlstm" else ()
+    train(config(f"memory={cell}", "frames=64", f"run_dir={tmp_path}", *extra), tmp_path)
+    assert (tmp_path / "config.yaml").read_text().count("name: sb3") == 1
+    table = rows(tmp_path)
+    assert [int(float(row["frames"])) for row in table] == [32, 64]
+    for column in ("updates", "fps", "episodes", "return_mean", "length_mean",
+                   *(name for name, _ in SB3_METRICS.values()), "loss/memory_aux"):
+        assert column in table[0], column
+    assert float(table[-1]["loss/entropy"]) > 0  # an entropy, not SB3's negated one
+    assert list((tmp_path / "tb").iterdir())
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert checkpoint["frames"] == 64 and checkpoint["updates"] == 2
+    model = load_model(tmp_path)
+    assert isinstance(model.policy, MemoryPolicy) and model.policy.memory == cell
+    for key, value in model.policy.state_dict().items():
+        assert torch.equal(value, checkpoint["policy"][key]), key
+    mean, _ = evaluate_policy(model, make_envs(checkpoint["config"], 2, seed=3),
+                              n_eval_episodes=2, warn=False)
+    assert np.isfinite(mean)
+
+
+def test_resume_continues_where_the_run_stopped(tmp_path: Path) -> None:
+    train(config("memory=relstm", "frames=64", f"run_dir={tmp_path}"), tmp_path)
+    first = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    train(config("memory=relstm", "frames=128", f"run_dir={tmp_path}"), tmp_path)
+    table = rows(tmp_path)
+    assert [int(float(row["frames"])) for row in table] == [32, 64, 96, 128]
+    assert [int(float(row["updates"])) for row in table] == [1, 2, 3, 4]
+    second = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert second["frames"] == 128
+    changed = [not torch.equal(first["policy"][key], value)
+               for key, value in second["policy"].items() if value.is_floating_point()]
+    assert any(changed)
+    # Done already: nothing to add, nothing rewritten.
+    train(config("memory=relstm", "frames=128", f"run_dir={tmp_path}"), tmp_path)
+    assert len(rows(tmp_path)) == 4
+    with pytest.raises(CheckpointMismatchError, match="memory"):
+        train(config("memory=gru", "frames=160", f"run_dir={tmp_path}"), tmp_path)
+
+
+def test_resume_false_starts_afresh(tmp_path: Path) -> None:
+    train(config("memory=gru", "frames=64", f"run_dir={tmp_path}"), tmp_path)
+    train(config("memory=gru", "frames=32", f"run_dir={tmp_path}", "resume=false"), tmp_path)
+    assert [int(float(row["frames"])) for row in rows(tmp_path)] == [32]
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    (("agent.shared_lstm=true",), "enable_critic_lstm"),
+    (("agent.lr=-1",), "agent.lr"),
+    (("agent.batch_size=1",), "agent.batch_size"),
+    (("agent.gamma=1.5",), "agent.gamma"),
+])
+def test_bad_values_fail_before_any_work(override: tuple[str, ...], message: str,
+                                         tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=message):
+        train(config(*override, f"run_dir={tmp_path}"), tmp_path)
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_misspelt_key_fails_at_composition(tmp_path: Path) -> None:
+    with pytest.raises(ConfigCompositionException):
+        config("agent.lrr=0.1", f"run_dir={tmp_path}")
+
+
+def test_shared_and_feedforward_critics(tmp_path: Path) -> None:
+    train(config("memory=gru", "frames=32", f"run_dir={tmp_path}/shared",
+                 "agent.shared_lstm=true", "agent.enable_critic_lstm=false"),
+          tmp_path / "shared")
+    train(config("memory=gru", "frames=32", f"run_dir={tmp_path}/ff",
+                 "agent.enable_critic_lstm=false"), tmp_path / "ff")
+    assert load_model(tmp_path / "shared").policy.shared_lstm
+    assert load_model(tmp_path / "ff").policy.critic is not None
+
+
+@pytest.mark.skipif(not WIRED, reason="agent=sb3 is not yet listed in rlmem.schema.train")
+def test_cli(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "rlmem.train", "agent=sb3", "memory=relstm", "frames=32",
+               *TINY, f"run_dir={tmp_path}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [int(float(row["frames"])) for row in rows(tmp_path)] == [32]
+    bad = subprocess.run([*command, "agent.shared_lstm=true"], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert bad.returncode == 1 and "enable_critic_lstm" in bad.stderr
