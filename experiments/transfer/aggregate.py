@@ -1,0 +1,140 @@
+"""Tabulate the transfer suite into ``RESULTS.md`` and plot its learning curves.
+
+    python experiments/transfer/aggregate.py
+
+Reads ``runs/<env>/<memory>/seed<k>/`` (``eval/<env>.json`` and ``progress.csv``), as written by
+``experiments/transfer/suite.py``, and writes ``RESULTS.md`` with a table laid out like Table 3 of
+the ReLSTM paper (mean ± std over seeds of the mean evaluation return, the paper's number in
+brackets) and ``plots/<env>.png``, the training return against frames for every memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from rlmem.envs import transfer_target
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs"
+PLOTS = HERE / "plots"
+
+PAPER: dict[str, dict[str, float]] = {
+    # Table 3 of Kerg et al. (2020): average reward after 5M frames of PPO.
+    "RedBlueDoors-6x6": {"lstm": 0.97, "memlstm": 0.97, "relstm": 0.97},
+    "GoToObject-6x6-N2": {"lstm": 0.81, "memlstm": 0.85, "relstm": 0.84},
+    "MemoryS7": {"lstm": 0.96, "memlstm": 0.4, "relstm": 0.94},
+    "GoToDoor-5x5": {"lstm": 0.28, "memlstm": 0.17, "relstm": 0.25},
+    "Fetch-5x5-N2": {"lstm": 0.48, "memlstm": 0.42, "relstm": 0.5},
+    "DoorKey-5x5": {"lstm": 0.94, "memlstm": 0.94, "relstm": 0.93},
+    "RedBlueDoors-8x8": {"lstm": 0.95, "memlstm": 0.95, "relstm": 0.95},
+    "GoToObject-8x8-N2": {"lstm": 0.66, "memlstm": 0.66, "relstm": 0.74},
+    "MemoryS13": {"lstm": 0.25, "memlstm": 0.24, "relstm": 0.30},
+    "GoToDoor-8x8": {"lstm": 0.13, "memlstm": 0.11, "relstm": 0.15},
+    "Fetch-8x8-N3": {"lstm": 0.38, "memlstm": 0.44, "relstm": 0.45},
+    "DoorKey-16x16": {"lstm": 0.09, "memlstm": 0.31, "relstm": 0.44},
+}
+TRAIN_ENVS = ["RedBlueDoors-6x6", "GoToObject-6x6-N2", "MemoryS7", "GoToDoor-5x5",
+              "Fetch-5x5-N2", "DoorKey-5x5"]
+MEMORY_ORDER = ["lstm", "memlstm", "relstm", "gru", "tarnn", "sarnn", "irnn", "ernn"]
+
+
+def read_progress(path: Path) -> tuple[list[float], list[float]]:
+    """Frames and the training return of each update that finished episodes."""
+    frames, returns = [], []
+    with path.open(newline="") as file:
+        for row in csv.DictReader(file):
+            value = float(row["return_mean"])
+            if math.isfinite(value):
+                frames.append(float(row["frames"]))
+                returns.append(value)
+    return frames, returns
+
+
+def collect() -> tuple[dict, dict, dict]:
+    """``scores[env][memory]`` (one evaluation mean return per seed), the frames trained per
+    (train env, memory), and the learning curves per train env and memory."""
+    scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    frames: dict[tuple[str, str], set[int]] = defaultdict(set)
+    curves: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for run in sorted(RUNS.glob("*/*/seed*")):
+        env, memory = run.parent.parent.name, run.parent.name
+        for report in sorted((run / "eval").glob("*.json")):
+            data = json.loads(report.read_text())
+            scores[data["env"]][memory].append(data["return_mean"])
+            frames[(env, memory)].add(int(data["frames"]))
+        if (run / "progress.csv").exists():
+            curves[env][memory].append(read_progress(run / "progress.csv"))
+    return scores, frames, curves
+
+
+def cell(values: list[float], paper: float | None) -> str:
+    if not values:
+        ours = "—"
+    elif len(values) == 1:
+        ours = f"{values[0]:.2f}"
+    else:
+        ours = f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+    return f"{ours} ({paper:.2f})" if paper is not None else ours
+
+
+def plot(env: str, runs: dict[str, list]) -> Path:
+    """Training return against frames, one line per seed, one colour per memory."""
+    PLOTS.mkdir(exist_ok=True)
+    figure, axes = plt.subplots(figsize=(6, 3.6))
+    for index, memory in enumerate(m for m in MEMORY_ORDER if m in runs):
+        for seed, (frames, returns) in enumerate(runs[memory]):
+            axes.plot(frames, returns, color=f"C{index}", alpha=0.8, linewidth=1,
+                      label=memory if seed == 0 else None)
+    axes.set_xlabel("frames")
+    axes.set_ylabel("mean training return")
+    axes.set_title(f"{env} (PPO, training episodes)")
+    axes.set_ylim(-0.02, 1.0)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, ncol=2)
+    figure.tight_layout()
+    path = PLOTS / f"{env}.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def main() -> None:
+    scores, frames, curves = collect()
+    memories = [m for m in MEMORY_ORDER if any(m in scores[env] for env in scores)]
+    header = "| Environment | " + " | ".join(memories) + " |"
+    rule = "|---|" + "---:|" * len(memories)
+    lines = [header, rule, "| **Train** |" + " |" * len(memories)]
+    for env in TRAIN_ENVS:
+        lines.append(f"| {env} | " + " | ".join(
+            cell(scores[env][m], PAPER.get(env, {}).get(m)) for m in memories) + " |")
+    lines.append("| **Test** |" + " |" * len(memories))
+    for env in TRAIN_ENVS:
+        target = transfer_target(env)
+        lines.append(f"| {target} | " + " | ".join(
+            cell(scores[target][m], PAPER.get(target, {}).get(m)) for m in memories) + " |")
+    budget = ["| Train env | memory | seeds | frames per run |", "|---|---|---:|---:|"]
+    for env in TRAIN_ENVS:
+        for memory in memories:
+            if (env, memory) in frames:
+                seeds = len(scores[env][memory])
+                budget.append(f"| {env} | {memory} | {seeds} | "
+                              f"{', '.join(map(str, sorted(frames[(env, memory)])))} |")
+    figures = [f"![{env}](plots/{plot(env, curves[env]).name})" for env in TRAIN_ENVS
+               if curves.get(env)]
+    template = (HERE / "RESULTS.template.md").read_text()
+    text = (template.replace("{{table}}", "\n".join(lines))
+            .replace("{{budget}}", "\n".join(budget))
+            .replace("{{figures}}", "\n\n".join(figures)))
+    (HERE / "RESULTS.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
