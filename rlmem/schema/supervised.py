@@ -1,0 +1,145 @@
+"""Typed config of ``python -m rlmem.supervised``: the run's keys and the ``task`` group.
+
+``rlmem/conf/supervised.yaml`` starts from ``supervised_schema``; ``rlmem/conf/task/<name>.yaml``
+from ``task/<name>_schema``. A misspelt key or a value of the wrong type fails when Hydra
+composes the config, before anything is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from rlmem.schema.memory import register_memory_configs
+
+
+class OptimizerName(Enum):
+    """The optimizers the supervised CLI offers (the papers use Adam and RMSprop)."""
+
+    adam = "adam"
+    rmsprop = "rmsprop"
+    sgd = "sgd"
+
+
+@dataclass
+class RecallTaskConfig:
+    """Copy or denoise."""
+
+    name: str = MISSING
+    """Registered task name."""
+    alphabet: int = 8
+    """Number of data symbols (8 in Arjovsky et al., 2016); blank and delimiter come on top."""
+    recall: int = 10
+    """Number of symbols to remember and reproduce (10 in the papers)."""
+
+
+@dataclass
+class CopyTaskConfig(RecallTaskConfig):
+    """The copy task (and transfer-copy, via ``eval_seq_lens``)."""
+
+    name: str = "copy"
+    """Registered task name."""
+
+
+@dataclass
+class DenoiseTaskConfig(RecallTaskConfig):
+    """The denoise task of Jing et al. (2019)."""
+
+    name: str = "denoise"
+    """Registered task name."""
+
+
+@dataclass
+class AddingTaskConfig:
+    """The adding problem; it has no hyperparameters besides ``seq_len``."""
+
+    name: str = "adding"
+    """Registered task name."""
+
+
+TASK_SCHEMAS: dict[str, type] = {
+    "copy": CopyTaskConfig,
+    "denoise": DenoiseTaskConfig,
+    "adding": AddingTaskConfig,
+}
+"""The typed config of each registered task."""
+
+
+@dataclass
+class SupervisedConfig:
+    """``python -m rlmem.supervised task=copy seq_len=100 memory=relstm``."""
+
+    task: Any = MISSING
+    """The task: ``copy``, ``transfer_copy``, ``denoise`` or ``adding`` (``conf/task/``)."""
+    memory: Any = MISSING
+    """The memory cell and its hyperparameters (``conf/memory/``), e.g. ``memory=relstm``."""
+    seq_len: int = 100
+    """The delay ``T`` the model trains at (copy/denoise feed ``T + 20`` steps)."""
+    batch_size: int = 128
+    """Sequences per update."""
+    iterations: int = 2000
+    """Total updates; a resumed run continues up to this number."""
+    lr: float = 2e-4
+    """Learning rate (the ReLSTM paper's copy/denoise setting)."""
+    optimizer: OptimizerName = OptimizerName.adam
+    """adam, rmsprop or sgd."""
+    grad_clip: float | None = 1.0
+    """Max global gradient norm; null disables clipping."""
+    seed: int = 0
+    """Seeds the weights, the training stream and the evaluation batches."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N; the data is generated on this device."""
+    amp: bool = False
+    """bf16 autocast for the forward pass."""
+    eval_seq_lens: list[int] = field(default_factory=list)
+    """Further delays ``T`` to evaluate at (transfer-copy: 200, 400, 1000, 2000)."""
+    eval_memory: dict[str, Any] = field(default_factory=dict)
+    """Memory hyperparameters overridden for the evaluations at eval_seq_lens, which must not
+    change the weights: e.g. ``+eval_memory.capacity=2020`` lets MemLSTM attend fully over the
+    longer transfer sequences."""
+    eval_batch_size: int = 256
+    """Sequences in the fixed evaluation batch of each ``T``."""
+    eval_every: int = 100
+    """Evaluate every this many updates, and at the end."""
+    log_every: int = 10
+    """Write a row of progress.csv / TensorBoard every this many updates."""
+    checkpoint_every: int = 100
+    """Checkpoint every this many updates, and at the end."""
+    run_dir: str = MISSING
+    """The run directory (defaults to runs/supervised/<task>/<memory>_T<seq_len>_seed<seed>)."""
+    resume: bool = True
+    """Continue from the run directory's checkpoint when there is one; false starts afresh."""
+    figures: bool = True
+    """Write the PNG figures into the run directory at the end."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar."""
+
+
+def register_supervised_configs() -> None:
+    """Store ``supervised_schema``, ``task/<name>_schema`` and the memory schemas."""
+    register_memory_configs()
+    store = ConfigStore.instance()
+    store.store(name="supervised_schema", node=SupervisedConfig)
+    for name, schema in TASK_SCHEMAS.items():
+        store.store(group="task", name=f"{name}_schema", node=schema)
+
+
+def check_supervised_config(cfg: Any) -> None:
+    """Raise a :class:`ValueError` naming the key when a value is out of range.
+
+    Types are checked by the schema; this checks what a type cannot say (positive sizes, ...).
+    The task checks ``seq_len`` and ``eval_seq_lens`` against its own minimum.
+    """
+    positive = ("batch_size", "iterations", "eval_batch_size", "eval_every", "log_every",
+                "checkpoint_every")
+    for key in positive:
+        if cfg[key] <= 0:
+            raise ValueError(f"{key} must be positive, got {cfg[key]}")
+    if not cfg.lr > 0:
+        raise ValueError(f"lr must be positive, got {cfg.lr}")
+    if cfg.grad_clip is not None and not cfg.grad_clip > 0:
+        raise ValueError(f"grad_clip must be positive or null, got {cfg.grad_clip}")

@@ -1,0 +1,167 @@
+"""Train a memory cell on a supervised sequence task: copy, transfer-copy, denoise or adding.
+
+    python -m rlmem.supervised task=copy seq_len=100 memory=relstm
+    python -m rlmem.supervised task=transfer_copy memory=relstm memory.hidden_size=128
+    python -m rlmem.supervised task=adding seq_len=200 memory=tarnn iterations=1000 lr=1e-2
+
+The run directory (``runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>`` unless
+``run_dir=...``) receives ``config.yaml``, ``progress.csv``, TensorBoard
+events in ``tb/``, ``checkpoint.pt``, ``results.json`` and the PNG figures. Running the same
+command again resumes from the checkpoint (``resume=false`` starts afresh).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rlmem.cells import make_cell_from_config
+from rlmem.runs import CheckpointMismatchError, check_compatible, load_checkpoint, resolve_device
+from rlmem.schema.supervised import (
+    OptimizerName,
+    check_supervised_config,
+    register_supervised_configs,
+)
+from rlmem.tasks import (
+    CHECKPOINT_NAME,
+    NonFiniteLossError,
+    Schedule,
+    SequenceModel,
+    SupervisedTrainer,
+    TrainResult,
+    make_task_from_config,
+    write_figures,
+)
+
+OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
+    OptimizerName.adam: torch.optim.Adam,
+    OptimizerName.rmsprop: torch.optim.RMSprop,
+    OptimizerName.sgd: torch.optim.SGD,
+}
+
+RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer", "grad_clip",
+                   "seed", "amp")
+"""Keys that must match a checkpoint to resume from it (``iterations`` may grow)."""
+
+USER_ERRORS = (ValueError, KeyError, CheckpointMismatchError, NonFiniteLossError)
+"""Errors that mean bad input or a diverged run: reported in one message, not a traceback."""
+
+register_supervised_configs()
+
+
+def _optimizer_name(value: Any) -> OptimizerName:
+    return value if isinstance(value, OptimizerName) else OptimizerName(str(value))
+
+
+def _print(message: str) -> None:
+    print(message, flush=True)
+
+
+def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
+    """Build everything from ``cfg``, train (resuming if a checkpoint is there), write results
+    and figures into ``run_dir``."""
+    check_supervised_config(cfg)
+    device = resolve_device(cfg.device)
+    task = make_task_from_config(cfg.task)
+    task.check_seq_len(cfg.seq_len)
+    for seq_len in cfg.eval_seq_lens:
+        task.check_seq_len(seq_len, key="eval_seq_lens")
+    torch.manual_seed(cfg.seed)
+    cell = make_cell_from_config(cfg.memory, input_size=task.input_size)
+    model = SequenceModel(cell, task.output_size, task.categorical).to(device)
+    optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(config, dict)
+    schedule = Schedule(
+        seq_len=cfg.seq_len, batch_size=cfg.batch_size, iterations=cfg.iterations,
+        grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
+        eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every, log_every=cfg.log_every,
+        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed)
+    transfer_model = None
+    if cfg.eval_memory:
+        transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, cfg.eval_memory),
+                                              input_size=task.input_size)
+        transfer_model = SequenceModel(transfer_cell, task.output_size, task.categorical)
+        try:
+            transfer_model.load_state_dict(model.state_dict())
+        except RuntimeError as error:
+            raise ValueError(f"eval_memory={dict(cfg.eval_memory)} changes the cell's weights; "
+                             f"only weight-free hyperparameters may differ:\n{error}") from None
+        transfer_model.to(device)
+    trainer = SupervisedTrainer(model, task, optimizer, schedule, run_dir, device, config,
+                                transfer_model)
+
+    checkpoint = run_dir / CHECKPOINT_NAME
+    if checkpoint.exists() and cfg.resume:
+        payload = load_checkpoint(checkpoint, map_location=device)
+        check_compatible(payload["config"], config, RESUME_SECTIONS)
+        trainer.load(payload)
+        _print(f"resuming {checkpoint} at iteration {trainer.iteration}")
+    elif checkpoint.exists():
+        checkpoint.unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml")
+
+    baseline = task.baseline(cfg.seq_len)
+    parameters = sum(p.numel() for p in model.parameters())
+    _print(f"{task.describe()} T={cfg.seq_len} | {cell.name} hidden {cell.hidden_size}, "
+           f"{parameters} parameters | {device} | run dir {run_dir}")
+    _print(f"naive baseline {baseline.metric}: {baseline.rule}")
+    result = trainer.train(show_progress=cfg.progress_bar)
+    _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
+                   cfg.eval_seq_lens)
+    _print(_summary(result, cfg.seq_len, cfg.eval_seq_lens))
+    if cfg.figures:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(cfg.seed)
+        for path in write_figures(run_dir, model, task, cfg.seq_len, generator,
+                                  title=f"{task.name} T={cfg.seq_len}, {cell.name}"):
+            _print(f"figure: {path}")
+    return result
+
+
+def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: str,
+                   baseline: float, parameters: int, eval_seq_lens: Iterable[int]) -> None:
+    results = {
+        "task": cfg.task.name, "memory": cfg.memory.name, "seq_len": cfg.seq_len,
+        "eval_seq_lens": list(eval_seq_lens), "iterations": result.iteration,
+        "batch_size": cfg.batch_size, "lr": cfg.lr, "hidden_size": cfg.memory.hidden_size,
+        "parameters": parameters, "elapsed_s": round(result.elapsed_s, 2),
+        "baseline": {metric: baseline},
+        "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
+    }
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
+    lines = [f"finished {result.iteration} iterations in {result.elapsed_s:.1f}s"]
+    for T in dict.fromkeys([seq_len, *eval_seq_lens]):
+        values = {key.removeprefix("eval/").split("@")[0]: value
+                  for key, value in result.final.items() if key.endswith(f"@T{T}")}
+        shown = ", ".join(f"{key} {100 * value:.1f}%" if key == "accuracy" else
+                          f"{key} {value:.4f}" for key, value in values.items())
+        lines.append(f"  T={T}: {shown}")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path="conf", config_name="supervised", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """The CLI: the run directory is Hydra's output directory."""
+    try:
+        run(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except USER_ERRORS as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"rlmem.supervised: error: {message}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

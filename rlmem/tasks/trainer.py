@@ -1,0 +1,229 @@
+"""The training loop of the supervised tasks: fresh batches, aux losses, clipping, checkpoints.
+
+Every iteration draws a new batch from the task's seeded generator (the papers train on an
+endless stream, not a fixed data set), adds the cell's own losses (SA-RNN's update budget,
+TARNN's Ω) to the task loss, clips the gradient norm and steps the optimizer. A loss or gradient
+that stops being finite ends the run with :class:`NonFiniteLossError` before the bad update is
+applied, so the last checkpoint on disk is a good one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from rlmem.runs import RunLogger, load_checkpoint, save_checkpoint
+from rlmem.tasks.base import SequenceTask
+from rlmem.tasks.evaluate import autocast, evaluate
+from rlmem.tasks.model import SequenceModel
+
+CHECKPOINT_NAME = "checkpoint.pt"
+"""File name of a run's (single, atomically replaced) checkpoint."""
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or the gradient norm became NaN or infinite; training stopped before the step."""
+
+
+@dataclass
+class Schedule:
+    """How long to train and how often to log, evaluate and checkpoint."""
+
+    seq_len: int
+    """Delay ``T`` of the training sequences."""
+    batch_size: int
+    """Sequences per update."""
+    iterations: int
+    """Total updates (the run stops there, also after a resume)."""
+    grad_clip: float | None
+    """Max global gradient norm, or None for no clipping."""
+    eval_seq_lens: Sequence[int] = ()
+    """Extra delays evaluated besides ``seq_len`` (transfer)."""
+    eval_batch_size: int = 256
+    """Sequences in the fixed evaluation batch of each ``T``."""
+    eval_every: int = 100
+    """Evaluate every this many updates (and at the end)."""
+    log_every: int = 10
+    """Write a progress row every this many updates."""
+    checkpoint_every: int = 100
+    """Checkpoint every this many updates (and at the end)."""
+    amp: bool = False
+    """bf16 autocast for the forward passes."""
+    seed: int = 0
+    """Seeds the training stream and the evaluation batches."""
+
+
+@dataclass
+class TrainResult:
+    """What a finished run measured."""
+
+    iteration: int
+    elapsed_s: float
+    final: dict[str, float] = field(default_factory=dict)
+
+
+class SupervisedTrainer:
+    """Train ``model`` on ``task``; resumable from the checkpoint in ``run_dir``.
+
+    Args:
+        model: the sequence model (already on ``device``).
+        task: the task to sample from.
+        optimizer: over ``model.parameters()``.
+        schedule: lengths and intervals.
+        run_dir: where ``checkpoint.pt``, ``progress.csv`` and ``tb/`` go.
+        device: where the data is generated and the model runs.
+        config: the run's resolved config, stored in the checkpoint for compatibility checks.
+        transfer_model: evaluates at ``schedule.eval_seq_lens`` with the trained weights copied
+            in; a cell built with other weight-free hyperparameters (e.g. a MemLSTM whose
+            capacity holds the longer sequences). ``None``: ``model`` itself.
+    """
+
+    def __init__(self, model: SequenceModel, task: SequenceTask,
+                 optimizer: torch.optim.Optimizer, schedule: Schedule, run_dir: Path,
+                 device: torch.device, config: Mapping[str, Any],
+                 transfer_model: SequenceModel | None = None) -> None:
+        if transfer_model is not None:
+            transfer_model.load_state_dict(model.state_dict())
+        self.model = model
+        self.transfer_model = transfer_model
+        self.task = task
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.run_dir = Path(run_dir)
+        self.device = device
+        self.config = dict(config)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(schedule.seed)
+        self.iteration = 0
+        self.elapsed_s = 0.0
+        self.resumed = False
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir / CHECKPOINT_NAME
+
+    # --- checkpoints -------------------------------------------------------------------------
+
+    def state_dict(self, extra_elapsed_s: float = 0.0) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "iteration": self.iteration,
+                "elapsed_s": self.elapsed_s + extra_elapsed_s, "config": self.config}
+
+    def save(self, extra_elapsed_s: float = 0.0) -> None:
+        """Write the checkpoint atomically; ``extra_elapsed_s``: time not yet in ``elapsed_s``."""
+        save_checkpoint(self.checkpoint_path, self.state_dict(extra_elapsed_s))
+
+    def load(self, payload: Mapping[str, Any] | None = None) -> None:
+        """Restore weights, optimizer, data stream and counters (default: from ``run_dir``)."""
+        payload = load_checkpoint(self.checkpoint_path) if payload is None else payload
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.generator.set_state(payload["generator"])
+        self.iteration = int(payload["iteration"])
+        self.elapsed_s = float(payload["elapsed_s"])
+        self.resumed = True
+
+    # --- training ----------------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, float]:
+        """One update on a fresh batch; returns the step's metrics (synchronises once)."""
+        schedule = self.schedule
+        self.model.cell.anneal(self.iteration / max(schedule.iterations, 1))
+        batch = self.task.sample(schedule.batch_size, schedule.seq_len, self.generator)
+        with autocast(self.device, schedule.amp):
+            outputs, result = self.model(batch.inputs)
+            task_loss = self.task.loss(outputs, batch)
+        aux_loss = result.aux.total_loss()
+        loss = task_loss + aux_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        max_norm = schedule.grad_clip if schedule.grad_clip is not None else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        finite = torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)
+        if not bool(finite):
+            raise NonFiniteLossError(
+                f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient norm'} at "
+                f"iteration {self.iteration + 1} (loss {float(loss.detach()):.4g}, gradient norm "
+                f"{float(grad_norm):.4g}); stopped before applying it. The last good "
+                f"checkpoint is {self.checkpoint_path} (if any was written). Try a lower lr "
+                f"or a smaller grad_clip.")
+        self.optimizer.step()
+        self.iteration += 1
+        metrics = {f"train/{key}": float(value)
+                   for key, value in self.task.metrics(outputs.float(), batch).items()}
+        metrics["train/loss"] = float(loss.detach())
+        metrics["train/grad_norm"] = float(grad_norm)
+        for key, value in result.aux.losses.items():
+            metrics[f"aux/{key}"] = float(value.detach())
+        for key, value in result.aux.diagnostics.items():
+            metrics[f"memory/{key}"] = float(value)
+        return metrics
+
+    def evaluate(self) -> dict[str, float]:
+        """Metrics on the fixed evaluation batches at ``seq_len`` and every ``eval_seq_lens``."""
+        schedule = self.schedule
+        transfer = [T for T in dict.fromkeys(schedule.eval_seq_lens) if schedule.seq_len != T]
+        results = evaluate(self.model, self.task, [schedule.seq_len], schedule.eval_batch_size,
+                           schedule.seed, self.device, schedule.amp)
+        if transfer:
+            model = self.model
+            if self.transfer_model is not None:
+                self.transfer_model.load_state_dict(self.model.state_dict())
+                model = self.transfer_model
+            results.update(evaluate(model, self.task, transfer, schedule.eval_batch_size,
+                                    schedule.seed, self.device, schedule.amp))
+        return {f"eval/{key}": value for key, value in results.items()}
+
+    def train(self, show_progress: bool = True) -> TrainResult:
+        """Run from the current iteration to ``schedule.iterations``; returns the last eval."""
+        schedule = self.schedule
+        baseline = self.task.baseline(schedule.seq_len)
+        final: dict[str, float] = {}
+        with RunLogger(self.run_dir, "iteration",
+                       resume_step=self.iteration if self.resumed else None) as logger, \
+                tqdm(total=schedule.iterations, initial=self.iteration, unit="it",
+                     desc=f"{self.task.name} T={schedule.seq_len}", mininterval=2.0,
+                     disable=not show_progress, dynamic_ncols=True) as bar:
+            self.model.train()
+            clock, since_log = time.perf_counter(), 0
+            while self.iteration < schedule.iterations:
+                metrics = self.train_step()
+                bar.update(1)
+                since_log += 1
+                last = self.iteration == schedule.iterations
+                evaluated = self.iteration % schedule.eval_every == 0 or last
+                if evaluated:
+                    metrics.update(self.evaluate())
+                    final = metrics
+                if self.iteration % schedule.log_every == 0 or last or evaluated:
+                    now = time.perf_counter()
+                    rate = since_log / max(now - clock, 1e-9)
+                    self.elapsed_s, clock, since_log = self.elapsed_s + now - clock, now, 0
+                    logger.log({"iteration": self.iteration, **metrics,
+                                f"baseline/{baseline.metric}": baseline.value,
+                                "time/elapsed_s": self.elapsed_s,
+                                "time/its_per_s": rate})
+                    bar.set_postfix(self._postfix(metrics), refresh=False)
+                    if evaluated:
+                        bar.write(self._eval_line(metrics))
+                if self.iteration % schedule.checkpoint_every == 0 or last:
+                    self.save(extra_elapsed_s=time.perf_counter() - clock)
+        return TrainResult(self.iteration, self.elapsed_s,
+                           {key: value for key, value in final.items() if key.startswith("eval/")})
+
+    def _eval_line(self, metrics: Mapping[str, float]) -> str:
+        evals = " ".join(f"{key[5:]}={value:.4f}" for key, value in metrics.items()
+                         if key.startswith("eval/"))
+        return f"[{self.task.name}] iteration {self.iteration}: {evals}"
+
+    @staticmethod
+    def _postfix(metrics: Mapping[str, float]) -> dict[str, str]:
+        keys = ("train/loss", "train/accuracy", "train/mse")
+        return {key.split("/")[1]: f"{metrics[key]:.4f}" for key in keys if key in metrics}

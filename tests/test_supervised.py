@@ -1,0 +1,185 @@
+"""The supervised CLI: every task with every cell, resume, bad input, non-finite losses."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import DictConfig
+
+from rlmem.cells import CELLS
+from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.schema.memory import CONF_DIR
+from rlmem.supervised import run
+from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
+
+TINY = ["seq_len=4", "batch_size=2", "iterations=2", "memory.hidden_size=8", "eval_every=1",
+        "log_every=1", "checkpoint_every=1", "eval_batch_size=2", "progress_bar=false"]
+
+TRACE_FIGURES = {"relstm": "attention.png", "relrnn": "attention.png",
+                 "memlstm": "attention.png", "sarnn": "update_pattern.png", "tarnn": "beta.png"}
+
+
+def config(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="supervised", overrides=list(overrides))
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "progress.csv").open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_task_with_every_cell(task: str, cell: str, tmp_path: Path) -> None:
+    figures = task == "copy"  # the figures do not depend on the task; draw them once per cell
+    cfg = config(f"task={task}", f"memory={cell}", *TINY, "eval_seq_lens=[6]",
+                 f"figures={figures}")
+    result = run(cfg, tmp_path)
+    assert result.iteration == 2
+    metric = "mse" if task == "adding" else "accuracy"
+    assert {f"eval/{metric}@T4", f"eval/{metric}@T6"} <= set(result.final)
+    assert all(math.isfinite(value) for value in result.final.values())
+    logged = rows(tmp_path)
+    assert [int(float(row["iteration"])) for row in logged] == [1, 2]
+    assert "baseline/mse" in logged[0] if task == "adding" else "baseline/ce" in logged[0]
+    assert any((tmp_path / "tb").iterdir())
+    assert (tmp_path / "checkpoint.pt").exists() and (tmp_path / "config.yaml").exists()
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["iterations"] == 2 and results["memory"] == cell
+    if figures:
+        assert (tmp_path / "learning_curve.png").exists()
+        if cell in TRACE_FIGURES:
+            assert (tmp_path / TRACE_FIGURES[cell]).exists()
+        written = {path.name for path in tmp_path.glob("*.png")}
+        assert written <= {"learning_curve.png", TRACE_FIGURES.get(cell, "")}
+
+
+def test_aux_losses_reach_the_loss(tmp_path: Path) -> None:
+    """SA-RNN's update budget is logged as an aux loss and is part of train/loss."""
+    cfg = config("memory=sarnn", "memory.lam=0.5", *TINY, "figures=false")
+    run(cfg, tmp_path)
+    row = rows(tmp_path)[-1]
+    aux = [key for key in row if key.startswith("aux/")]
+    assert aux and float(row[aux[0]]) > 0
+    assert float(row["train/loss"]) == pytest.approx(
+        float(row["train/ce"]) + sum(float(row[key]) for key in aux), rel=1e-4)
+    assert any(key.startswith("memory/") for key in row)
+
+
+def test_transfer_copy_config() -> None:
+    cfg = config("task=transfer_copy")
+    assert cfg.task.name == "copy"
+    assert list(cfg.eval_seq_lens) == [200, 400, 1000, 2000]
+    assert list(config("task=transfer_copy", "eval_seq_lens=[300]").eval_seq_lens) == [300]
+
+
+def test_resume_continues_exactly(tmp_path: Path) -> None:
+    """A run stopped at iteration 2 and resumed to 4 equals a straight run to 4."""
+    common = ["memory=relstm", *TINY, "figures=false"]
+    run(config(*common, "iterations=2"), tmp_path / "resumed")
+    run(config(*common, "iterations=4"), tmp_path / "resumed")
+    run(config(*common, "iterations=4"), tmp_path / "straight")
+    resumed = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
+    straight = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")
+    assert resumed["iteration"] == straight["iteration"] == 4
+    for key, value in straight["model"].items():
+        assert torch.equal(value, resumed["model"][key]), key
+    assert [int(float(row["iteration"])) for row in rows(tmp_path / "resumed")] == [1, 2, 3, 4]
+    assert [row["train/loss"] for row in rows(tmp_path / "resumed")] == \
+        [row["train/loss"] for row in rows(tmp_path / "straight")]
+
+
+def test_resume_refuses_a_different_cell_config(tmp_path: Path) -> None:
+    run(config(*TINY, "figures=false"), tmp_path)
+    with pytest.raises(CheckpointMismatchError, match=r"memory\.hidden_size"):
+        run(config(*TINY, "memory.hidden_size=16", "figures=false"), tmp_path)
+    run(config(*TINY, "memory.hidden_size=16", "figures=false", "resume=false"), tmp_path)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    forward = SequenceModel.forward
+    calls = {"n": 0}
+
+    def poisoned(self: SequenceModel, inputs: torch.Tensor, state: object = None):
+        outputs, result = forward(self, inputs, state)
+        if torch.is_grad_enabled():
+            calls["n"] += 1
+            if calls["n"] == 3:
+                outputs = outputs * float("nan")
+        return outputs, result
+
+    monkeypatch.setattr(SequenceModel, "forward", poisoned)
+    with pytest.raises(NonFiniteLossError, match="iteration 3"):
+        run(config(*TINY, "iterations=5", "figures=false"), tmp_path)
+    checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert checkpoint["iteration"] == 2
+    assert all(torch.isfinite(value).all() for value in checkpoint["model"].values())
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("seq_len=0", "seq_len"),
+    ("eval_seq_lens=[0]", "eval_seq_lens"),
+    ("batch_size=0", "batch_size"),
+    ("lr=0", "lr"),
+    ("grad_clip=-1", "grad_clip"),
+    ("device=cuda:7", "device"),
+])
+def test_bad_values_fail_before_training(override: str, message: str, tmp_path: Path) -> None:
+    if override.startswith("device") and torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ValueError, match=message):
+        run(config(*TINY, override), tmp_path)
+    assert not (tmp_path / "progress.csv").exists()
+
+
+def test_eval_memory_must_keep_the_weights(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="weights"):
+        run(config(*TINY, "memory=memlstm", "+eval_memory.hidden_size=9"), tmp_path)
+
+
+def test_eval_memory_extends_memlstm_for_transfer(tmp_path: Path) -> None:
+    cfg = config(*TINY, "memory=memlstm", "memory.capacity=24", "eval_seq_lens=[40]",
+                 "+eval_memory.capacity=60", "figures=false")
+    result = run(cfg, tmp_path)
+    assert math.isfinite(result.final["eval/ce@T40"])
+
+
+@pytest.mark.parametrize("override", ["task.recal=5", "seqlen=3", "seq_len=abc",
+                                      "optimizer=adamw", "memory.capacityy=3", "task=cpy"])
+def test_typos_fail_when_composing(override: str) -> None:
+    with pytest.raises(ConfigCompositionException):
+        config(override)
+
+
+def test_cli_runs_and_reports(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "rlmem.supervised", "task=adding", "memory=tarnn", *TINY,
+               "figures=false", f"run_dir={tmp_path}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "naive baseline mse" in done.stdout and "0.167" in done.stdout
+    assert "finished 2 iterations" in done.stdout
+    bad = subprocess.run([*command[:-1], f"run_dir={tmp_path}/bad", "seq_len=1"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert bad.returncode == 1 and "error: seq_len=1" in bad.stderr
+
+
+@pytest.mark.slow
+def test_lstm_gets_well_below_the_copy_baseline_at_small_delay(tmp_path: Path) -> None:
+    cfg = config("task=copy", "memory=lstm", "seq_len=10", "memory.hidden_size=64",
+                 "batch_size=64", "iterations=600", "lr=3e-3", "eval_every=100",
+                 "progress_bar=false", "figures=false")
+    result = run(cfg, tmp_path)
+    baseline = 10 * math.log(8) / 30
+    assert result.final["eval/ce@T10"] < 0.5 * baseline
+    assert result.final["eval/accuracy@T10"] > 0.6
