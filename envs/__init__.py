@@ -12,6 +12,7 @@ from rlmem.envs.encoding import (
     tokenize,
 )
 from rlmem.envs.factory import VECTORIZATIONS, make_env, make_vector_env, uses_mission
+from rlmem.envs.recording import EpisodeRecorder, write_gif
 from rlmem.envs.registry import ENVS, EnvSpec, env_spec, transfer_target
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "VECTORIZATIONS",
     "VOCABULARY",
     "EnvSpec",
+    "EpisodeRecorder",
     "MiniGridObservation",
     "env_spec",
     "make_env",
@@ -28,4 +30,5 @@ __all__ = [
     "tokenize",
     "transfer_target",
     "uses_mission",
+    "write_gif",
 ]

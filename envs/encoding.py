@@ -26,7 +26,7 @@ UNKNOWN = 1
 
 _MISSION_WORDS = (
     # MiniGrid missions
-    "a", "after", "and", "avoid", "blue", "box", "end", "find", "fetch", "from", "get", "go",
+    "a", "after", "and", "at", "avoid", "blue", "box", "end", "find", "fetch", "from", "get", "go",
     "goal", "green", "hallway", "key", "lava", "matching", "must", "near", "object", "of",
     "open", "opening", "pick", "put", "reach", "room", "rooms", "square", "the", "then", "to",
     "traverse", "unlock", "up", "use", "you",

@@ -36,6 +36,8 @@ def main(cfg: DictConfig) -> None:
         check_train_config(cfg)
         trainer = get_trainer(cfg.agent.name)
         run_dir = Path(HydraConfig.get().runtime.output_dir)
+        # In a multirun the sweep's subdir decides; record where the run really is.
+        cfg.run_dir = str(run_dir)
         trainer(cfg, run_dir)
     except USER_ERRORS as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error

@@ -1,0 +1,109 @@
+"""Running a trained actor-critic for a fixed number of episodes and summarising them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+
+from rlmem.agents.model import ActorCritic
+from rlmem.agents.rollout import observation_to_tensors, sample_actions
+
+
+@dataclass
+class EvaluationResult:
+    """Summary of evaluation episodes."""
+
+    return_mean: float
+    """Mean episode return."""
+    return_std: float
+    """Standard deviation of the episode returns."""
+    success_rate: float
+    """Fraction of episodes with a positive return (MiniGrid rewards only success)."""
+    length_mean: float
+    """Mean episode length in steps."""
+    episodes: int
+    """Number of episodes."""
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The fields as a plain dict (for JSON)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}, success "
+                f"{self.success_rate:.1%}, length {self.length_mean:.1f}, "
+                f"{self.episodes} episodes")
+
+
+def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:
+    """Episodes each env contributes: as even as possible, env 0 at least ``first``.
+
+    A fixed quota per env keeps the sample unbiased: taking the first ``episodes`` episodes to
+    finish overall would over-represent short ones.
+    """
+    quotas = [0] * num_envs
+    quotas[0] = min(episodes, max(first, -(-episodes // num_envs)))
+    rest = episodes - quotas[0]
+    for index in range(1, num_envs):
+        share = rest // (num_envs - index) + (rest % (num_envs - index) > 0)
+        quotas[index] = share
+        rest -= share
+    return quotas
+
+
+@torch.no_grad()
+def evaluate_policy(model: ActorCritic, envs: VectorEnv, episodes: int, *, greedy: bool,
+                    device: torch.device, seed: int,
+                    quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
+    """Play ``episodes`` episodes with ``model`` in ``envs`` (``SAME_STEP`` autoreset).
+
+    Each env's memory is re-initialised, through the cell's resets, exactly when that env starts
+    an episode.
+
+    Args:
+        model: the actor-critic, on ``device``.
+        envs: the vector env.
+        episodes: total episodes.
+        greedy: take the most likely action instead of sampling.
+        device: the model's device.
+        seed: seeds the envs' first reset.
+        quotas: episodes per env (default :func:`episode_quotas`).
+
+    Returns:
+        the summary, and the per-episode returns.
+    """
+    num_envs = envs.num_envs
+    quotas = quotas if quotas is not None else episode_quotas(episodes, num_envs)
+    observation, _ = envs.reset(seed=seed)
+    state = model.initial_state(num_envs, device=device)
+    resets = torch.ones(1, num_envs, dtype=torch.bool, device=device)
+    running_return = np.zeros(num_envs)
+    running_length = np.zeros(num_envs, dtype=np.int64)
+    counts = np.zeros(num_envs, dtype=np.int64)
+    returns: list[float] = []
+    lengths: list[int] = []
+    while (counts < quotas).any():
+        inputs = {key: value.unsqueeze(0)
+                  for key, value in observation_to_tensors(observation, device).items()}
+        out = model(inputs, state, resets)
+        action, _ = sample_actions(out.logits[0], greedy=greedy)
+        observation, reward, terminated, truncated, _ = envs.step(action.cpu().numpy())
+        running_return += reward
+        running_length += 1
+        done = terminated | truncated
+        for index in np.flatnonzero(done):
+            if counts[index] < quotas[index]:
+                returns.append(float(running_return[index]))
+                lengths.append(int(running_length[index]))
+                counts[index] += 1
+        running_return[done] = 0.0
+        running_length[done] = 0
+        state = out.state
+        resets = torch.as_tensor(done, device=device).unsqueeze(0)
+    values = np.asarray(returns)
+    result = EvaluationResult(float(values.mean()), float(values.std()),
+                              float((values > 0).mean()), float(np.mean(lengths)), len(values))
+    return result, returns

@@ -1,0 +1,55 @@
+"""Recording rendered episodes of a MiniGrid env, and writing them as GIFs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from PIL import Image
+
+
+class EpisodeRecorder(gym.Wrapper):
+    """Keep the rendered frames of the first ``episodes`` episodes of ``env``.
+
+    Frames come from MiniGrid's ``get_frame`` (the full grid, the agent's view highlighted), so
+    the env needs no ``render_mode``.
+
+    Args:
+        env: a MiniGrid env (possibly wrapped).
+        episodes: how many episodes to keep.
+        tile_size: pixels per grid cell.
+    """
+
+    def __init__(self, env: gym.Env, episodes: int, tile_size: int = 16) -> None:
+        super().__init__(env)
+        self.episodes = episodes
+        self.tile_size = tile_size
+        self.recorded: list[list[np.ndarray]] = []
+        self._frames: list[np.ndarray] | None = None
+
+    def _frame(self) -> np.ndarray:
+        return self.env.unwrapped.get_frame(highlight=True, tile_size=self.tile_size)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(**kwargs)
+        recording = len(self.recorded) < self.episodes
+        self._frames = [self._frame()] if recording else None
+        return observation, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if self._frames is not None:
+            self._frames.append(self._frame())
+            if terminated or truncated:
+                self.recorded.append(self._frames)
+                self._frames = None
+        return observation, reward, terminated, truncated, info
+
+
+def write_gif(frames: list[np.ndarray], path: str | os.PathLike[str],
+              duration_ms: int = 100) -> None:
+    """Write ``frames`` (each ``(H, W, 3)`` uint8) as a looping GIF."""
+    images = [Image.fromarray(frame) for frame in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)

@@ -1,0 +1,51 @@
+"""Typed config of ``python -m rlmem.evaluate run=<run dir> env=transfer``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+TRANSFER = "transfer"
+"""The ``env`` value that means the training env's paired transfer target."""
+
+
+@dataclass
+class EvaluateConfig:
+    """``python -m rlmem.evaluate run=runs/ppo/DoorKey-5x5/relstm/seed0 env=transfer``."""
+
+    run: str = MISSING
+    """The run directory of a trained agent (holds checkpoint.pt)."""
+    env: str = TRANSFER
+    """Env to evaluate on: a short name, a full gymnasium id, or transfer (the paired target)."""
+    episodes: int = 100
+    """Number of evaluation episodes."""
+    argmax: bool = False
+    """Act greedily (most likely action) instead of sampling from the policy."""
+    gif: int = 0
+    """Save this many episodes as GIFs in <run>/eval/."""
+    gif_tile_size: int = 16
+    """Pixels per grid cell in the GIFs."""
+    num_envs: int = 16
+    """Envs played in parallel (each contributes a fixed share of the episodes)."""
+    seed: int = 0
+    """Seeds the envs and the action sampling (distinct from any training env seed)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N."""
+    torch_threads: int = 1
+    """torch intra-op threads."""
+
+
+def register_evaluate_configs() -> None:
+    """Store ``evaluate_schema`` (idempotent)."""
+    ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
+
+
+def check_evaluate_config(cfg: EvaluateConfig) -> None:
+    """Raise a :class:`ValueError` naming the key when a value is out of range."""
+    for key in ("episodes", "num_envs", "gif_tile_size", "torch_threads"):
+        if getattr(cfg, key) <= 0:
+            raise ValueError(f"{key} must be positive, got {getattr(cfg, key)}")
+    if not 0 <= cfg.gif <= cfg.episodes:
+        raise ValueError(f"gif must be between 0 and episodes={cfg.episodes}, got {cfg.gif}")

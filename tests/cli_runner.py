@@ -1,0 +1,20 @@
+"""Running rlmem's CLIs in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TINY_PPO = ["num_envs=2", "frames=64", "agent.frames_per_env=16", "agent.recurrence=8",
+            "agent.batch_size=16", "agent.epochs=1", "progress_bar=false", "device=cpu"]
+"""Overrides for a PPO run of two updates of 32 frames."""
+
+
+def run_cli(module: str, *args: str, cwd: Path,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m module args...`` in ``cwd``, single-threaded, output captured."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)

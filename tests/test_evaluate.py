@@ -1,0 +1,81 @@
+"""``python -m rlmem.evaluate``: transfer evaluation of a trained run, its JSON, GIFs, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from cli_runner import TINY_PPO, run_cli
+from hydra import compose, initialize_config_dir
+
+from rlmem.agents import ppo_train
+from rlmem.evaluate import IncompatibleEnvError, evaluate_run
+from rlmem.schema.evaluate import EvaluateConfig
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import register_train_configs
+
+WIDE_VIEW = "RlmemTest-DoorKey-8x8-View9-v0"
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of two tiny PPO updates with ReLSTM on GoToDoor-5x5 (its mission varies, so the
+    mission encoder is part of the model; the 8x8 target's episodes are short)."""
+    run_dir = tmp_path_factory.mktemp("run")
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*TINY_PPO, "memory=relstm", "env=GoToDoor-5x5"])
+    ppo_train.train(cfg, run_dir)
+    return run_dir
+
+
+def test_cli_evaluates_on_the_transfer_target_and_writes_json(trained_run: Path) -> None:
+    result = run_cli("rlmem.evaluate", f"run={trained_run}", "env=transfer", "episodes=3",
+                     "gif=1", "num_envs=2", "argmax=true", cwd=trained_run)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1].startswith("GoToDoor-8x8: return "), result.stdout
+    report = json.loads((trained_run / "eval" / "GoToDoor-8x8.json").read_text())
+    assert report["episodes"] == 3 and len(report["returns"]) == 3
+    for key in ("return_mean", "return_std", "success_rate", "length_mean"):
+        assert isinstance(report[key], float)
+    assert report["trained_on"] == "GoToDoor-5x5" and report["argmax"] is True
+    assert (trained_run / "eval" / "GoToDoor-8x8_0.gif").stat().st_size > 0
+
+
+def test_any_env_with_the_same_observations_can_be_evaluated(trained_run: Path) -> None:
+    name, result = evaluate_run(EvaluateConfig(run=str(trained_run), env="MiniGrid-Empty-5x5-v0",
+                                               episodes=4, num_envs=2))
+    assert name == "MiniGrid-Empty-5x5-v0" and result.episodes == 4
+    assert (trained_run / "eval" / "MiniGrid-Empty-5x5-v0.json").exists()
+
+
+def test_an_incompatible_observation_space_is_an_error(trained_run: Path) -> None:
+    if WIDE_VIEW not in gym.registry:
+        gym.register(WIDE_VIEW, entry_point="minigrid.envs:DoorKeyEnv",
+                     kwargs={"size": 8, "agent_view_size": 9})
+    with pytest.raises(IncompatibleEnvError, match=r"shape \[9, 9, 3\].*shape \[7, 7, 3\]"):
+        evaluate_run(EvaluateConfig(run=str(trained_run), env=WIDE_VIEW, episodes=1))
+    with pytest.raises(ValueError, match="not a MiniGrid env"):
+        evaluate_run(EvaluateConfig(run=str(trained_run), env="CartPole-v1", episodes=1))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"env": "DoorKey-16x16x"}, "unknown env 'DoorKey-16x16x'"),
+    ({"episodes": 0}, "episodes must be positive"),
+    ({"gif": 5, "episodes": 2}, "gif must be between 0 and episodes=2"),
+])
+def test_bad_evaluation_input(trained_run: Path, overrides: dict[str, object],
+                              message: str) -> None:
+    with pytest.raises((ValueError, KeyError), match=message):
+        evaluate_run(EvaluateConfig(run=str(trained_run), **overrides))  # type: ignore[arg-type]
+
+
+def test_missing_run_and_untargeted_env(tmp_path: Path, trained_run: Path) -> None:
+    with pytest.raises(ValueError, match="no such run directory"):
+        evaluate_run(EvaluateConfig(run=str(tmp_path / "nope")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"no checkpoint\.pt"):
+        evaluate_run(EvaluateConfig(run=str(tmp_path / "empty")))

@@ -1,0 +1,140 @@
+"""``python -m rlmem.train``: a smoke run of every cell, the run directory, resuming, and
+clear errors before any work on bad input."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from cli_runner import TINY_PPO, run_cli
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import DictConfig, OmegaConf
+
+from rlmem.agents import ppo_train
+from rlmem.agents.ppo import NonFiniteLossError, PPOConfig
+from rlmem.cells import CELLS
+from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import check_train_config, register_train_configs
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "progress.csv").open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def _assert_complete_run(run_dir: Path, frames: list[int]) -> None:
+    assert (run_dir / "config.yaml").exists()
+    rows = _rows(run_dir)
+    assert [int(float(row["frames"])) for row in rows] == frames
+    for column in ("fps", "return_mean", "return_std", "length_mean", "loss/policy",
+                   "loss/value", "loss/entropy", "loss/memory_aux"):
+        assert column in rows[0], column
+    assert list((run_dir / "tb").glob("events.out.tfevents.*"))
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt")  # weights_only=True
+    assert checkpoint["frames"] == frames[-1]
+
+
+def test_every_cell_trains_through_the_cli_in_a_local_multirun(tmp_path: Path) -> None:
+    cells = ",".join(sorted(CELLS))
+    result = run_cli("rlmem.train", "-m", f"memory={cells}", *TINY_PPO,
+                     "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                     f"hydra.sweep.dir={tmp_path}", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in CELLS:
+        run_dir = tmp_path / "ppo" / "DoorKey-5x5" / name / "seed0"
+        _assert_complete_run(run_dir, [32, 64])
+        config = OmegaConf.load(run_dir / "config.yaml")
+        assert config.memory.name == name and config.run_dir == str(run_dir)
+    sarnn = _rows(tmp_path / "ppo" / "DoorKey-5x5" / "sarnn" / "seed0")
+    assert any(key.startswith("memory/") for key in sarnn[0]), "cell diagnostics are logged"
+
+
+def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    first = run_cli("rlmem.train", *TINY_PPO, "frames=32", f"run_dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    _assert_complete_run(run_dir, [32])
+    weights = load_checkpoint(run_dir / "checkpoint.pt")["model"]
+    # A killed run may have logged a row after its last checkpoint: resuming drops it.
+    with (run_dir / "progress.csv").open("a") as file:
+        file.write("64" + ",0" * (len(_rows(run_dir)[0]) - 1) + "\n")
+    second = run_cli("rlmem.train", *TINY_PPO, "frames=96", f"run_dir={run_dir}", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    _assert_complete_run(run_dir, [32, 64, 96])
+    assert load_checkpoint(run_dir / "checkpoint.pt")["updates"] == 3
+    assert any(not torch.equal(weights[key], value) for key, value in
+               load_checkpoint(run_dir / "checkpoint.pt")["model"].items())
+
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"memory\.hidden_size: checkpoint has 64, this run has 32"):
+        ppo_train.train(_compose(*TINY_PPO, "frames=128", "memory.hidden_size=32"), run_dir)
+    assert load_checkpoint(run_dir / "checkpoint.pt")["frames"] == 96
+
+
+@pytest.mark.parametrize("override, message", [
+    ("env=DoorKey-6x6", "unknown env 'DoorKey-6x6'; use one of DoorKey-5x5"),
+    ("memory=relstn", "Available options in 'memory'"),
+    ("num_envs=many", "Value 'many' of type 'str' could not be converted to Integer"),
+    ("agent.recurrence=48", "frames_per_env=16 must be a multiple of agent.recurrence=48"),
+    ("agent=nope", "Available options in 'agent'"),
+])
+def test_bad_input_fails_before_any_work(override: str, message: str, tmp_path: Path) -> None:
+    result = run_cli("rlmem.train", *TINY_PPO, override, f"run_dir={tmp_path / 'run'}",
+                     cwd=tmp_path)
+    assert result.returncode == 1
+    assert message in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def _compose(*overrides: str) -> DictConfig:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("override, error, message", [
+    ("agent.lr=fast", ConfigCompositionException, "could not be converted to Float"),
+    ("memory.short_term=2.5", ConfigCompositionException, "'2.5' of type 'float' could not"),
+    ("agent.bogus=1", ConfigCompositionException, "Key 'bogus' not in 'PPOConfig'"),
+    ("frames=0", ValueError, "frames must be positive"),
+    ("vectorization=threads", ValueError, "vectorization='threads'; use one of sync, async"),
+    ("agent.gamma=2", ValueError, r"agent.gamma must be in \[0, 1\]"),
+])
+def test_bad_values_are_caught_when_composing_or_checking(override: str, error: type,
+                                                          message: str) -> None:
+    with pytest.raises(error) as caught:
+        check_train_config(_compose("memory=relstm", override))
+    assert re.search(message, f"{caught.value} {caught.value.__cause__}"), caught.value
+
+
+def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _compose(*TINY_PPO, "frames=96")
+    calls = []
+    real_gae = ppo_train.PPO.update.__globals__["compute_gae"]
+
+    def diverging_gae(*args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append(1)
+        advantages, returns = real_gae(*args, **kwargs)
+        if len(calls) == 2:  # the second update diverges
+            advantages = advantages * float("nan")
+        return advantages, returns
+
+    monkeypatch.setitem(ppo_train.PPO.update.__globals__, "compute_gae", diverging_gae)
+    with pytest.raises(NonFiniteLossError, match="last good checkpoint"):
+        ppo_train.train(cfg, tmp_path)
+    checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert checkpoint["frames"] == 32
+    assert all(torch.isfinite(value).all() for value in checkpoint["model"].values())
+
+
+def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:
+    yaml = OmegaConf.load(CONF_DIR / "agent" / "ppo.yaml")
+    del yaml["defaults"]
+    assert OmegaConf.to_container(yaml) == OmegaConf.to_container(
+        OmegaConf.structured(PPOConfig()))
