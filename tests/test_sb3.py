@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from minigrid.wrappers import ImgObsWrapper
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
@@ -27,12 +28,14 @@ from rlmem.agents.sb3 import (
     CnnMemoryPolicy,
     MemoryCallback,
     MemoryPolicy,
+    MiniGridExtractor,
     MultiInputMemoryPolicy,
     PackedMemory,
     StatePacker,
     attach_loss,
 )
 from rlmem.cells import CELLS, make_cell
+from rlmem.envs import env_spec, make_env
 
 CELL_NAMES = sorted(CELLS)
 
@@ -310,6 +313,8 @@ def test_bad_configurations_fail_before_training() -> None:
         build(memory="lstmm")
     with pytest.raises(TypeError, match="unknown hyperparameter"):
         build(memory="relstm", memory_kwargs={"short_trm": 3})
+    with pytest.raises(ValueError, match="input_size"):
+        build(memory="gru", memory_kwargs={"input_size": 3})
 
 
 # --- aux losses and diagnostics -------------------------------------------------------------
@@ -383,3 +388,25 @@ def test_callback_rejects_other_policies() -> None:
     model = RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=16)
     with pytest.raises(TypeError, match="MemoryPolicy"):
         model.learn(16, callback=MemoryCallback())
+
+
+@pytest.mark.parametrize("env_name", ["DoorKey-5x5", "GoToObject-6x6-N2"])
+def test_minigrid_extractor_with_and_without_mission(env_name: str) -> None:
+    env = make_vec_env(lambda: make_env(env_name), n_envs=2, seed=0)
+    model = RecurrentPPO(MultiInputMemoryPolicy, env, n_steps=16, n_epochs=1, seed=0,
+                         policy_kwargs=dict(memory="relstm", memory_kwargs=memory_kwargs("relstm"),
+                                            features_extractor_class=MiniGridExtractor,
+                                            normalize_images=False))
+    extractor = model.policy.features_extractor
+    assert (extractor.mission is not None) == ("mission" in env.observation_space.spaces)
+    model.learn(32)
+
+
+def test_minigrid_extractor_on_the_image_alone() -> None:
+    env = make_vec_env(env_spec("DoorKey-5x5").id, n_envs=2, seed=0, wrapper_class=ImgObsWrapper)
+    model = RecurrentPPO(CnnMemoryPolicy, env, n_steps=16, n_epochs=1, seed=0,
+                         policy_kwargs=dict(memory="gru", memory_kwargs=memory_kwargs("gru"),
+                                            features_extractor_class=MiniGridExtractor,
+                                            normalize_images=False))
+    assert model.policy.features_extractor.channels_first  # SB3 transposed the image
+    model.learn(32)

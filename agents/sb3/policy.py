@@ -127,6 +127,9 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         if shared_lstm and not share_features_extractor:
             raise ValueError("shared_lstm=True needs share_features_extractor=True")
         get_cell_class(memory)  # an unknown name fails here, listing the valid ones
+        if "input_size" in (memory_kwargs or {}):
+            raise ValueError("memory_kwargs must not set input_size: the cell reads the "
+                             "features extractor's output, whose size decides it")
         self.memory = memory
         self.memory_kwargs = dict(memory_kwargs or {})
         self.shared_lstm = shared_lstm
