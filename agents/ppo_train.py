@@ -1,14 +1,17 @@
 """The training run of our PPO: envs, model, updates, logging, checkpoints and resuming.
 
 Called by ``python -m rlmem.train agent=ppo`` through :data:`rlmem.agents.trainers.TRAINERS`.
-The run directory receives ``config.yaml`` (resolved), ``progress.csv`` and TensorBoard events
-(one row per update) and ``checkpoint.pt`` (after every update, atomically, so a killed run
-loses at most one update and a non-finite loss leaves the last good one in place).
+The run directory receives ``config.yaml`` (resolved), ``progress.csv`` and TensorBoard
+events (one row per update: ``return_mean`` over the episodes that ended during the update,
+``return_recent`` over the last 100 episodes) and ``checkpoint.pt`` (after every update,
+atomically, so a killed run loses at most one update and a non-finite loss leaves the last
+good one in place).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
+
+RECENT_EPISODES = 100
+"""``return_recent`` is the mean return of this many most recent episodes."""
 
 
 def env_seed(seed: int, updates: int) -> int:
@@ -76,6 +82,7 @@ def train(cfg: Any, run_dir: Path) -> None:
     collector = RolloutCollector(envs, model, device, seed=env_seed(cfg.seed, updates))
     frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
     logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
+    recent: deque[float] = deque(maxlen=RECENT_EPISODES)
     bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
                disable=not cfg.progress_bar, dynamic_ncols=True)
     try:
@@ -89,10 +96,12 @@ def train(cfg: Any, run_dir: Path) -> None:
 
             returns = np.asarray(rollout.episode_returns)
             lengths = np.asarray(rollout.episode_lengths)
+            recent.extend(rollout.episode_returns)
             row = {"frames": frames, "updates": updates, "fps": fps,
                    "episodes": len(returns),
                    "return_mean": returns.mean() if len(returns) else float("nan"),
                    "return_std": returns.std() if len(returns) else float("nan"),
+                   "return_recent": np.mean(recent) if recent else float("nan"),
                    "length_mean": lengths.mean() if len(lengths) else float("nan"),
                    **metrics}
             logger.log(row)
@@ -102,7 +111,7 @@ def train(cfg: Any, run_dir: Path) -> None:
                 "config": config, "observation": observation_signature(model),
                 "num_actions": int(envs.single_action_space.n)})
             bar.update(min(frames, cfg.frames) - bar.n)
-            bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_mean']:.3f}")
+            bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
     except NonFiniteLossError as error:
         raise NonFiniteLossError(f"{error}. Training stopped at {frames} frames; the last good "
                                  f"checkpoint is {checkpoint_path}") from error
