@@ -74,6 +74,9 @@ def check_ppo_config(config: Any) -> None:
     for key in ("lr", "adam_eps", "clip", "max_grad_norm"):
         if not config[key] > 0:
             raise ValueError(f"agent.{key} must be positive, got {config[key]}")
+    for key in ("entropy_coef", "value_coef"):
+        if config[key] < 0:
+            raise ValueError(f"agent.{key} must be non-negative, got {config[key]}")
     for key in ("gamma", "gae_lambda"):
         if not 0 <= config[key] <= 1:
             raise ValueError(f"agent.{key} must be in [0, 1], got {config[key]}")

@@ -17,8 +17,9 @@ from omegaconf import MISSING
 from rlmem.agents.ppo import PPOConfig, check_ppo_config
 from rlmem.envs import VECTORIZATIONS, env_spec
 from rlmem.schema.memory import register_memory_configs
+from rlmem.schema.sb3 import SB3Config, check_sb3_config
 
-AGENT_SCHEMAS: dict[str, type] = {"ppo": PPOConfig}
+AGENT_SCHEMAS: dict[str, type] = {"ppo": PPOConfig, "sb3": SB3Config}
 """The typed config of each agent (``conf/agent/<name>.yaml``); the trainers are in
 :data:`rlmem.agents.trainers.TRAINERS`."""
 
@@ -64,7 +65,7 @@ def register_train_configs() -> None:
         store.store(group="agent", name=f"{name}_schema", node=schema)
 
 
-AGENT_CHECKS = {"ppo": check_ppo_config}
+AGENT_CHECKS = {"ppo": check_ppo_config, "sb3": check_sb3_config}
 """Range checks of each agent's hyperparameters (types are checked by the schema)."""
 
 
