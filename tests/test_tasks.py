@@ -9,7 +9,7 @@ import torch
 
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import TASK_SCHEMAS
-from rlmem.tasks import TASKS, SequenceModel, make_task, predict
+from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
 from rlmem.tasks.figures import attention_matrix
 from rlmem.tasks.metrics import recall_accuracy, sequence_cross_entropy
 
@@ -177,6 +177,12 @@ def test_registry_errors_list_the_valid_choices() -> None:
         make_task("copy", alphabett=8)
     with pytest.raises(ValueError, match="alphabet"):
         make_task("copy", alphabet=1)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_tasks_build_from_their_schema(name: str) -> None:
+    task = make_task_from_config(TASK_SCHEMAS[name]())
+    assert task.name == name
 
 
 def test_every_task_has_a_schema_and_a_config() -> None:

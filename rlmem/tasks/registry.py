@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -43,5 +44,5 @@ def make_task(name: str, **kwargs: Any) -> SequenceTask:
 
 def make_task_from_config(config: Any) -> SequenceTask:
     """Build a task from a task config (a DictConfig, dataclass or mapping with ``name``)."""
-    values = dict(config.items())
+    values = dict(config.items()) if hasattr(config, "items") else dataclasses.asdict(config)
     return make_task(values.pop("name"), **values)

@@ -132,38 +132,41 @@ class SupervisedTrainer:
 
     # --- training ----------------------------------------------------------------------------
 
-    def train_step(self) -> dict[str, float]:
-        """One update on a fresh batch; returns the step's metrics (synchronises once)."""
+    def train_step(self) -> dict[str, torch.Tensor]:
+        """One update on a fresh batch; returns the step's metrics as detached 0-dim tensors.
+
+        The finiteness check is the step's only host synchronisation; the metrics are turned
+        into numbers only when a row is logged.
+        """
         schedule = self.schedule
         self.model.cell.anneal(self.iteration / max(schedule.iterations, 1))
         batch = self.task.sample(schedule.batch_size, schedule.seq_len, self.generator)
         with autocast(self.device, schedule.amp):
             outputs, result = self.model(batch.inputs)
             task_loss = self.task.loss(outputs, batch)
-        aux_loss = result.aux.total_loss()
-        loss = task_loss + aux_loss
+        loss = task_loss + result.aux.total_loss()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         max_norm = schedule.grad_clip if schedule.grad_clip is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        finite = torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)
-        if not bool(finite):
+        loss = loss.detach()
+        if not bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
             raise NonFiniteLossError(
                 f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient norm'} at "
-                f"iteration {self.iteration + 1} (loss {float(loss.detach()):.4g}, gradient norm "
+                f"iteration {self.iteration + 1} (loss {float(loss):.4g}, gradient norm "
                 f"{float(grad_norm):.4g}); stopped before applying it. The last good "
                 f"checkpoint is {self.checkpoint_path} (if any was written). Try a lower lr "
                 f"or a smaller grad_clip.")
         self.optimizer.step()
         self.iteration += 1
-        metrics = {f"train/{key}": float(value)
-                   for key, value in self.task.metrics(outputs.float(), batch).items()}
-        metrics["train/loss"] = float(loss.detach())
-        metrics["train/grad_norm"] = float(grad_norm)
+        metrics = {f"train/{key}": value
+                   for key, value in self.task.metrics(outputs.detach().float(), batch).items()}
+        metrics["train/loss"] = loss
+        metrics["train/grad_norm"] = grad_norm.detach()
         for key, value in result.aux.losses.items():
-            metrics[f"aux/{key}"] = float(value.detach())
+            metrics[f"aux/{key}"] = value.detach()
         for key, value in result.aux.diagnostics.items():
-            metrics[f"memory/{key}"] = float(value)
+            metrics[f"memory/{key}"] = value
         return metrics
 
     def evaluate(self) -> dict[str, float]:
@@ -193,16 +196,20 @@ class SupervisedTrainer:
                      disable=not show_progress, dynamic_ncols=True) as bar:
             self.model.train()
             clock, since_log = time.perf_counter(), 0
+            if self.iteration >= schedule.iterations:
+                final = self.evaluate()  # resumed a finished run: report its evaluation
             while self.iteration < schedule.iterations:
-                metrics = self.train_step()
+                step = self.train_step()
                 bar.update(1)
                 since_log += 1
                 last = self.iteration == schedule.iterations
                 evaluated = self.iteration % schedule.eval_every == 0 or last
+                metrics: dict[str, float] = {}
                 if evaluated:
-                    metrics.update(self.evaluate())
+                    metrics = self.evaluate()
                     final = metrics
                 if self.iteration % schedule.log_every == 0 or last or evaluated:
+                    metrics = {**{key: float(value) for key, value in step.items()}, **metrics}
                     now = time.perf_counter()
                     rate = since_log / max(now - clock, 1e-9)
                     self.elapsed_s, clock, since_log = self.elapsed_s + now - clock, now, 0
@@ -215,8 +222,7 @@ class SupervisedTrainer:
                         bar.write(self._eval_line(metrics))
                 if self.iteration % schedule.checkpoint_every == 0 or last:
                     self.save(extra_elapsed_s=time.perf_counter() - clock)
-        return TrainResult(self.iteration, self.elapsed_s,
-                           {key: value for key, value in final.items() if key.startswith("eval/")})
+        return TrainResult(self.iteration, self.elapsed_s, final)
 
     def _eval_line(self, metrics: Mapping[str, float]) -> str:
         evals = " ".join(f"{key[5:]}={value:.4f}" for key, value in metrics.items()
