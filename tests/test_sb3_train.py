@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.core.config_store import ConfigStore
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -22,18 +21,14 @@ from rlmem.agents.sb3.train import load_model, make_envs, train
 from rlmem.cells import CELLS
 from rlmem.runs import CheckpointMismatchError
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.sb3 import SB3Config
-from rlmem.schema.train import AGENT_SCHEMAS, register_train_configs
+from rlmem.schema.train import register_train_configs
 
 TINY = ("env=DoorKey-5x5", "num_envs=2", "agent.frames_per_env=16", "agent.batch_size=32",
         "agent.epochs=1", "memory.hidden_size=16", "progress_bar=false")
-WIRED = "sb3" in AGENT_SCHEMAS
 
 
 def config(*overrides: str) -> DictConfig:
     register_train_configs()
-    if not WIRED:  # until rlmem.schema.train lists agent=sb3 itself
-        ConfigStore.instance().store(group="agent", name="sb3_schema", node=SB3Config)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="train", overrides=["agent=sb3", *TINY, *overrides])
 
@@ -119,7 +114,6 @@ def test_shared_and_feedforward_critics(tmp_path: Path) -> None:
     assert load_model(tmp_path / "ff").policy.critic is not None
 
 
-@pytest.mark.skipif(not WIRED, reason="agent=sb3 is not yet listed in rlmem.schema.train")
 def test_cli(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "rlmem.train", "agent=sb3", "memory=relstm", "frames=32",
                *TINY, f"run_dir={tmp_path}"]
