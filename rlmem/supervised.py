@@ -135,6 +135,7 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
         "eval_seq_lens": list(eval_seq_lens), "iterations": result.iteration,
         "batch_size": cfg.batch_size, "lr": cfg.lr, "hidden_size": cfg.memory.hidden_size,
         "parameters": parameters, "elapsed_s": round(result.elapsed_s, 2),
+        "cpu_s": round(result.cpu_s, 2),
         "baseline": {metric: baseline},
         "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
     }
@@ -142,7 +143,8 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
 
 
 def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
-    lines = [f"finished {result.iteration} iterations in {result.elapsed_s:.1f}s"]
+    lines = [f"finished {result.iteration} iterations in {result.elapsed_s:.1f}s "
+             f"({result.cpu_s:.1f}s CPU)"]
     for T in dict.fromkeys([seq_len, *eval_seq_lens]):
         values = {key.removeprefix("eval/").split("@")[0]: value
                   for key, value in result.final.items() if key.endswith(f"@T{T}")}

@@ -66,6 +66,9 @@ class TrainResult:
 
     iteration: int
     elapsed_s: float
+    """Wall-clock seconds of training and evaluation, over every resume."""
+    cpu_s: float
+    """CPU seconds of this process over the same span (one core with ``OMP_NUM_THREADS=1``)."""
     final: dict[str, float] = field(default_factory=dict)
 
 
@@ -103,6 +106,7 @@ class SupervisedTrainer:
         self.generator.manual_seed(schedule.seed)
         self.iteration = 0
         self.elapsed_s = 0.0
+        self.cpu_s = 0.0
         self.resumed = False
 
     @property
@@ -111,14 +115,14 @@ class SupervisedTrainer:
 
     # --- checkpoints -------------------------------------------------------------------------
 
-    def state_dict(self, extra_elapsed_s: float = 0.0) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "iteration": self.iteration,
-                "elapsed_s": self.elapsed_s + extra_elapsed_s, "config": self.config}
+                "elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s, "config": self.config}
 
-    def save(self, extra_elapsed_s: float = 0.0) -> None:
-        """Write the checkpoint atomically; ``extra_elapsed_s``: time not yet in ``elapsed_s``."""
-        save_checkpoint(self.checkpoint_path, self.state_dict(extra_elapsed_s))
+    def save(self) -> None:
+        """Write the checkpoint atomically."""
+        save_checkpoint(self.checkpoint_path, self.state_dict())
 
     def load(self, payload: Mapping[str, Any] | None = None) -> None:
         """Restore weights, optimizer, data stream and counters (default: from ``run_dir``)."""
@@ -128,7 +132,15 @@ class SupervisedTrainer:
         self.generator.set_state(payload["generator"])
         self.iteration = int(payload["iteration"])
         self.elapsed_s = float(payload["elapsed_s"])
+        self.cpu_s = float(payload.get("cpu_s", 0.0))
         self.resumed = True
+
+    def _tick(self, clock: tuple[float, float]) -> tuple[float, float]:
+        """Add the wall and CPU time since ``clock`` to the counters; returns the new clock."""
+        now = (time.perf_counter(), time.process_time())
+        self.elapsed_s += now[0] - clock[0]
+        self.cpu_s += now[1] - clock[1]
+        return now
 
     # --- training ----------------------------------------------------------------------------
 
@@ -195,7 +207,8 @@ class SupervisedTrainer:
                      desc=f"{self.task.name} T={schedule.seq_len}", mininterval=2.0,
                      disable=not show_progress, dynamic_ncols=True) as bar:
             self.model.train()
-            clock, since_log = time.perf_counter(), 0
+            clock = (time.perf_counter(), time.process_time())
+            window_start, since_log = clock[0], 0
             if self.iteration >= schedule.iterations:
                 final = self.evaluate()  # resumed a finished run: report its evaluation
             while self.iteration < schedule.iterations:
@@ -210,19 +223,20 @@ class SupervisedTrainer:
                     final = metrics
                 if self.iteration % schedule.log_every == 0 or last or evaluated:
                     metrics = {**{key: float(value) for key, value in step.items()}, **metrics}
-                    now = time.perf_counter()
-                    rate = since_log / max(now - clock, 1e-9)
-                    self.elapsed_s, clock, since_log = self.elapsed_s + now - clock, now, 0
+                    clock = self._tick(clock)
+                    rate = since_log / max(clock[0] - window_start, 1e-9)
+                    window_start, since_log = clock[0], 0
                     logger.log({"iteration": self.iteration, **metrics,
                                 f"baseline/{baseline.metric}": baseline.value,
-                                "time/elapsed_s": self.elapsed_s,
+                                "time/elapsed_s": self.elapsed_s, "time/cpu_s": self.cpu_s,
                                 "time/its_per_s": rate})
                     bar.set_postfix(self._postfix(metrics), refresh=False)
                     if evaluated:
                         bar.write(self._eval_line(metrics))
                 if self.iteration % schedule.checkpoint_every == 0 or last:
-                    self.save(extra_elapsed_s=time.perf_counter() - clock)
-        return TrainResult(self.iteration, self.elapsed_s, final)
+                    clock = self._tick(clock)
+                    self.save()
+        return TrainResult(self.iteration, self.elapsed_s, self.cpu_s, final)
 
     def _eval_line(self, metrics: Mapping[str, float]) -> str:
         evals = " ".join(f"{key[5:]}={value:.4f}" for key, value in metrics.items()
