@@ -1,5 +1,5 @@
 """The denoise task (Jing et al., 2019, "Gated orthogonal recurrent units: on learning to forget",
-§4.2; ReLSTM paper §3.1 and Table 2).
+Neural Computation 31(4); ReLSTM paper §3.1 and Table 2).
 
 It generalises copy: the symbols to reproduce are scattered at random among the ``T`` delay
 steps, so the model must pick out which inputs matter. We lay it out exactly like
@@ -18,10 +18,11 @@ steps                     input                                             targ
                                                                             appeared
 ========================  ================================================  ===================
 
-Differences from Jing et al.'s description, chosen so copy and denoise are comparable: their
-alphabet is 9 data symbols with 0 as the blank and 10 as the marker (ours: copy's 8 + blank +
-delimiter), and we draw the positions without replacement, so all 10 symbols are always visible
-(drawing with replacement could overwrite one). Copy is the special case where the positions are
+The papers describe the task only in words ("the symbols that need to be copied are randomly
+distributed among the T time steps"), so two choices are ours, made so that copy and denoise are
+comparable: the alphabet is copy's (8 data symbols, blank, delimiter; Jing et al.'s own
+generator may encode symbols differently), and the positions are drawn without replacement, so
+all 10 symbols are always present in the input. Copy is the special case where the positions are
 ``0 … 9``.
 
 The naive baseline is copy's, ``10·log(8)/(T+20)``, for the same reason: a memoryless model sees

@@ -129,7 +129,7 @@ class SupervisedTrainer:
         payload = load_checkpoint(self.checkpoint_path) if payload is None else payload
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        self.generator.set_state(payload["generator"])
+        self.generator.set_state(payload["generator"].cpu())  # map_location may have moved it
         self.iteration = int(payload["iteration"])
         self.elapsed_s = float(payload["elapsed_s"])
         self.cpu_s = float(payload.get("cpu_s", 0.0))
