@@ -18,53 +18,27 @@ from rlmem.cells.attention import AdditiveAttention, LSTMBase
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
+_MEMORY_FIELDS: list[tuple[str, type]] = [
+    ("t", Tensor),  # steps consumed since the episode started, (B,) long (labels for figures)
+    ("short", Tensor),  # short-term buffer S of the last ν states h, oldest first, (B, ν, H)
+    ("short_score", Tensor),  # attention each buffered state has received so far, (B, ν)
+    ("short_valid", Tensor),  # which buffer slots hold a state, (B, ν) bool
+    ("short_time", Tensor),  # episode step at which each buffered state was made, (B, ν) long
+    ("relevant", Tensor),  # relevant set R, (B, ρ, H)
+    ("relevant_score", Tensor),  # relevance β(i) of each state in R, frozen on entry, (B, ρ)
+    ("relevant_valid", Tensor),  # which slots of R hold a state, (B, ρ) bool
+    ("relevant_time", Tensor),  # episode step at which each state in R was made, (B, ρ) long
+]
+"""The fields of the screened memory, shared by both cells' states."""
 
-class ReLSTMState(NamedTuple):
-    s: Tensor
-    """Macro-state :math:`s_{t-1}`, ``(B, H)``: the output, and what the recurrence reads."""
-    c: Tensor
-    """LSTM cell state, ``(B, H)``."""
-    t: Tensor
-    """Steps consumed since the episode started, ``(B,)`` long (labels slots for figures)."""
-    short: Tensor
-    """Short-term buffer S of the last ν states :math:`h`, oldest first, ``(B, ν, H)``."""
-    short_score: Tensor
-    """Attention each buffered state has received so far, ``(B, ν)``."""
-    short_valid: Tensor
-    """Which buffer slots hold a state, ``(B, ν)`` bool."""
-    short_time: Tensor
-    """Episode step at which each buffered state was produced, ``(B, ν)`` long."""
-    relevant: Tensor
-    """Relevant set R, ``(B, ρ, H)``."""
-    relevant_score: Tensor
-    """Relevance score β(i) of each state in R (frozen when it entered), ``(B, ρ)``."""
-    relevant_valid: Tensor
-    """Which slots of R hold a state, ``(B, ρ)`` bool."""
-    relevant_time: Tensor
-    """Episode step at which each state in R was produced, ``(B, ρ)`` long."""
+ReLSTMState = NamedTuple("ReLSTMState", [("s", Tensor), ("c", Tensor), *_MEMORY_FIELDS])
+ReLSTMState.__doc__ = """State of :class:`ReLSTM`: the macro-state ``s`` :math:`s_{t-1}` (the
+output, and what the recurrence reads), the LSTM cell state ``c``, each ``(B, H)``, and the
+screened memory (see ``_MEMORY_FIELDS``)."""
 
-
-class ReLRNNState(NamedTuple):
-    s: Tensor
-    """Macro-state :math:`s_{t-1}`, ``(B, H)``."""
-    t: Tensor
-    """Steps consumed since the episode started, ``(B,)`` long."""
-    short: Tensor
-    """Short-term buffer S, ``(B, ν, H)``, oldest first."""
-    short_score: Tensor
-    """Attention each buffered state has received so far, ``(B, ν)``."""
-    short_valid: Tensor
-    """Which buffer slots hold a state, ``(B, ν)`` bool."""
-    short_time: Tensor
-    """Episode step of each buffered state, ``(B, ν)`` long."""
-    relevant: Tensor
-    """Relevant set R, ``(B, ρ, H)``."""
-    relevant_score: Tensor
-    """Relevance score of each state in R, ``(B, ρ)``."""
-    relevant_valid: Tensor
-    """Which slots of R hold a state, ``(B, ρ)`` bool."""
-    relevant_time: Tensor
-    """Episode step of each state in R, ``(B, ρ)`` long."""
+ReLRNNState = NamedTuple("ReLRNNState", [("s", Tensor), *_MEMORY_FIELDS])
+ReLRNNState.__doc__ = """State of :class:`ReLRNN`: the macro-state ``s`` :math:`s_{t-1}`,
+``(B, H)``, and the screened memory (see ``_MEMORY_FIELDS``)."""
 
 
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
