@@ -127,7 +127,11 @@ def table(results: dict[tuple[str, str], dict], args: argparse.Namespace, comman
         "",
         "This is a CPU budget, not the papers' setting: the ReLSTM paper trains with hidden "
         "size 128 and lr 2e-4 for many thousands of iterations (its Fig. 2). At this budget "
-        "the table says which cells start to learn the tasks quickly, not what they reach.",
+        "the table says which cells start to learn the tasks quickly, not what they reach. "
+        "On copy, models first sit on the memoryless plateau (blanks, then a uniform guess) "
+        "and only later learn to recall; at a short delay the same pipeline gets there: "
+        "`python -m pytest -m slow tests/test_supervised.py` checks that MemLSTM recalls more "
+        "than 90% of the symbols of copy at T=10 after 1500 iterations.",
         "",
         "## Results",
         "",
@@ -184,7 +188,7 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", default=CELLS, choices=CELLS)
     parser.add_argument("--tasks", nargs="+", default=["copy", "denoise"],
                         choices=["copy", "denoise"])
-    parser.add_argument("--iterations", type=int, default=800)
+    parser.add_argument("--iterations", type=int, default=1500)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
