@@ -5,12 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
@@ -177,14 +176,13 @@ def test_typos_fail_when_composing(override: str) -> None:
 
 
 def test_cli_runs_and_reports(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "rlmem.supervised", "task=adding", "memory=tarnn", *TINY,
-               "figures=false", f"run_dir={tmp_path}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    args = ["task=adding", "memory=tarnn", *TINY, "figures=false"]
+    done = run_cli("rlmem.supervised", *args, f"run_dir={tmp_path / 'ok'}", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "naive baseline mse" in done.stdout and "0.167" in done.stdout
     assert "finished 2 iterations" in done.stdout
-    bad = subprocess.run([*command[:-1], f"run_dir={tmp_path}/bad", "seq_len=1"],
-                         capture_output=True, text=True, timeout=300, check=False)
+    bad = run_cli("rlmem.supervised", *args, "seq_len=1", f"run_dir={tmp_path / 'bad'}",
+                  cwd=tmp_path)
     assert bad.returncode == 1 and "error: seq_len=1" in bad.stderr
 
 
