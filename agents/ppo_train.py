@@ -73,16 +73,17 @@ def train(cfg: Any, run_dir: Path) -> None:
                         cfg.memory).to(device)
     ppo = PPO(model, cfg.agent)
     frames, updates = 0, 0
+    recent: deque[float] = deque(maxlen=RECENT_EPISODES)
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         ppo.load_state_dict(checkpoint["ppo"])
         torch.set_rng_state(checkpoint["rng"])
         frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
+        recent.extend(checkpoint.get("recent_returns", []))
 
     collector = RolloutCollector(envs, model, device, seed=env_seed(cfg.seed, updates))
     frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
     logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
-    recent: deque[float] = deque(maxlen=RECENT_EPISODES)
     bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
                disable=not cfg.progress_bar, dynamic_ncols=True)
     try:
@@ -108,7 +109,8 @@ def train(cfg: Any, run_dir: Path) -> None:
             save_checkpoint(checkpoint_path, {
                 "model": model.state_dict(), "ppo": ppo.state_dict(),
                 "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
-                "config": config, "observation": observation_signature(model),
+                "recent_returns": list(recent), "config": config,
+                "observation": observation_signature(model),
                 "num_actions": int(envs.single_action_space.n)})
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
