@@ -61,7 +61,7 @@ def main(runs: list[Path]) -> None:
             summary, curve = summarize(run)
             summaries.append(summary)
             for point in curve:
-                writer.writerow({"run": summary["memory"], **point})
+                writer.writerow({"run": f"{summary['memory']}/{run.name}", **point})
             plt.plot([p["frames"] for p in curve], [p["return_recent"] for p in curve],
                      label=f"{summary['memory']} ({run.name})")
     plt.axhline(TARGET, color="grey", linestyle=":", linewidth=1)
