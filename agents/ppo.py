@@ -27,59 +27,26 @@ from torch import Tensor
 
 from rlmem.agents.gae import compute_gae
 from rlmem.agents.model import ActorCritic
+from rlmem.agents.ppo_hyperparameters import PPOHyperparameters, check_ppo_hyperparameters
 from rlmem.agents.rollout import Rollout, select_state
 
 
 @dataclass
-class PPOConfig:
-    """Hyperparameters of our PPO (``agent=ppo``); defaults follow rl-starter-files."""
+class PPOConfig(PPOHyperparameters):
+    """Hyperparameters of our PPO (``agent=ppo``): the shared ones, plus the BPTT chunk."""
 
     name: str = "ppo"
     """Trainer name (``agent=ppo``)."""
-    frames_per_env: int = 128
-    """Rollout length: frames collected from each env per update."""
-    epochs: int = 4
-    """Passes over each rollout."""
-    batch_size: int = 256
-    """Frames per minibatch (``batch_size / recurrence`` chunks)."""
     recurrence: int = 16
-    """Steps of backpropagation through time: the chunk length."""
-    lr: float = 1e-3
-    """Adam learning rate."""
-    adam_eps: float = 1e-8
-    """Adam epsilon."""
-    gamma: float = 0.99
-    """Discount."""
-    gae_lambda: float = 0.95
-    """GAE λ."""
-    clip: float = 0.2
-    """PPO ratio clip ε, also the value clip range."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus."""
-    value_coef: float = 0.5
-    """Weight of the value loss."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
-    clip_value: bool = True
-    """Clip the value update around the rollout's values, as rl-starter-files does."""
-    normalize_advantage: bool = False
-    """Standardise advantages within each minibatch."""
+    """Steps of backpropagation through time: the chunk length (``batch_size / recurrence``
+    chunks per minibatch)."""
 
 
 def check_ppo_config(config: Any) -> None:
     """Raise a :class:`ValueError` naming the key when a PPO hyperparameter is out of range."""
-    for key in ("frames_per_env", "epochs", "batch_size", "recurrence"):
-        if config[key] <= 0:
-            raise ValueError(f"agent.{key} must be positive, got {config[key]}")
-    for key in ("lr", "adam_eps", "clip", "max_grad_norm"):
-        if not config[key] > 0:
-            raise ValueError(f"agent.{key} must be positive, got {config[key]}")
-    for key in ("entropy_coef", "value_coef"):
-        if config[key] < 0:
-            raise ValueError(f"agent.{key} must be non-negative, got {config[key]}")
-    for key in ("gamma", "gae_lambda"):
-        if not 0 <= config[key] <= 1:
-            raise ValueError(f"agent.{key} must be in [0, 1], got {config[key]}")
+    check_ppo_hyperparameters(config)
+    if config.recurrence <= 0:
+        raise ValueError(f"agent.recurrence must be positive, got {config.recurrence}")
     if config.frames_per_env % config.recurrence:
         raise ValueError(f"agent.frames_per_env={config.frames_per_env} must be a multiple of "
                          f"agent.recurrence={config.recurrence}")
