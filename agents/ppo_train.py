@@ -24,10 +24,7 @@ from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo import PPO, NonFiniteLossError
 from rlmem.agents.rollout import RolloutCollector
 from rlmem.envs import make_vector_env, uses_mission
-from rlmem.runs import RunLogger, check_compatible, load_checkpoint, resolve_device, save_checkpoint
-
-CHECKPOINT_NAME = "checkpoint.pt"
-"""The checkpoint's file name inside the run directory."""
+from rlmem.runs import CHECKPOINT_NAME, RunLogger, resolve_device, save_checkpoint, start_run
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
@@ -59,11 +56,7 @@ def train(cfg: Any, run_dir: Path) -> None:
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.torch_threads)
     checkpoint_path = run_dir / CHECKPOINT_NAME
-    checkpoint = None
-    if cfg.resume and checkpoint_path.exists():
-        checkpoint = load_checkpoint(checkpoint_path)
-        check_compatible(checkpoint["config"], config, RESUME_SECTIONS)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    checkpoint = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume)
 
     torch.manual_seed(cfg.seed)
     mission = uses_mission(cfg.env) if cfg.mission is None else cfg.mission

@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
-from rlmem.runs import CheckpointMismatchError, check_compatible, load_checkpoint, resolve_device
+from rlmem.runs import CheckpointMismatchError, resolve_device, start_run
 from rlmem.schema.supervised import (
     OptimizerName,
     check_supervised_config,
@@ -99,16 +99,11 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     trainer = SupervisedTrainer(model, task, optimizer, schedule, run_dir, device, config,
                                 transfer_model)
 
-    checkpoint = run_dir / CHECKPOINT_NAME
-    if checkpoint.exists() and cfg.resume:
-        payload = load_checkpoint(checkpoint, map_location=device)
-        check_compatible(payload["config"], config, RESUME_SECTIONS)
+    payload = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume,
+                        map_location=device)
+    if payload is not None:
         trainer.load(payload)
-        _print(f"resuming {checkpoint} at iteration {trainer.iteration}")
-    elif checkpoint.exists():
-        checkpoint.unlink()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, run_dir / "config.yaml")
+        _print(f"resuming {run_dir / CHECKPOINT_NAME} at iteration {trainer.iteration}")
 
     baseline = task.baseline(cfg.seq_len)
     parameters = sum(p.numel() for p in model.parameters())

@@ -25,13 +25,20 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-from rlmem.agents.ppo_train import CHECKPOINT_NAME, RESUME_SECTIONS, env_seed
+from rlmem.agents.ppo_train import RESUME_SECTIONS, env_seed
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import make_env, uses_mission
-from rlmem.runs import RunLogger, check_compatible, load_checkpoint, resolve_device, save_checkpoint
+from rlmem.runs import (
+    CHECKPOINT_NAME,
+    RunLogger,
+    load_checkpoint,
+    resolve_device,
+    save_checkpoint,
+    start_run,
+)
 from rlmem.schema.sb3 import check_sb3_config
 
 VEC_ENVS: dict[str, type[VecEnv]] = {"sync": DummyVecEnv, "async": SubprocVecEnv}
@@ -110,13 +117,8 @@ def train(cfg: Any, run_dir: Path) -> None:
     assert isinstance(config, dict)
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.torch_threads)
-    run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = run_dir / CHECKPOINT_NAME
-    checkpoint = None
-    if cfg.resume and checkpoint_path.exists():
-        checkpoint = load_checkpoint(checkpoint_path)
-        check_compatible(checkpoint["config"], config, RESUME_SECTIONS)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    checkpoint = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume)
 
     frames, updates = 0, 0
     if checkpoint is not None:

@@ -19,13 +19,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rlmem.runs import RunLogger, load_checkpoint, save_checkpoint
+from rlmem.runs import CHECKPOINT_NAME, RunLogger, load_checkpoint, save_checkpoint
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.evaluate import autocast, evaluate
 from rlmem.tasks.model import SequenceModel
-
-CHECKPOINT_NAME = "checkpoint.pt"
-"""File name of a run's (single, atomically replaced) checkpoint."""
 
 
 class NonFiniteLossError(RuntimeError):
