@@ -62,8 +62,10 @@ def train(env: str, memories: list[str], seeds: list[int], frames: int, jobs: in
         f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
         f"frames={frames}", "progress_bar=false",
         f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=${env}/${memory.name}/seed${seed}",
-        "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", *overrides,
+        *overrides,
     ]
+    if not any(override.startswith("hydra/launcher=") for override in overrides):
+        command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
     print("+", " ".join(command), flush=True)
     subprocess.run(command, check=True)
 
@@ -109,7 +111,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(FRAMES), choices=list(FRAMES))
     parser.add_argument("--memories", nargs="+", default=[*PAPER_MEMORIES, *OUR_MEMORIES])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--jobs", type=int, default=2, help="parallel local training runs and evaluations")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="parallel local training runs (joblib) and evaluations")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--frames", type=int, default=None,
                         help="override every env's budget (e.g. for a quick check)")
