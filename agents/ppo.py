@@ -29,6 +29,7 @@ from rlmem.agents.gae import compute_gae
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo_hyperparameters import PPOHyperparameters, check_ppo_hyperparameters
 from rlmem.agents.rollout import Rollout, select_state
+from rlmem.runs import NonFiniteLossError
 
 
 @dataclass
@@ -53,10 +54,6 @@ def check_ppo_config(config: Any) -> None:
     if config.batch_size % config.recurrence:
         raise ValueError(f"agent.batch_size={config.batch_size} must be a multiple of "
                          f"agent.recurrence={config.recurrence}")
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The PPO loss became NaN or infinite; the weights were not updated with it."""
 
 
 def _chunks(value: Tensor, recurrence: int) -> Tensor:

@@ -9,7 +9,6 @@ Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gi
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo_train import CHECKPOINT_NAME
 from rlmem.envs import ENVS, EpisodeRecorder, env_spec, make_env, make_vector_env, transfer_target
 from rlmem.envs.recording import write_gif
-from rlmem.runs import load_checkpoint, resolve_device
+from rlmem.runs import load_checkpoint, reported_as_cli_errors, resolve_device
 from rlmem.schema.evaluate import (
     TRANSFER,
     EvaluateConfig,
@@ -121,13 +120,9 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult]:
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 def main(cfg: Any) -> None:
     """Evaluate and print one summary line."""
-    try:
+    with reported_as_cli_errors("rlmem.evaluate"):
         typed: EvaluateConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         name, result = evaluate_run(typed)
-    except (ValueError, KeyError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"rlmem.evaluate: error: {message}", file=sys.stderr, flush=True)
-        sys.exit(1)
     print(f"{name}: {result.summary()}", flush=True)
 
 

@@ -13,7 +13,6 @@ command again resumes from the checkpoint (``resume=false`` starts afresh).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
-from rlmem.runs import CheckpointMismatchError, resolve_device, start_run
+from rlmem.runs import reported_as_cli_errors, resolve_device, start_run
 from rlmem.schema.supervised import (
     OptimizerName,
     check_supervised_config,
@@ -32,7 +31,6 @@ from rlmem.schema.supervised import (
 )
 from rlmem.tasks import (
     CHECKPOINT_NAME,
-    NonFiniteLossError,
     Schedule,
     SequenceModel,
     SupervisedTrainer,
@@ -50,9 +48,6 @@ OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
 RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer", "grad_clip",
                    "seed", "amp")
 """Keys that must match a checkpoint to resume from it (``iterations`` may grow)."""
-
-USER_ERRORS = (ValueError, KeyError, CheckpointMismatchError, NonFiniteLossError)
-"""Errors that mean bad input or a diverged run: reported in one message, not a traceback."""
 
 register_supervised_configs()
 
@@ -152,12 +147,8 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
 @hydra.main(config_path="conf", config_name="supervised", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """The CLI: the run directory is Hydra's output directory."""
-    try:
+    with reported_as_cli_errors("rlmem.supervised"):
         run(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except USER_ERRORS as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"rlmem.supervised: error: {message}", file=sys.stderr, flush=True)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

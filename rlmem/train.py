@@ -11,38 +11,28 @@ the same command again resumes from the checkpoint (``resume=false`` starts afre
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rlmem.agents.ppo import NonFiniteLossError
 from rlmem.agents.trainers import get_trainer
-from rlmem.runs import CheckpointMismatchError
+from rlmem.runs import reported_as_cli_errors
 from rlmem.schema.train import check_train_config, register_train_configs
 
 register_train_configs()
 
-USER_ERRORS = (ValueError, KeyError, CheckpointMismatchError, NonFiniteLossError)
-"""Errors that mean bad input or a diverged run: reported in one message, not a traceback."""
-
-
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Validate ``cfg``, then hand it to the trainer of ``cfg.agent.name``."""
-    try:
+    with reported_as_cli_errors("rlmem.train"):
         check_train_config(cfg)
         trainer = get_trainer(cfg.agent.name)
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         # In a multirun the sweep's subdir decides; record where the run really is.
         cfg.run_dir = str(run_dir)
         trainer(cfg, run_dir)
-    except USER_ERRORS as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"rlmem.train: error: {message}", file=sys.stderr, flush=True)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

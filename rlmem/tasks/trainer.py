@@ -19,14 +19,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rlmem.runs import CHECKPOINT_NAME, RunLogger, load_checkpoint, save_checkpoint
+from rlmem.runs import (
+    CHECKPOINT_NAME,
+    NonFiniteLossError,
+    RunLogger,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.evaluate import autocast, evaluate
 from rlmem.tasks.model import SequenceModel
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss or the gradient norm became NaN or infinite; training stopped before the step."""
 
 
 @dataclass
