@@ -34,9 +34,6 @@ class CopyTask(RecallTask):
         recall: number of symbols to copy (10).
     """
 
-    def min_seq_len(self) -> int:
-        return 1
-
     def data_positions(self, batch_size: int, seq_len: int,
                        generator: torch.Generator) -> Tensor:
         steps = torch.arange(self.recall, device=generator.device)

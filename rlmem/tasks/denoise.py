@@ -49,9 +49,6 @@ class DenoiseTask(RecallTask):
         recall: number of symbols to reproduce (10).
     """
 
-    def min_seq_len(self) -> int:
-        return 1
-
     def data_positions(self, batch_size: int, seq_len: int,
                        generator: torch.Generator) -> Tensor:
         # A uniformly random subset of `recall` of the T + recall - 1 steps before the

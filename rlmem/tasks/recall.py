@@ -61,6 +61,9 @@ class RecallTask(SequenceTask, abc.ABC):
     def total_length(self, seq_len: int) -> int:
         return seq_len + 2 * self.recall
 
+    def min_seq_len(self) -> int:
+        return 1
+
     def delimiter_step(self, seq_len: int) -> int:
         """Index of the delimiter: ``T + recall - 1``; the output starts the step after it."""
         return seq_len + self.recall - 1
