@@ -57,10 +57,12 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
     return frames, returns
 
 
-def collect() -> tuple[dict, dict, dict]:
-    """``scores[env][memory]`` (one evaluation mean return per seed), the frames trained per
-    (train env, memory), and the learning curves per train env and memory."""
+def collect() -> tuple[dict, dict, dict, dict]:
+    """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
+    the same layout, the frames trained per (train env, memory), and the learning curves per
+    train env and memory."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    successes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     frames: dict[tuple[str, str], set[int]] = defaultdict(set)
     curves: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for run in sorted(RUNS.glob("*/*/seed*")):
@@ -68,10 +70,22 @@ def collect() -> tuple[dict, dict, dict]:
         for report in sorted((run / "eval").glob("*.json")):
             data = json.loads(report.read_text())
             scores[data["env"]][memory].append(data["return_mean"])
+            successes[data["env"]][memory].append(data["success_rate"])
             frames[(env, memory)].add(int(data["frames"]))
         if (run / "progress.csv").exists():
             curves[env][memory].append(read_progress(run / "progress.csv"))
-    return scores, frames, curves
+    return scores, successes, frames, curves
+
+
+def table(scores: dict, memories: list[str], paper: dict[str, dict[str, float]]) -> list[str]:
+    """Rows laid out like Table 3: the train envs, then their transfer targets."""
+    lines = ["| Environment | " + " | ".join(memories) + " |", "|---|" + "---:|" * len(memories)]
+    for title, envs in (("Train", TRAIN_ENVS), ("Test", [transfer_target(e) for e in TRAIN_ENVS])):
+        lines.append(f"| **{title}** |" + " |" * len(memories))
+        for env in envs:
+            lines.append(f"| {env} | " + " | ".join(
+                cell(scores[env][m], paper.get(env, {}).get(m)) for m in memories) + " |")
+    return lines
 
 
 def cell(values: list[float], paper: float | None) -> str:
@@ -106,19 +120,10 @@ def plot(env: str, runs: dict[str, list]) -> Path:
 
 
 def main() -> None:
-    scores, frames, curves = collect()
+    scores, successes, frames, curves = collect()
     memories = [m for m in MEMORY_ORDER if any(m in scores[env] for env in scores)]
-    header = "| Environment | " + " | ".join(memories) + " |"
-    rule = "|---|" + "---:|" * len(memories)
-    lines = [header, rule, "| **Train** |" + " |" * len(memories)]
-    for env in TRAIN_ENVS:
-        lines.append(f"| {env} | " + " | ".join(
-            cell(scores[env][m], PAPER.get(env, {}).get(m)) for m in memories) + " |")
-    lines.append("| **Test** |" + " |" * len(memories))
-    for env in TRAIN_ENVS:
-        target = transfer_target(env)
-        lines.append(f"| {target} | " + " | ".join(
-            cell(scores[target][m], PAPER.get(target, {}).get(m)) for m in memories) + " |")
+    lines = table(scores, memories, PAPER)
+    success_lines = table(successes, memories, {})
     budget = ["| Train env | memory | seeds | frames per run |", "|---|---|---:|---:|"]
     for env in TRAIN_ENVS:
         for memory in memories:
@@ -130,6 +135,7 @@ def main() -> None:
                if curves.get(env)]
     template = (HERE / "RESULTS.template.md").read_text()
     text = (template.replace("{{table}}", "\n".join(lines))
+            .replace("{{success}}", "\n".join(success_lines))
             .replace("{{budget}}", "\n".join(budget))
             .replace("{{figures}}", "\n\n".join(figures)))
     (HERE / "RESULTS.md").write_text(text)
