@@ -11,8 +11,9 @@ from rlmem.tasks import SequenceModel, make_task
 SEQ_LEN, BATCH, ITERATIONS, LR = 30, 64, 400, 1e-2  # lr of the TARNN and iRNN papers
 
 OVERRIDES: dict[str, dict[str, int]] = {
-    # SiRNN (K=1, η=1e-2, the paper's defaults) only reaches ≈0.159 MSE in this budget: its
-    # state is η-scaled and nearly memoryless at initialisation. K=5 reaches ≈0.015.
+    # SiRNN (K=1, η=1e-2, the paper's defaults) only reaches 0.160 MSE in this budget: its
+    # state is η-scaled and nearly memoryless at initialisation. K=5 reaches 0.006
+    # (benchmarks/irnn_steps.py).
     "irnn": {"K": 5},
 }
 

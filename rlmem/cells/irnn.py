@@ -47,9 +47,9 @@ class IncrementalRNN(Cell):
         hidden_size: D, features of the state.
         K: Euler steps per round (1: SiRNN).
         eta: initial step size (paper: 1e-2). With K=1 the state is η-scaled, so the default
-            starts nearly memoryless: on short budgets (adding at T=30 in 400 updates,
-            RecurrentPPO cue recall in 10k frames) it stayed near chance where ``K=5`` or
-            ``eta=0.5`` learned.
+            starts nearly memoryless: on adding at T=30 in 400 updates it ends at 0.160 MSE
+            (baseline 0.167), against 0.006 with ``K=5`` and 0.084 with ``eta=0.5``
+            (``benchmarks/irnn_steps.py``).
         alpha: initial α.
         nonlinearity: φ (the paper uses ``relu``).
         rank: if set, U = I + VH with this rank (Eq. 8); otherwise U is a full matrix.
