@@ -45,12 +45,14 @@ class ActorCritic(nn.Module):
         num_actions: size of the discrete action space.
         memory: a memory config (``name``, ``hidden_size``, the cell's hyperparameters).
         head_size: hidden units of the actor and critic MLPs.
+        grid_encoding: how the grid's indices enter the conv net
+            (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
     """
 
     def __init__(self, observation_space: spaces.Dict, num_actions: int, memory: Any,
-                 head_size: int = 64) -> None:
+                 head_size: int = 64, grid_encoding: str = "embedding") -> None:
         super().__init__()
-        self.image = ImageEncoder(observation_space["image"].shape)
+        self.image = ImageEncoder(observation_space["image"].shape, grid_encoding)
         self.mission: MissionEncoder | None = None
         if "mission" in observation_space.spaces:
             self.mission = MissionEncoder(int(observation_space["mission"].high.max()) + 1)

@@ -26,7 +26,7 @@ from rlmem.agents.rollout import RolloutCollector
 from rlmem.envs import make_vector_env, uses_mission
 from rlmem.runs import CHECKPOINT_NAME, RunLogger, resolve_device, save_checkpoint, start_run
 
-RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "seed")
+RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
 
 RECENT_EPISODES = 100
@@ -63,7 +63,7 @@ def train(cfg: Any, run_dir: Path) -> None:
     envs = make_vector_env(cfg.env, cfg.num_envs, mission=mission,
                            vectorization=cfg.vectorization)
     model = ActorCritic(envs.single_observation_space, int(envs.single_action_space.n),
-                        cfg.memory).to(device)
+                        cfg.memory, grid_encoding=cfg.grid_encoding).to(device)
     ppo = PPO(model, cfg.agent)
     frames, updates = 0, 0
     recent: deque[float] = deque(maxlen=RECENT_EPISODES)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from rlmem.agents.encoders import recorded_grid_encoding
 from rlmem.agents.evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo_train import CHECKPOINT_NAME
@@ -82,7 +83,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult]:
             f"the agent in {run} was trained on {trained_on} with images of shape "
             f"{expected['image']} and {checkpoint['num_actions']} actions")
 
-    model = ActorCritic(observation_space, num_actions, checkpoint["config"]["memory"])
+    model = ActorCritic(observation_space, num_actions, checkpoint["config"]["memory"],
+                        grid_encoding=recorded_grid_encoding(checkpoint["config"]))
     model.load_state_dict(checkpoint["model"])
     model.to(device).eval()
 

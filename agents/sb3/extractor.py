@@ -16,7 +16,8 @@ class MiniGridExtractor(BaseFeaturesExtractor):
     has a ``mission``, concatenated (the encoders of :mod:`rlmem.agents.encoders`).
 
     Use it with ``normalize_images=False``: the image holds MiniGrid's object / colour / state
-    indices, which rl-starter-files feeds unscaled, not pixels to divide by 255. SB3 transposes
+    indices, not pixels to divide by 255; ``grid_encoding`` says how they enter the conv net,
+    exactly as in our PPO's model (:class:`~rlmem.agents.encoders.ImageEncoder`). SB3 transposes
     image observations to channels-first (``VecTransposeImage``); both layouts are accepted.
 
     Unlike our PPO's model, where the mission joins after the memory, the whole feature vector
@@ -27,6 +28,8 @@ class MiniGridExtractor(BaseFeaturesExtractor):
             made by :class:`rlmem.envs.MiniGridObservation`), or the image ``Box`` alone.
         mission_embedding: features per mission word.
         mission_size: features of the mission encoding.
+        grid_encoding: ``embedding`` (default), ``onehot`` or ``raw``
+            (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
 
     Shapes:
         - image: ``(N, H, W, C)`` or ``(N, C, H, W)``; mission: ``(N, L)`` token ids (any dtype)
@@ -34,7 +37,7 @@ class MiniGridExtractor(BaseFeaturesExtractor):
     """
 
     def __init__(self, observation_space: spaces.Space, mission_embedding: int = 32,
-                 mission_size: int = 128) -> None:
+                 mission_size: int = 128, grid_encoding: str = "embedding") -> None:
         if isinstance(observation_space, spaces.Dict):
             if "image" not in observation_space.spaces:
                 raise ValueError(f"MiniGridExtractor needs an 'image' observation, got keys "
@@ -48,7 +51,7 @@ class MiniGridExtractor(BaseFeaturesExtractor):
         channels_first = is_image_space_channels_first(image_space)
         shape = image_space.shape
         hwc = (shape[1], shape[2], shape[0]) if channels_first else shape
-        image = ImageEncoder(hwc)
+        image = ImageEncoder(hwc, grid_encoding)
         mission = None
         if mission_space is not None:
             mission = MissionEncoder(int(mission_space.high.max()) + 1, mission_embedding,

@@ -25,6 +25,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
+from rlmem.agents.encoders import recorded_grid_encoding
 from rlmem.agents.ppo_train import RESUME_SECTIONS, env_seed
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
@@ -67,6 +68,7 @@ def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") ->
     policy_kwargs = dict(
         memory=memory.pop("name"), memory_kwargs=memory,
         features_extractor_class=MiniGridExtractor, normalize_images=False,
+        features_extractor_kwargs=dict(grid_encoding=recorded_grid_encoding(config)),
         net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
         shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
         optimizer_kwargs=dict(eps=agent["adam_eps"]))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from rlmem.cells.lstm import LSTM_FORGET_GATE, init_gate_bias
+
 
 class AdditiveAttention(nn.Module):
     r"""Scores and reads memory slots with the alignment of Bahdanau et al. (2014).
@@ -53,13 +55,25 @@ class LSTMBase(nn.Module):
     r"""The LSTM recurrence of an attentive cell, fed the macro-state :math:`s_{t-1}`.
 
     :math:`(h_t, c_t) = \mathrm{LSTMCell}(x_t, (s_{t-1}, c_{t-1}))`: the gates read
-    :math:`[s_{t-1}, x_t]` and the cell state :math:`c` is carried as usual.
+    :math:`[s_{t-1}, x_t]` and the cell state :math:`c` is carried as usual. The forget-gate
+    bias starts at ``forget_bias`` (see :class:`rlmem.cells.LSTM`).
     """
 
-    def __init__(self, input_size: int, hidden_size: int) -> None:
+    def __init__(self, input_size: int, hidden_size: int, forget_bias: float) -> None:
         super().__init__()
+        self.forget_bias = forget_bias
         self.cell = nn.LSTMCell(input_size, hidden_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torch's initialisation, then the forget-gate bias set to ``forget_bias``."""
+        self.cell.reset_parameters()
+        init_gate_bias(self.cell.bias_ih, self.cell.bias_hh, self.cell.hidden_size,
+                       LSTM_FORGET_GATE, self.forget_bias)
 
     def forward(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """Shapes: x_t ``(B, input)``, s and c ``(B, H)``; returns ``h_t, c_t``, each ``(B, H)``."""
         return self.cell(x_t, (s, c))
+
+    def extra_repr(self) -> str:
+        return f"forget_bias={self.forget_bias}"

@@ -52,6 +52,7 @@ class MemLSTM(Cell):
         input_size: features of each input.
         hidden_size: size of :math:`h`, :math:`s` and each memory slot.
         capacity: number of past states held (the longest exactly-attended episode).
+        forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -62,12 +63,13 @@ class MemLSTM(Cell):
 
     state_type = MemLSTMState
 
-    def __init__(self, input_size: int, hidden_size: int, *, capacity: int = 256) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *, capacity: int = 256,
+                 forget_bias: float = 1.0) -> None:
         super().__init__(input_size, hidden_size)
         if capacity < 1:
             raise ValueError(f"MemLSTM: capacity must be ≥ 1, got {capacity}")
         self.capacity = capacity
-        self.base = LSTMBase(input_size, hidden_size)
+        self.base = LSTMBase(input_size, hidden_size, forget_bias)
         self.attention = AdditiveAttention(hidden_size)
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:

@@ -171,6 +171,7 @@ class ReLSTM(_RelevancyScreening):
         hidden_size: size of :math:`h`, :math:`s` and each memory slot.
         short_term: ν, the length of the short-term buffer (paper: 5 for RL, 10 for copy).
         relevant: ρ, the capacity of the relevant set (paper: 5 for RL, 10 for copy).
+        forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -183,9 +184,9 @@ class ReLSTM(_RelevancyScreening):
     state_type = ReLSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5) -> None:
+                 relevant: int = 5, forget_bias: float = 1.0) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
-        self.base = LSTMBase(input_size, hidden_size)
+        self.base = LSTMBase(input_size, hidden_size, forget_bias)
 
     def recur(self, x_t: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
         h, c = self.base(x_t, state.s, state.c)

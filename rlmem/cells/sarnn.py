@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells.base import Cell
+from rlmem.cells.lstm import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
 
 
@@ -58,6 +59,7 @@ class SARNN(Cell):
         slope_max: the largest slope α of the annealing schedule (paper: 5).
         slope_rate: slope increase per epoch (paper: 0.04).
         anneal_epochs: the number of epochs that training progress 0 → 1 stands for.
+        update_bias: initial bias of the GRU's update gate z (see :class:`~rlmem.cells.GRU`).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -70,13 +72,16 @@ class SARNN(Cell):
 
     def __init__(self, input_size: int, hidden_size: int, *, lam: float = 0.0,
                  slope_max: float = 5.0, slope_rate: float = 0.04,
-                 anneal_epochs: float = 100.0) -> None:
+                 anneal_epochs: float = 100.0, update_bias: float = 0.0) -> None:
         super().__init__(input_size, hidden_size)
         if lam < 0:
             raise ValueError(f"SARNN: lam (λ) must be ≥ 0, got {lam}")
         self.lam, self.slope_max, self.slope_rate = lam, slope_max, slope_rate
         self.anneal_epochs = anneal_epochs
+        self.update_bias = update_bias
         self.gru = nn.GRUCell(input_size, hidden_size)
+        init_gate_bias(self.gru.bias_ih, self.gru.bias_hh, hidden_size, GRU_UPDATE_GATE,
+                       update_bias)
         self.w_u = nn.Parameter(torch.empty(hidden_size))  # the diagonal of W_u
         self.W_i = nn.Linear(input_size, hidden_size)
         # A schedule value, not recurrent state: a buffer so that a checkpoint restores it.
@@ -111,4 +116,4 @@ class SARNN(Cell):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, lam={self.lam}, slope={float(self.slope):.3g}, "
-                f"slope_max={self.slope_max}")
+                f"slope_max={self.slope_max}, update_bias={self.update_bias}")

@@ -59,16 +59,20 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
     ``sections`` are top-level keys (``memory``, ``env``, ``agent``, ...) whose values decide
     the shapes and meaning of the saved weights; the message lists every differing key.
     """
+    absent = "<absent>"
     differences = []
     for section in sections:
-        old = _flatten({section: saved.get(section)}) if isinstance(saved.get(section), Mapping) \
-            else {section: saved.get(section)}
-        new = _flatten({section: current.get(section)}) \
-            if isinstance(current.get(section), Mapping) else {section: current.get(section)}
+        old, new = (_flatten({section: config[section]}) if section in config else {}
+                    for config in (saved, current))
         for key in sorted(set(old) | set(new)):
-            if old.get(key, "<absent>") != new.get(key, "<absent>"):
-                differences.append(f"  {key}: {source} has {old.get(key, '<absent>')!r}, "
-                                   f"this run has {new.get(key, '<absent>')!r}")
+            if old.get(key, absent) != new.get(key, absent):
+                differences.append(f"  {key}: {source} has {old.get(key, absent)!r}, "
+                                   f"this run has {new.get(key, absent)!r}")
     if differences:
+        hint = ""
+        if any(f"{source} has {absent!r}" in line for line in differences):
+            hint = (f"\nKeys absent from the {source} did not exist when it was written (an "
+                    "older rlmem): evaluate it as it is, or start afresh with resume=false.")
         raise CheckpointMismatchError(
-            f"the {source} was written with a different config:\n" + "\n".join(differences))
+            f"the {source} was written with a different config:\n" + "\n".join(differences)
+            + hint)

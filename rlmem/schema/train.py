@@ -14,6 +14,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from rlmem.agents.encoders import GRID_ENCODINGS
 from rlmem.agents.ppo import PPOConfig, check_ppo_config
 from rlmem.envs import VECTORIZATIONS, env_spec
 from rlmem.schema.memory import register_memory_configs
@@ -46,6 +47,9 @@ class TrainConfig:
     """sync (all envs in this process) or async (one process per env)."""
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes."""
+    grid_encoding: str = "embedding"
+    """How MiniGrid's grid indices enter the conv net: embedding, onehot or raw (the paper's
+    rl-starter-files recipe); see rlmem.agents.encoders.ImageEncoder."""
     torch_threads: int = 1
     """torch intra-op threads; 1 is fastest for the small batched ops of a rollout."""
     run_dir: str = MISSING
@@ -78,6 +82,9 @@ def check_train_config(cfg: Any) -> None:
     for key in ("frames", "num_envs", "torch_threads"):
         if cfg[key] <= 0:
             raise ValueError(f"{key} must be positive, got {cfg[key]}")
+    if cfg.grid_encoding not in GRID_ENCODINGS:
+        raise ValueError(f"grid_encoding={cfg.grid_encoding!r}; use one of "
+                         f"{', '.join(GRID_ENCODINGS)}")
     if cfg.vectorization not in VECTORIZATIONS:
         raise ValueError(f"vectorization={cfg.vectorization!r}; use one of "
                          f"{', '.join(VECTORIZATIONS)}")

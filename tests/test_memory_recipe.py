@@ -1,0 +1,164 @@
+"""The recipe memory needs (issue: memory that learns): the grid encoding and the gate biases.
+
+- the grid encoder separates every object, colour and state index, in our PPO and in sb3;
+- ``forget_bias`` reaches every LSTM inside a cell, ``update_bias`` every GRU;
+- a run written before either existed (raw grid, no ``forget_bias`` key) still evaluates, and
+  resuming it is refused with a message that says why.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from gymnasium import spaces
+from hydra import compose, initialize_config_dir
+from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+from torch import nn
+
+from rlmem.agents import ppo_train
+from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder, recorded_grid_encoding
+from rlmem.agents.model import ActorCritic
+from rlmem.agents.sb3 import MiniGridExtractor
+from rlmem.agents.sb3.train import build_model
+from rlmem.cells import CELLS, hyperparameters, make_cell
+from rlmem.cells.lstm import GRU_UPDATE_GATE, LSTM_FORGET_GATE
+from rlmem.envs import make_env
+from rlmem.evaluate import evaluate_run
+from rlmem.runs import CheckpointMismatchError
+from rlmem.schema.evaluate import EvaluateConfig
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import register_train_configs
+
+OLD_RUN = Path(__file__).parent / "fixtures" / "run_v0_1_raw_lstm"
+"""A MemoryS7 lstm run written by rlmem 0.1 (before grid_encoding and forget_bias existed)."""
+
+CHANNELS = {"object": (0, OBJECT_TO_IDX), "colour": (1, COLOR_TO_IDX), "state": (2, STATE_TO_IDX)}
+
+
+@pytest.mark.parametrize("encoding", [e for e in GRID_ENCODINGS if e != "raw"])
+@pytest.mark.parametrize("channel", sorted(CHANNELS))
+def test_the_grid_encoder_separates_every_index(encoding: str, channel: str) -> None:
+    """Changing one cell's index changes its features by a clear margin, for every pair of
+    values of every channel (raw floats make key 5 and ball 6 neighbours; these do not)."""
+    torch.manual_seed(0)
+    encoder = ImageEncoder((7, 7, 3), encoding)
+    position, values = CHANNELS[channel]
+    images = torch.zeros(len(values), 7, 7, 3, dtype=torch.uint8)
+    images[:, 3, 3, position] = torch.tensor(sorted(values.values()), dtype=torch.uint8)
+    cell = encoder.grid_features(images)[:, :, 3, 3]  # (values, features)
+    distances = torch.cdist(cell, cell)
+    off_diagonal = distances[~torch.eye(len(values), dtype=torch.bool)]
+    scale = cell.norm(dim=1).mean()
+    assert off_diagonal.min() > 0.2 * scale, (channel, off_diagonal.min(), scale)
+
+
+def test_an_encoding_other_than_raw_needs_minigrid_channels() -> None:
+    with pytest.raises(ValueError, match=r"needs MiniGrid.s .* channels, got 4"):
+        ImageEncoder((7, 7, 4), "embedding")
+    with pytest.raises(ValueError, match="unknown grid encoding 'pixels'"):
+        ImageEncoder((7, 7, 3), "pixels")
+    assert ImageEncoder((7, 7, 4), "raw").output_size == 64
+
+
+@pytest.mark.parametrize("encoding", GRID_ENCODINGS)
+def test_sb3_and_our_ppo_encode_the_grid_the_same_way(encoding: str) -> None:
+    env = make_env("MemoryS7", mission=False)
+    try:
+        space = env.observation_space
+        assert isinstance(space, spaces.Dict)
+        torch.manual_seed(0)
+        ours = ActorCritic(space, 3, {"name": "lstm", "hidden_size": 8},
+                           grid_encoding=encoding).image
+        theirs = MiniGridExtractor(space, grid_encoding=encoding).image
+        theirs.load_state_dict(ours.state_dict())
+        observation, _ = env.reset(seed=0)
+        image = torch.as_tensor(observation["image"]).unsqueeze(0)
+        assert ours.encoding == theirs.encoding == encoding
+        torch.testing.assert_close(ours(image), theirs(image), rtol=0, atol=0)
+    finally:
+        env.close()
+
+
+def test_the_sb3_trainer_builds_the_configured_encoding() -> None:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["agent=sb3", "env=MemoryS7", "num_envs=1",
+                                          "grid_encoding=onehot"])
+    from rlmem.agents.sb3.train import make_envs
+
+    envs = make_envs(cfg, 1, seed=0)
+    try:
+        model = build_model(cfg, envs)
+        assert model.policy.features_extractor.image.encoding == "onehot"
+    finally:
+        envs.close()
+
+
+def _gate_biases(cell: nn.Module) -> list[tuple[str, torch.Tensor, int]]:
+    """(kind, total bias, hidden size) of every torch LSTM/GRU (cell) inside ``cell``."""
+    found = []
+    for module in cell.modules():
+        if isinstance(module, (nn.LSTM, nn.GRU)):
+            kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
+            found.append((kind, module.bias_ih_l0 + module.bias_hh_l0, module.hidden_size))
+        elif isinstance(module, (nn.LSTMCell, nn.GRUCell)):
+            kind = "lstm" if isinstance(module, nn.LSTMCell) else "gru"
+            found.append((kind, module.bias_ih + module.bias_hh, module.hidden_size))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_gate_biases_reach_every_lstm_and_gru_inside_a_cell(name: str) -> None:
+    """A cell with an LSTM inside has ``forget_bias`` (default 1), one with a GRU inside has
+    ``update_bias``; the value lands on exactly that gate's rows, the others keep torch's init."""
+    hparams = hyperparameters(CELLS[name])
+    gates = _gate_biases(make_cell(name, input_size=5, hidden_size=6))
+    kinds = {kind for kind, _, _ in gates}
+    assert ("lstm" in kinds) == ("forget_bias" in hparams), name
+    assert ("gru" in kinds) == ("update_bias" in hparams), name
+    if "forget_bias" in hparams:
+        assert hparams["forget_bias"].default == 1.0
+    for key, kind, block in (("forget_bias", "lstm", LSTM_FORGET_GATE),
+                             ("update_bias", "gru", GRU_UPDATE_GATE)):
+        if key not in hparams:
+            continue
+        cell = make_cell(name, input_size=5, hidden_size=6, **{key: 2.5})
+        for found_kind, bias, hidden in _gate_biases(cell):
+            if found_kind != kind:
+                continue
+            rows = torch.zeros(bias.shape[0], dtype=torch.bool)
+            rows[block * hidden:(block + 1) * hidden] = True
+            assert torch.all(bias[rows] == 2.5), (name, bias)
+            assert bias[~rows].abs().max() < 2 * hidden ** -0.5, (name, bias)
+
+
+def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run)
+    checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert "grid_encoding" not in checkpoint["config"]
+    assert "forget_bias" not in checkpoint["config"]["memory"]
+    assert recorded_grid_encoding(checkpoint["config"]) == "raw"
+    name, result = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
+                                               num_envs=2))
+    assert name == "MemoryS13" and result.episodes == 2
+    assert (run / "eval" / "MemoryS13.json").exists()
+
+
+def test_resuming_a_run_from_before_the_recipe_is_refused_with_the_reason(
+        tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    shutil.copytree(OLD_RUN, run)
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["env=MemoryS7", "memory.hidden_size=16", "num_envs=2",
+                                          "frames=512", f"run_dir={run}",
+                                          "progress_bar=false"])
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"(?s)(?=.*grid_encoding: checkpoint has '<absent>')"
+                             r"(?=.*memory.forget_bias: checkpoint has '<absent>')"
+                             r".*did not exist when it was written.*resume=false"):
+        ppo_train.train(cfg, run)
