@@ -1,0 +1,268 @@
+"""The cell contract: :class:`Cell`, its state, its auxiliary outputs, and the reset-aware scan.
+
+Every memory cell in rlmem is a :class:`Cell`. A cell consumes a time-major sequence and a
+per-environment reset mask, and returns its outputs and its final state::
+
+    cell = make_cell("relstm", input_size=64, hidden_size=64)
+    state = cell.initial_state(batch_size=16)
+    y, state = cell(x, state, resets)            # x: (T, B, input_size), resets: (T, B) bool
+
+``resets[t, b]`` means that ``x[t, b]`` is the first input of a new episode, so the state of
+``b`` is set back to :meth:`Cell.initial_state` *before* ``x[t, b]`` is consumed. The initial
+state is all zeros, which is what makes ``state * (1 - episode_start)`` masking (sb3-contrib)
+equivalent to a reset.
+
+A cell implements one time step (:meth:`Cell.step`); the loop over time and the resets are
+written once, in :func:`scan`. What a cell adds to the loss and what it reports come back
+explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+State = NamedTuple
+"""A cell's recurrent state: a NamedTuple of tensors with the batch on dim 0 of each."""
+
+StepFn = Callable[[Tensor, Any], tuple[Tensor, Any, dict[str, Tensor]]]
+"""``step(x_t, state) -> (y_t, new_state, per-step traces)``: one time step of a cell."""
+
+
+@dataclass
+class Aux:
+    """What a cell contributes besides its output, returned by :meth:`Cell.forward_aux`.
+
+    Attributes:
+        losses: scalar, differentiable terms that the trainer adds to its loss, already weighted
+            by the cell's own coefficient (SA-RNN's ``λ Σ ũ``, TARNN's ``Ω``).
+        diagnostics: detached scalars to log once per update (SA-RNN skip %, TARNN mean β, ...).
+        traces: detached per-step tensors of shape ``(T, B, ...)`` for figures (attention
+            weights, update masks, β over time).
+    """
+
+    losses: dict[str, Tensor] = field(default_factory=dict)
+    diagnostics: dict[str, Tensor] = field(default_factory=dict)
+    traces: dict[str, Tensor] = field(default_factory=dict)
+
+    def total_loss(self) -> Tensor | float:
+        """The sum of :attr:`losses` (``0.0`` when the cell adds nothing)."""
+        return sum(self.losses.values(), 0.0)
+
+
+class CellOutput(NamedTuple):
+    """The result of :meth:`Cell.forward_aux`."""
+
+    output: Tensor
+    state: Any
+    aux: Aux
+
+
+def reset_state(state: State, reset: Tensor) -> State:
+    """Return ``state`` with the entries of the batch items where ``reset`` is true set to zero.
+
+    ``torch.where`` rather than multiplication by a mask, so that no gradient flows back across
+    a reset and a non-finite value in a finished episode cannot leak into the next one.
+
+    Shapes:
+        - reset: ``(B,)`` bool
+        - each field of state: ``(B, ...)``
+    """
+    fields = []
+    for value in state:
+        mask = reset.view(reset.shape + (1,) * (value.dim() - 1))
+        fields.append(torch.where(mask, torch.zeros((), dtype=value.dtype, device=value.device),
+                                  value))
+    return type(state)(*fields)
+
+
+def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor, State,
+                                                                          dict[str, Tensor]]:
+    """Run ``step`` over time, re-initialising the state of each batch item where it resets.
+
+    This is the one time loop of rlmem: every cell runs through it, and the fused paths of
+    :class:`~rlmem.cells.LSTM` and :class:`~rlmem.cells.GRU` are tested against it.
+
+    Shapes:
+        - x: ``(T, B, *)``
+        - resets: ``(T, B)`` bool, ``resets[t, b]`` resets ``b`` before ``x[t, b]``
+        - returns ``y`` of shape ``(T, B, *)``, the final state, and the per-step traces of
+          ``step`` stacked on a new leading time dimension.
+    """
+    # One host sync for the whole sequence instead of one per step.
+    any_reset = resets.any(dim=1).tolist()
+    outputs: list[Tensor] = []
+    traces: dict[str, list[Tensor]] = {}
+    for t in range(x.shape[0]):
+        if any_reset[t]:
+            state = reset_state(state, resets[t])
+        y, state, trace = step(x[t], state)
+        outputs.append(y)
+        for key, value in trace.items():
+            traces.setdefault(key, []).append(value)
+    stacked = {key: torch.stack(values) for key, values in traces.items()}
+    return torch.stack(outputs), state, stacked
+
+
+class Cell(nn.Module, abc.ABC):
+    """Base class of every rlmem memory cell.
+
+    A subclass defines its :attr:`state_type` (a NamedTuple class), :meth:`state_shapes` and
+    :meth:`step`. It may override :meth:`aux_losses`, :meth:`diagnostics`, :meth:`anneal` and,
+    for a fused kernel, :meth:`_scan`.
+
+    Args:
+        input_size: features of each input ``x[t, b]``.
+        hidden_size: features of the hidden state; also :attr:`output_size`.
+    """
+
+    state_type: ClassVar[type]
+    """The NamedTuple class of this cell's state."""
+
+    name: ClassVar[str] = ""
+    """Registry name, set by :func:`rlmem.cells.registry.register`."""
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        for arg, value in (("input_size", input_size), ("hidden_size", hidden_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{type(self).__name__}: {arg} must be a positive int, "
+                                 f"got {value!r}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+
+    @property
+    def output_size(self) -> int:
+        """Features of each output ``y[t, b]``."""
+        return self.hidden_size
+
+    # --- state -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
+        """Per-field shape without the batch dim, and dtype (``None``: the parameters' dtype)."""
+
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None,
+                      dtype: torch.dtype | None = None) -> Any:
+        """The all-zeros state; exactly what a reset produces.
+
+        Args:
+            batch_size: number of independent sequences (environments).
+            device: defaults to the device of the cell's parameters.
+            dtype: dtype of the floating fields; defaults to the parameters' dtype.
+        """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        reference = next(self.parameters(), None)
+        device = device if device is not None else (
+            reference.device if reference is not None else None)
+        dtype = dtype if dtype is not None else (
+            reference.dtype if reference is not None else torch.get_default_dtype())
+        shapes = self.state_shapes()
+        return self.state_type(**{
+            key: torch.zeros((batch_size, *shape), device=device,
+                             dtype=field_dtype if field_dtype is not None else dtype)
+            for key, (shape, field_dtype) in shapes.items()})
+
+    def state_size(self) -> int:
+        """Number of scalars in the state of one batch item (used to pack it, e.g. for SB3)."""
+        return sum(math.prod(shape) for shape, _ in self.state_shapes().values())
+
+    # --- the recurrence ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
+        """One time step: ``(y_t, new_state, traces_t)``, with ``x_t`` of shape ``(B, input)``."""
+
+    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
+                                                                     dict[str, Tensor]]:
+        """The time loop; fused cells override it, and a test proves them equal to :func:`scan`."""
+        return scan(self.step, x, state, resets)
+
+    def forward(self, x: Tensor, state: Any | None = None,
+                resets: Tensor | None = None) -> tuple[Tensor, Any]:
+        """Run the cell over a sequence.
+
+        Args:
+            x: inputs, time-major.
+            state: the state before ``x[0]``; ``None`` means :meth:`initial_state`.
+            resets: ``resets[t, b]`` re-initialises the state of ``b`` before ``x[t, b]``;
+                ``None`` means no resets.
+
+        Shapes:
+            - x: ``(T, B, input_size)``
+            - resets: ``(T, B)``, bool
+            - output: ``(T, B, output_size)``, and the state after ``x[T-1]``
+        """
+        result = self.forward_aux(x, state, resets)
+        return result.output, result.state
+
+    def forward_aux(self, x: Tensor, state: Any | None = None,
+                    resets: Tensor | None = None) -> CellOutput:
+        """Like :meth:`forward`, also returning the cell's :class:`Aux` losses and diagnostics.
+
+        Shapes:
+            as :meth:`forward`; ``aux.traces`` values are ``(T, B, ...)``.
+        """
+        x, state, resets = self._validate(x, state, resets)
+        y, state, traces = self._scan(x, state, resets)
+        traces_detached = {key: value.detach() for key, value in traces.items()}
+        aux = Aux(losses=self.aux_losses(traces),
+                  diagnostics={key: value.detach()
+                               for key, value in self.diagnostics(traces_detached).items()},
+                  traces=traces_detached)
+        return CellOutput(y, state, aux)
+
+    def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Weighted, differentiable loss terms computed from the (undetached) step traces."""
+        return {}
+
+    def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Scalars to log, computed from the step traces."""
+        return {}
+
+    def anneal(self, progress: float) -> None:
+        """Follow a schedule over training; ``progress`` runs from 0 (start) to 1 (end)."""
+
+    # --- checks ------------------------------------------------------------------------------
+
+    def _validate(self, x: Tensor, state: Any | None,
+                  resets: Tensor | None) -> tuple[Tensor, Any, Tensor]:
+        name = type(self).__name__
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            raise ValueError(f"{name}: x must be a (T, B, input_size) tensor, got "
+                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        steps, batch, features = x.shape
+        if features != self.input_size:
+            raise ValueError(f"{name}: x has {features} features but input_size is "
+                             f"{self.input_size}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name}: x must be floating point, got {x.dtype}")
+        if state is None:
+            state = self.initial_state(batch, device=x.device, dtype=x.dtype)
+        elif not isinstance(state, self.state_type):
+            raise TypeError(f"{name}: state must be a {self.state_type.__name__} (from "
+                            f"initial_state), got {type(state).__name__}")
+        else:
+            for key, (shape, _) in self.state_shapes().items():
+                value = getattr(state, key)
+                if tuple(value.shape) != (batch, *shape):
+                    raise ValueError(f"{name}: state.{key} has shape {tuple(value.shape)}, "
+                                     f"expected {(batch, *shape)} for a batch of {batch}")
+        if resets is None:
+            resets = torch.zeros(steps, batch, dtype=torch.bool, device=x.device)
+        else:
+            if tuple(resets.shape) != (steps, batch):
+                raise ValueError(f"{name}: resets must have shape (T, B) = {(steps, batch)}, "
+                                 f"got {tuple(resets.shape)}")
+            resets = resets.to(device=x.device, dtype=torch.bool)
+        return x, state, resets
+
+    def extra_repr(self) -> str:
+        return f"input_size={self.input_size}, hidden_size={self.hidden_size}"

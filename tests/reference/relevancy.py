@@ -1,0 +1,219 @@
+"""Relevancy screening: ReLSTM and ReLRNN (Kerg et al., 2020), paper §2 and Algorithm 1.
+
+Reference: G. Kerg, B. Kanuparthi, A. Goyal, K. Goyette, Y. Bengio, G. Lajoie. "Learning
+Long-term Dependencies Using Cognitive Inductive Biases in Self-attention RNNs", 2020.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from reference.attention import AdditiveAttention, LSTMBase
+from reference.base import Cell
+
+_MEMORY_FIELDS: list[tuple[str, type]] = [
+    ("t", Tensor),  # steps consumed since the episode started, (B,) long (labels for figures)
+    ("short", Tensor),  # short-term buffer S of the last ν states h, oldest first, (B, ν, H)
+    ("short_score", Tensor),  # attention each buffered state has received so far, (B, ν)
+    ("short_valid", Tensor),  # which buffer slots hold a state, (B, ν) bool
+    ("short_time", Tensor),  # episode step at which each buffered state was made, (B, ν) long
+    ("relevant", Tensor),  # relevant set R, (B, ρ, H)
+    ("relevant_score", Tensor),  # relevance β(i) of each state in R, frozen on entry, (B, ρ)
+    ("relevant_valid", Tensor),  # which slots of R hold a state, (B, ρ) bool
+    ("relevant_time", Tensor),  # episode step at which each state in R was made, (B, ρ) long
+]
+"""The fields of the screened memory, shared by both cells' states."""
+
+ReLSTMState = NamedTuple("ReLSTMState", [("s", Tensor), ("c", Tensor), *_MEMORY_FIELDS])
+ReLSTMState.__doc__ = """State of :class:`ReLSTM`: the macro-state ``s`` :math:`s_{t-1}` (the
+output, and what the recurrence reads), the LSTM cell state ``c``, each ``(B, H)``, and the
+screened memory (see ``_MEMORY_FIELDS``)."""
+
+ReLRNNState = NamedTuple("ReLRNNState", [("s", Tensor), *_MEMORY_FIELDS])
+ReLRNNState.__doc__ = """State of :class:`ReLRNN`: the macro-state ``s`` :math:`s_{t-1}`,
+``(B, H)``, and the screened memory (see ``_MEMORY_FIELDS``)."""
+
+
+def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
+           candidate_score: Tensor, candidate_valid: Tensor,
+           candidate_time: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The screening rule C(i): a state leaving S enters R if R has a free slot, or if its
+    relevance beats the lowest score in R, whose state it then replaces.
+
+    The selection is not differentiable; the stored state stays in the autograd graph.
+
+    Shapes:
+        - relevant ``(B, ρ, H)``; score ``(B, ρ)``; valid ``(B, ρ)`` bool; time ``(B, ρ)``
+        - candidate ``(B, H)``; candidate_score ``(B,)``; candidate_valid ``(B,)`` bool;
+          candidate_time ``(B,)``
+        - returns the new ``relevant, score, valid, time``
+    """
+    free = ~valid
+    has_free = free.any(dim=-1)
+    lowest_score, lowest = score.masked_fill(free, float("inf")).min(dim=-1)
+    slot = torch.where(has_free, free.to(torch.uint8).argmax(dim=-1), lowest)
+    enter = candidate_valid & (has_free | (candidate_score > lowest_score))
+    write = F.one_hot(slot, relevant.shape[1]).bool() & enter.unsqueeze(-1)
+    return (torch.where(write.unsqueeze(-1), candidate.unsqueeze(1), relevant),
+            torch.where(write, candidate_score.unsqueeze(-1), score),
+            valid | write,
+            torch.where(write, candidate_time.unsqueeze(-1), time))
+
+
+class _RelevancyScreening(Cell):
+    r"""Relevancy screening on a recurrent base; subclasses give the base recurrence.
+
+    One step (Algorithm 1), with :math:`s_{t-1}` the previous macro-state:
+
+    .. math::
+        h_t &= \text{base}(s_{t-1}, x_t) \\
+        S_t &= S_{t-1} \cup \{h_t\} \text{, minus } h_{t-\nu} \text{ when full} \\
+        R_t &= R_{t-1}.\mathrm{replaceWith}(h_{t-\nu}) \text{ if } C(t-\nu) \\
+        \tilde z_i &= v_a^\top \tanh(W_a s_{t-1} + U_a m_i), \quad m_i \in M_t = [S_t, R_t] \\
+        s_t &= h_t + \textstyle\sum_i \mathrm{softmax}(\tilde z)_i\, m_i
+
+    The relevance of a state is the attention it received over its ν steps in S,
+    :math:`\beta(i) = \sum_{j=i}^{i+\nu-1} \alpha_{i,j}`; when it leaves S it enters R if R has a
+    free slot or if :math:`\beta(i)` beats the lowest score in R (see :func:`screen`). Memory and
+    compute per step are O(ν+ρ), independent of the sequence length.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
+                 relevant: int = 5) -> None:
+        super().__init__(input_size, hidden_size)
+        if short_term < 1 or relevant < 1:
+            raise ValueError(f"{type(self).__name__}: need short_term ≥ 1 and relevant ≥ 1, got "
+                             f"short_term={short_term}, relevant={relevant}")
+        self.short_term = short_term
+        self.relevant = relevant
+        self.attention = AdditiveAttention(hidden_size)
+
+    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
+        hidden, nu, rho = self.hidden_size, self.short_term, self.relevant
+        shapes: dict[str, tuple[tuple[int, ...], torch.dtype | None]] = {
+            "s": ((hidden,), None)}
+        if "c" in self.state_type._fields:
+            shapes["c"] = ((hidden,), None)
+        shapes.update({
+            "t": ((), torch.long),
+            "short": ((nu, hidden), None), "short_score": ((nu,), None),
+            "short_valid": ((nu,), torch.bool), "short_time": ((nu,), torch.long),
+            "relevant": ((rho, hidden), None), "relevant_score": ((rho,), None),
+            "relevant_valid": ((rho,), torch.bool), "relevant_time": ((rho,), torch.long),
+        })
+        return shapes
+
+    @abc.abstractmethod
+    def recur(self, x_t: Tensor, state: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """The base recurrence: ``h_t`` and the updated base fields (``c`` for the LSTM)."""
+
+    def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
+        h, base_fields = self.recur(x_t, state)
+        batch = h.shape[0]
+        true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
+
+        # h_{t-ν} leaves S (slot 0 is the oldest) and is screened into R.
+        relevant, relevant_score, relevant_valid, relevant_time = screen(
+            state.relevant, state.relevant_score, state.relevant_valid, state.relevant_time,
+            state.short[:, 0], state.short_score[:, 0], state.short_valid[:, 0],
+            state.short_time[:, 0])
+        short = torch.cat([state.short[:, 1:], h.unsqueeze(1)], dim=1)
+        short_score = torch.cat([state.short_score[:, 1:], torch.zeros_like(state.s[:, :1])], 1)
+        short_valid = torch.cat([state.short_valid[:, 1:], true], dim=1)
+        short_time = torch.cat([state.short_time[:, 1:], state.t.unsqueeze(1)], dim=1)
+
+        memory = torch.cat([short, relevant], dim=1)
+        valid = torch.cat([short_valid, relevant_valid], dim=1)
+        weights, read = self.attention(state.s, memory, valid)
+        s = h + read
+        new_state = state._replace(
+            s=s, t=state.t + 1, **base_fields,
+            short=short, short_score=short_score + weights[:, :self.short_term].detach(),
+            short_valid=short_valid, short_time=short_time,
+            relevant=relevant, relevant_score=relevant_score,
+            relevant_valid=relevant_valid, relevant_time=relevant_time)
+        traces = {
+            "attention": weights,
+            "slot_time": torch.cat([short_time, relevant_time], 1).masked_fill(~valid, -1),
+            "relevant_valid": relevant_valid,
+            "relevant_score": relevant_score,
+        }
+        return s, new_state, traces
+
+    def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
+        valid = traces["relevant_valid"]
+        filled = valid.sum().clamp(min=1)
+        return {
+            "relevant_occupancy": valid.float().mean(),
+            "relevant_score": (traces["relevant_score"] * valid).sum() / filled,
+            "attention_on_relevant": traces["attention"][..., self.short_term:].sum(-1).mean(),
+        }
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, short_term={self.short_term}, relevant={self.relevant}"
+
+
+class ReLSTM(_RelevancyScreening):
+    __doc__ = f"""Relevancy-screening LSTM (ReLLSTM, Kerg et al. 2020), on an LSTM base.
+
+    The base recurrence is :math:`(h_t, c_t) = \\mathrm{{LSTMCell}}(x_t, (s_{{t-1}}, c_{{t-1}}))`.
+    {_RelevancyScreening.__doc__}
+    Args:
+        input_size: features of each input.
+        hidden_size: size of :math:`h`, :math:`s` and each memory slot.
+        short_term: ν, the length of the short-term buffer (paper: 5 for RL, 10 for copy).
+        relevant: ρ, the capacity of the relevant set (paper: 5 for RL, 10 for copy).
+        forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
+
+    Shapes:
+        - x: ``(T, B, input_size)``; resets: ``(T, B)``
+        - output: ``(T, B, hidden_size)``, the macro-states :math:`s_t`
+        - state: :class:`ReLSTMState`; traces ``attention`` ``(T, B, ν+ρ)`` over ``[S, R]``,
+          ``slot_time`` ``(T, B, ν+ρ)`` (episode step each slot holds, -1 when empty),
+          ``relevant_valid`` and ``relevant_score`` ``(T, B, ρ)``
+    """
+
+    state_type = ReLSTMState
+
+    def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
+                 relevant: int = 5, forget_bias: float = 1.0) -> None:
+        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
+        self.base = LSTMBase(input_size, hidden_size, forget_bias)
+
+    def recur(self, x_t: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
+        h, c = self.base(x_t, state.s, state.c)
+        return h, {"c": c}
+
+
+class ReLRNN(_RelevancyScreening):
+    __doc__ = f"""Relevancy-screening RNN (ReLRNN, Kerg et al. 2020), on a tanh-RNN base.
+
+    The base recurrence is Eq. 1, :math:`h_t = \\tanh(V s_{{t-1}} + U x_t + b)`.
+    {_RelevancyScreening.__doc__}
+    Args:
+        input_size: features of each input.
+        hidden_size: size of :math:`h`, :math:`s` and each memory slot.
+        short_term: ν, the length of the short-term buffer.
+        relevant: ρ, the capacity of the relevant set.
+
+    Shapes:
+        - x: ``(T, B, input_size)``; resets: ``(T, B)``
+        - output: ``(T, B, hidden_size)``; state: :class:`ReLRNNState`; traces as ReLSTM
+    """
+
+    state_type = ReLRNNState
+
+    def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
+                 relevant: int = 5) -> None:
+        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
+        self.input_map = nn.Linear(input_size, hidden_size)  # U and b
+        self.recurrent_map = nn.Linear(hidden_size, hidden_size, bias=False)  # V
+
+    def recur(self, x_t: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
+        return torch.tanh(self.recurrent_map(state.s) + self.input_map(x_t)), {}
