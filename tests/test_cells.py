@@ -131,7 +131,8 @@ def test_fast_path_equals_generic_scan(name: str) -> None:
         resets = torch.rand(T, B, generator=torch.Generator().manual_seed(4)) < probability
         resets[0] = True
         y, state = cell(x, None, resets)
-        y_generic, state_generic, _ = scan(cell.step, x, cell.initial_state(B), resets)
+        y_generic, state_generic, _ = scan(cell.step, cell.project_input(x),
+                                           cell.initial_state(B), resets)
         torch.testing.assert_close(y, y_generic, atol=1e-10, rtol=0)
         assert_states_equal(state, state_generic)
 

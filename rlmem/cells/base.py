@@ -176,14 +176,29 @@ class Cell(nn.Module, abc.ABC):
 
     # --- the recurrence ----------------------------------------------------------------------
 
+    def project_input(self, x: Tensor) -> Tensor:
+        """The terms of every step that depend on the input alone, for all ``T × B`` at once.
+
+        One matmul over the whole sequence costs far less than ``T`` small ones inside the
+        loop. :meth:`step` receives ``project_input(x)[t]``. The default is ``x`` itself.
+
+        Shapes:
+            - x: ``(T, B, input_size)``; returns ``(T, B, *)``
+        """
+        return x
+
     @abc.abstractmethod
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        """One time step: ``(y_t, new_state, traces_t)``, with ``x_t`` of shape ``(B, input)``."""
+        """One time step: ``(y_t, new_state, traces_t)``.
+
+        ``x_t`` is step ``t`` of :meth:`project_input` (the raw input unless a cell projects
+        it), of shape ``(B, *)``.
+        """
 
     def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
                                                                      dict[str, Tensor]]:
         """The time loop; fused cells override it, and a test proves them equal to :func:`scan`."""
-        return scan(self.step, x, state, resets)
+        return scan(self.step, self.project_input(x), state, resets)
 
     def forward(self, x: Tensor, state: Any | None = None,
                 resets: Tensor | None = None) -> tuple[Tensor, Any]:

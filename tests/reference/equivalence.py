@@ -9,6 +9,7 @@ rollout do, and so does the reference.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,7 +69,7 @@ def assert_matches_reference(fast: nn.Module, reference: nn.Module, *, steps: in
         state = type(start)(*fields)
         outputs, aux = [], torch.zeros((), dtype=torch.float64)
         bounds = [0, *[cut for cut in cuts if 0 < cut < steps], steps]
-        for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+        for begin, end in itertools.pairwise(bounds):
             out = cell.forward_aux(x_leaf[begin:end], state, resets[begin:end])
             outputs.append(out.output)
             aux = aux + out.aux.total_loss()
