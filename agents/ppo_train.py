@@ -79,8 +79,12 @@ def train(cfg: Any, run_dir: Path) -> None:
     logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
     bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
                disable=not cfg.progress_bar, dynamic_ncols=True)
+    def solved() -> bool:
+        return (cfg.stop_return is not None and len(recent) == RECENT_EPISODES
+                and float(np.mean(recent)) >= cfg.stop_return)
+
     try:
-        while frames < cfg.frames:
+        while frames < cfg.frames and not solved():
             start = time.perf_counter()
             rollout = collector.collect(cfg.agent.frames_per_env, cfg.agent.recurrence)
             metrics = ppo.update(rollout, progress=frames / cfg.frames)
@@ -107,6 +111,10 @@ def train(cfg: Any, run_dir: Path) -> None:
                 "num_actions": int(envs.single_action_space.n)})
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
+        if solved():
+            print(f"Stopped at {frames} frames: the mean return of the last {RECENT_EPISODES} "
+                  f"episodes, {np.mean(recent):.3f}, reached stop_return={cfg.stop_return}.",
+                  flush=True)
     except NonFiniteLossError as error:
         raise NonFiniteLossError(f"{error}. Training stopped at {frames} frames; the last good "
                                  f"checkpoint is {checkpoint_path}") from error

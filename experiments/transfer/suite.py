@@ -20,13 +20,10 @@ run's final frame count is not repeated. So the suite can be run over several si
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlmem.envs import transfer_target
+from rlmem.runs.sweep import evaluate_runs, run_dirs, train_sweep
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -49,62 +46,6 @@ PAPER_MEMORIES = ("lstm", "memlstm", "relstm")
 OUR_MEMORIES = ("gru", "tarnn", "sarnn", "irnn", "ernn")
 
 
-def run_dirs(env: str, memories: list[str], seeds: list[int]) -> list[Path]:
-    """Where the sweep of ``env`` puts each run (``hydra.sweep.subdir`` below)."""
-    return [RUNS / env / memory / f"seed{seed}" for memory in memories for seed in seeds]
-
-
-def train(env: str, memories: list[str], seeds: list[int], frames: int, jobs: int,
-          overrides: list[str]) -> None:
-    """One Hydra multirun: every memory × seed on ``env``."""
-    command = [
-        sys.executable, "-m", "rlmem.train", "-m", f"env={env}",
-        f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
-        f"frames={frames}", "progress_bar=false",
-        f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=${env}/${memory.name}/seed${seed}",
-        *overrides,
-    ]
-    if not any(override.startswith("hydra/launcher=") for override in overrides):
-        command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
-    print("+", " ".join(command), flush=True)
-    subprocess.run(command, check=True)
-
-
-def final_frames(run: Path) -> int | None:
-    """The frame count of a run's last progress row (None before its first update)."""
-    progress = run / "progress.csv"
-    if not progress.exists():
-        return None
-    rows = progress.read_text().strip().splitlines()
-    if len(rows) < 2:
-        return None
-    frames_column = rows[0].split(",").index("frames")
-    return int(float(rows[-1].split(",")[frames_column]))
-
-
-def evaluation_command(run: Path, env: str, episodes: int) -> list[str] | None:
-    """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
-    final frames."""
-    target = run / "eval" / f"{env}.json"
-    if target.exists() and json.loads(target.read_text())["frames"] == final_frames(run):
-        return None
-    return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
-            f"episodes={episodes}"]
-
-
-def evaluate(runs: list[Path], envs: list[str], episodes: int, jobs: int) -> None:
-    """Evaluate every run on every env that lacks an up-to-date JSON, ``jobs`` at a time."""
-    commands = [command for run in runs if (run / "checkpoint.pt").exists() for env in envs
-                if (command := evaluation_command(run, env, episodes)) is not None]
-
-    def execute(command: list[str]) -> None:
-        print("+", " ".join(command), flush=True)
-        subprocess.run(command, check=True)
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(execute, commands))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,10 +63,10 @@ def main() -> None:
     args = parser.parse_args()
     for env in args.envs:
         if not args.no_train:
-            train(env, args.memories, args.seeds, args.frames or FRAMES[env], args.jobs,
-                  args.overrides)
-        evaluate(run_dirs(env, args.memories, args.seeds), [env, transfer_target(env)],
-                 args.episodes, args.jobs)
+            train_sweep(RUNS, env, args.memories, args.seeds, args.frames or FRAMES[env],
+                        args.jobs, args.overrides)
+        evaluate_runs(run_dirs(RUNS, env, args.memories, args.seeds),
+                      [env, transfer_target(env)], args.episodes, args.jobs)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ class TrainConfig:
     """Seeds the weights, the action sampling and the envs."""
     frames: int = 300_000
     """Total env frames (over all envs); a resumed run continues up to this number."""
+    stop_return: float | None = None
+    """Stop early once the mean return of the last 100 episodes reaches this; null trains all
+    ``frames`` (agent=ppo only)."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
     num_envs: int = 16
@@ -82,6 +85,8 @@ def check_train_config(cfg: Any) -> None:
     for key in ("frames", "num_envs", "torch_threads"):
         if cfg[key] <= 0:
             raise ValueError(f"{key} must be positive, got {cfg[key]}")
+    if cfg.stop_return is not None and cfg.agent.name != "ppo":
+        raise ValueError(f"stop_return is supported by agent=ppo only, not agent={cfg.agent.name}")
     if cfg.grid_encoding not in GRID_ENCODINGS:
         raise ValueError(f"grid_encoding={cfg.grid_encoding!r}; use one of "
                          f"{', '.join(GRID_ENCODINGS)}")

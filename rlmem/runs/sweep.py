@@ -1,0 +1,81 @@
+"""Resumable reproduction sweeps: train a grid of runs, then evaluate what lacks a result.
+
+The suites in ``experiments/`` are built from these steps. Every step skips finished work: a
+trained run resumes from its checkpoint and returns at once when it has its frames (or has met
+its ``stop_return``), and an evaluation whose JSON exists for the run's final frame count is
+not repeated. So a suite can be stopped at any time and run again over several sittings.
+
+Runs are laid out as ``<root>/<env>/<memory>/seed<k>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]) -> list[Path]:
+    """Where :func:`train_sweep` puts each run of ``env``."""
+    return [root / env / memory / f"seed{seed}" for memory in memories for seed in seeds]
+
+
+def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int],
+                frames: int, jobs: int, overrides: Sequence[str] = ()) -> None:
+    """One Hydra multirun of ``python -m rlmem.train``: every memory × seed on ``env``.
+
+    Locally through the joblib launcher with ``jobs`` processes; a ``hydra/launcher=...``
+    override sends the same sweep to a cluster instead.
+    """
+    command = [
+        sys.executable, "-m", "rlmem.train", "-m", f"env={env}",
+        f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
+        f"frames={frames}", "progress_bar=false",
+        f"hydra.sweep.dir={root}", "hydra.sweep.subdir=${env}/${memory.name}/seed${seed}",
+        *overrides,
+    ]
+    if not any(override.startswith("hydra/launcher=") for override in overrides):
+        command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def final_frames(run: Path) -> int | None:
+    """The frame count of a run's last progress row (None before its first update)."""
+    progress = run / "progress.csv"
+    if not progress.exists():
+        return None
+    rows = progress.read_text().strip().splitlines()
+    if len(rows) < 2:
+        return None
+    frames_column = rows[0].split(",").index("frames")
+    return int(float(rows[-1].split(",")[frames_column]))
+
+
+def evaluation_command(run: Path, env: str, episodes: int) -> list[str] | None:
+    """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
+    final frames and with as many episodes."""
+    target = run / "eval" / f"{env}.json"
+    if target.exists():
+        report = json.loads(target.read_text())
+        if report["frames"] == final_frames(run) and report["episodes"] == episodes:
+            return None
+    return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
+            f"episodes={episodes}"]
+
+
+def evaluate_runs(runs: Sequence[Path], envs: Sequence[str], episodes: int, jobs: int) -> None:
+    """Evaluate every trained run on every env that lacks an up-to-date JSON, ``jobs`` at a
+    time."""
+    commands = [command for run in runs if (run / "checkpoint.pt").exists() for env in envs
+                if (command := evaluation_command(run, env, episodes)) is not None]
+
+    def execute(command: list[str]) -> None:
+        print("+", " ".join(command), flush=True)
+        subprocess.run(command, check=True)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(execute, commands))
