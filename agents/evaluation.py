@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -54,21 +55,54 @@ def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:
     return quotas
 
 
-@torch.no_grad()
-def evaluate_policy(model: ActorCritic, envs: VectorEnv, episodes: int, *, greedy: bool,
-                    device: torch.device, seed: int,
-                    quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
-    """Play ``episodes`` episodes with ``model`` in ``envs`` (``SAME_STEP`` autoreset).
+class Actor(Protocol):
+    """What evaluation needs of a trained agent, whichever trainer made it."""
 
-    Each env's memory is re-initialised, through the cell's resets, exactly when that env starts
-    an episode.
+    def initial_state(self, num_envs: int) -> Any:
+        """The memory of ``num_envs`` envs before their first step."""
+
+    def act(self, observation: dict[str, np.ndarray], state: Any, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, Any]:
+        """Actions for a batch of observations, and the memory after them; ``resets[b]`` says
+        that ``observation[b]`` starts an episode (its memory is re-initialised first)."""
+
+
+class PPOActor:
+    """Our PPO's :class:`ActorCritic` as an :class:`Actor`, one batched step at a time.
 
     Args:
-        model: the actor-critic, on ``device``.
+        model: the actor-critic, on ``device``, in eval mode.
+        device: where the model lives.
+    """
+
+    def __init__(self, model: ActorCritic, device: torch.device) -> None:
+        self.model = model
+        self.device = device
+
+    def initial_state(self, num_envs: int) -> Any:
+        return self.model.initial_state(num_envs, device=self.device)
+
+    @torch.no_grad()
+    def act(self, observation: dict[str, np.ndarray], state: Any, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, Any]:
+        inputs = {key: value.unsqueeze(0)
+                  for key, value in observation_to_tensors(observation, self.device).items()}
+        out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))
+        action, _ = sample_actions(out.logits[0], greedy=greedy)
+        return action.cpu().numpy(), out.state
+
+
+def evaluate_policy(actor: Actor, envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
+                    quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
+    """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
+
+    Each env's memory is re-initialised exactly when that env starts an episode.
+
+    Args:
+        actor: the trained agent.
         envs: the vector env.
         episodes: total episodes.
         greedy: take the most likely action instead of sampling.
-        device: the model's device.
         seed: seeds the envs' first reset.
         quotas: episodes per env (default :func:`episode_quotas`).
 
@@ -78,19 +112,16 @@ def evaluate_policy(model: ActorCritic, envs: VectorEnv, episodes: int, *, greed
     num_envs = envs.num_envs
     quotas = quotas if quotas is not None else episode_quotas(episodes, num_envs)
     observation, _ = envs.reset(seed=seed)
-    state = model.initial_state(num_envs, device=device)
-    resets = torch.ones(1, num_envs, dtype=torch.bool, device=device)
+    state = actor.initial_state(num_envs)
+    resets = np.ones(num_envs, dtype=bool)
     running_return = np.zeros(num_envs)
     running_length = np.zeros(num_envs, dtype=np.int64)
     counts = np.zeros(num_envs, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
     while (counts < quotas).any():
-        inputs = {key: value.unsqueeze(0)
-                  for key, value in observation_to_tensors(observation, device).items()}
-        out = model(inputs, state, resets)
-        action, _ = sample_actions(out.logits[0], greedy=greedy)
-        observation, reward, terminated, truncated, _ = envs.step(action.cpu().numpy())
+        action, state = actor.act(observation, state, resets, greedy)
+        observation, reward, terminated, truncated, _ = envs.step(action)
         running_return += reward
         running_length += 1
         done = terminated | truncated
@@ -101,8 +132,7 @@ def evaluate_policy(model: ActorCritic, envs: VectorEnv, episodes: int, *, greed
                 counts[index] += 1
         running_return[done] = 0.0
         running_length[done] = 0
-        state = out.state
-        resets = torch.as_tensor(done, device=device).unsqueeze(0)
+        resets = done
     values = np.asarray(returns)
     result = EvaluationResult(float(values.mean()), float(values.std()),
                               float((values > 0).mean()), float(np.mean(lengths)), len(values))

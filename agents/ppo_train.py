@@ -23,7 +23,7 @@ from tqdm import tqdm
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo import PPO, NonFiniteLossError
 from rlmem.agents.rollout import RolloutCollector
-from rlmem.envs import make_vector_env, uses_mission
+from rlmem.envs import make_vector_env, resolved_mission
 from rlmem.runs import CHECKPOINT_NAME, RunLogger, resolve_device, save_checkpoint, start_run
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
@@ -59,8 +59,7 @@ def train(cfg: Any, run_dir: Path) -> None:
     checkpoint = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume)
 
     torch.manual_seed(cfg.seed)
-    mission = uses_mission(cfg.env) if cfg.mission is None else cfg.mission
-    envs = make_vector_env(cfg.env, cfg.num_envs, mission=mission,
+    envs = make_vector_env(cfg.env, cfg.num_envs, mission=resolved_mission(config),
                            vectorization=cfg.vectorization)
     model = ActorCritic(envs.single_observation_space, int(envs.single_action_space.n),
                         cfg.memory, grid_encoding=cfg.grid_encoding).to(device)

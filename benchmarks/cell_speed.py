@@ -1,65 +1,216 @@
-"""Forward+backward time per step of every registered cell, relative to ``lstm``.
+"""Time per step of every registered cell, relative to ``lstm``: training and rollout.
 
-    python benchmarks/cell_speed.py                      # batch 16, hidden 128, T=128, CPU
-    python benchmarks/cell_speed.py --threads 2 --repeats 10
+    python benchmarks/cell_speed.py                        # batch 16 and 64, hidden 128, T=128
+    python benchmarks/cell_speed.py --batch 16 --cells lstm tarnn sarnn
+    python benchmarks/cell_speed.py --check                # exit 1 if a cell is above its bound
+    python benchmarks/cell_speed.py --modes rollout --device cuda
 
-Each cell runs a full sequence with one reset in the middle of one environment (so every cell
-takes its reset-aware path), then backpropagates a sum of its outputs and aux losses. The median
-over ``--repeats`` runs, after a warm-up, is divided by T.
+Two measurements, each printed as a markdown table of ms per step and the ratio to ``lstm``:
+
+- ``train``: forward + backward over a sequence of T steps with one reset in the middle of one
+  environment (so every cell takes its reset-aware path), backpropagating the sum of the outputs
+  and the aux losses; seconds per time step.
+- ``rollout``: the acting step of a rollout, ``cell(x[:1], state, resets[:1])`` under
+  ``torch.no_grad()``, the state fed back, ``--calls`` calls per sample; seconds per call.
+
+The cells are measured round-robin: every repeat times each cell once, in turn, so a change in
+the machine's load hits all of them alike. A cell's ratio is the median over repeats of its time
+divided by lstm's time in the same repeat; its ms/step is the median of its own times. The first
+round warms up and is discarded. The load average (``os.getloadavg``) is printed at start and
+end: a run on a loaded machine is only comparable within itself.
+
+``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
+above its bound (cells without a bound are reported, not checked).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
-from rlmem.cells import CELLS, make_cell
+from rlmem.cells import CELLS, Cell, make_cell
+
+TRAIN_BOUNDS: dict[str, float] = {
+    "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
+    "ernn": 2.0, "memlstm": 4.0,
+}
+"""Largest allowed ratio to lstm of forward + backward per step."""
+
+ROLLOUT_BOUND = 2.5
+"""Largest allowed ratio to lstm of one T=1 forward call, for every cell."""
+
+BASELINE = "lstm"
+
+Timer = Callable[[], float]
+"""Runs one sample of a measurement and returns its seconds per step (or per call)."""
 
 
-def time_cell(name: str, batch: int, hidden: int, steps: int, repeats: int,
-              device: torch.device) -> float:
-    """Median seconds per time step of forward + backward."""
+@dataclass
+class Row:
+    """One cell's result in one table."""
+
+    cell: str
+    seconds: float
+    """Median seconds per step (train) or per call (rollout)."""
+    ratio: float
+    """Median over repeats of the cell's time over the baseline's time in the same repeat."""
+    bound: float | None
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels, so that a wall-clock interval covers the work it started."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def build(name: str, batch: int, hidden: int, steps: int,
+          device: torch.device) -> tuple[Cell, torch.Tensor, torch.Tensor]:
+    """A cell with its default hyperparameters, inputs ``(steps, batch, hidden)`` and resets
+    with one reset in the middle of environment 0."""
     torch.manual_seed(0)
     cell = make_cell(name, input_size=hidden, hidden_size=hidden).to(device)
     x = torch.randn(steps, batch, hidden, device=device)
     resets = torch.zeros(steps, batch, dtype=torch.bool, device=device)
     resets[steps // 2, 0] = True
-    timings = []
-    for repeat in range(repeats + 1):
+    return cell, x, resets
+
+
+def train_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor) -> Timer:
+    """Seconds per time step of one forward + backward over the whole sequence."""
+
+    def sample() -> float:
+        synchronize(x.device)
         start = time.perf_counter()
         out = cell.forward_aux(x, None, resets)
         (out.output.sum() + out.aux.total_loss()).backward()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if repeat:  # the first run warms up
-            timings.append(time.perf_counter() - start)
+        synchronize(x.device)
+        seconds = time.perf_counter() - start
         cell.zero_grad(set_to_none=True)
-    return statistics.median(timings) / steps
+        return seconds / x.shape[0]
+
+    return sample
+
+
+def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int) -> Timer:
+    """Seconds per call of the rollout step ``cell(x[:1], state, resets[:1])``, no grad."""
+    x_t, resets_t = x[:1], resets[:1]
+    with torch.no_grad():
+        _, state = cell(x[:8], None, resets[:8])  # a non-zero state, as in a rollout
+
+    def sample() -> float:
+        nonlocal state
+        with torch.no_grad():
+            synchronize(x.device)
+            start = time.perf_counter()
+            for _ in range(calls):
+                _, state = cell(x_t, state, resets_t)
+            synchronize(x.device)
+            return (time.perf_counter() - start) / calls
+
+    return sample
+
+
+def round_robin(timers: dict[str, Timer], repeats: int) -> dict[str, list[float]]:
+    """Each repeat runs every timer once, in turn; the first (warm-up) round is discarded."""
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    for repeat in range(repeats + 1):
+        for name, timer in timers.items():
+            seconds = timer()
+            if repeat:
+                samples[name].append(seconds)
+    return samples
+
+
+def summarise(samples: dict[str, list[float]],
+              bound: Callable[[str], float | None]) -> list[Row]:
+    """Per cell: median time, and the median of its per-repeat ratios to the baseline."""
+    baseline = samples[BASELINE]
+    rows = [Row(name, statistics.median(times),
+                statistics.median(t / b for t, b in zip(times, baseline, strict=True)),
+                bound(name))
+            for name, times in samples.items()]
+    return sorted(rows, key=lambda row: row.ratio)
+
+
+def measure_train(names: Sequence[str], batch: int, hidden: int, steps: int, repeats: int,
+                  device: torch.device) -> list[Row]:
+    """Forward + backward per step, at ``steps`` steps per sequence."""
+    timers = {name: train_timer(*build(name, batch, hidden, steps, device)) for name in names}
+    return summarise(round_robin(timers, repeats), TRAIN_BOUNDS.get)
+
+
+def measure_rollout(names: Sequence[str], batch: int, hidden: int, repeats: int, calls: int,
+                    device: torch.device) -> list[Row]:
+    """One T=1 forward call under ``torch.no_grad()``, the state fed back."""
+    timers = {name: rollout_timer(*build(name, batch, hidden, 8, device), calls)
+              for name in names}
+    return summarise(round_robin(timers, repeats), lambda name: ROLLOUT_BOUND)
+
+
+def print_table(title: str, unit: str, rows: list[Row]) -> bool:
+    """Print one markdown table; return whether every bounded cell is within its bound."""
+    print(f"\n{title}\n")
+    print(f"| cell | ms / {unit} | × {BASELINE} | bound | |")
+    print("|---|---:|---:|---:|---|")
+    within = True
+    for row in rows:
+        ok = row.bound is None or row.ratio <= row.bound
+        within &= ok
+        bound = "" if row.bound is None else f"{row.bound:.1f}×"
+        verdict = "" if row.bound is None else ("ok" if ok else "**above**")
+        print(f"| {row.cell} | {1e3 * row.seconds:.3f} | {row.ratio:.2f}× | {bound} | "
+              f"{verdict} |")
+    return within
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages, for the record."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=128, help="T of the train measurement")
+    parser.add_argument("--repeats", type=int, default=7, help="samples per cell (median)")
+    parser.add_argument("--calls", type=int, default=50, help="T=1 calls per rollout sample")
+    parser.add_argument("--modes", nargs="+", choices=("train", "rollout"),
+                        default=["train", "rollout"])
+    parser.add_argument("--cells", nargs="+", choices=sorted(CELLS), default=sorted(CELLS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--check", action="store_true",
+                        help="exit with status 1 if a cell is above its bound")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    results = {name: time_cell(name, args.batch, args.hidden, args.steps, args.repeats, device)
-               for name in sorted(CELLS)}
-    print(f"batch {args.batch}, hidden {args.hidden}, T={args.steps}, {device}, "
-          f"{args.threads} thread(s), median of {args.repeats}")
-    print("| cell | ms / step (fwd+bwd) | relative to lstm |")
-    print("|---|---:|---:|")
-    for name, seconds in sorted(results.items(), key=lambda item: item[1]):
-        print(f"| {name} | {1e3 * seconds:.3f} | {seconds / results['lstm']:.2f}× |")
+    names = [BASELINE, *(name for name in args.cells if name != BASELINE)]
+
+    print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), median of "
+          f"{args.repeats} round-robin repeats; load average at start: {load()}")
+    within = True
+    for batch in args.batch:
+        if "train" in args.modes:
+            rows = measure_train(names, batch, args.hidden, args.steps, args.repeats, device)
+            within &= print_table(f"Forward + backward, batch {batch}, T={args.steps}", "step",
+                                  rows)
+        if "rollout" in args.modes:
+            rows = measure_rollout(names, batch, args.hidden, args.repeats, args.calls, device)
+            within &= print_table(f"Rollout step (T=1 forward, no grad), batch {batch}", "call",
+                                  rows)
+    print(f"\nload average at end: {load()}")
+    if args.check:
+        print("check: " + ("every cell within its bound" if within else "FAILED"))
+        sys.exit(0 if within else 1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ from rlmem.envs.encoding import (
     mission_varies,
     tokenize,
 )
-from rlmem.envs.factory import VECTORIZATIONS, make_env, make_vector_env, uses_mission
+from rlmem.envs.factory import (
+    VECTORIZATIONS,
+    make_env,
+    make_vector_env,
+    resolved_mission,
+    uses_mission,
+)
 from rlmem.envs.recording import EpisodeRecorder, write_gif
 from rlmem.envs.registry import ENVS, EnvSpec, env_spec, transfer_target
 
@@ -27,6 +33,7 @@ __all__ = [
     "make_env",
     "make_vector_env",
     "mission_varies",
+    "resolved_mission",
     "tokenize",
     "transfer_target",
     "uses_mission",

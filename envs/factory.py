@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -35,6 +35,13 @@ def uses_mission(name: str) -> bool:
         return mission_varies(env)
     finally:
         env.close()
+
+
+def resolved_mission(config: Mapping[str, Any]) -> bool:
+    """Whether a run's config encodes the mission: its ``mission`` key, or, where that is null
+    (as in runs that recorded the key unresolved), whether its env's mission varies."""
+    mission = config.get("mission")
+    return uses_mission(config["env"]) if mission is None else bool(mission)
 
 
 def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,

@@ -9,6 +9,7 @@ Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gi
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,24 @@ import torch
 from omegaconf import OmegaConf
 
 from rlmem.agents.encoders import recorded_grid_encoding
-from rlmem.agents.evaluation import EvaluationResult, episode_quotas, evaluate_policy
+from rlmem.agents.evaluation import (
+    Actor,
+    EvaluationResult,
+    PPOActor,
+    episode_quotas,
+    evaluate_policy,
+)
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo_train import CHECKPOINT_NAME
-from rlmem.envs import ENVS, EpisodeRecorder, env_spec, make_env, make_vector_env, transfer_target
+from rlmem.envs import (
+    ENVS,
+    EpisodeRecorder,
+    env_spec,
+    make_env,
+    make_vector_env,
+    resolved_mission,
+    transfer_target,
+)
 from rlmem.envs.recording import write_gif
 from rlmem.runs import load_checkpoint, reported_as_cli_errors, resolve_device
 from rlmem.schema.evaluate import (
@@ -45,55 +60,89 @@ def short_name(name: str) -> str:
 
 
 def load_run(run: Path) -> dict[str, Any]:
-    """The checkpoint of a PPO run directory, with a clear error when there is none."""
+    """The checkpoint of an RL run directory, with a clear error when there is none."""
     path = run / CHECKPOINT_NAME
     if not run.is_dir():
         raise ValueError(f"run={run}: no such run directory")
     if not path.exists():
         raise ValueError(f"run={run}: no {CHECKPOINT_NAME} (has it trained for one update?)")
     checkpoint = load_checkpoint(path)
-    agent = checkpoint["config"]["agent"]["name"]
-    if agent != "ppo":
-        raise ValueError(f"run={run} was trained by agent={agent}; rlmem.evaluate evaluates "
-                         "agent=ppo runs")
+    config = checkpoint["config"]
+    if "agent" not in config:
+        task = config.get("task", {}).get("name", "?") if isinstance(config.get("task"),
+                                                                     dict) else "?"
+        raise ValueError(f"run={run} is a supervised run (task={task}), not an RL agent; its "
+                         "results are in its progress.csv and its test metrics")
+    if config["agent"]["name"] not in ACTOR_LOADERS:
+        raise ValueError(f"run={run} was trained by agent={config['agent']['name']}; "
+                         f"rlmem.evaluate evaluates {', '.join(ACTOR_LOADERS)} runs")
     return checkpoint
 
 
-def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult]:
-    """Evaluate ``cfg.run`` on ``cfg.env``; write the JSON (and GIFs); return the env's name."""
+def ppo_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
+              device: torch.device) -> Actor:
+    """Our PPO's model, rebuilt from the run's recorded config and weights."""
+    config = checkpoint["config"]
+    model = ActorCritic(observation_space, num_actions, config["memory"],
+                        grid_encoding=recorded_grid_encoding(config))
+    model.load_state_dict(checkpoint["model"])
+    return PPOActor(model.to(device).eval(), device)
+
+
+def sb3_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
+              device: torch.device) -> Actor:
+    """The RecurrentPPO of an ``agent=sb3`` run."""
+    from rlmem.agents.sb3.actor import SB3Actor  # stable-baselines3 only when needed
+    from rlmem.agents.sb3.train import load_model
+
+    model = load_model(run, device=device)
+    model.policy.set_training_mode(False)
+    return SB3Actor(model)
+
+
+ACTOR_LOADERS = {"ppo": ppo_actor, "sb3": sb3_actor}
+"""How each trainer's run becomes an :class:`~rlmem.agents.evaluation.Actor`."""
+
+
+def observation_signature(name: str, mission: bool) -> tuple[list[int], int, Any]:
+    """The image shape, number of actions and observation space of env ``name``."""
+    probe = make_env(name, mission=mission)
+    try:
+        return (list(probe.observation_space["image"].shape), int(probe.action_space.n),
+                probe.observation_space)
+    finally:
+        probe.close()
+
+
+def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | None]:
+    """Evaluate ``cfg.run`` on ``cfg.env``; return the env's name, the result and where its
+    JSON was written (None when it could not be written; the error is printed)."""
     check_evaluate_config(cfg)
     run = Path(cfg.run)
     checkpoint = load_run(run)
-    trained_on = checkpoint["config"]["env"]
+    config = checkpoint["config"]
+    trained_on = config["env"]
     name = short_name(transfer_target(trained_on) if cfg.env == TRANSFER else cfg.env)
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.torch_threads)
 
-    expected = checkpoint["observation"]
-    probe = make_env(name, mission=expected["mission"])
-    try:
-        image_shape = list(probe.observation_space["image"].shape)
-        num_actions = int(probe.action_space.n)
-        observation_space = probe.observation_space
-    finally:
-        probe.close()
-    if image_shape != expected["image"] or num_actions != checkpoint["num_actions"]:
+    mission = resolved_mission(config)
+    expected_image, expected_actions, _ = observation_signature(trained_on, mission)
+    image_shape, num_actions, observation_space = observation_signature(name, mission)
+    if image_shape != expected_image or num_actions != expected_actions:
         raise IncompatibleEnvError(
             f"env={name} observes images of shape {image_shape} with {num_actions} actions, but "
             f"the agent in {run} was trained on {trained_on} with images of shape "
-            f"{expected['image']} and {checkpoint['num_actions']} actions")
-
-    model = ActorCritic(observation_space, num_actions, checkpoint["config"]["memory"],
-                        grid_encoding=recorded_grid_encoding(checkpoint["config"]))
-    model.load_state_dict(checkpoint["model"])
-    model.to(device).eval()
+            f"{expected_image} and {expected_actions} actions")
+    actor = ACTOR_LOADERS[config["agent"]["name"]](run, checkpoint, observation_space,
+                                                   num_actions, device)
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
     recorder: list[EpisodeRecorder] = []
 
     def make(index: int) -> Any:
-        env = make_env(name, mission=expected["mission"])
+        env = make_env(name, mission=mission)
         if index == 0 and cfg.gif:
             env = EpisodeRecorder(env, cfg.gif, tile_size=cfg.gif_tile_size)
             recorder.append(env)
@@ -104,19 +153,26 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult]:
     seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
     torch.manual_seed(seed)
     try:
-        result, returns = evaluate_policy(model, envs, cfg.episodes, greedy=cfg.argmax,
-                                          device=device, seed=seed, quotas=quotas)
+        result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
+                                          seed=seed, quotas=quotas)
     finally:
         envs.close()
-
-    out_dir = run / "eval"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for index, frames in enumerate(recorder[0].recorded if recorder else []):
-        write_gif(frames, out_dir / f"{name}_{index}.gif")
+    # The result is printed by the caller whatever happens to the files below.
     report = {"env": name, "trained_on": trained_on, "frames": checkpoint["frames"],
-              "argmax": cfg.argmax, "seed": cfg.seed, **result.as_dict(), "returns": returns}
-    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2))
-    return name, result
+              "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
+              **result.as_dict(), "returns": returns}
+    out_dir = run / "eval"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for index, frames in enumerate(recorder[0].recorded if recorder else []):
+            write_gif(frames, out_dir / f"{name}_{index}.gif")
+        target = out_dir / f"{name}.json"
+        target.write_text(json.dumps(report, indent=2))
+    except OSError as error:
+        print(f"rlmem.evaluate: could not write the results into {out_dir}: {error}",
+              file=sys.stderr, flush=True)
+        return name, result, None
+    return name, result, target
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
@@ -124,8 +180,10 @@ def main(cfg: Any) -> None:
     """Evaluate and print one summary line."""
     with reported_as_cli_errors("rlmem.evaluate"):
         typed: EvaluateConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-        name, result = evaluate_run(typed)
+        name, result, written = evaluate_run(typed)
     print(f"{name}: {result.summary()}", flush=True)
+    if written is None:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -46,8 +46,9 @@ def test_cli_evaluates_on_the_transfer_target_and_writes_json(trained_run: Path)
 
 
 def test_any_env_with_the_same_observations_can_be_evaluated(trained_run: Path) -> None:
-    name, result = evaluate_run(EvaluateConfig(run=str(trained_run), env="MiniGrid-Empty-5x5-v0",
-                                               episodes=4, num_envs=2))
+    name, result, _ = evaluate_run(EvaluateConfig(run=str(trained_run),
+                                                  env="MiniGrid-Empty-5x5-v0",
+                                                  episodes=4, num_envs=2))
     assert name == "MiniGrid-Empty-5x5-v0" and result.episodes == 4
     assert (trained_run / "eval" / "MiniGrid-Empty-5x5-v0.json").exists()
 

@@ -142,7 +142,7 @@ def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     assert "grid_encoding" not in checkpoint["config"]
     assert "forget_bias" not in checkpoint["config"]["memory"]
     assert recorded_grid_encoding(checkpoint["config"]) == "raw"
-    name, result = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
+    name, result, _ = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
                                                num_envs=2))
     assert name == "MemoryS13" and result.episodes == 2
     assert (run / "eval" / "MemoryS13.json").exists()

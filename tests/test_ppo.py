@@ -8,7 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rlmem.agents.evaluation import episode_quotas, evaluate_policy
+from rlmem.agents.evaluation import PPOActor, episode_quotas, evaluate_policy
 from rlmem.agents.gae import compute_gae
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo import PPO, PPOConfig, check_ppo_config
@@ -117,8 +117,8 @@ def test_evaluation_keeps_each_envs_memory_apart() -> None:
             calls.append((observation, resets, out.value))
             return out
 
-    result, _ = evaluate_policy(Spy(), envs, episodes=4, greedy=True,  # type: ignore[arg-type]
-                                device=torch.device("cpu"), seed=0, quotas=[4, 0])
+    actor = PPOActor(Spy(), torch.device("cpu"))  # type: ignore[arg-type]
+    result, _ = evaluate_policy(actor, envs, episodes=4, greedy=True, seed=0, quotas=[4, 0])
     assert result.episodes == 4 and result.length_mean == 3
     observations = {key: torch.cat([c[0][key] for c in calls]) for key in calls[0][0]}
     resets = torch.cat([c[1] for c in calls])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,9 @@ from rlmem.agents.sb3 import MemoryPolicy
 from rlmem.agents.sb3.recorder import SB3_METRICS
 from rlmem.agents.sb3.train import load_model, make_envs, train
 from rlmem.cells import CELLS
+from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError
+from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
 
@@ -123,3 +126,21 @@ def test_cli(tmp_path: Path) -> None:
     bad = subprocess.run([*command, "agent.shared_lstm=true"], capture_output=True, text=True,
                          timeout=300, check=False)
     assert bad.returncode == 1 and "enable_critic_lstm" in bad.stderr
+
+
+@pytest.mark.parametrize("policy", ["memory", "sb3_lstm"])
+def test_rlmem_evaluate_plays_sb3_runs(policy: str, tmp_path: Path) -> None:
+    """``python -m rlmem.evaluate`` evaluates agent=sb3 runs (rlmem's cell or sb3-contrib's own
+    LSTM) on the transfer target, with the same quotas and JSON as agent=ppo runs."""
+    train(config("frames=32", f"agent.policy={policy}", "grid_encoding=onehot"), tmp_path)
+    name, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env="transfer",
+                                                        episodes=2, num_envs=2))
+    assert name == "DoorKey-16x16" and result.episodes == 2 and written is not None
+    report = json.loads(written.read_text())
+    assert report["agent"] == "sb3" and report["frames"] == 32
+
+
+def test_sb3_lstm_policy_needs_memory_lstm(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"sb3_lstm is sb3-contrib.s own nn.LSTM: it needs "
+                                         "memory=lstm, got memory=gru"):
+        train(config("frames=32", "agent.policy=sb3_lstm", "memory=gru"), tmp_path)

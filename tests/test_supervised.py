@@ -15,7 +15,9 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 
 from rlmem.cells import CELLS
+from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.supervised import run
 from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
@@ -208,3 +210,9 @@ def test_memlstm_solves_copy_at_small_delay(tmp_path: Path) -> None:
     baseline = 10 * math.log(8) / 30
     assert result.final["eval/ce@T10"] < 0.2 * baseline
     assert result.final["eval/accuracy@T10"] > 0.9
+
+
+def test_rlmem_evaluate_refuses_a_supervised_run(tmp_path: Path) -> None:
+    run(config(*TINY, "figures=false"), tmp_path)
+    with pytest.raises(ValueError, match=r"is a supervised run \(task=copy\), not an RL agent"):
+        evaluate_run(EvaluateConfig(run=str(tmp_path)))

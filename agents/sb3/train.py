@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
@@ -29,9 +31,9 @@ from rlmem.agents.encoders import recorded_grid_encoding
 from rlmem.agents.ppo_train import RESUME_SECTIONS, env_seed
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
-from rlmem.agents.sb3.policy import MultiInputMemoryPolicy
+from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
-from rlmem.envs import make_env, uses_mission
+from rlmem.envs import make_env, resolved_mission
 from rlmem.runs import (
     CHECKPOINT_NAME,
     RunLogger,
@@ -51,29 +53,40 @@ def make_envs(config: Any, num_envs: int, seed: int) -> VecEnv:
 
     ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint).
     """
-    mission = uses_mission(config["env"]) if config["mission"] is None else config["mission"]
-    return make_vec_env(functools.partial(make_env, config["env"], mission=mission),
+    return make_vec_env(functools.partial(make_env, config["env"],
+                                          mission=resolved_mission(config)),
                         n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[config["vectorization"]])
 
 
 def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") -> RecurrentPPO:
     """The RecurrentPPO of a run's config (``agent`` section: :class:`rlmem.schema.sb3.SB3Config`).
 
-    The cell is ``config["memory"]``; the features extractor is
-    :class:`~rlmem.agents.sb3.MiniGridExtractor`, unnormalised as in our PPO.
+    The cell is ``config["memory"]`` (or, with ``agent.policy=sb3_lstm``, sb3-contrib's own
+    ``MultiInputLstmPolicy`` of ``memory.hidden_size``); the features extractor is
+    :class:`~rlmem.agents.sb3.MiniGridExtractor`, with the run's grid encoding.
     """
     agent = config["agent"]
     memory = dict(config["memory"])
     head = [agent["head_size"]]
-    policy_kwargs = dict(
-        memory=memory.pop("name"), memory_kwargs=memory,
+    policy_kwargs: dict[str, Any] = dict(
         features_extractor_class=MiniGridExtractor, normalize_images=False,
         features_extractor_kwargs=dict(grid_encoding=recorded_grid_encoding(config)),
         net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
         shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
         optimizer_kwargs=dict(eps=agent["adam_eps"]))
+    policy: type[RecurrentActorCriticPolicy]
+    if agent.get("policy", "memory") == "sb3_lstm":
+        if memory["name"] != "lstm":
+            raise ValueError(f"agent.policy=sb3_lstm is sb3-contrib's own nn.LSTM: it needs "
+                             f"memory=lstm, got memory={memory['name']}")
+        # Only the size carries over: sb3-contrib's LSTM keeps torch's init (forget bias 0).
+        policy = MultiInputLstmPolicy
+        policy_kwargs["lstm_hidden_size"] = memory["hidden_size"]
+    else:
+        policy = MultiInputMemoryPolicy
+        policy_kwargs.update(memory=memory.pop("name"), memory_kwargs=memory)
     return RecurrentPPO(
-        MultiInputMemoryPolicy, env, learning_rate=agent["lr"], n_steps=agent["frames_per_env"],
+        policy, env, learning_rate=agent["lr"], n_steps=agent["frames_per_env"],
         batch_size=agent["batch_size"], n_epochs=agent["epochs"], gamma=agent["gamma"],
         gae_lambda=agent["gae_lambda"], clip_range=agent["clip"],
         clip_range_vf=agent["clip"] if agent["clip_value"] else None,
@@ -145,7 +158,10 @@ def train(cfg: Any, run_dir: Path) -> None:
     recorder = RunRecorder(logger, save, frames, updates, cfg.frames, cfg.progress_bar)
     try:
         if frames < cfg.frames:
-            model.learn(cfg.frames - frames, callback=[MemoryCallback(), recorder],
+            # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
+            callbacks = [MemoryCallback(), recorder] \
+                if isinstance(model.policy, MemoryPolicy) else [recorder]
+            model.learn(cfg.frames - frames, callback=callbacks,
                         reset_num_timesteps=checkpoint is None)
     finally:
         logger.close()

@@ -41,6 +41,11 @@ EPISODES = 200
 HEADLINE = ("lstm", "gru", "memlstm", "relstm")
 """Three seeds each; the other cells get one."""
 
+REFERENCE = "sb3_lstm"
+"""sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),
+our grid encoder as features extractor, the same PPO keys and frames; one seed, no early stop
+(sb3 has no ``stop_return``)."""
+
 
 def seeds_of(memory: str, seeds: int) -> list[int]:
     return list(range(seeds if memory in HEADLINE else 1))
@@ -50,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", nargs="+", default=[*HEADLINE, *sorted(
-        set(CELLS) - set(HEADLINE))], choices=sorted(CELLS))
+        set(CELLS) - set(HEADLINE)), REFERENCE], choices=[*sorted(CELLS), REFERENCE])
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the headline cells")
     parser.add_argument("--jobs", type=int, default=1,
                         help="parallel local training runs (joblib) and evaluations")
@@ -61,8 +66,13 @@ def main() -> None:
     for memory in args.memories:  # one cell at a time: a sitting's results arrive in order
         seeds = seeds_of(memory, args.seeds)
         if not args.no_train:
-            train_sweep(RUNS, ENV, [memory], seeds, FRAMES, args.jobs,
-                        [f"stop_return={STOP_RETURN}", *args.overrides])
+            if memory == REFERENCE:
+                train_sweep(RUNS, ENV, ["lstm"], seeds, FRAMES, args.jobs,
+                            ["agent=sb3", "agent.policy=sb3_lstm", *args.overrides],
+                            label=REFERENCE)
+            else:
+                train_sweep(RUNS, ENV, [memory], seeds, FRAMES, args.jobs,
+                            [f"stop_return={STOP_RETURN}", *args.overrides])
         evaluate_runs(run_dirs(RUNS, ENV, [memory], seeds), [ENV, TARGET], EPISODES, args.jobs)
 
 

@@ -24,17 +24,20 @@ def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]
 
 
 def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int],
-                frames: int, jobs: int, overrides: Sequence[str] = ()) -> None:
+                frames: int, jobs: int, overrides: Sequence[str] = (),
+                label: str = "${memory.name}") -> None:
     """One Hydra multirun of ``python -m rlmem.train``: every memory × seed on ``env``.
 
     Locally through the joblib launcher with ``jobs`` processes; a ``hydra/launcher=...``
-    override sends the same sweep to a cluster instead.
+    override sends the same sweep to a cluster instead. Runs go to
+    ``<root>/<env>/<label>/seed<k>``; the label is the memory's name unless another agent
+    needs its own (e.g. ``sb3_lstm``).
     """
     command = [
         sys.executable, "-m", "rlmem.train", "-m", f"env={env}",
         f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
         f"frames={frames}", "progress_bar=false",
-        f"hydra.sweep.dir={root}", "hydra.sweep.subdir=${env}/${memory.name}/seed${seed}",
+        f"hydra.sweep.dir={root}", f"hydra.sweep.subdir=${{env}}/{label}/seed${{seed}}",
         *overrides,
     ]
     if not any(override.startswith("hydra/launcher=") for override in overrides):

@@ -13,6 +13,9 @@ from typing import Any
 
 from rlmem.agents.ppo_hyperparameters import PPOHyperparameters, check_ppo_hyperparameters
 
+SB3_POLICIES = ("memory", "sb3_lstm")
+"""The policies ``agent=sb3`` can train; see :attr:`SB3Config.policy`."""
+
 
 @dataclass
 class SB3Config(PPOHyperparameters):
@@ -22,6 +25,10 @@ class SB3Config(PPOHyperparameters):
 
     name: str = "sb3"
     """Trainer name (``agent=sb3``)."""
+    policy: str = "memory"
+    """memory: rlmem's MemoryPolicy with the configured cell; sb3_lstm: sb3-contrib's own
+    MultiInputLstmPolicy (an nn.LSTM of memory.hidden_size, torch's init), needs memory=lstm
+    and serves as the outside reference."""
     head_size: int = 64
     """Hidden units of the actor and critic MLPs on top of the memory (net_arch)."""
     shared_lstm: bool = False
@@ -39,6 +46,8 @@ def check_sb3_config(config: Any) -> None:
     """Raise a :class:`ValueError` naming the key when a value is out of range or two values
     conflict (types are checked by the schema)."""
     check_ppo_hyperparameters(config)
+    if config.policy not in SB3_POLICIES:
+        raise ValueError(f"agent.policy={config.policy!r}; use one of {', '.join(SB3_POLICIES)}")
     if config.head_size <= 0:
         raise ValueError(f"agent.head_size must be positive, got {config.head_size}")
     if config.batch_size <= 1:
