@@ -11,7 +11,6 @@ good one in place).
 from __future__ import annotations
 
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,10 @@ from rlmem.agents.ppo import PPO, NonFiniteLossError
 from rlmem.agents.rollout import RolloutCollector
 from rlmem.envs import make_vector_env, resolved_mission
 from rlmem.runs import CHECKPOINT_NAME, RunLogger, resolve_device, save_checkpoint, start_run
+from rlmem.runs.episodes import RECENT_EPISODES, EpisodeLog
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
-
-RECENT_EPISODES = 100
-"""``return_recent`` is the mean return of this many most recent episodes."""
 
 
 def env_seed(seed: int, updates: int) -> int:
@@ -65,25 +62,21 @@ def train(cfg: Any, run_dir: Path) -> None:
                         cfg.memory, grid_encoding=cfg.grid_encoding).to(device)
     ppo = PPO(model, cfg.agent)
     frames, updates = 0, 0
-    recent: deque[float] = deque(maxlen=RECENT_EPISODES)
+    episodes = EpisodeLog()
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         ppo.load_state_dict(checkpoint["ppo"])
         torch.set_rng_state(checkpoint["rng"])
         frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
-        recent.extend(checkpoint.get("recent_returns", []))
+        episodes = EpisodeLog(checkpoint.get("recent_returns", []))
 
     collector = RolloutCollector(envs, model, device, seed=env_seed(cfg.seed, updates))
     frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
     logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
     bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
                disable=not cfg.progress_bar, dynamic_ncols=True)
-    def solved() -> bool:
-        return (cfg.stop_return is not None and len(recent) == RECENT_EPISODES
-                and float(np.mean(recent)) >= cfg.stop_return)
-
     try:
-        while frames < cfg.frames and not solved():
+        while frames < cfg.frames and not episodes.reached(cfg.stop_return):
             start = time.perf_counter()
             rollout = collector.collect(cfg.agent.frames_per_env, cfg.agent.recurrence)
             metrics = ppo.update(rollout, progress=frames / cfg.frames)
@@ -91,29 +84,22 @@ def train(cfg: Any, run_dir: Path) -> None:
             updates += 1
             fps = frames_per_update / (time.perf_counter() - start)
 
-            returns = np.asarray(rollout.episode_returns)
-            lengths = np.asarray(rollout.episode_lengths)
-            recent.extend(rollout.episode_returns)
             row = {"frames": frames, "updates": updates, "fps": fps,
-                   "episodes": len(returns),
-                   "return_mean": returns.mean() if len(returns) else float("nan"),
-                   "return_std": returns.std() if len(returns) else float("nan"),
-                   "return_recent": np.mean(recent) if recent else float("nan"),
-                   "length_mean": lengths.mean() if len(lengths) else float("nan"),
+                   **episodes.columns(rollout.episode_returns, rollout.episode_lengths),
                    **metrics}
             logger.log(row)
             save_checkpoint(checkpoint_path, {
                 "model": model.state_dict(), "ppo": ppo.state_dict(),
                 "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
-                "recent_returns": list(recent), "config": config,
+                "recent_returns": list(episodes.recent), "config": config,
                 "observation": observation_signature(model),
                 "num_actions": int(envs.single_action_space.n)})
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
-        if solved():
+        if episodes.reached(cfg.stop_return):
             print(f"Stopped at {frames} frames: the mean return of the last {RECENT_EPISODES} "
-                  f"episodes, {np.mean(recent):.3f}, reached stop_return={cfg.stop_return}.",
-                  flush=True)
+                  f"episodes, {episodes.recent_mean():.3f}, reached stop_return="
+                  f"{cfg.stop_return}.", flush=True)
     except NonFiniteLossError as error:
         raise NonFiniteLossError(f"{error}. Training stopped at {frames} frames; the last good "
                                  f"checkpoint is {checkpoint_path}") from error

@@ -18,6 +18,7 @@ from rlmem.agents import ppo_train
 from rlmem.agents.ppo import NonFiniteLossError, PPOConfig
 from rlmem.cells import CELLS
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.runs.episodes import EpisodeLog
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import check_train_config, register_train_configs
 
@@ -138,3 +139,40 @@ def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:
     del yaml["defaults"]
     assert OmegaConf.to_container(yaml) == OmegaConf.to_container(
         OmegaConf.structured(PPOConfig()))
+
+
+def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(tmp_path: Path) -> None:
+    """With a target every return meets, the run stops after the update in which its 100th
+    episode ends, far short of its frames, and a rerun does no more work."""
+    register_train_configs()
+    overrides = ["env=MiniGrid-Empty-5x5-v0", "num_envs=8", "agent.frames_per_env=32",
+                 "agent.recurrence=8", "agent.batch_size=64", "agent.epochs=1",
+                 "memory.hidden_size=8", "frames=1000000", "stop_return=-1.0",
+                 "progress_bar=false"]
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    ppo_train.train(cfg, tmp_path)
+    rows = _rows(tmp_path)
+    episodes = [int(float(row["episodes"])) for row in rows]
+    assert sum(episodes) >= 100 > sum(episodes[:-1])
+    ppo_train.train(cfg, tmp_path)
+    assert len(_rows(tmp_path)) == len(rows)
+
+
+def test_stop_return_is_refused_for_sb3() -> None:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["agent=sb3", "stop_return=0.9"])
+    with pytest.raises(ValueError, match="stop_return is supported by agent=ppo only"):
+        check_train_config(cfg)
+
+
+def test_episode_log_columns_and_target() -> None:
+    log = EpisodeLog([0.0] * 99)
+    row = log.columns([1.0, 0.5], [10, 20])
+    assert row["episodes"] == 2 and row["return_mean"] == 0.75 and row["length_mean"] == 15
+    assert row["return_recent"] == pytest.approx(1.5 / 100)
+    assert log.reached(0.01) and not log.reached(0.02) and not log.reached(None)
+    empty = EpisodeLog().columns([], [])
+    assert empty["episodes"] == 0 and all(
+        empty[key] != empty[key] for key in ("return_mean", "return_recent", "length_mean"))

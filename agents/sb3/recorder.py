@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
 from rlmem.agents.ppo import NonFiniteLossError
 from rlmem.runs import RunLogger
+from rlmem.runs.episodes import EpisodeLog
 
 SB3_METRICS: dict[str, tuple[str, float]] = {
     "train/policy_gradient_loss": ("loss/policy", 1.0),
@@ -57,6 +56,8 @@ class RunRecorder(BaseCallback):
         self.show_bar = progress_bar
         self.bar: tqdm | None = None
         self._rollouts = 0
+        # Restarts empty on resume: return_recent then covers the episodes since the resume.
+        self.episodes = EpisodeLog()
         self._returns: list[float] = []
         self._lengths: list[float] = []
         self._update_start = 0.0
@@ -98,15 +99,11 @@ class RunRecorder(BaseCallback):
         frames_per_update = self.model.n_envs * self.model.n_steps
         self.frames += frames_per_update
         self.updates += 1
-        returns, lengths = np.asarray(self._returns), np.asarray(self._lengths)
         logged = self.model.logger.name_to_value
         row: dict[str, float] = {
             "frames": self.frames, "updates": self.updates,
             "fps": frames_per_update / (time.perf_counter() - self._update_start),
-            "episodes": len(returns),
-            "return_mean": returns.mean() if len(returns) else math.nan,
-            "return_std": returns.std() if len(returns) else math.nan,
-            "length_mean": lengths.mean() if len(lengths) else math.nan,
+            **self.episodes.columns(self._returns, self._lengths),
         }
         for key, (column, sign) in SB3_METRICS.items():
             if key in logged:
@@ -117,5 +114,5 @@ class RunRecorder(BaseCallback):
         self.save(self.frames, self.updates)
         if self.bar is not None:
             self.bar.update(min(self.frames, self.total_frames) - self.bar.n)
-            self.bar.set_postfix(fps=f"{row['fps']:.0f}", ret=f"{row['return_mean']:.3f}")
+            self.bar.set_postfix(fps=f"{row['fps']:.0f}", ret=f"{row['return_recent']:.3f}")
 
