@@ -3,9 +3,11 @@
     python experiments/transfer/aggregate.py
 
 Reads ``runs/<env>/<memory>/seed<k>/`` (``eval/<env>.json`` and ``progress.csv``), as written by
-``experiments/transfer/suite.py``, and writes ``RESULTS.md`` with a table laid out like Table 3 of
-the ReLSTM paper (mean ± std over seeds of the mean evaluation return, the paper's number in
-brackets) and ``plots/<env>.png``, the training return against frames for every memory.
+``experiments/transfer/suite.py``, and the MemoryS7 runs of ``experiments/memory/suite.py``, and
+writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (mean ± std over
+seeds of the mean evaluation return, the paper's number in brackets), the same table for the
+runs of rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "before", and
+``plots/<env>.png``, the training return against frames for every memory.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from rlmem.envs import transfer_target
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
+MEMORY_RUNS = HERE.parent / "memory" / "runs"
+"""MemoryS7 -> MemoryS13 comes from the memory suite, which trains it for longer."""
+BEFORE_RUNS = HERE / "runs_v0_1"
+"""The table as rlmem 0.1 made it: raw grid floats, forget-gate bias 0, smaller budgets."""
 PLOTS = HERE / "plots"
 
 PAPER: dict[str, dict[str, float]] = {
@@ -42,7 +48,8 @@ PAPER: dict[str, dict[str, float]] = {
 }
 TRAIN_ENVS = ["RedBlueDoors-6x6", "GoToObject-6x6-N2", "MemoryS7", "GoToDoor-5x5",
               "Fetch-5x5-N2", "DoorKey-5x5"]
-MEMORY_ORDER = ["lstm", "memlstm", "relstm", "gru", "tarnn", "sarnn", "irnn", "ernn"]
+MEMORY_ORDER = ["lstm", "memlstm", "relstm", "gru", "relrnn", "tarnn", "sarnn", "irnn", "ernn",
+                "sb3_lstm"]
 
 
 def read_progress(path: Path) -> tuple[list[float], list[float]]:
@@ -57,15 +64,15 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
     return frames, returns
 
 
-def collect() -> tuple[dict, dict, dict, dict]:
+def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
     """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
     the same layout, the frames trained per (train env, memory), and the learning curves per
-    train env and memory."""
+    train env and memory, from ``run_dirs`` (each ``<env>/<memory>/seed<k>``)."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     successes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     frames: dict[tuple[str, str], set[int]] = defaultdict(set)
     curves: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for run in sorted(RUNS.glob("*/*/seed*")):
+    for run in run_dirs:
         env, memory = run.parent.parent.name, run.parent.name
         for report in sorted((run / "eval").glob("*.json")):
             data = json.loads(report.read_text())
@@ -120,8 +127,12 @@ def plot(env: str, runs: dict[str, list]) -> Path:
 
 
 def main() -> None:
-    scores, successes, frames, curves = collect()
-    memories = [m for m in MEMORY_ORDER if any(m in scores[env] for env in scores)]
+    scores, successes, frames, curves = collect(
+        [run for run in sorted(RUNS.glob("*/*/seed*")) if run.parent.parent.name != "MemoryS7"]
+        + sorted(MEMORY_RUNS.glob("MemoryS7/*/seed*")))
+    before, _, _, _ = collect(sorted(BEFORE_RUNS.glob("*/*/seed*")))
+    memories = [m for m in MEMORY_ORDER
+                if any(m in table_[env] for table_ in (scores, before) for env in table_)]
     lines = table(scores, memories, PAPER)
     success_lines = table(successes, memories, {})
     budget = ["| Train env | memory | seeds | frames per run |", "|---|---|---:|---:|"]
@@ -137,6 +148,7 @@ def main() -> None:
     text = (template.replace("{{table}}", "\n".join(lines))
             .replace("{{success}}", "\n".join(success_lines))
             .replace("{{budget}}", "\n".join(budget))
+            .replace("{{before}}", "\n".join(table(before, memories, PAPER)))
             .replace("{{figures}}", "\n\n".join(figures)))
     (HERE / "RESULTS.md").write_text(text)
     print(text)
