@@ -41,6 +41,17 @@ EPISODES = 200
 HEADLINE = ("lstm", "gru", "memlstm", "relstm")
 """Three seeds each; the other cells get one."""
 
+ABLATIONS: dict[str, tuple[str, list[str]]] = {
+    # label: (memory, overrides); one seed each, the same budget and stop rule.
+    "lstm_v0_1": ("lstm", ["grid_encoding=raw", "memory.forget_bias=0.0"]),  # the old recipe
+    "lstm_onehot": ("lstm", ["grid_encoding=onehot"]),
+    "gru_update_bias1": ("gru", ["memory.update_bias=1.0"]),
+    "sarnn_update_bias1": ("sarnn", ["memory.update_bias=1.0"]),
+}
+"""What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
+embedding, and the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
+the state) for the two GRU-based cells."""
+
 REFERENCE = "sb3_lstm"
 """sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),
 our grid encoder as features extractor, the same PPO keys and frames; one seed, no early stop
@@ -54,8 +65,10 @@ def seeds_of(memory: str, seeds: int) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    labels = [*sorted(CELLS), REFERENCE, *ABLATIONS]
     parser.add_argument("--memories", nargs="+", default=[*HEADLINE, *sorted(
-        set(CELLS) - set(HEADLINE)), REFERENCE], choices=[*sorted(CELLS), REFERENCE])
+        set(CELLS) - set(HEADLINE)), REFERENCE, *ABLATIONS], choices=labels,
+        help="cells, the sb3 reference and the ablations (labels of ABLATIONS)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the headline cells")
     parser.add_argument("--jobs", type=int, default=1,
                         help="parallel local training runs (joblib) and evaluations")
@@ -70,6 +83,11 @@ def main() -> None:
                 train_sweep(RUNS, ENV, ["lstm"], seeds, FRAMES, args.jobs,
                             ["agent=sb3", "agent.policy=sb3_lstm", *args.overrides],
                             label=REFERENCE)
+            elif memory in ABLATIONS:
+                cell, overrides = ABLATIONS[memory]
+                train_sweep(RUNS, ENV, [cell], seeds, FRAMES, args.jobs,
+                            [f"stop_return={STOP_RETURN}", *overrides, *args.overrides],
+                            label=memory)
             else:
                 train_sweep(RUNS, ENV, [memory], seeds, FRAMES, args.jobs,
                             [f"stop_return={STOP_RETURN}", *args.overrides])
