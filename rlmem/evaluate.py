@@ -80,21 +80,28 @@ def load_run(run: Path) -> dict[str, Any]:
 
 
 def ppo_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
-              device: torch.device) -> Actor:
-    """Our PPO's model, rebuilt from the run's recorded config and weights."""
+              device: torch.device, eval_memory: dict[str, Any]) -> Actor:
+    """Our PPO's model, rebuilt from the run's recorded config (with ``eval_memory`` over its
+    memory) and weights."""
     config = checkpoint["config"]
-    model = ActorCritic(observation_space, num_actions, config["memory"],
+    model = ActorCritic(observation_space, num_actions, {**config["memory"], **eval_memory},
                         grid_encoding=recorded_grid_encoding(config))
-    model.load_state_dict(checkpoint["model"])
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as error:
+        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; only "
+                         f"weight-free hyperparameters may differ:\n{error}") from None
     return PPOActor(model.to(device).eval(), device)
 
 
 def sb3_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
-              device: torch.device) -> Actor:
+              device: torch.device, eval_memory: dict[str, Any]) -> Actor:
     """The RecurrentPPO of an ``agent=sb3`` run."""
     from rlmem.agents.sb3.actor import SB3Actor  # stable-baselines3 only when needed
     from rlmem.agents.sb3.train import load_model
 
+    if eval_memory:
+        raise ValueError("eval_memory applies to agent=ppo runs; this is an agent=sb3 run")
     model = load_model(run, device=device)
     model.policy.set_training_mode(False)
     return SB3Actor(model)
@@ -134,8 +141,9 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
             f"env={name} observes images of shape {image_shape} with {num_actions} actions, but "
             f"the agent in {run} was trained on {trained_on} with images of shape "
             f"{expected_image} and {expected_actions} actions")
+    eval_memory = dict(cfg.eval_memory)
     actor = ACTOR_LOADERS[config["agent"]["name"]](run, checkpoint, observation_space,
-                                                   num_actions, device)
+                                                   num_actions, device, eval_memory)
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
@@ -160,6 +168,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     # The result is printed by the caller whatever happens to the files below.
     report = {"env": name, "trained_on": trained_on, "frames": checkpoint["frames"],
               "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
+              "eval_memory": eval_memory,
               **result.as_dict(), "returns": returns}
     out_dir = run / "eval"
     try:

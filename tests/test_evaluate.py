@@ -80,3 +80,17 @@ def test_missing_run_and_untargeted_env(tmp_path: Path, trained_run: Path) -> No
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match=r"no checkpoint\.pt"):
         evaluate_run(EvaluateConfig(run=str(tmp_path / "empty")))
+
+
+def test_eval_memory_overrides_weight_free_hyperparameters(trained_run: Path) -> None:
+    """ReLSTM's ρ (like MemLSTM's capacity) sizes the state, not the weights: it may differ at
+    evaluation time, and the JSON records it; a size that changes the weights is refused."""
+    _, result, written = evaluate_run(EvaluateConfig(
+        run=str(trained_run), env="GoToDoor-5x5", episodes=2, num_envs=2,
+        eval_memory={"relevant": 9}))
+    assert result.episodes == 2 and written is not None
+    assert json.loads(written.read_text())["eval_memory"] == {"relevant": 9}
+    with pytest.raises(ValueError, match=r"eval_memory=\{'hidden_size': 9\} changes the cell's "
+                                         "weights"):
+        evaluate_run(EvaluateConfig(run=str(trained_run), episodes=1,
+                                    eval_memory={"hidden_size": 9}))

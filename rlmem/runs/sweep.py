@@ -17,6 +17,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import gymnasium as gym
+
+from rlmem.cells import CELLS, hyperparameters
+from rlmem.envs import env_spec
+
 
 def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]) -> list[Path]:
     """Where :func:`train_sweep` puts each run of ``env``."""
@@ -58,7 +63,18 @@ def final_frames(run: Path) -> int | None:
     return int(float(rows[-1].split(",")[frames_column]))
 
 
-def evaluation_command(run: Path, env: str, episodes: int) -> list[str] | None:
+def full_attention(memory: str, envs: Sequence[str]) -> list[str]:
+    """Evaluation overrides that let a cell with a bounded ``capacity`` (MemLSTM) attend over
+    every step of the longest episode of ``envs``, as the paper's full attention does, instead
+    of a sliding window. Empty for other cells and for labels that are not cells."""
+    if memory not in CELLS or "capacity" not in hyperparameters(CELLS[memory]):
+        return []
+    longest = max(int(gym.make(env_spec(env).id).unwrapped.max_steps) for env in envs)
+    return [f"+eval_memory.capacity={longest}"]
+
+
+def evaluation_command(run: Path, env: str, episodes: int,
+                       overrides: Sequence[str] = ()) -> list[str] | None:
     """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
     final frames and with as many episodes."""
     target = run / "eval" / f"{env}.json"
@@ -67,14 +83,15 @@ def evaluation_command(run: Path, env: str, episodes: int) -> list[str] | None:
         if report["frames"] == final_frames(run) and report["episodes"] == episodes:
             return None
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
-            f"episodes={episodes}"]
+            f"episodes={episodes}", *overrides]
 
 
 def evaluate_runs(runs: Sequence[Path], envs: Sequence[str], episodes: int, jobs: int) -> None:
     """Evaluate every trained run on every env that lacks an up-to-date JSON, ``jobs`` at a
-    time."""
+    time (MemLSTM with the capacity of :func:`full_attention`)."""
     commands = [command for run in runs if (run / "checkpoint.pt").exists() for env in envs
-                if (command := evaluation_command(run, env, episodes)) is not None]
+                if (command := evaluation_command(
+                    run, env, episodes, full_attention(run.parent.name, envs))) is not None]
 
     def execute(command: list[str]) -> None:
         print("+", " ".join(command), flush=True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -35,6 +36,10 @@ class EvaluateConfig:
     """auto, cpu, cuda or cuda:N."""
     torch_threads: int = 1
     """torch intra-op threads."""
+    eval_memory: dict[str, Any] = field(default_factory=dict)
+    """Memory hyperparameters overridden for this evaluation, which must not change the
+    weights: e.g. ``+eval_memory.capacity=2560`` lets MemLSTM attend over every step of a
+    DoorKey-16x16 episode (agent=ppo runs)."""
 
 
 def register_evaluate_configs() -> None:

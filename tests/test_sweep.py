@@ -1,0 +1,33 @@
+"""The resumable steps of the reproduction suites (``rlmem.runs.sweep``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlmem.runs.sweep import evaluation_command, final_frames, full_attention, run_dirs
+
+
+def test_memlstm_attends_over_the_longest_episode_of_the_evaluated_envs() -> None:
+    assert full_attention("memlstm", ["DoorKey-5x5", "DoorKey-16x16"]) == [
+        "+eval_memory.capacity=2560"]
+    assert full_attention("relstm", ["DoorKey-16x16"]) == []
+    assert full_attention("sb3_lstm", ["DoorKey-16x16"]) == []
+
+
+def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Path) -> None:
+    run = run_dirs(tmp_path, "MemoryS7", ["lstm"], [0])[0]
+    run.mkdir(parents=True)
+    assert final_frames(run) is None
+    (run / "progress.csv").write_text("frames,updates\n2048.0,1\n4096.0,2\n")
+    assert final_frames(run) == 4096
+    command = evaluation_command(run, "MemoryS13", 200, ["+eval_memory.capacity=845"])
+    assert command is not None and command[-3:] == ["env=MemoryS13", "episodes=200",
+                                                    "+eval_memory.capacity=845"]
+    (run / "eval").mkdir()
+    report = run / "eval" / "MemoryS13.json"
+    report.write_text(json.dumps({"frames": 4096, "episodes": 200}))
+    assert evaluation_command(run, "MemoryS13", 200) is None
+    assert evaluation_command(run, "MemoryS13", 100) is not None  # other episode count
+    report.write_text(json.dumps({"frames": 2048, "episodes": 200}))
+    assert evaluation_command(run, "MemoryS13", 200) is not None  # trained on since
