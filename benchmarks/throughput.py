@@ -1,7 +1,7 @@
-"""Training throughput of our PPO against sb3-contrib's RecurrentPPO, measured in one run.
+"""Training throughput of our PPO, per cell and against sb3-contrib's RecurrentPPO, in one run.
 
     OMP_NUM_THREADS=1 python benchmarks/throughput.py                   # DoorKey-5x5, lstm
-    OMP_NUM_THREADS=1 python benchmarks/throughput.py --memory relstm --updates 5
+    OMP_NUM_THREADS=1 python benchmarks/throughput.py --memories lstm relstm tarnn --no-sb3
 
 Both train on the same envs (MiniGrid DoorKey-5x5, 16 envs stepped in this process) with the
 same rollout length (``n_steps = 128`` frames per env per update). After one warm-up update
@@ -17,6 +17,7 @@ critic, 10 epochs, batch 128), which is much slower still.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="DoorKey-5x5")
     parser.add_argument("--num-envs", type=int, default=16)
-    parser.add_argument("--memory", default="lstm", help="our cell (sb3 always runs its LSTM)")
+    parser.add_argument("--memories", nargs="+", default=["lstm"],
+                        help="our cells; ratios are against the first (sb3 runs its LSTM)")
+    parser.add_argument("--no-sb3", action="store_true", help="time our PPO's cells only")
     parser.add_argument("--updates", type=int, default=10, help="timed updates per trainer")
     parser.add_argument("--sb3-defaults", action="store_true",
                         help="also time RecurrentPPO with its default hyperparameters")
@@ -85,12 +88,15 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    trainers = {f"ours ({args.memory})": ours(args.env, args.num_envs, args.memory),
-                "sb3-contrib, our hparams": sb3(args.env, args.num_envs, **MATCHED)}
+    trainers = {f"ours ({memory})": ours(args.env, args.num_envs, memory)
+                for memory in args.memories}
+    if not args.no_sb3:
+        trainers["sb3-contrib, our hparams"] = sb3(args.env, args.num_envs, **MATCHED)
     if args.sb3_defaults:
         trainers["sb3-contrib defaults"] = sb3(args.env, args.num_envs)
     for update in trainers.values():
         update()  # warm-up
+    load_before = os.getloadavg()[0]
     seconds = dict.fromkeys(trainers, 0.0)
     for index in range(args.updates):
         for name, update in trainers.items():
@@ -103,11 +109,14 @@ def main() -> None:
 
     frames = args.updates * args.num_envs * N_STEPS
     fps = {name: frames / total for name, total in seconds.items()}
-    ours_fps = fps[f"ours ({args.memory})"]
+    first = f"ours ({args.memories[0]})"
     print(f"\n{args.env}, {args.num_envs} envs, {N_STEPS} frames/env/update, "
-          f"{args.updates} alternating updates each (frames/s):")
+          f"{args.updates} alternating updates each (frames/s); load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after:")
     for name, value in fps.items():
-        ratio = "" if name.startswith("ours") else f"   ours / this = {ours_fps / value:.2f}x"
+        ratio = "" if name == first else (
+            f"   this / {first} = {value / fps[first]:.2f}x" if name.startswith("ours")
+            else f"   {first} / this = {fps[first] / value:.2f}x")
         print(f"  {name:<26} {value:8.0f}{ratio}")
 
 
