@@ -1,4 +1,10 @@
-"""The cell contract, checked for every registered cell: a new cell is tested by registering it."""
+"""The cell contract, checked for every registered cell: a new cell is tested by registering it.
+
+Two-layer stacks (:class:`~rlmem.cells.Stacked`) of a few representative cells run through the
+same tests: a fused kernel (lstm), fixed-size buffers with integer fields (relstm), an aux loss
+and annealing (sarnn) and full attention (memlstm). Their dropout is 0 here, so that a stack is
+deterministic in training mode; ``tests/test_stacked.py`` covers dropout.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,17 @@ from rlmem.cells import CELLS, Cell, make_cell, scan
 
 T, B, IN, H = 12, 3, 5, 8
 
-pytestmark = pytest.mark.parametrize("name", sorted(CELLS))
+STACKED = ("lstm", "relstm", "sarnn", "memlstm")
+"""Cells also tested as a two-layer stack, as ``<name>*2``."""
+
+pytestmark = pytest.mark.parametrize("name", [*sorted(CELLS), *(f"{n}*2" for n in STACKED)])
 
 
 def build(name: str, dtype: torch.dtype = torch.float64, seed: int = 0) -> Cell:
     torch.manual_seed(seed)
-    return make_cell(name, input_size=IN, hidden_size=H).to(dtype)
+    cell, _, layers = name.partition("*")
+    return make_cell(cell, input_size=IN, hidden_size=H,
+                     num_layers=int(layers or 1)).to(dtype)
 
 
 def inputs(seed: int = 1, steps: int = T, batch: int = B,

@@ -3,6 +3,7 @@
 >>> from rlmem.cells import make_cell
 >>> cell = make_cell("relstm", input_size=8, hidden_size=16, short_term=5, relevant=5)
 >>> y, state = cell(torch.zeros(10, 4, 8))  # doctest: +SKIP
+>>> stack = make_cell("lstm", input_size=8, hidden_size=16, num_layers=2, dropout=0.1)
 """
 
 # Importing a cell module registers its cells.
@@ -17,12 +18,14 @@ from rlmem.cells.registry import (
     make_cell_from_config,
     register,
 )
+from rlmem.cells.stacked import Stacked
 
 __all__ = [
     "CELLS",
     "Aux",
     "Cell",
     "CellOutput",
+    "Stacked",
     "State",
     "cell_config",
     "get_cell_class",
