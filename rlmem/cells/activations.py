@@ -1,15 +1,18 @@
 """The nonlinearities φ the ODE-based cells accept, by the names their papers use.
 
-Each comes with its derivative expressed through its *output*, ``grad ⊙ φ'(a)`` from
-``φ(a)``, which is what a hand-written backward needs: it keeps ``φ(a)`` from the forward pass
-(it needs it anyway) instead of the pre-activation ``a``. These are the same ATen kernels that
-autograd itself calls for ``tanh``, ``relu`` and ``sigmoid``, so the gradients are bit-identical
-to autograd's.
+Besides φ itself (:func:`nonlinearity`, for autograd), each name has a :class:`FastForm` for
+the hand-written time loops: φ written as :math:`\\phi(a) = m \\, h(s a) + o` with a cheap
+kernel :math:`h` whose derivative follows from its output. ``tanh`` is the one rewritten:
+:math:`\\tanh(a) = 2 \\sigma(2 a) - 1`, the same function, because on CPU ``torch.tanh`` costs
+about three times ``torch.sigmoid`` (six times at batch 64). The two differ by rounding only
+(≤ 4e-16 in float64, ≤ 2e-7 in float32).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -20,27 +23,53 @@ NONLINEARITIES: dict[str, Callable[[Tensor], Tensor]] = {
     "sigmoid": torch.sigmoid,
 }
 
-NONLINEARITIES_INPLACE: dict[str, Callable[[Tensor], Tensor]] = {
-    "tanh": torch.tanh_,
-    "relu": torch.relu_,
-    "sigmoid": torch.sigmoid_,
+
+def _sigmoid_backward(grad: Tensor, output: Tensor, out: Tensor) -> Tensor:
+    return torch.ops.aten.sigmoid_backward.grad_input(grad, output, grad_input=out)
+
+
+def _relu_backward(grad: Tensor, output: Tensor, out: Tensor) -> Tensor:
+    return torch.ops.aten.threshold_backward.grad_input(grad, output, 0, grad_input=out)
+
+
+@dataclass(frozen=True)
+class FastForm:
+    r""":math:`\phi(a) = m \, h(s a) + o`, for loops that compute their own gradients.
+
+    A loop applies :attr:`inner` in place to :math:`s a` (folding :math:`s` into the weights
+    that produce :math:`a`), keeps :math:`h` for the backward pass, and gets
+    :math:`\bar a = s m \, h'(s a) \odot \bar\phi` as ``gain * inner_backward(grad, h, out)``.
+    """
+
+    inner: Callable[[Tensor], Tensor]
+    """:math:`h`, in place: ``inner(t)`` overwrites and returns ``t``."""
+    inner_backward: Callable[[Tensor, Tensor, Tensor], Tensor]
+    """``(grad, h(u), out) -> grad ⊙ h'(u)``, written into ``out``: the ATen kernels that
+    autograd itself uses."""
+    scale_in: float = 1.0
+    """:math:`s`."""
+    scale_out: float = 1.0
+    """:math:`m`."""
+    shift: float = 0.0
+    """:math:`o`."""
+
+    @property
+    def gain(self) -> float:
+        """:math:`s m`: :math:`\\phi'(a) \\odot g` is ``gain * inner_backward(g, h, out)``."""
+        return self.scale_in * self.scale_out
+
+
+FAST_FORMS: dict[str, FastForm] = {
+    "tanh": FastForm(torch.sigmoid_, _sigmoid_backward, scale_in=2.0, scale_out=2.0, shift=-1.0),
+    "relu": FastForm(torch.relu_, _relu_backward),
+    "sigmoid": FastForm(torch.sigmoid_, _sigmoid_backward),
 }
-"""φ applied in place, for loops outside autograd that own their pre-activation buffer."""
 
 
-def _relu_backward(grad: Tensor, output: Tensor) -> Tensor:
-    return torch.ops.aten.threshold_backward.default(grad, output, 0)
+V = TypeVar("V")
 
 
-NONLINEARITY_BACKWARDS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
-    "tanh": torch.ops.aten.tanh_backward.default,  # grad ⊙ (1 - φ²)
-    "relu": _relu_backward,  # grad ⊙ 1[φ > 0]
-    "sigmoid": torch.ops.aten.sigmoid_backward.default,  # grad ⊙ φ (1 - φ)
-}
-"""``(grad, φ(a)) -> grad ⊙ φ'(a)``, by name."""
-
-
-def _lookup(table: dict[str, Callable], name: str, owner: str) -> Callable:
+def _lookup(table: Mapping[str, V], name: str, owner: str) -> V:
     try:
         return table[name]
     except KeyError:
@@ -53,11 +82,6 @@ def nonlinearity(name: str, owner: str) -> Callable[[Tensor], Tensor]:
     return _lookup(NONLINEARITIES, name, owner)
 
 
-def nonlinearity_inplace(name: str, owner: str) -> Callable[[Tensor], Tensor]:
-    """φ by name, applied in place to its argument (which it returns)."""
-    return _lookup(NONLINEARITIES_INPLACE, name, owner)
-
-
-def nonlinearity_backward(name: str, owner: str) -> Callable[[Tensor, Tensor], Tensor]:
-    """``(grad, φ(a)) -> grad ⊙ φ'(a)`` for φ named ``name``."""
-    return _lookup(NONLINEARITY_BACKWARDS, name, owner)
+def fast_form(name: str, owner: str) -> FastForm:
+    """φ named ``name`` as a :class:`FastForm`, with the same error as :func:`nonlinearity`."""
+    return _lookup(FAST_FORMS, name, owner)

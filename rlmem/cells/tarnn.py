@@ -6,12 +6,14 @@ Reference: A. Kag, V. Saligrama. "Time Adaptive Recurrent Neural Network", CVPR 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+from torch.nn import functional
 
-from rlmem.cells import activations
+from rlmem.cells import activations, fastloop
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -46,6 +48,15 @@ class TARNN(Cell):
 
     Initialisation (A.4): weights from N(0, 0.1²), the bias of β at −3, other biases 0.
 
+    How it is computed (the equations above, rearranged; the parameters keep their names). With
+    :math:`B = [B_1, B_2]` and :math:`W = [W_1, W_2]` split into the blocks acting on
+    :math:`x_m` and on :math:`s_{m-1}`, the input terms :math:`W_x x_m + b_\beta`,
+    :math:`B_1 x_m` and :math:`W_1 x_m + b` are one matmul over the whole sequence
+    (:meth:`project_input`), and the three products that read :math:`s_{m-1}`,
+    :math:`U_s s_{m-1}`, :math:`B_2 s_{m-1}` and :math:`W_2 s_{m-1}`, one matmul per step.
+    :math:`A z` is :math:`-z`, plus :math:`z_{i + D/2}` in row :math:`i < D/2` for the coupled
+    form. The time loop runs in :class:`_TARNNScan`, with a hand-written backward pass.
+
     Args:
         input_size: features of each input :math:`x_m`.
         hidden_size: D, features of the state.
@@ -77,6 +88,7 @@ class TARNN(Cell):
         self.K, self.A_form, self.phi_name = K, A, nonlinearity
         self.gamma1, self.gamma2 = gamma1, gamma2
         self.phi = activations.nonlinearity(nonlinearity, "TARNN")
+        self.fast_phi = activations.fast_form(nonlinearity, "TARNN")
         u_size = input_size + hidden_size
         self.B = nn.Linear(u_size, hidden_size, bias=False)
         self.W = nn.Linear(u_size, hidden_size)
@@ -84,6 +96,7 @@ class TARNN(Cell):
         self.U_s = nn.Linear(hidden_size, hidden_size, bias=False)
         self.W_x = nn.Linear(input_size, hidden_size)  # its bias is the β bias, at -3
         self.eta = nn.Parameter(torch.full((K,), float(eta)))
+        # Only Ω reads the dense A; the recurrence uses its structure (a_times).
         self.register_buffer("A", self._a_matrix(hidden_size, A), persistent=False)
         self.reset_parameters()
 
@@ -104,16 +117,62 @@ class TARNN(Cell):
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         return {"s": ((self.hidden_size,), None)}
 
+    # --- the recurrence, rearranged --------------------------------------------------------
+
+    def project_input(self, x: Tensor) -> Tensor:
+        r"""The input blocks of β, :math:`B u_m` and :math:`W u_m`, for every step at once.
+
+        .. math::
+            p_m = [W_x x_m + b_\beta,\; B_1 x_m,\; W_1 x_m + b]
+
+        Shapes:
+            - x: ``(T, B, input_size)``; returns ``(T, B, 3 · hidden_size)``
+        """
+        columns = slice(0, self.input_size)
+        weight = torch.cat([self.W_x.weight, self.B.weight[:, columns],
+                            self.W.weight[:, columns]])
+        bias = torch.cat([self.W_x.bias, torch.zeros_like(self.W.bias), self.W.bias])
+        return functional.linear(x, weight, bias)
+
+    def state_weight(self) -> Tensor:
+        r""":math:`[U_s; B_2; W_2]`, the matrices of β, Bu and Wu that read :math:`s_{m-1}`.
+
+        Shapes:
+            - returns ``(3 · hidden_size, hidden_size)``
+        """
+        columns = slice(self.input_size, None)
+        return torch.cat([self.U_s.weight, self.B.weight[:, columns], self.W.weight[:, columns]])
+
+    def a_times(self, z: Tensor) -> Tensor:
+        r""":math:`A z` from the structure of A: :math:`-z`, plus the shifted upper half."""
+        if self.A_form == "identity":
+            return -z
+        half = self.hidden_size // 2
+        return functional.pad(z[:, half:], (0, half)) - z
+
     def step(self, x_t: Tensor, state: TARNNState) -> tuple[Tensor, TARNNState,
                                                             dict[str, Tensor]]:
+        """One step through autograd, from ``x_t = project_input(x)[t]``: the plain path that
+        :class:`_TARNNScan` is tested against."""
+        size = self.hidden_size
         s = state.s
-        u = torch.cat([x_t, s], dim=-1)
-        beta = torch.sigmoid(self.U_s(s) + self.W_x(x_t))
-        drive_b, drive_w = self.B(u), self.W(u)  # constant over the Euler steps
+        gates = torch.addmm(x_t, s, self.state_weight().T)
+        beta = torch.sigmoid(gates[:, :size])
+        drive_b, drive_w = gates[:, size:2 * size], gates[:, 2 * size:]
         z = s
         for k in range(self.K):
-            z = z + self.eta[k] * beta * (z @ self.A.T + drive_b + self.phi(self.U(z) + drive_w))
+            z = z + self.eta[k] * beta * (self.a_times(z) + drive_b + self.phi(self.U(z)
+                                                                                 + drive_w))
         return z, TARNNState(z), {"beta": beta}
+
+    def _scan(self, x: Tensor, state: TARNNState,
+              resets: Tensor) -> tuple[Tensor, TARNNState, dict[str, Tensor]]:
+        y, beta = _TARNNScan.apply(self.project_input(x), state.s, resets,
+                                   self.state_weight(), self.U.weight, self.eta,
+                                   self.A_form == "coupled", self.fast_phi)
+        return y, TARNNState(y[-1]), {"beta": beta}
+
+    # --- what the cell adds and reports ----------------------------------------------------
 
     def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         if not (self.gamma1 or self.gamma2):
@@ -126,8 +185,157 @@ class TARNN(Cell):
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"beta_mean": traces["beta"].mean(),
-                **{f"eta_{k}": self.eta[k].detach() for k in range(self.K)}}
+                **{f"eta_{k}": value for k, value in enumerate(self.eta.detach().unbind())}}
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, K={self.K}, A={self.A_form!r}, "
                 f"nonlinearity={self.phi_name!r}, gamma1={self.gamma1}, gamma2={self.gamma2}")
+
+
+class _TARNNScan(torch.autograd.Function):
+    r"""TARNN's time loop over one chunk, with a hand-written backward pass.
+
+    The forward pass is :meth:`TARNN.step` for every ``t``, outside autograd and with φ in its
+    :class:`~rlmem.cells.activations.FastForm` :math:`\phi(a) = m h(s a) + o` (``tanh`` runs
+    as :math:`2\sigma(2a) - 1`): :math:`s` is folded into U and into the input and state
+    blocks of :math:`W u`, and :math:`o` into :math:`B u`. Per Euler step k (from 0) it keeps
+    what it computes anyway: :math:`z_k` (:math:`z_0 = s_{m-1}`), :math:`h_k` and
+    :math:`F_k = A z_k + B u + \phi_k`, so :math:`z_{k+1} = z_k + \eta_k \beta \odot F_k`.
+    The backward pass walks the steps in reverse, with :math:`q_k = \eta_k \beta \odot
+    \bar z_{k+1}` and :math:`\bar a_k = \phi'_k \odot q_k`:
+
+    .. math::
+        \bar z_k = \bar z_{k+1} + A^T q_k + U^T \bar a_k, \qquad
+        \bar\beta = \textstyle\sum_k \eta_k F_k \odot \bar z_{k+1}, \qquad
+        \bar\eta_k = \textstyle\sum \beta \odot F_k \odot \bar z_{k+1}
+
+    Everything a step keeps is written into per-chunk buffers with ``(T, K, B, D)`` layout (no
+    list to stack afterwards), and the backward pass handles the K Euler steps of a time step
+    with one op each for the sums over k, and one matmul for U's gradient. A reset replaces
+    the incoming state by zeros, so no gradient crosses it.
+
+    Shapes:
+        - inputs: ``(T, B, 3D)`` from :meth:`TARNN.project_input`; s0: ``(B, D)``
+        - resets: ``(T, B)`` bool; weight_s: ``(3D, D)``; weight_u: ``(D, D)``; eta: ``(K,)``
+        - returns y ``(T, B, D)`` and β ``(T, B, D)`` (not differentiable: a trace)
+    """
+
+    @staticmethod
+    def forward(ctx: Any, inputs: Tensor, s0: Tensor, resets: Tensor, weight_s: Tensor,
+                weight_u: Tensor, eta: Tensor, coupled: bool,
+                form: activations.FastForm) -> tuple[Tensor, Tensor]:
+        time_steps, batch, size = inputs.shape[0], s0.shape[0], s0.shape[1]
+        half, steps = size // 2, len(eta)
+        if form.scale_in != 1.0 or form.shift:
+            weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_in))[:, None]
+            weight_u = weight_u * form.scale_in
+            shift = torch.zeros_like(inputs[0, 0])
+            shift[size:2 * size] = form.shift
+            inputs = torch.addcmul(shift, inputs, _block_scale(inputs, size, (1.0, 1.0,
+                                                                              form.scale_in)))
+        weight_s_t, weight_u_t = weight_s.t(), weight_u.t()
+        eta_column = eta.view(-1, 1, 1)
+        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+
+        def buffer(*shape: int) -> tuple[Tensor, list[Tensor]]:
+            tensor = inputs.new_empty(*shape, batch, size)
+            return tensor, list(tensor.view(-1, batch, size).unbind(0))
+
+        y, y_t = buffer(time_steps)
+        beta_all, beta_t = buffer(time_steps)
+        euler, euler_tk = buffer(time_steps, steps)  # z_k
+        inner, inner_tk = buffer(time_steps, steps)  # h_k
+        slope, slope_tk = buffer(time_steps, steps)  # F_k
+        eta_beta, eta_beta_k = buffer(steps)
+        s = s0
+        for t, inputs_t in enumerate(inputs.unbind(0)):
+            if resetting[t]:
+                s = s.masked_fill(masks[t], 0.0)
+            gates = torch.addmm(inputs_t, s, weight_s_t)
+            beta = torch.sigmoid(gates[:, :size], out=beta_t[t])
+            drive_b, drive_w = gates[:, size:2 * size], gates[:, 2 * size:]
+            torch.mul(eta_column, beta, out=eta_beta)
+            z = euler_tk[t * steps].copy_(s)
+            for k in range(steps):
+                index = t * steps + k
+                h = form.inner(torch.addmm(drive_w, z, weight_u_t, out=inner_tk[index]))
+                f = torch.sub(drive_b, z, out=slope_tk[index]).add_(h, alpha=form.scale_out)
+                if coupled:
+                    f[:, :half] += z[:, half:]
+                z = torch.addcmul(z, eta_beta_k[k], f,
+                                  out=euler_tk[index + 1] if k + 1 < steps else y_t[t])
+            s = z
+        ctx.mark_non_differentiable(beta_all)
+        ctx.save_for_backward(weight_s, weight_u, eta, beta_all, euler, inner, slope)
+        ctx.masks, ctx.resetting, ctx.coupled, ctx.form = masks, resetting, coupled, form
+        return y, beta_all
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
+                                                                                ...]:
+        weight_s, weight_u, eta, beta_all, euler, inner, slope = ctx.saved_tensors
+        masks, resetting, coupled, form = ctx.masks, ctx.resetting, ctx.coupled, ctx.form
+        time_steps, steps, batch, size = euler.shape
+        half = size // 2
+        # ā = gain · inner_backward(q, h), gain = s·m. The forward's weights already carry s;
+        # m goes into the weights that carry ā back, and the gain into the gradients of the
+        # blocks that produce a (W_2, U and the W_1 x + b inputs), once at the end.
+        weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_out))[:, None]
+        weight_u = weight_u * form.scale_out
+        eta_column = eta.view(-1, 1, 1)
+
+        def buffer(*shape: int) -> tuple[Tensor, list[Tensor]]:
+            tensor = grad_y.new_empty(*shape, batch, size)
+            return tensor, list(tensor.view(-1, batch, size).unbind(0))
+
+        grad_gates = grad_y.new_empty(time_steps, batch, 3 * size)
+        grad_weight_s = weight_s.new_zeros(weight_s.shape)
+        grad_weight_u = weight_u.new_zeros(weight_u.shape)
+        grad_eta = torch.zeros_like(eta)
+        grad_z, grad_z_k = buffer(steps)  # z̄_{k+1}
+        q, q_k = buffer(steps)
+        grad_pre, grad_pre_k = buffer(steps)  # raw ā_k: inner_backward(q_k, h_k)
+        eta_beta, eta_beta_k = buffer(steps)
+        grad_slope = grad_y.new_empty(steps, batch * size)  # F_k ⊙ z̄_{k+1}
+        inner_tk = inner.view(-1, batch, size).unbind(0)
+        grad_next = grad_y.new_zeros(batch, size)
+        for t in range(time_steps - 1, -1, -1):
+            beta = beta_all[t]
+            grad_beta, grad_drive_b, grad_drive_w = grad_gates[t].split(size, 1)
+            torch.mul(eta_column, beta, out=eta_beta)
+            torch.add(grad_y[t], grad_next, out=grad_z_k[steps - 1])
+            for k in range(steps - 1, -1, -1):
+                index = t * steps + k
+                torch.mul(eta_beta_k[k], grad_z_k[k], out=q_k[k])
+                form.inner_backward(q_k[k], inner_tk[index], grad_pre_k[k])
+                carried = grad_z_k[k] - q_k[k]  # Aᵀ q_k, the -I part
+                if coupled:
+                    carried[:, half:] += q_k[k][:, :half]
+                torch.addmm(carried, grad_pre_k[k], weight_u,
+                            out=grad_z_k[k - 1] if k else grad_next)
+            torch.mul(slope[t], grad_z, out=grad_slope.view(steps, batch, size))
+            torch.ops.aten.sigmoid_backward.grad_input(
+                (eta @ grad_slope).view(batch, size), beta, grad_input=grad_beta)
+            grad_eta.addmv_(grad_slope, beta.reshape(-1))
+            torch.sum(q, 0, out=grad_drive_b)
+            torch.sum(grad_pre, 0, out=grad_drive_w)
+            grad_weight_u.addmm_(grad_pre.view(-1, size).T, euler[t].view(-1, size))
+            grad_weight_s.addmm_(grad_gates[t].T, euler[t, 0])
+            grad_next.addmm_(grad_gates[t], weight_s)
+            if resetting[t]:
+                grad_next.masked_fill_(masks[t], 0.0)
+
+        if form.gain != 1.0:
+            grad_gates[..., 2 * size:] *= form.gain
+            grad_weight_s[2 * size:] *= form.gain
+            grad_weight_u *= form.gain
+        needs = ctx.needs_input_grad
+        return (grad_gates if needs[0] else None, grad_next if needs[1] else None, None,
+                grad_weight_s if needs[3] else None, grad_weight_u if needs[4] else None,
+                grad_eta if needs[5] else None, None, None)
+
+
+def _block_scale(like: Tensor, size: int, factors: tuple[float, ...]) -> Tensor:
+    """A vector of ``len(factors) · size`` entries, block i filled with ``factors[i]``."""
+    return torch.tensor(factors, dtype=like.dtype, device=like.device).repeat_interleave(size)
