@@ -1,7 +1,12 @@
-"""Additive (Bahdanau) attention over a bounded set of memory slots, and the LSTM step it reads.
+r"""Additive (Bahdanau) attention over a bounded set of memory slots, and the LSTM step it reads.
 
 Shared by :class:`~rlmem.cells.memlstm.MemLSTM` (every past state) and the relevancy-screening
 cells (short-term buffer and relevant set).
+
+The cells run these modules through :mod:`rlmem.cells.attention_scan` in the "doubled" form:
+:math:`\tanh(x) = 2\sigma(2x) - 1`, with the factor 2 folded into the weights
+(:meth:`AdditiveAttention.doubled`, :meth:`LSTMBase.doubled`), because on CPU torch's ``tanh``
+is several times slower than its ``sigmoid``. It is the same function; only rounding differs.
 """
 
 from __future__ import annotations
@@ -10,6 +15,9 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells.lstm import LSTM_FORGET_GATE, init_gate_bias
+
+LSTM_GATE_G = 2
+"""Block of the cell-input gate ``g`` (the one under a tanh) in torch's LSTM weights."""
 
 
 class AdditiveAttention(nn.Module):
@@ -29,6 +37,31 @@ class AdditiveAttention(nn.Module):
         self.query = nn.Linear(hidden_size, hidden_size)  # W_a (with the bias)
         self.key = nn.Linear(hidden_size, hidden_size, bias=False)  # U_a
         self.score = nn.Linear(hidden_size, 1, bias=False)  # v_a
+
+    def doubled(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        r"""``2 W_a, 2 b_a, 2 U_a, 2 v_a``: the weights of the doubled form.
+
+        :math:`v_a^\top \tanh(W_a q + b_a + U_a m) = (2 v_a)^\top
+        \sigma(2 W_a q + 2 b_a + 2 U_a m) - \textstyle\sum v_a`, and the softmax over slots
+        ignores the constant :math:`\sum v_a`.
+
+        Shapes: ``(H, H)``, ``(H,)``, ``(H, H)``, ``(H,)``.
+        """
+        return (2.0 * self.query.weight, 2.0 * self.query.bias, 2.0 * self.key.weight,
+                2.0 * self.score.weight.squeeze(0))
+
+    @staticmethod
+    def attend_doubled(query: Tensor, memory: Tensor, keys: Tensor, valid: Tensor,
+                       score: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` in the doubled form, from a projected query ``2 W_a q + 2 b_a``,
+        doubled keys ``2 U_a m`` and the doubled score vector ``2 v_a``.
+
+        Shapes: query ``(B, H)``; memory, keys ``(B, N, H)``; valid ``(B, N)`` bool; score
+        ``(H,)``; returns the weights ``(B, N)`` and the read ``(B, H)``.
+        """
+        logits = torch.matmul(torch.sigmoid(query.unsqueeze(1) + keys), score)
+        weights = torch.softmax(logits.masked_fill(~valid, float("-inf")), dim=-1)
+        return weights, torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
 
     def keys(self, memory: Tensor) -> Tensor:
         """``U_a m`` for each slot; MemLSTM caches it so each step projects one new state."""
@@ -74,6 +107,33 @@ class LSTMBase(nn.Module):
     def forward(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """Shapes: x_t ``(B, input)``, s and c ``(B, H)``; returns ``h_t, c_t``, each ``(B, H)``."""
         return self.cell(x_t, (s, c))
+
+    def doubled(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``W_ih, b_ih + b_hh, W_hh`` with the rows of the ``g`` gate (the one under a tanh)
+        doubled, so that ``g = 2σ(z_g) - 1`` (see :meth:`step_doubled`).
+
+        Shapes: ``(4H, input)``, ``(4H,)``, ``(4H, H)``.
+        """
+        cell, hidden = self.cell, self.cell.hidden_size
+        scale = torch.ones(4, 1, dtype=cell.weight_ih.dtype, device=cell.weight_ih.device)
+        scale[LSTM_GATE_G] = 2.0
+        return ((cell.weight_ih.view(4, hidden, -1) * scale.unsqueeze(2)).view(4 * hidden, -1),
+                ((cell.bias_ih + cell.bias_hh).view(4, hidden) * scale).view(-1),
+                (cell.weight_hh.view(4, hidden, -1) * scale.unsqueeze(2)).view(4 * hidden, -1))
+
+    @staticmethod
+    def step_doubled(z: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        r"""One LSTM step from its full pre-activation, ``g`` block doubled (:meth:`doubled`).
+
+        .. math::
+            i, f, o = \sigma(z_i), \sigma(z_f), \sigma(z_o) \qquad g = 2\sigma(z_g) - 1
+            \qquad c_t = f c_{t-1} + i g \qquad h_t = o\,(2\sigma(2 c_t) - 1)
+
+        Shapes: z ``(B, 4H)``, c ``(B, H)``; returns ``h_t, c_t``.
+        """
+        i, f, g, o = torch.sigmoid(z).chunk(4, dim=1)
+        c = f * c + i * (2.0 * g - 1.0)
+        return o * (2.0 * torch.sigmoid(2.0 * c) - 1.0), c
 
     def extra_repr(self) -> str:
         return f"forget_bias={self.forget_bias}"

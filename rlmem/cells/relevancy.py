@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
+from rlmem.cells.attention_scan import Weights, screened_scan
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -83,6 +84,16 @@ class _RelevancyScreening(Cell):
     :math:`\beta(i) = \sum_{j=i}^{i+\nu-1} \alpha_{i,j}`; when it leaves S it enters R if R has a
     free slot or if :math:`\beta(i)` beats the lowest score in R (see :func:`screen`). Memory and
     compute per step are O(ν+ρ), independent of the sequence length.
+
+    Faithful to the paper but easy to miss: R is empty at the start of every episode, so the
+    first ρ states to leave S enter it whatever their score, and early states share attention
+    with few slots, which inflates their relevance. R therefore starts with the first ρ states
+    of every sequence (on copy with ν = ρ = 10, exactly the ten symbols to recall). Keep that in
+    mind when comparing with ``lstm`` on copy.
+
+    A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
+    the loop, a hand-written backward). Under autocast, and in :meth:`step`, the same math runs
+    through autograd one step at a time.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -110,12 +121,39 @@ class _RelevancyScreening(Cell):
         })
         return shapes
 
+    # --- the base recurrence, in the doubled form of rlmem.cells.attention ------------------
+
     @abc.abstractmethod
-    def recur(self, x_t: Tensor, state: Any) -> tuple[Tensor, dict[str, Tensor]]:
-        """The base recurrence: ``h_t`` and the updated base fields (``c`` for the LSTM)."""
+    def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The base's input weight ``(G, input)``, bias ``(G,)`` and recurrent weight
+        ``(G, H)``, tanh pre-activations doubled; ``G`` is the size of its pre-activation."""
+
+    @abc.abstractmethod
+    def base_step(self, z: Tensor, state: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """``h_t`` and the updated base fields (``c`` for the LSTM) from the pre-activation
+        ``z`` ``(B, G)``."""
+
+    def _weights(self) -> tuple[Tensor, Tensor, Weights]:
+        """Input weight and bias of :meth:`project_input`, and the engine's :class:`Weights`."""
+        w_in, b_in, w_rec = self.base_weights()
+        query, query_bias, key, score = self.attention.doubled()
+        bias = torch.cat([b_in, query_bias])
+        return w_in, bias, Weights(torch.cat([w_rec, query]), key, score)
+
+    def project_input(self, x: Tensor) -> Tensor:
+        """The input terms of ``z = [base pre-activation, 2 W_a s_{t-1} + 2 b_a]``: the base's
+        ``U x + b`` for all steps in one matmul, and the query bias.
+
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, G + hidden_size)``.
+        """
+        w_in, bias, _ = self._weights()
+        return _project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        h, base_fields = self.recur(x_t, state)
+        _, _, weights = self._weights()
+        z = torch.addmm(x_t, state.s, weights.recurrent.t())
+        gates = z.shape[1] - self.hidden_size
+        h, base_fields = self.base_step(z[:, :gates], state)
         batch = h.shape[0]
         true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
 
@@ -131,21 +169,41 @@ class _RelevancyScreening(Cell):
 
         memory = torch.cat([short, relevant], dim=1)
         valid = torch.cat([short_valid, relevant_valid], dim=1)
-        weights, read = self.attention(state.s, memory, valid)
+        weights_t, read = self.attention.attend_doubled(
+            z[:, gates:], memory, torch.matmul(memory, weights.key.t()), valid, weights.score)
         s = h + read
         new_state = state._replace(
             s=s, t=state.t + 1, **base_fields,
-            short=short, short_score=short_score + weights[:, :self.short_term].detach(),
+            short=short, short_score=short_score + weights_t[:, :self.short_term].detach(),
             short_valid=short_valid, short_time=short_time,
             relevant=relevant, relevant_score=relevant_score,
             relevant_valid=relevant_valid, relevant_time=relevant_time)
         traces = {
-            "attention": weights,
+            "attention": weights_t,
             "slot_time": torch.cat([short_time, relevant_time], 1).masked_fill(~valid, -1),
             "relevant_valid": relevant_valid,
             "relevant_score": relevant_score,
         }
         return s, new_state, traces
+
+    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
+                                                                     dict[str, Tensor]]:
+        if torch.is_autocast_enabled(x.device.type):
+            # The engine computes in the input's dtype; autograd ops follow autocast's policy.
+            return super()._scan(x, state, resets)
+        w_in, bias, weights = self._weights()
+        result = screened_scan(
+            _project(x, w_in, bias), weights, state.s, getattr(state, "c", None), state.short,
+            state.short_score, state.short_valid, state.short_time, state.relevant,
+            state.relevant_score, state.relevant_valid, state.relevant_time, state.t, resets)
+        base_fields = {"c": result.c} if result.c is not None else {}
+        new_state = state._replace(
+            s=result.y[-1], t=result.t, **base_fields,
+            short=result.short, short_score=result.short_score, short_valid=result.short_valid,
+            short_time=result.short_time, relevant=result.relevant,
+            relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
+            relevant_time=result.relevant_time)
+        return result.y, new_state, result.traces
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         valid = traces["relevant_valid"]
@@ -158,6 +216,18 @@ class _RelevancyScreening(Cell):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, short_term={self.short_term}, relevant={self.relevant}"
+
+
+def _project(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x W^T + b`` over all ``T × B`` inputs in one matmul, where ``b`` may be longer than
+    ``W`` has rows (the tail is a bias alone, e.g. the query's)."""
+    steps, batch, features = x.shape
+    rows = weight.shape[0]
+    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight.t())
+    if bias.shape[0] == rows:
+        return projected.view(steps, batch, rows)
+    return torch.cat([projected.view(steps, batch, rows),
+                      bias[rows:].expand(steps, batch, -1)], dim=2)
 
 
 @register("relstm")
@@ -188,8 +258,11 @@ class ReLSTM(_RelevancyScreening):
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
         self.base = LSTMBase(input_size, hidden_size, forget_bias)
 
-    def recur(self, x_t: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
-        h, c = self.base(x_t, state.s, state.c)
+    def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        return self.base.doubled()
+
+    def base_step(self, z: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
+        h, c = self.base.step_doubled(z, state.c)
         return h, {"c": c}
 
 
@@ -218,5 +291,10 @@ class ReLRNN(_RelevancyScreening):
         self.input_map = nn.Linear(input_size, hidden_size)  # U and b
         self.recurrent_map = nn.Linear(hidden_size, hidden_size, bias=False)  # V
 
-    def recur(self, x_t: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
-        return torch.tanh(self.recurrent_map(state.s) + self.input_map(x_t)), {}
+    def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        # tanh(V s + U x + b) = 2σ(2V s + 2U x + 2b) - 1
+        return (2.0 * self.input_map.weight, 2.0 * self.input_map.bias,
+                2.0 * self.recurrent_map.weight)
+
+    def base_step(self, z: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
+        return 2.0 * torch.sigmoid(z) - 1.0, {}
