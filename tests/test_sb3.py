@@ -16,6 +16,7 @@ from gymnasium import spaces
 from minigrid.wrappers import ImgObsWrapper
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from sb3_envs import CartPoleNoVelEnv, CueRecallEnv, ToDictWrapper
 from stable_baselines3.common.callbacks import BaseCallback
@@ -34,7 +35,7 @@ from rlmem.agents.sb3 import (
     StatePacker,
     attach_loss,
 )
-from rlmem.cells import CELLS, make_cell
+from rlmem.cells import CELLS, Stacked, make_cell
 from rlmem.envs import env_spec, make_env
 
 CELL_NAMES = sorted(CELLS)
@@ -315,6 +316,87 @@ def test_bad_configurations_fail_before_training() -> None:
         build(memory="relstm", memory_kwargs={"short_trm": 3})
     with pytest.raises(ValueError, match="input_size"):
         build(memory="gru", memory_kwargs={"input_size": 3})
+
+
+# --- sb3-contrib's LSTM arguments ----------------------------------------------------------
+
+
+def _policies(policy_class: type, **kwargs: Any) -> RecurrentActorCriticPolicy:
+    env = cue_env(1)
+    return policy_class(env.observation_space, env.action_space, lambda _: 3e-4, **kwargs)
+
+
+def test_a_plain_swap_keeps_sb3_contribs_memory_size() -> None:
+    ours, theirs = _policies(MemoryPolicy), _policies(RecurrentActorCriticPolicy)
+    assert ours.memory == "lstm" and type(ours.lstm_actor.cell).__name__ == "LSTM"
+    assert ours.lstm_actor.cell.hidden_size == theirs.lstm_actor.hidden_size == 256
+    assert ours.lstm_output_dim == theirs.lstm_output_dim
+    assert ours.memory_kwargs == {"hidden_size": 256}
+
+
+@pytest.mark.parametrize("enable_critic_lstm", [True, False])
+def test_lstm_arguments_keep_their_sb3_contrib_meaning(enable_critic_lstm: bool) -> None:
+    kwargs = dict(lstm_hidden_size=4, n_lstm_layers=2, lstm_kwargs=dict(dropout=0.5),
+                  enable_critic_lstm=enable_critic_lstm)
+    ours = _policies(MemoryPolicy, memory="relstm", **kwargs)
+    theirs = _policies(RecurrentActorCriticPolicy, **kwargs)
+    assert ours.memory_kwargs == {"hidden_size": 4, "num_layers": 2, "dropout": 0.5}
+    cells = [ours.lstm_actor.cell] + ([ours.lstm_critic.cell] if enable_critic_lstm else [])
+    for cell in cells:
+        assert isinstance(cell, Stacked) and cell.num_layers == theirs.lstm_actor.num_layers
+        assert cell.dropout == theirs.lstm_actor.dropout
+        assert all(layer.name == "relstm" and layer.hidden_size == 4 for layer in cell.layers)
+    assert ours.lstm_output_dim == theirs.lstm_output_dim == 4
+    if not enable_critic_lstm:
+        assert ours.critic.out_features == theirs.critic.out_features == 4
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(lstm_hidden_size=4, memory_kwargs=dict(hidden_size=4)),
+     r"lstm_hidden_size=4 and memory_kwargs\['hidden_size'\]=4 both set"),
+    (dict(n_lstm_layers=2, memory_kwargs=dict(num_layers=3)),
+     r"n_lstm_layers=2 and memory_kwargs\['num_layers'\]=3 both set"),
+    (dict(lstm_kwargs=dict(dropout=0.1), memory_kwargs=dict(num_layers=2, dropout=0.2)),
+     r"lstm_kwargs\['dropout'\]=0.1 and memory_kwargs\['dropout'\]=0.2 both set"),
+    (dict(lstm_kwargs=dict(bias=False)), r"lstm_kwargs\['bias'\].*forget_bias"),
+    (dict(lstm_kwargs=dict(proj_size=2)), r"lstm_kwargs\['proj_size'\].*hidden_size"),
+    (dict(lstm_kwargs=dict(bidirectional=True)), "causal"),
+    (dict(lstm_kwargs=dict(num_layers=2)), "n_lstm_layers"),
+    (dict(lstm_kwargs=dict(device="cpu")), r"RecurrentPPO\(\.\.\., device=\.\.\.\)"),
+    (dict(n_lstm_layers=0), "num_layers must be an int >= 1"),
+    (dict(n_lstm_layers=2, lstm_kwargs=dict(dropout=1.0)), r"dropout must be a float in \[0, 1\)"),
+])
+def test_lstm_arguments_that_conflict_or_do_not_apply_say_what_to_use(
+        kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _policies(MemoryPolicy, **kwargs)
+
+
+def test_an_unknown_lstm_kwarg_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"lstm_kwargs\['dropuot'\].*takes 'dropout'"):
+        _policies(MemoryPolicy, lstm_kwargs=dict(dropuot=0.1))
+
+
+def test_stacked_cells_train_replay_save_and_load(tmp_path: Path) -> None:
+    """A two-layer stack with dropout: its flat state packs like any other, and the dropout is
+    off outside of training (the rollouts replay exactly, a loaded model predicts the same)."""
+    policy_kwargs = dict(memory="relstm", lstm_hidden_size=8, n_lstm_layers=2,
+                         lstm_kwargs=dict(dropout=0.3))
+    model = RecurrentPPO(MemoryPolicy, cue_env(3), n_steps=16, batch_size=20, n_epochs=2,
+                         seed=0, policy_kwargs=policy_kwargs)
+    replay = _CheckReplay(batch_size=20)
+    model.learn(96, callback=[replay, MemoryCallback()])
+    assert replay.checked >= 3
+    expected = _rollout(model, seed=5)
+    model.save(tmp_path / "model.zip")
+    loaded = RecurrentPPO.load(tmp_path / "model.zip", device="cpu")
+    assert loaded.policy.memory_kwargs == {"hidden_size": 8, "num_layers": 2, "dropout": 0.3}
+    for (a1, h1, c1), (a2, h2, c2) in zip(expected, _rollout(loaded, seed=5), strict=True):
+        assert np.array_equal(a1, a2)
+        assert np.array_equal(h1.view(np.uint32), h2.view(np.uint32))
+        assert np.array_equal(c1.view(np.uint32), c2.view(np.uint32))
+    model.policy.save(tmp_path / "policy.pt")
+    assert isinstance(MemoryPolicy.load(tmp_path / "policy.pt").lstm_actor.cell, Stacked)
 
 
 # --- aux losses and diagnostics -------------------------------------------------------------

@@ -41,6 +41,70 @@ from torch import Tensor, nn
 from rlmem.agents.sb3.memory import PackedMemory
 from rlmem.cells import Aux, get_cell_class, make_cell
 
+SB3_DEFAULT_HIDDEN_SIZE = 256
+"""sb3-contrib's default ``lstm_hidden_size``. A :class:`MemoryPolicy` that sets no size uses it
+too, so swapping ``MlpLstmPolicy`` for ``MemoryPolicy`` keeps the memory's size. (rlmem's own
+configs default to 64, :data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`.)"""
+
+_NO_LSTM_KWARG = {
+    "input_size": "the cell reads the features extractor's output, whose size decides it",
+    "hidden_size": "use lstm_hidden_size or memory_kwargs={'hidden_size': ...}",
+    "num_layers": "use n_lstm_layers or memory_kwargs={'num_layers': ...}",
+    "bias": "rlmem cells always have biases; their initialisation is a cell hyperparameter "
+            "(e.g. memory_kwargs={'forget_bias': 0.0} for torch's LSTM init)",
+    "batch_first": "not needed: the policy lays out RecurrentPPO's sequences for the cell",
+    "bidirectional": "no rlmem equivalent: a policy's memory must be causal",
+    "proj_size": "no rlmem equivalent; set memory_kwargs={'hidden_size': ...} or add a layer "
+                 "with net_arch",
+    "device": "use RecurrentPPO(..., device=...)",
+    "dtype": "no rlmem equivalent: the cells take the policy's dtype",
+}
+"""``nn.LSTM`` arguments that ``lstm_kwargs`` cannot carry, and what to use instead."""
+
+
+def translate_lstm_kwargs(memory_kwargs: dict[str, Any] | None,
+                          lstm_hidden_size: int | None = None,
+                          n_lstm_layers: int | None = None,
+                          lstm_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cell's ``memory_kwargs``, with sb3-contrib's LSTM arguments translated in.
+
+    ``lstm_hidden_size`` is the cell's ``hidden_size``, ``n_lstm_layers`` its ``num_layers``
+    (a :class:`~rlmem.cells.Stacked` cell) and ``lstm_kwargs={"dropout": p}`` its
+    ``dropout`` between layers. Without ``lstm_hidden_size`` or ``memory_kwargs["hidden_size"]``
+    the size is :data:`SB3_DEFAULT_HIDDEN_SIZE`, sb3-contrib's default.
+
+    Raises:
+        ValueError: an argument is given both ways (e.g. ``lstm_hidden_size`` and
+            ``memory_kwargs["hidden_size"]``), ``memory_kwargs`` sets ``input_size``, or
+            ``lstm_kwargs`` has an ``nn.LSTM`` argument that does not apply to a cell (the
+            message says what to use instead).
+        TypeError: ``lstm_kwargs`` has a key that ``nn.LSTM`` does not take either.
+    """
+    resolved = dict(memory_kwargs or {})
+    if "input_size" in resolved:
+        raise ValueError(f"memory_kwargs must not set input_size: {_NO_LSTM_KWARG['input_size']}")
+    translated: dict[str, tuple[str, Any]] = {}
+    if lstm_hidden_size is not None:
+        translated["hidden_size"] = ("lstm_hidden_size", lstm_hidden_size)
+    if n_lstm_layers is not None:
+        translated["num_layers"] = ("n_lstm_layers", n_lstm_layers)
+    for key, value in (lstm_kwargs or {}).items():
+        if key == "dropout":
+            translated["dropout"] = ("lstm_kwargs['dropout']", value)
+        elif key in _NO_LSTM_KWARG:
+            raise ValueError(f"lstm_kwargs[{key!r}] does not apply to an rlmem cell: "
+                             f"{_NO_LSTM_KWARG[key]}")
+        else:
+            raise TypeError(f"lstm_kwargs[{key!r}] is not an nn.LSTM argument; lstm_kwargs "
+                            f"takes 'dropout' (the cell's own arguments go in memory_kwargs)")
+    for key, (origin, value) in translated.items():
+        if key in resolved:
+            raise ValueError(f"{origin}={value!r} and memory_kwargs[{key!r}]="
+                             f"{resolved[key]!r} both set the cell's {key}: pass only one")
+        resolved[key] = value
+    resolved.setdefault("hidden_size", SB3_DEFAULT_HIDDEN_SIZE)
+    return resolved
+
 
 class _AttachLoss(torch.autograd.Function):
     """Identity on ``carrier``; in backward, gives ``loss`` the gradient 1."""
@@ -73,9 +137,10 @@ def attach_loss(carrier: Tensor, loss: Tensor | float) -> Tensor:
 class MemoryPolicy(RecurrentActorCriticPolicy):
     """RecurrentPPO's actor-critic policy with an rlmem cell in place of ``nn.LSTM``.
 
-    Takes every argument of sb3-contrib's ``RecurrentActorCriticPolicy`` except the LSTM ones
-    (``lstm_hidden_size``, ``n_lstm_layers``, ``lstm_kwargs``), which ``memory`` and
-    ``memory_kwargs`` replace.
+    Takes every argument of sb3-contrib's ``RecurrentActorCriticPolicy``, with the same meaning,
+    plus ``memory`` and ``memory_kwargs``, which choose the cell. sb3-contrib's LSTM arguments
+    become the cell's (:func:`translate_lstm_kwargs`), so a plain swap of ``MlpLstmPolicy``
+    for ``MemoryPolicy`` gives an LSTM cell of sb3-contrib's default size, 256.
 
     Args:
         observation_space, action_space, lr_schedule, net_arch, activation_fn, ortho_init,
@@ -84,17 +149,24 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
             normalize_images, optimizer_class, optimizer_kwargs: as in sb3-contrib.
             ``ortho_init`` re-initialises the extractor and heads, never the cells, which keep
             their own (paper) initialisation.
-        memory: registered cell name (``rlmem.cells.CELLS``).
-        memory_kwargs: the cell's ``hidden_size`` and hyperparameters; the input size is the
-            features extractor's output size.
+        lstm_hidden_size: the cell's ``hidden_size`` (``None``: ``memory_kwargs``' or else
+            256, sb3-contrib's default).
+        n_lstm_layers: stacks that many cells (the cell's ``num_layers``; ``None``: 1).
         shared_lstm: the critic reads the actor's cell output (detached), as in sb3-contrib.
         enable_critic_lstm: the critic has its own cell (the default); with both this and
             ``shared_lstm`` false, the critic is feed-forward.
+        lstm_kwargs: ``{"dropout": p}``, the dropout between stacked cells; the other
+            ``nn.LSTM`` arguments do not apply and raise an error that says what to use.
+        memory: registered cell name (``rlmem.cells.CELLS``).
+        memory_kwargs: the cell's ``hidden_size``, ``num_layers``, ``dropout`` and
+            hyperparameters; the input size is the features extractor's output size.
 
     Raises:
-        KeyError: unknown ``memory``. TypeError: unknown ``memory_kwargs`` key.
+        KeyError: unknown ``memory``. TypeError: unknown ``memory_kwargs`` or ``lstm_kwargs``
+            key.
         ValueError: ``shared_lstm`` together with ``enable_critic_lstm``, or with an unshared
-            features extractor.
+            features extractor (sb3-contrib raises an ``AssertionError`` there); an LSTM
+            argument given both ways or that does not apply (:func:`translate_lstm_kwargs`).
     """
 
     def __init__(
@@ -116,10 +188,13 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         normalize_images: bool = True,
         optimizer_class: type[torch.optim.Optimizer] = torch.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
-        memory: str = "lstm",
-        memory_kwargs: dict[str, Any] | None = None,
+        lstm_hidden_size: int | None = None,
+        n_lstm_layers: int | None = None,
         shared_lstm: bool = False,
         enable_critic_lstm: bool = True,
+        lstm_kwargs: dict[str, Any] | None = None,
+        memory: str = "lstm",
+        memory_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if shared_lstm and enable_critic_lstm:
             raise ValueError("shared_lstm=True needs enable_critic_lstm=False: choose a shared, "
@@ -127,11 +202,11 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         if shared_lstm and not share_features_extractor:
             raise ValueError("shared_lstm=True needs share_features_extractor=True")
         get_cell_class(memory)  # an unknown name fails here, listing the valid ones
-        if "input_size" in (memory_kwargs or {}):
-            raise ValueError("memory_kwargs must not set input_size: the cell reads the "
-                             "features extractor's output, whose size decides it")
         self.memory = memory
-        self.memory_kwargs = dict(memory_kwargs or {})
+        # Saved by _get_constructor_parameters in place of the LSTM arguments, so a loaded
+        # policy rebuilds the same cell whatever the defaults are then.
+        self.memory_kwargs = translate_lstm_kwargs(memory_kwargs, lstm_hidden_size,
+                                                   n_lstm_layers, lstm_kwargs)
         self.shared_lstm = shared_lstm
         self.enable_critic_lstm = enable_critic_lstm
         self._diagnostics: defaultdict[str, list[Tensor]] = defaultdict(list)
