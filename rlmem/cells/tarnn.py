@@ -224,7 +224,7 @@ class _TARNNScan(torch.autograd.Function):
     def forward(ctx: Any, inputs: Tensor, s0: Tensor, resets: Tensor, weight_s: Tensor,
                 weight_u: Tensor, eta: Tensor, coupled: bool,
                 form: activations.FastForm) -> tuple[Tensor, Tensor]:
-        time_steps, batch, size = inputs.shape[0], s0.shape[0], s0.shape[1]
+        batch, size = s0.shape
         half, steps = size // 2, len(eta)
         if form.scale_in != 1.0 or form.shift:
             weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_in))[:, None]
@@ -236,48 +236,49 @@ class _TARNNScan(torch.autograd.Function):
         weight_s_t, weight_u_t = weight_s.t(), weight_u.t()
         eta_column = eta.view(-1, 1, 1)
         masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
-
-        def buffer(*shape: int) -> tuple[Tensor, list[Tensor]]:
-            tensor = inputs.new_empty(*shape, batch, size)
-            return tensor, list(tensor.view(-1, batch, size).unbind(0))
-
-        y, y_t = buffer(time_steps)
-        beta_all, beta_t = buffer(time_steps)
-        euler, euler_tk = buffer(time_steps, steps)  # z_k
-        inner, inner_tk = buffer(time_steps, steps)  # h_k
-        slope, slope_tk = buffer(time_steps, steps)  # F_k
-        eta_beta, eta_beta_k = buffer(steps)
+        # At batch 16 a view costs as much as a small op: what a step keeps are fresh tensors,
+        # and the buffers reused at every step have their views made once.
+        eta_beta = inputs.new_empty(steps, batch, size)
+        eta_beta_k = eta_beta.unbind(0)
+        outputs, betas, drives, euler, inner = [], [], [], [], []
         s = s0
         for t, inputs_t in enumerate(inputs.unbind(0)):
             if resetting[t]:
                 s = s.masked_fill(masks[t], 0.0)
-            gates = torch.addmm(inputs_t, s, weight_s_t)
-            beta = torch.sigmoid(gates[:, :size], out=beta_t[t])
-            drive_b, drive_w = gates[:, size:2 * size], gates[:, 2 * size:]
+            beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
+            beta = torch.sigmoid(beta_pre)
             torch.mul(eta_column, beta, out=eta_beta)
-            z = euler_tk[t * steps].copy_(s)
+            z = s
             for k in range(steps):
-                index = t * steps + k
-                h = form.inner(torch.addmm(drive_w, z, weight_u_t, out=inner_tk[index]))
-                f = torch.sub(drive_b, z, out=slope_tk[index]).add_(h, alpha=form.scale_out)
+                h = form.inner(torch.addmm(drive_w, z, weight_u_t))
+                f = torch.sub(drive_b, z).add_(h, alpha=form.scale_out)
                 if coupled:
                     f[:, :half] += z[:, half:]
-                z = torch.addcmul(z, eta_beta_k[k], f,
-                                  out=euler_tk[index + 1] if k + 1 < steps else y_t[t])
+                euler.append(z)
+                inner.append(h)
+                z = torch.addcmul(z, eta_beta_k[k], f)
+            outputs.append(z)
+            betas.append(beta)
+            drives.append(drive_b)
             s = z
+        y, beta_all = torch.stack(outputs), torch.stack(betas)
         ctx.mark_non_differentiable(beta_all)
-        ctx.save_for_backward(weight_s, weight_u, eta, beta_all, euler, inner, slope)
+        ctx.save_for_backward(weight_s, weight_u, eta)
         ctx.masks, ctx.resetting, ctx.coupled, ctx.form = masks, resetting, coupled, form
+        # F_k is not kept: the backward pass recomputes it for all k at once, which costs less
+        # than streaming K more tensors per step through memory.
+        ctx.betas, ctx.drives, ctx.euler, ctx.inner = betas, drives, euler, inner
         return y, beta_all
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
                                                                                 ...]:
-        weight_s, weight_u, eta, beta_all, euler, inner, slope = ctx.saved_tensors
+        weight_s, weight_u, eta = ctx.saved_tensors
         masks, resetting, coupled, form = ctx.masks, ctx.resetting, ctx.coupled, ctx.form
-        time_steps, steps, batch, size = euler.shape
-        half = size // 2
+        betas, drives, euler, inner = ctx.betas, ctx.drives, ctx.euler, ctx.inner
+        time_steps, batch, size = grad_y.shape
+        half, steps = size // 2, len(eta)
         # ā = gain · inner_backward(q, h), gain = s·m. The forward's weights already carry s;
         # m goes into the weights that carry ā back, and the gain into the gradients of the
         # blocks that produce a (W_2, U and the W_1 x + b inputs), once at the end.
@@ -285,47 +286,55 @@ class _TARNNScan(torch.autograd.Function):
         weight_u = weight_u * form.scale_out
         eta_column = eta.view(-1, 1, 1)
 
-        def buffer(*shape: int) -> tuple[Tensor, list[Tensor]]:
-            tensor = grad_y.new_empty(*shape, batch, size)
-            return tensor, list(tensor.view(-1, batch, size).unbind(0))
+        def buffer() -> tuple[Tensor, tuple[Tensor, ...]]:  # reused at every step
+            tensor = grad_y.new_empty(steps, batch, size)
+            return tensor, tensor.unbind(0)
 
+        grad_z, grad_z_k = buffer()  # z̄_{k+1}
+        q, q_k = buffer()  # η_k β ⊙ z̄_{k+1}
+        grad_pre, grad_pre_k = buffer()  # raw ā_k = inner_backward(q_k, h_k)
+        grad_pre_rows = grad_pre.view(-1, size).T
+        eta_beta, eta_beta_k = buffer()
+        grad_slope = grad_y.new_empty(steps, batch, size)  # F_k ⊙ z̄_{k+1}
+        grad_slope_rows = grad_slope.view(steps, -1)
+        grad_beta = grad_y.new_empty(batch, size)  # β̄ = Σ_k η_k F_k ⊙ z̄_{k+1}
+        grad_beta_flat = grad_beta.view(-1)
         grad_gates = grad_y.new_empty(time_steps, batch, 3 * size)
-        grad_weight_s = weight_s.new_zeros(weight_s.shape)
         grad_weight_u = weight_u.new_zeros(weight_u.shape)
         grad_eta = torch.zeros_like(eta)
-        grad_z, grad_z_k = buffer(steps)  # z̄_{k+1}
-        q, q_k = buffer(steps)
-        grad_pre, grad_pre_k = buffer(steps)  # raw ā_k: inner_backward(q_k, h_k)
-        eta_beta, eta_beta_k = buffer(steps)
-        grad_slope = grad_y.new_empty(steps, batch * size)  # F_k ⊙ z̄_{k+1}
-        inner_tk = inner.view(-1, batch, size).unbind(0)
         grad_next = grad_y.new_zeros(batch, size)
-        for t in range(time_steps - 1, -1, -1):
-            beta = beta_all[t]
-            grad_beta, grad_drive_b, grad_drive_w = grad_gates[t].split(size, 1)
+        for t, grad_y_t, grad_gates_t in zip(range(time_steps - 1, -1, -1),
+                                             reversed(grad_y.unbind(0)),
+                                             reversed(grad_gates.unbind(0)), strict=True):
+            beta = betas[t]
+            first = t * steps
             torch.mul(eta_column, beta, out=eta_beta)
-            torch.add(grad_y[t], grad_next, out=grad_z_k[steps - 1])
+            torch.add(grad_y_t, grad_next, out=grad_z_k[steps - 1])
             for k in range(steps - 1, -1, -1):
-                index = t * steps + k
                 torch.mul(eta_beta_k[k], grad_z_k[k], out=q_k[k])
-                form.inner_backward(q_k[k], inner_tk[index], grad_pre_k[k])
+                form.inner_backward(q_k[k], inner[first + k], grad_pre_k[k])
                 carried = grad_z_k[k] - q_k[k]  # Aᵀ q_k, the -I part
                 if coupled:
                     carried[:, half:] += q_k[k][:, :half]
                 torch.addmm(carried, grad_pre_k[k], weight_u,
                             out=grad_z_k[k - 1] if k else grad_next)
-            torch.mul(slope[t], grad_z, out=grad_slope.view(steps, batch, size))
-            torch.ops.aten.sigmoid_backward.grad_input(
-                (eta @ grad_slope).view(batch, size), beta, grad_input=grad_beta)
-            grad_eta.addmv_(grad_slope, beta.reshape(-1))
-            torch.sum(q, 0, out=grad_drive_b)
-            torch.sum(grad_pre, 0, out=grad_drive_w)
-            grad_weight_u.addmm_(grad_pre.view(-1, size).T, euler[t].view(-1, size))
-            grad_weight_s.addmm_(grad_gates[t].T, euler[t, 0])
-            grad_next.addmm_(grad_gates[t], weight_s)
+            step_euler = torch.stack(euler[first:first + steps])
+            step_slope = torch.sub(drives[t], step_euler).add_(
+                torch.stack(inner[first:first + steps]), alpha=form.scale_out)  # F_k
+            if coupled:
+                step_slope[..., :half] += step_euler[..., half:]
+            torch.mul(step_slope, grad_z, out=grad_slope)
+            torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
+            grad_eta.addmv_(grad_slope_rows, beta.view(-1))
+            torch.cat([torch.ops.aten.sigmoid_backward.default(grad_beta, beta), q.sum(0),
+                       grad_pre.sum(0)], 1, out=grad_gates_t)
+            grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
+            grad_next.addmm_(grad_gates_t, weight_s)
             if resetting[t]:
                 grad_next.masked_fill_(masks[t], 0.0)
 
+        states = torch.stack(euler[::steps]).view(-1, size)
+        grad_weight_s = grad_gates.view(-1, 3 * size).T @ states
         if form.gain != 1.0:
             grad_gates[..., 2 * size:] *= form.gain
             grad_weight_s[2 * size:] *= form.gain
