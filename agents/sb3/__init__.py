@@ -12,13 +12,16 @@ from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.memory import PackedMemory
 from rlmem.agents.sb3.packing import StatePacker
 from rlmem.agents.sb3.policy import (
+    SB3_DEFAULT_HIDDEN_SIZE,
     CnnMemoryPolicy,
     MemoryPolicy,
     MultiInputMemoryPolicy,
     attach_loss,
+    translate_lstm_kwargs,
 )
 
 __all__ = [
+    "SB3_DEFAULT_HIDDEN_SIZE",
     "CnnMemoryPolicy",
     "MemoryCallback",
     "MemoryPolicy",
@@ -27,4 +30,5 @@ __all__ = [
     "PackedMemory",
     "StatePacker",
     "attach_loss",
+    "translate_lstm_kwargs",
 ]
