@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
-from rlmem.cells import activations
+from rlmem.cells import activations, fastloop
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -36,6 +37,13 @@ class ERNN(Cell):
     which approach the fixed point :math:`h = \sigma((I + U)(V h + W x_t + b))`. The
     :math:`\eta_k` are learned, may go negative, and are shared across time (per iteration
     only), so the cell transfers to longer sequences.
+
+    How it is computed (the same map, rearranged; the parameters keep their names):
+    :math:`(I + U)(V h + W x_t + b) = M h + d_t` with :math:`M = (I + U) V`, formed once per
+    call, and :math:`d_t = (I + U)(W x_t + b)`, one matmul over the whole sequence
+    (:meth:`project_input`). An iteration is then one matmul. The residual of step t needs
+    :math:`M h_t`, which is also the first product of step t + 1: it is computed once, and
+    the residuals of all steps in one batched pass at the end.
 
     Args:
         input_size: features of each input.
@@ -65,21 +73,67 @@ class ERNN(Cell):
         self.eta = nn.Parameter(torch.full((K,), float(eta)))
 
     def target(self, h: Tensor, drive: Tensor) -> Tensor:
-        r""":math:`\sigma((I + U)(V h + W x + b))`, the map whose fixed point is sought."""
+        r""":math:`\sigma((I + U)(V h + W x + b))`, the map whose fixed point is sought, in the
+        paper's form (``drive`` is :math:`W x + b`)."""
         pre = self.V(h) + drive
         return self.phi(pre + self.U(pre))
+
+    def fixed_point_weight(self) -> Tensor:
+        r""":math:`M = (I + U) V`, so that the map is :math:`\sigma(M h + d_t)`.
+
+        Shapes:
+            - returns ``(hidden_size, hidden_size)``
+        """
+        return self.V.weight + self.U.weight @ self.V.weight
+
+    def project_input(self, x: Tensor) -> Tensor:
+        """:math:`d_t = (I + U)(W x_t + b)` for every step at once.
+
+        Shapes:
+            - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
+        """
+        weight, bias = self.W.weight, self.W.bias
+        return functional.linear(x, weight + self.U.weight @ weight,
+                                 bias + self.U.weight @ bias)
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         return {"h": ((self.hidden_size,), None)}
 
     def step(self, x_t: Tensor, state: ERNNState) -> tuple[Tensor, ERNNState,
                                                            dict[str, Tensor]]:
-        drive = self.W(x_t)
+        """One step, from ``x_t = project_input(x)[t]``: the plain path that :meth:`_scan` is
+        tested against."""
+        weight_t = self.fixed_point_weight().T
         h = state.h
         for k in range(self.K):
-            h = (1.0 - self.eta[k]) * h + self.eta[k] * self.target(h, drive)
-        residual = (self.target(h, drive) - h).norm(dim=-1)
+            h = torch.lerp(h, self.phi(h @ weight_t + x_t), self.eta[k])
+        residual = (self.phi(h @ weight_t + x_t) - h).norm(dim=-1)
         return h, ERNNState(h), {"residual": residual}
+
+    def _scan(self, x: Tensor, state: ERNNState,
+              resets: Tensor) -> tuple[Tensor, ERNNState, dict[str, Tensor]]:
+        drives = self.project_input(x)
+        weight_t = self.fixed_point_weight().T
+        etas = self.eta.unbind()
+        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        h = state.h
+        outputs, products = [], []  # products[t] = M h_{t-1}, before a reset
+        for t, drive in enumerate(drives.unbind(0)):
+            product = h @ weight_t
+            products.append(product)
+            if resetting[t]:
+                h = h.masked_fill(masks[t], 0.0)
+                product = product.masked_fill(masks[t], 0.0)  # M·0, exactly
+            for k, eta in enumerate(etas):
+                if k:
+                    product = h @ weight_t
+                h = torch.lerp(h, self.phi(product + drive), eta)  # (1-η) h + η σ(M h + d)
+            outputs.append(h)
+        y = torch.stack(outputs)
+        with torch.no_grad():  # a trace: σ(M h_t + d_t) - h_t, with M h_t from step t + 1
+            products.append(h @ weight_t)
+            residual = (self.phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
+        return y, ERNNState(h), {"residual": residual}
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"residual": traces["residual"].mean(),

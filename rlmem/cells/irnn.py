@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells import activations
+from rlmem.cells import activations, fastloop
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -41,6 +41,12 @@ class IncrementalRNN(Cell):
     the cell transfers to longer sequences. With ``rank`` set, U takes the low-rank form of
     Eq. 8, :math:`U = I + V H` with :math:`V \in \mathbb R^{D \times r}, H \in \mathbb R^{r
     \times D}`.
+
+    How it is computed (the same equations; the parameters keep their names): :math:`W x_k + b`
+    is one matmul over the whole sequence (:meth:`project_input`), and the first Euler step
+    starts from :math:`g_0 = 0`, so it reads :math:`U h_{k-1}`. The residual of round k needs
+    :math:`U(g_K + h_{k-1}) = U h_k + U h_{k-1}`: both products are computed anyway (the first
+    by round k + 1), so the residuals of all rounds cost one batched pass at the end.
 
     Args:
         input_size: features of each input :math:`x_k`.
@@ -95,14 +101,52 @@ class IncrementalRNN(Cell):
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         return {"h": ((self.hidden_size,), None)}
 
+    def project_input(self, x: Tensor) -> Tensor:
+        """:math:`W x_k + b` for every step at once.
+
+        Shapes:
+            - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
+        """
+        return self.W(x)
+
     def step(self, x_t: Tensor, state: IRNNState) -> tuple[Tensor, IRNNState,
                                                            dict[str, Tensor]]:
-        drive = self.W(x_t)
+        """One round, from ``x_t = project_input(x)[t]``: the plain path that :meth:`_scan` is
+        tested against."""
         g = torch.zeros_like(state.h)
         for i in range(self.K):
-            g = g + self.eta[i] * self.residual(g, state.h, drive)
-        residual = self.residual(g, state.h, drive).norm(dim=-1)
+            g = g + self.eta[i] * self.residual(g, state.h, x_t)
+        residual = self.residual(g, state.h, x_t).norm(dim=-1)
         return g, IRNNState(g), {"residual": residual}
+
+    def _scan(self, x: Tensor, state: IRNNState,
+              resets: Tensor) -> tuple[Tensor, IRNNState, dict[str, Tensor]]:
+        drives = self.project_input(x)
+        etas = self.eta.unbind()
+        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        h = state.h
+        outputs, states, products, firsts = [], [], [], []
+        for t, drive in enumerate(drives.unbind(0)):
+            product = self.recurrent(h)  # U h_{t-1}, before a reset
+            products.append(product)
+            if resetting[t]:
+                h = h.masked_fill(masks[t], 0.0)
+                product = product.masked_fill(masks[t], 0.0)  # U·0, exactly
+            first = product + drive  # g_0 = 0: the first step reads U h
+            g = etas[0] * torch.addcmul(self.phi(first), self.alpha, h, value=-1.0)
+            for eta in etas[1:]:
+                g = g + eta * self.residual(g, h, drive)
+            outputs.append(g)
+            states.append(h)
+            firsts.append(first)
+            h = g
+        y = torch.stack(outputs)
+        with torch.no_grad():  # a trace: φ(U g + U h + d) - α (g + h), U g from round t + 1
+            products.append(self.recurrent(h))
+            total = y + torch.stack(states)
+            residual = (self.phi(torch.stack(products[1:]) + torch.stack(firsts))
+                        - self.alpha * total).norm(dim=-1)
+        return y, IRNNState(h), {"residual": residual}
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"residual": traces["residual"].mean(), "alpha": self.alpha.detach(),
