@@ -240,7 +240,7 @@ class _TARNNScan(torch.autograd.Function):
         # and the buffers reused at every step have their views made once.
         eta_beta = inputs.new_empty(steps, batch, size)
         eta_beta_k = eta_beta.unbind(0)
-        outputs, betas, drives, euler, inner = [], [], [], [], []
+        outputs, betas, euler, inner, targets = [], [], [], [], []
         s = s0
         for t, inputs_t in enumerate(inputs.unbind(0)):
             if resetting[t]:
@@ -251,23 +251,21 @@ class _TARNNScan(torch.autograd.Function):
             z = s
             for k in range(steps):
                 h = form.inner(torch.addmm(drive_w, z, weight_u_t))
-                f = torch.sub(drive_b, z).add_(h, alpha=form.scale_out)
+                target = torch.add(drive_b, h, alpha=form.scale_out)  # F_k + z_k
                 if coupled:
-                    f[:, :half] += z[:, half:]
+                    target[:, :half] += z[:, half:]
                 euler.append(z)
                 inner.append(h)
-                z = torch.addcmul(z, eta_beta_k[k], f)
+                targets.append(target)
+                z = torch.lerp(z, target, eta_beta_k[k])  # z_k + η_k β ⊙ F_k
             outputs.append(z)
             betas.append(beta)
-            drives.append(drive_b)
             s = z
         y, beta_all = torch.stack(outputs), torch.stack(betas)
         ctx.mark_non_differentiable(beta_all)
         ctx.save_for_backward(weight_s, weight_u, eta)
         ctx.masks, ctx.resetting, ctx.coupled, ctx.form = masks, resetting, coupled, form
-        # F_k is not kept: the backward pass recomputes it for all k at once, which costs less
-        # than streaming K more tensors per step through memory.
-        ctx.betas, ctx.drives, ctx.euler, ctx.inner = betas, drives, euler, inner
+        ctx.betas, ctx.euler, ctx.inner, ctx.targets = betas, euler, inner, targets
         return y, beta_all
 
     @staticmethod
@@ -276,7 +274,7 @@ class _TARNNScan(torch.autograd.Function):
                                                                                 ...]:
         weight_s, weight_u, eta = ctx.saved_tensors
         masks, resetting, coupled, form = ctx.masks, ctx.resetting, ctx.coupled, ctx.form
-        betas, drives, euler, inner = ctx.betas, ctx.drives, ctx.euler, ctx.inner
+        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
         time_steps, batch, size = grad_y.shape
         half, steps = size // 2, len(eta)
         # ā = gain · inner_backward(q, h), gain = s·m. The forward's weights already carry s;
@@ -319,10 +317,7 @@ class _TARNNScan(torch.autograd.Function):
                 torch.addmm(carried, grad_pre_k[k], weight_u,
                             out=grad_z_k[k - 1] if k else grad_next)
             step_euler = torch.stack(euler[first:first + steps])
-            step_slope = torch.sub(drives[t], step_euler).add_(
-                torch.stack(inner[first:first + steps]), alpha=form.scale_out)  # F_k
-            if coupled:
-                step_slope[..., :half] += step_euler[..., half:]
+            step_slope = torch.stack(targets[first:first + steps]).sub_(step_euler)  # F_k
             torch.mul(step_slope, grad_z, out=grad_slope)
             torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
             grad_eta.addmv_(grad_slope_rows, beta.view(-1))
