@@ -197,8 +197,9 @@ class _SARNNScan(torch.autograd.Function):
         w_u_scaled = w_u * half_slope
         weight_hh_t = weight_hh.t()
         masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
-        outputs, probabilities, updates, states, gates, hiddens, candidates, gaps, kept = (
-            [], [], [], [], [], [], [], [], [])
+        outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
+            [], [], [], [], [], [], [], [])
+        gaps, kept = [], []
         h = h0
         for t in range(inputs.shape[0]):
             if resetting[t]:
@@ -206,7 +207,8 @@ class _SARNNScan(torch.autograd.Function):
             hidden = torch.addmm(bias_hh, h, weight_hh_t)
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
             r, z = rz.chunk(2, 1)
-            n = torch.addcmul(input_n[t], r, hidden[:, 2 * size:], value=2.0)
+            hidden_n_t = hidden[:, 2 * size:]
+            n = torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
             n.sigmoid_().mul_(2.0).sub_(1.0)
             gap = torch.sub(h, n)
             kept_gap = torch.addcmul(gap, z, gap, value=-1.0)  # d = (1 - z) ⊙ (h - n)
@@ -217,8 +219,9 @@ class _SARNNScan(torch.autograd.Function):
             probabilities.append(probability)
             updates.append(update)
             states.append(h)
-            gates.append(rz)
-            hiddens.append(hidden)
+            resets_r.append(r)
+            keeps_z.append(z)
+            hidden_n.append(hidden_n_t)
             candidates.append(n)
             gaps.append(gap)
             kept.append(kept_gap)
@@ -227,7 +230,8 @@ class _SARNNScan(torch.autograd.Function):
         ctx.mark_non_differentiable(update_all)
         ctx.save_for_backward(weight_hh, w_u_scaled, half_slope)
         ctx.masks, ctx.resetting = masks, resetting
-        ctx.saved = (probabilities, updates, states, gates, hiddens, candidates, gaps, kept)
+        ctx.saved = (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates,
+                     gaps, kept)
         return torch.stack(outputs), torch.stack(probabilities), update_all
 
     @staticmethod
@@ -236,7 +240,8 @@ class _SARNNScan(torch.autograd.Function):
                  _grad_update: Tensor) -> tuple[Tensor | None, ...]:
         weight_hh, w_u_scaled, half_slope = ctx.saved_tensors
         masks, resetting = ctx.masks, ctx.resetting
-        probabilities, updates, states, gates, hiddens, candidates, gaps, kept = ctx.saved
+        (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates, gaps,
+         kept) = ctx.saved
         time_steps, batch, size = grad_y.shape
         # Blocks [n, u, r, z | hidden n]: the first four are the input gradient, the last three
         # the gradient of W_hh h + b_hh.
@@ -246,8 +251,7 @@ class _SARNNScan(torch.autograd.Function):
                 range(time_steps - 1, -1, -1), reversed(grad_y.unbind(0)),
                 reversed(grad_probability.unbind(0)), reversed(grad_all.unbind(0)),
                 strict=True):
-            r, z = gates[t].chunk(2, 1)
-            n = candidates[t]
+            r, z, n = resets_r[t], keeps_z[t], candidates[t]
             grad = torch.add(grad_y_t, grad_next)
             # u = ũ + const: ū = -h̄ ⊙ d goes straight to ũ, then through the clamp.
             grad_pre_u = torch.ops.aten.hardtanh_backward.default(
@@ -259,7 +263,7 @@ class _SARNNScan(torch.autograd.Function):
             grad_pre_n = torch.ops.aten.tanh_backward.default(
                 torch.addcmul(grad_gru, grad_gru, z, value=-1.0), n)
             grad_pre_r = torch.ops.aten.sigmoid_backward.default(
-                grad_pre_n * hiddens[t][:, 2 * size:], r)
+                grad_pre_n * hidden_n[t], r)
             grad_pre_z = torch.ops.aten.sigmoid_backward.default(grad_gru * gaps[t], z)
             torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
                       out=grad_t)
