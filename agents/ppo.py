@@ -144,7 +144,7 @@ class PPO:
                     raise NonFiniteLossError(
                         f"the PPO loss is {loss.item()} (policy {policy_loss.item()}, value "
                         f"{value_loss.item()}, entropy {entropy.item()}, memory aux "
-                        f"{float(aux_loss)}); stopping before applying it")
+                        f"{float(aux_loss)}); stopping before applying it.")
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

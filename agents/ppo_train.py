@@ -22,8 +22,9 @@ from tqdm import tqdm
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo import PPO, NonFiniteLossError
 from rlmem.agents.rollout import RolloutCollector
-from rlmem.envs import make_vector_env, resolved_mission
-from rlmem.runs import CHECKPOINT_NAME, RunLogger, resolve_device, save_checkpoint, start_run
+from rlmem.envs import env_spec, make_vector_env, resolved_mission
+from rlmem.runs import Checkpoint, ResumeRules, RunLogger, RunSession, open_run
+from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episodes import RECENT_EPISODES, EpisodeLog
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
@@ -41,59 +42,74 @@ def observation_signature(model: ActorCritic) -> dict[str, Any]:
     return {"image": list(model.image.image_shape), "mission": model.mission is not None}
 
 
+RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
+                    same={"env": lambda name: env_spec(name).id})
+"""A run resumes a checkpoint of the same config; ``frames`` may grow, and an env may be
+named by its short name or its gymnasium id."""
+
+
 def train(cfg: Any, run_dir: Path) -> None:
     """Train (or resume) our PPO as configured by ``cfg`` into ``run_dir``.
 
     Raises:
         rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
-        NonFiniteLossError: the loss diverged; the last good checkpoint is kept.
+        NonFiniteLossError: the loss, the weights or the policy diverged; the last good
+            checkpoint is kept.
     """
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
-    device = resolve_device(cfg.device)
-    torch.set_num_threads(cfg.torch_threads)
-    checkpoint_path = run_dir / CHECKPOINT_NAME
-    checkpoint = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume)
+    frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
+    if cfg.frames % frames_per_update:
+        updates_needed = -(-cfg.frames // frames_per_update)
+        print(f"frames={cfg.frames} is not a whole number of updates of num_envs={cfg.num_envs} "
+              f"× agent.frames_per_env={cfg.agent.frames_per_env}: training "
+              f"{updates_needed * frames_per_update} frames ({updates_needed} updates).",
+              flush=True)
+    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
+        if not run.finished:
+            _train(cfg, config, run)
 
+
+def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
     torch.manual_seed(cfg.seed)
     envs = make_vector_env(cfg.env, cfg.num_envs, mission=resolved_mission(config),
                            vectorization=cfg.vectorization)
     model = ActorCritic(envs.single_observation_space, int(envs.single_action_space.n),
-                        cfg.memory, grid_encoding=cfg.grid_encoding).to(device)
+                        cfg.memory, grid_encoding=cfg.grid_encoding).to(run.device)
     ppo = PPO(model, cfg.agent)
-    frames, updates = 0, 0
-    episodes = EpisodeLog()
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-        ppo.load_state_dict(checkpoint["ppo"])
-        torch.set_rng_state(checkpoint["rng"])
-        frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
-        episodes = EpisodeLog(checkpoint.get("recent_returns", []))
+    start = run.checkpoint
+    frames, updates = (start.count("frames"), start.count("updates")) if start else (0, 0)
+    episodes = EpisodeLog(start.extras.get("recent_returns", []) if start else ())
+    if start is not None:
+        model.load_state_dict(start.states["model"])
+        ppo.load_state_dict({"optimizer": start.states["optimizer"]})
+        torch.set_rng_state(start.rng["torch"].cpu())
 
-    collector = RolloutCollector(envs, model, device, seed=env_seed(cfg.seed, updates))
+    collector = RolloutCollector(envs, model, run.device, seed=env_seed(cfg.seed, updates))
     frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
-    logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
+    logger = RunLogger(run.run_dir, "frames", resume_step=frames if start is not None else None)
     bar = tqdm(total=cfg.frames, initial=min(frames, cfg.frames), unit="frames",
                disable=not cfg.progress_bar, dynamic_ncols=True)
     try:
-        while frames < cfg.frames and not episodes.reached(cfg.stop_return):
-            start = time.perf_counter()
+        while (frames < cfg.frames and not episodes.reached(cfg.stop_return)
+               and not run.stop_requested):
+            clock = time.perf_counter()
             rollout = collector.collect(cfg.agent.frames_per_env, cfg.agent.recurrence)
             metrics = ppo.update(rollout, progress=frames / cfg.frames)
             frames += frames_per_update
             updates += 1
-            fps = frames_per_update / (time.perf_counter() - start)
+            fps = frames_per_update / (time.perf_counter() - clock)
 
             row = {"frames": frames, "updates": updates, "fps": fps,
                    **episodes.columns(rollout.episode_returns, rollout.episode_lengths),
                    **metrics}
+            run.save(Checkpoint(
+                config=config, progress={"frames": frames, "updates": updates},
+                states={"model": model.state_dict(), **ppo.state_dict()},
+                rng={"torch": torch.get_rng_state()},
+                extras={"recent_returns": list(episodes.recent),
+                        "observation": observation_signature(model)}))
             logger.log(row)
-            save_checkpoint(checkpoint_path, {
-                "model": model.state_dict(), "ppo": ppo.state_dict(),
-                "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
-                "recent_returns": list(episodes.recent), "config": config,
-                "observation": observation_signature(model),
-                "num_actions": int(envs.single_action_space.n)})
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
         if episodes.reached(cfg.stop_return):
@@ -101,8 +117,8 @@ def train(cfg: Any, run_dir: Path) -> None:
                   f"episodes, {episodes.recent_mean():.3f}, reached stop_return="
                   f"{cfg.stop_return}.", flush=True)
     except NonFiniteLossError as error:
-        raise NonFiniteLossError(f"{error}. Training stopped at {frames} frames; the last good "
-                                 f"checkpoint is {checkpoint_path}") from error
+        raise NonFiniteLossError(f"{error} Training stopped at {frames} frames. "
+                                 f"{on_disk(run.checkpoint_path)}") from error
     finally:
         bar.close()
         logger.close()

@@ -11,6 +11,7 @@ from gymnasium.vector import VectorEnv
 from torch import Tensor
 
 from rlmem.agents.model import ActorCritic
+from rlmem.runs import NonFiniteLossError
 
 
 def observation_to_tensors(observation: dict[str, np.ndarray],
@@ -42,7 +43,14 @@ def sample_actions(logits: Tensor, greedy: bool = False) -> tuple[Tensor, Tensor
     if greedy:
         actions = log_probs.argmax(dim=-1)
     else:
-        actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
+        try:
+            actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
+        except RuntimeError as error:  # checked here, not before: no host sync on every step
+            if bool(torch.isfinite(logits).all()):
+                raise
+            raise NonFiniteLossError(
+                "the policy diverged: its action logits are NaN or infinite, so no action can "
+                "be sampled.") from error
     return actions, log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
 
 

@@ -27,7 +27,6 @@ from rlmem.agents.evaluation import (
     evaluate_policy,
 )
 from rlmem.agents.model import ActorCritic
-from rlmem.agents.ppo_train import CHECKPOINT_NAME
 from rlmem.envs import (
     ENVS,
     EpisodeRecorder,
@@ -38,7 +37,13 @@ from rlmem.envs import (
     transfer_target,
 )
 from rlmem.envs.recording import write_gif
-from rlmem.runs import load_checkpoint, reported_as_cli_errors, resolve_device
+from rlmem.runs import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    load_checkpoint,
+    reported_as_cli_errors,
+    resolve_device,
+)
 from rlmem.schema.evaluate import (
     TRANSFER,
     EvaluateConfig,
@@ -59,7 +64,7 @@ def short_name(name: str) -> str:
     return next((key for key, value in ENVS.items() if value == spec), name)
 
 
-def load_run(run: Path) -> dict[str, Any]:
+def load_run(run: Path) -> Checkpoint:
     """The checkpoint of an RL run directory, with a clear error when there is none."""
     path = run / CHECKPOINT_NAME
     if not run.is_dir():
@@ -67,7 +72,7 @@ def load_run(run: Path) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"run={run}: no {CHECKPOINT_NAME} (has it trained for one update?)")
     checkpoint = load_checkpoint(path)
-    config = checkpoint["config"]
+    config = checkpoint.config
     if "agent" not in config:
         task = config.get("task", {}).get("name", "?") if isinstance(config.get("task"),
                                                                      dict) else "?"
@@ -79,22 +84,22 @@ def load_run(run: Path) -> dict[str, Any]:
     return checkpoint
 
 
-def ppo_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
+def ppo_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, num_actions: int,
               device: torch.device, eval_memory: dict[str, Any]) -> Actor:
     """Our PPO's model, rebuilt from the run's recorded config (with ``eval_memory`` over its
     memory) and weights."""
-    config = checkpoint["config"]
+    config = checkpoint.config
     model = ActorCritic(observation_space, num_actions, {**config["memory"], **eval_memory},
                         grid_encoding=recorded_grid_encoding(config))
     try:
-        model.load_state_dict(checkpoint["model"])
+        model.load_state_dict(checkpoint.states["model"])
     except RuntimeError as error:
         raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; only "
                          f"weight-free hyperparameters may differ:\n{error}") from None
     return PPOActor(model.to(device).eval(), device)
 
 
-def sb3_actor(run: Path, checkpoint: dict[str, Any], observation_space: Any, num_actions: int,
+def sb3_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, num_actions: int,
               device: torch.device, eval_memory: dict[str, Any]) -> Actor:
     """The RecurrentPPO of an ``agent=sb3`` run."""
     from rlmem.agents.sb3.actor import SB3Actor  # stable-baselines3 only when needed
@@ -127,7 +132,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     check_evaluate_config(cfg)
     run = Path(cfg.run)
     checkpoint = load_run(run)
-    config = checkpoint["config"]
+    config = checkpoint.config
     trained_on = config["env"]
     name = short_name(transfer_target(trained_on) if cfg.env == TRANSFER else cfg.env)
     device = resolve_device(cfg.device)
@@ -166,7 +171,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     finally:
         envs.close()
     # The result is printed by the caller whatever happens to the files below.
-    report = {"env": name, "trained_on": trained_on, "frames": checkpoint["frames"],
+    report = {"env": name, "trained_on": trained_on, "frames": checkpoint.count("frames"),
               "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
               "eval_memory": eval_memory,
               **result.as_dict(), "returns": returns}

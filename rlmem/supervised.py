@@ -23,16 +23,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
-from rlmem.runs import reported_as_cli_errors, resolve_device, start_run
+from rlmem.runs import ResumeRules, RunSession, open_run, reported_as_cli_errors
 from rlmem.schema.supervised import (
     OptimizerName,
     check_supervised_config,
     register_supervised_configs,
 )
 from rlmem.tasks import (
-    CHECKPOINT_NAME,
     Schedule,
     SequenceModel,
+    SequenceTask,
     SupervisedTrainer,
     TrainResult,
     make_task_from_config,
@@ -60,21 +60,31 @@ def _print(message: str) -> None:
     print(message, flush=True)
 
 
+RULES = ResumeRules(sections=RESUME_SECTIONS, counter="iteration", budget="iterations")
+"""A run resumes a checkpoint of the same config; ``iterations`` may grow."""
+
+
 def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     """Build everything from ``cfg``, train (resuming if a checkpoint is there), write results
     and figures into ``run_dir``."""
     check_supervised_config(cfg)
-    device = resolve_device(cfg.device)
     task = make_task_from_config(cfg.task)
     task.check_seq_len(cfg.seq_len)
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(config, dict)
+    with open_run(run_dir, config, RULES, program="rlmem.supervised") as session:
+        return _run(cfg, config, task, session)
+
+
+def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
+         session: RunSession) -> TrainResult:
+    device, run_dir = session.device, session.run_dir
     torch.manual_seed(cfg.seed)
     cell = make_cell_from_config(cfg.memory, input_size=task.input_size)
     model = SequenceModel(cell, task.output_size, task.categorical).to(device)
     optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr)
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(config, dict)
     schedule = Schedule(
         seq_len=cfg.seq_len, batch_size=cfg.batch_size, iterations=cfg.iterations,
         grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
@@ -91,14 +101,11 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
             raise ValueError(f"eval_memory={dict(cfg.eval_memory)} changes the cell's weights; "
                              f"only weight-free hyperparameters may differ:\n{error}") from None
         transfer_model.to(device)
-    trainer = SupervisedTrainer(model, task, optimizer, schedule, run_dir, device, config,
+    trainer = SupervisedTrainer(model, task, optimizer, schedule, session, config,
                                 transfer_model)
-
-    payload = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume,
-                        map_location=device)
-    if payload is not None:
-        trainer.load(payload)
-        _print(f"resuming {run_dir / CHECKPOINT_NAME} at iteration {trainer.iteration}")
+    if session.checkpoint is not None:
+        trainer.load(session.checkpoint)
+        _print(f"resuming {session.checkpoint_path} at iteration {trainer.iteration}")
 
     baseline = task.baseline(cfg.seq_len)
     parameters = sum(p.numel() for p in model.parameters())
@@ -106,6 +113,8 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
            f"{parameters} parameters | {device} | run dir {run_dir}")
     _print(f"naive baseline {baseline.metric}: {baseline.rule}")
     result = trainer.train(show_progress=cfg.progress_bar)
+    if session.stop_requested:  # interrupted: no results for an unfinished run
+        return result
     _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
                    cfg.eval_seq_lens)
     _print(_summary(result, cfg.seq_len, cfg.eval_seq_lens))

@@ -27,7 +27,7 @@ from rlmem.cells import CELLS, hyperparameters, make_cell
 from rlmem.cells.lstm import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
 from rlmem.evaluate import evaluate_run
-from rlmem.runs import CheckpointMismatchError
+from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -138,10 +138,12 @@ def test_gate_biases_reach_every_lstm_and_gru_inside_a_cell(name: str) -> None:
 def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "old"
     shutil.copytree(OLD_RUN, run)
-    checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
-    assert "grid_encoding" not in checkpoint["config"]
-    assert "forget_bias" not in checkpoint["config"]["memory"]
-    assert recorded_grid_encoding(checkpoint["config"]) == "raw"
+    assert "format" not in torch.load(run / "checkpoint.pt", weights_only=True)  # rlmem 0.1
+    checkpoint = load_checkpoint(run / "checkpoint.pt")
+    assert checkpoint.format == 1 and checkpoint.count("frames") == 256
+    assert "grid_encoding" not in checkpoint.config
+    assert "forget_bias" not in checkpoint.config["memory"]
+    assert recorded_grid_encoding(checkpoint.config) == "raw"
     name, result, _ = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
                                                num_envs=2))
     assert name == "MemoryS13" and result.episodes == 2

@@ -21,7 +21,7 @@ from rlmem.agents.sb3.recorder import SB3_METRICS
 from rlmem.agents.sb3.train import load_model, make_envs, train
 from rlmem.cells import CELLS
 from rlmem.evaluate import evaluate_run
-from rlmem.runs import CheckpointMismatchError
+from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -53,28 +53,29 @@ def test_run_writes_the_run_directory_of_agent_ppo(cell: str, tmp_path: Path) ->
         assert column in table[0], column
     assert float(table[-1]["loss/entropy"]) > 0  # an entropy, not SB3's negated one
     assert list((tmp_path / "tb").iterdir())
-    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
-    assert checkpoint["frames"] == 64 and checkpoint["updates"] == 2
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["format"] == 2
+    checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert checkpoint.count("frames") == 64 and checkpoint.count("updates") == 2
     model = load_model(tmp_path)
     assert isinstance(model.policy, MemoryPolicy) and model.policy.memory == cell
     for key, value in model.policy.state_dict().items():
-        assert torch.equal(value, checkpoint["policy"][key]), key
-    mean, _ = evaluate_policy(model, make_envs(checkpoint["config"], 2, seed=3),
+        assert torch.equal(value, checkpoint.states["policy"][key]), key
+    mean, _ = evaluate_policy(model, make_envs(checkpoint.config, 2, seed=3),
                               n_eval_episodes=2, warn=False)
     assert np.isfinite(mean)
 
 
 def test_resume_continues_where_the_run_stopped(tmp_path: Path) -> None:
     train(config("memory=relstm", "frames=64", f"run_dir={tmp_path}"), tmp_path)
-    first = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    first = load_checkpoint(tmp_path / "checkpoint.pt")
     train(config("memory=relstm", "frames=128", f"run_dir={tmp_path}"), tmp_path)
     table = rows(tmp_path)
     assert [int(float(row["frames"])) for row in table] == [32, 64, 96, 128]
     assert [int(float(row["updates"])) for row in table] == [1, 2, 3, 4]
-    second = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
-    assert second["frames"] == 128
-    changed = [not torch.equal(first["policy"][key], value)
-               for key, value in second["policy"].items() if value.is_floating_point()]
+    second = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert second.count("frames") == 128
+    changed = [not torch.equal(first.states["policy"][key], value)
+               for key, value in second.states["policy"].items() if value.is_floating_point()]
     assert any(changed)
     # Done already: nothing to add, nothing rewritten.
     train(config("memory=relstm", "frames=128", f"run_dir={tmp_path}"), tmp_path)

@@ -37,7 +37,7 @@ def _assert_complete_run(run_dir: Path, frames: list[int]) -> None:
         assert column in rows[0], column
     assert list((run_dir / "tb").glob("events.out.tfevents.*"))
     checkpoint = load_checkpoint(run_dir / "checkpoint.pt")  # weights_only=True
-    assert checkpoint["frames"] == frames[-1]
+    assert checkpoint.count("frames") == frames[-1]
 
 
 def test_every_cell_trains_through_the_cli_in_a_local_multirun(tmp_path: Path) -> None:
@@ -60,21 +60,21 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
     first = run_cli("rlmem.train", *TINY_PPO, "frames=32", f"run_dir={run_dir}", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     _assert_complete_run(run_dir, [32])
-    weights = load_checkpoint(run_dir / "checkpoint.pt")["model"]
+    weights = load_checkpoint(run_dir / "checkpoint.pt").states["model"]
     # A killed run may have logged a row after its last checkpoint: resuming drops it.
     with (run_dir / "progress.csv").open("a") as file:
         file.write("64" + ",0" * (len(_rows(run_dir)[0]) - 1) + "\n")
     second = run_cli("rlmem.train", *TINY_PPO, "frames=96", f"run_dir={run_dir}", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     _assert_complete_run(run_dir, [32, 64, 96])
-    assert load_checkpoint(run_dir / "checkpoint.pt")["updates"] == 3
+    assert load_checkpoint(run_dir / "checkpoint.pt").count("updates") == 3
     assert any(not torch.equal(weights[key], value) for key, value in
-               load_checkpoint(run_dir / "checkpoint.pt")["model"].items())
+               load_checkpoint(run_dir / "checkpoint.pt").states["model"].items())
 
     with pytest.raises(CheckpointMismatchError,
                        match=r"memory\.hidden_size: checkpoint has 64, this run has 32"):
         ppo_train.train(_compose(*TINY_PPO, "frames=128", "memory.hidden_size=32"), run_dir)
-    assert load_checkpoint(run_dir / "checkpoint.pt")["frames"] == 96
+    assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 96
 
 
 @pytest.mark.parametrize("override, message", [
@@ -130,8 +130,8 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     with pytest.raises(NonFiniteLossError, match="last good checkpoint"):
         ppo_train.train(cfg, tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
-    assert checkpoint["frames"] == 32
-    assert all(torch.isfinite(value).all() for value in checkpoint["model"].values())
+    assert checkpoint.count("frames") == 32
+    assert all(torch.isfinite(value).all() for value in checkpoint.states["model"].values())
 
 
 def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:

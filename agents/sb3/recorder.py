@@ -43,10 +43,13 @@ class RunRecorder(BaseCallback):
         updates: updates done before this ``learn`` call.
         total_frames: the run's frame budget (for the progress bar).
         progress_bar: show a tqdm bar.
+        should_stop: asked after every step; true ends ``learn`` there (Ctrl-C). The last
+            finished update is already in the checkpoint.
     """
 
     def __init__(self, logger: RunLogger, save: Callable[[int, int], None], frames: int,
-                 updates: int, total_frames: int, progress_bar: bool) -> None:
+                 updates: int, total_frames: int, progress_bar: bool,
+                 should_stop: Callable[[], bool] = lambda: False) -> None:
         super().__init__()
         self.run_logger = logger
         self.save = save
@@ -54,6 +57,7 @@ class RunRecorder(BaseCallback):
         self.updates = updates
         self.total_frames = total_frames
         self.show_bar = progress_bar
+        self.should_stop = should_stop
         self.bar: tqdm | None = None
         self._rollouts = 0
         # Restarts empty on resume: return_recent then covers the episodes since the resume.
@@ -77,6 +81,9 @@ class RunRecorder(BaseCallback):
             if episode is not None:
                 self._returns.append(float(episode["r"]))
                 self._lengths.append(float(episode["l"]))
+        if self.should_stop():
+            self._rollouts = 0  # the interrupted rollout is not an update to record
+            return False
         return True
 
     def _on_rollout_end(self) -> None:

@@ -29,6 +29,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from rlmem.agents.encoders import recorded_grid_encoding
 from rlmem.agents.ppo_train import RESUME_SECTIONS, env_seed
+from rlmem.agents.ppo_train import RULES as PPO_RULES
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
@@ -36,11 +37,12 @@ from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import make_env, resolved_mission
 from rlmem.runs import (
     CHECKPOINT_NAME,
+    Checkpoint,
+    ResumeRules,
     RunLogger,
+    RunSession,
     load_checkpoint,
-    resolve_device,
-    save_checkpoint,
-    start_run,
+    open_run,
 )
 from rlmem.schema.sb3 import check_sb3_config
 
@@ -108,15 +110,20 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
     """
     path = Path(run_dir)
     checkpoint = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
-    config = checkpoint["config"]
+    config = checkpoint.config
     if config["agent"]["name"] != "sb3":
         raise ValueError(f"{path} is an agent={config['agent']['name']} run, not agent=sb3")
     model = build_model(config, env if env is not None else make_envs(config, 1, config["seed"]),
                         device)
-    model.policy.load_state_dict(checkpoint["policy"])
-    model.policy.optimizer.load_state_dict(checkpoint["optimizer"])
-    model.num_timesteps = int(checkpoint["frames"])
+    model.policy.load_state_dict(checkpoint.states["policy"])
+    model.policy.optimizer.load_state_dict(checkpoint.states["optimizer"])
+    model.num_timesteps = checkpoint.count("frames")
     return model
+
+
+RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
+                    same=PPO_RULES.same)
+"""As for our PPO's runs."""
 
 
 def train(cfg: Any, run_dir: Path) -> None:
@@ -130,39 +137,41 @@ def train(cfg: Any, run_dir: Path) -> None:
     check_sb3_config(cfg.agent)
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
-    device = resolve_device(cfg.device)
-    torch.set_num_threads(cfg.torch_threads)
-    checkpoint_path = run_dir / CHECKPOINT_NAME
-    checkpoint = start_run(run_dir, config, RESUME_SECTIONS, resume=cfg.resume)
+    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
+        if not run.finished:
+            _train(cfg, config, run)
 
-    frames, updates = 0, 0
-    if checkpoint is not None:
-        frames, updates = int(checkpoint["frames"]), int(checkpoint["updates"])
+
+def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
+    start = run.checkpoint
+    frames, updates = (start.count("frames"), start.count("updates")) if start else (0, 0)
     env = make_envs(config, cfg.num_envs, env_seed(cfg.seed, updates))
-    model = build_model(config, env, device)
+    model = build_model(config, env, run.device)
     # RecurrentPPO's own logger prints and writes nothing: RunRecorder writes the run's files.
     model.set_logger(Logger(folder=None, output_formats=[]))
-    if checkpoint is not None:
-        model.policy.load_state_dict(checkpoint["policy"])
-        model.policy.optimizer.load_state_dict(checkpoint["optimizer"])
-        torch.set_rng_state(checkpoint["rng"])
+    if start is not None:
+        model.policy.load_state_dict(start.states["policy"])
+        model.policy.optimizer.load_state_dict(start.states["optimizer"])
+        torch.set_rng_state(start.rng["torch"].cpu())
         model.num_timesteps = frames
 
     def save(frames: int, updates: int) -> None:
-        save_checkpoint(checkpoint_path, {
-            "policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict(),
-            "rng": torch.get_rng_state(), "frames": frames, "updates": updates,
-            "config": config})
+        run.save(Checkpoint(
+            config=config, progress={"frames": frames, "updates": updates},
+            states={"policy": model.policy.state_dict(),
+                    "optimizer": model.policy.optimizer.state_dict()},
+            rng={"torch": torch.get_rng_state()}))
 
-    logger = RunLogger(run_dir, "frames", resume_step=frames if checkpoint is not None else None)
-    recorder = RunRecorder(logger, save, frames, updates, cfg.frames, cfg.progress_bar)
+    logger = RunLogger(run.run_dir, "frames", resume_step=frames if start is not None else None)
+    recorder = RunRecorder(logger, save, frames, updates, cfg.frames, cfg.progress_bar,
+                           should_stop=lambda: run.stop_requested)
     try:
         if frames < cfg.frames:
             # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
             callbacks = [MemoryCallback(), recorder] \
                 if isinstance(model.policy, MemoryPolicy) else [recorder]
             model.learn(cfg.frames - frames, callback=callbacks,
-                        reset_num_timesteps=checkpoint is None)
+                        reset_num_timesteps=start is None)
     finally:
         logger.close()
         env.close()

@@ -1,26 +1,47 @@
-"""What every CLI run shares: device choice, atomic checkpoints, the CSV/TensorBoard log."""
+"""What every run shares: the run skeleton (:func:`open_run`), its typed checkpoint, the
+run-directory lock, device choice, the CSV/TensorBoard log and the CLI's error reporting."""
 
 from rlmem.runs.checkpoint import (
+    Checkpoint,
     CheckpointMismatchError,
     check_compatible,
     load_checkpoint,
     save_checkpoint,
 )
 from rlmem.runs.device import resolve_device
-from rlmem.runs.errors import USER_ERRORS, NonFiniteLossError, reported_as_cli_errors
+from rlmem.runs.errors import (
+    INTERRUPTED,
+    USER_ERRORS,
+    CheckpointWriteError,
+    NonFiniteLossError,
+    RunDirectoryError,
+    RunError,
+    RunLockedError,
+    UnreadableCheckpointError,
+    reported_as_cli_errors,
+)
 from rlmem.runs.logger import RunLogger
-from rlmem.runs.resume import CHECKPOINT_NAME, start_run
+from rlmem.runs.session import CHECKPOINT_NAME, ResumeRules, RunSession, open_run
 
 __all__ = [
     "CHECKPOINT_NAME",
+    "INTERRUPTED",
     "USER_ERRORS",
+    "Checkpoint",
     "CheckpointMismatchError",
+    "CheckpointWriteError",
     "NonFiniteLossError",
+    "ResumeRules",
+    "RunDirectoryError",
+    "RunError",
+    "RunLockedError",
     "RunLogger",
+    "RunSession",
+    "UnreadableCheckpointError",
     "check_compatible",
     "load_checkpoint",
+    "open_run",
     "reported_as_cli_errors",
     "resolve_device",
     "save_checkpoint",
-    "start_run",
 ]

@@ -1,45 +1,193 @@
-"""Checkpoints: written atomically, read with ``torch.load(weights_only=True)``.
+"""The run checkpoint: one typed payload, written atomically, read with ``weights_only=True``.
 
-A checkpoint is a plain dict of tensors, numbers, strings, lists and dicts (state dicts, the
-step counter, the run's resolved config), so loading it never executes pickled code.
+Every trainer (our PPO, ``agent=sb3``, the supervised tasks) saves a :class:`Checkpoint`, and
+``rlmem.evaluate`` reads the same type. On disk it is a plain dict of tensors, numbers,
+strings, lists and dicts, so loading it never executes pickled code. A checkpoint is only
+written when every tensor in it is finite, so the file on disk can always act.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
+import pickle
+import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
+
+from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
+
+FORMAT = 2
+"""Version of the checkpoint layout; rlmem 0.1 wrote untyped dicts (read as format 1)."""
 
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint was written by a run with a different cell or config."""
 
 
-def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically: a crash leaves the previous file intact."""
+@dataclass
+class Checkpoint:
+    """Everything a run needs to continue, or to be evaluated.
+
+    Attributes:
+        config: the run's resolved config (what ``config.yaml`` shows).
+        progress: counters: ``frames`` and ``updates`` (RL), ``iteration`` (supervised), and
+            ``elapsed_s`` / ``cpu_s``.
+        states: state dicts by name: ``model`` (our PPO, supervised), ``policy`` (sb3),
+            ``optimizer``.
+        rng: generator states by name: ``torch`` (the global CPU generator), ``data``.
+        extras: what a trainer carries besides: ``recent_returns``, ``observation``.
+        format: :data:`FORMAT`.
+    """
+
+    config: dict[str, Any]
+    progress: dict[str, float] = field(default_factory=dict)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rng: dict[str, Tensor] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+    format: int = FORMAT
+
+    def count(self, key: str) -> int:
+        """An integer counter of :attr:`progress` (0 when absent)."""
+        return int(self.progress.get(key, 0))
+
+
+# --- rlmem 0.1's untyped dicts -----------------------------------------------------------------
+
+_LEGACY_STATES = ("model", "policy", "optimizer")
+_LEGACY_PROGRESS = ("frames", "updates", "iteration", "elapsed_s", "cpu_s")
+
+
+def _from_legacy(payload: Mapping[str, Any]) -> Checkpoint:
+    """Read a checkpoint of rlmem 0.1 (a flat dict per trainer) as a :class:`Checkpoint`."""
+    states = {key: payload[key] for key in _LEGACY_STATES if key in payload}
+    if "ppo" in payload:  # our PPO kept its optimizer one level down
+        states["optimizer"] = payload["ppo"]["optimizer"]
+    rng = {"torch": payload["rng"]} if "rng" in payload else {}
+    if "generator" in payload:
+        rng["data"] = payload["generator"]
+    extras = {key: payload[key] for key in ("recent_returns", "observation", "num_actions")
+              if key in payload}
+    return Checkpoint(config=dict(payload["config"]),
+                      progress={key: payload[key] for key in _LEGACY_PROGRESS if key in payload},
+                      states=states, rng=rng, extras=extras, format=1)
+
+
+# --- finiteness --------------------------------------------------------------------------------
+
+def _tensors(value: Any, path: str) -> Iterator[tuple[str, Tensor]]:
+    if isinstance(value, Tensor):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _tensors(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _tensors(item, f"{path}[{index}]")
+
+
+def first_non_finite(states: Mapping[str, Any]) -> str | None:
+    """The name of the first floating tensor in ``states`` holding a NaN or an infinity."""
+    for name, tensor in _tensors(states, ""):
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
+
+
+# --- saving and loading ------------------------------------------------------------------------
+
+def save_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> None:
+    """Write ``checkpoint`` to ``path`` atomically: a failure leaves the previous file intact.
+
+    Raises:
+        NonFiniteLossError: a weight or optimizer state is NaN or infinite; nothing is written,
+            so the previous checkpoint stays the last good one.
+        CheckpointWriteError: the file could not be written (no space, read-only, ...).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    bad = first_non_finite(checkpoint.states)
+    if bad is not None:
+        raise NonFiniteLossError(
+            f"the run diverged: {bad} is no longer finite, so this state is not saved. "
+            f"{on_disk(path)} Lower the learning rate (or the step sizes), or restart with "
+            "resume=false.")
+    handle: int | None = None
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(handle, "wb") as file:
-            torch.save(dict(payload), file)
+            handle = None
+            torch.save(dataclasses.asdict(checkpoint), file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        tmp = None
+    except (OSError, RuntimeError) as error:
+        raise CheckpointWriteError(_write_failure(path, error)) from error
+    finally:
+        if handle is not None:
+            os.close(handle)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def on_disk(path: Path) -> str:
+    """What a failed step leaves on disk, in one sentence."""
+    return (f"The last good checkpoint, {path}, is intact." if path.exists()
+            else f"No checkpoint was written yet ({path} does not exist).")
+
+
+def _write_failure(path: Path, error: BaseException) -> str:
+    code = getattr(error, "errno", None)
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    if code == errno.ENOSPC or (code is None and free is not None and free < 64 << 20):
+        reason = f"no space left on the device ({free} bytes free)"
+    elif code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        reason = f"the run directory is not writable ({error})"
+    else:
+        reason = str(error)
+    return (f"could not write the checkpoint {path}: {reason}. {on_disk(path)} Free some "
+            "space or choose another run_dir, then run the same command again to resume.")
 
 
 def load_checkpoint(path: str | os.PathLike[str],
-                    map_location: torch.device | str | None = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`, refusing pickled code."""
-    return torch.load(path, map_location=map_location, weights_only=True)
+                    map_location: torch.device | str | None = "cpu") -> Checkpoint:
+    """Read a checkpoint written by :func:`save_checkpoint` (or by rlmem 0.1), refusing pickled
+    code.
 
+    Raises:
+        UnreadableCheckpointError: the file is truncated, corrupt or not a checkpoint.
+    """
+    path = Path(path)
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
+            ValueError) as error:
+        raise UnreadableCheckpointError(
+            f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}). Move it away to start "
+            "afresh (or pass resume=false, which deletes it); nothing else in the run "
+            "directory was touched.") from error
+    if not isinstance(payload, dict) or "config" not in payload:
+        raise UnreadableCheckpointError(f"{path} is not an rlmem checkpoint")
+    if payload.get("format") == FORMAT:
+        return Checkpoint(**payload)
+    return _from_legacy(payload)
+
+
+# --- resuming ------------------------------------------------------------------------------
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
@@ -53,21 +201,29 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
-                     sections: Iterable[str], source: str = "checkpoint") -> None:
+                     sections: Iterable[str], source: str = "checkpoint",
+                     same: Mapping[str, Any] | None = None) -> None:
     """Raise :class:`CheckpointMismatchError` if the ``sections`` of two configs differ.
 
     ``sections`` are top-level keys (``memory``, ``env``, ``agent``, ...) whose values decide
     the shapes and meaning of the saved weights; the message lists every differing key.
+    ``same[key]`` maps a value to a canonical form, for keys with several spellings of one
+    thing (an env's short name and its gymnasium id).
     """
     absent = "<absent>"
+    canonical = same or {}
     differences = []
     for section in sections:
         old, new = (_flatten({section: config[section]}) if section in config else {}
                     for config in (saved, current))
         for key in sorted(set(old) | set(new)):
-            if old.get(key, absent) != new.get(key, absent):
-                differences.append(f"  {key}: {source} has {old.get(key, absent)!r}, "
-                                   f"this run has {new.get(key, absent)!r}")
+            a, b = old.get(key, absent), new.get(key, absent)
+            if key in canonical and absent not in (a, b):
+                a_same, b_same = canonical[key](a), canonical[key](b)
+            else:
+                a_same, b_same = a, b
+            if a_same != b_same:
+                differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
     if differences:
         hint = ""
         if any(f"{source} has {absent!r}" in line for line in differences):

@@ -19,13 +19,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from rlmem.runs import (
-    CHECKPOINT_NAME,
-    NonFiniteLossError,
-    RunLogger,
-    load_checkpoint,
-    save_checkpoint,
-)
+from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
+from rlmem.runs.checkpoint import on_disk
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.evaluate import autocast, evaluate
 from rlmem.tasks.model import SequenceModel
@@ -79,8 +74,9 @@ class SupervisedTrainer:
         task: the task to sample from.
         optimizer: over ``model.parameters()``.
         schedule: lengths and intervals.
-        run_dir: where ``checkpoint.pt``, ``progress.csv`` and ``tb/`` go.
-        device: where the data is generated and the model runs.
+        run: the open run (:func:`rlmem.runs.open_run`): its directory receives
+            ``checkpoint.pt``, ``progress.csv`` and ``tb/``; its device is where the data is
+            generated and the model runs; Ctrl-C stops training at a checkpoint.
         config: the run's resolved config, stored in the checkpoint for compatibility checks.
         transfer_model: evaluates at ``schedule.eval_seq_lens`` with the trained weights copied
             in; a cell built with other weight-free hyperparameters (e.g. a MemLSTM whose
@@ -88,9 +84,8 @@ class SupervisedTrainer:
     """
 
     def __init__(self, model: SequenceModel, task: SequenceTask,
-                 optimizer: torch.optim.Optimizer, schedule: Schedule, run_dir: Path,
-                 device: torch.device, config: Mapping[str, Any],
-                 transfer_model: SequenceModel | None = None) -> None:
+                 optimizer: torch.optim.Optimizer, schedule: Schedule, run: RunSession,
+                 config: Mapping[str, Any], transfer_model: SequenceModel | None = None) -> None:
         if transfer_model is not None:
             transfer_model.load_state_dict(model.state_dict())
         self.model = model
@@ -98,10 +93,11 @@ class SupervisedTrainer:
         self.task = task
         self.optimizer = optimizer
         self.schedule = schedule
-        self.run_dir = Path(run_dir)
-        self.device = device
+        self.run = run
+        self.run_dir = run.run_dir
+        self.device = run.device
         self.config = dict(config)
-        self.generator = torch.Generator(device=device)
+        self.generator = torch.Generator(device=run.device)
         self.generator.manual_seed(schedule.seed)
         self.iteration = 0
         self.elapsed_s = 0.0
@@ -114,24 +110,27 @@ class SupervisedTrainer:
 
     # --- checkpoints -------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "iteration": self.iteration,
-                "elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s, "config": self.config}
+    def checkpoint(self) -> Checkpoint:
+        """Everything needed to continue: weights, optimizer, data stream, counters."""
+        return Checkpoint(
+            config=self.config,
+            progress={"iteration": self.iteration, "elapsed_s": self.elapsed_s,
+                      "cpu_s": self.cpu_s},
+            states={"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()},
+            rng={"data": self.generator.get_state()})
 
     def save(self) -> None:
-        """Write the checkpoint atomically."""
-        save_checkpoint(self.checkpoint_path, self.state_dict())
+        """Write the checkpoint atomically (only when the weights are finite)."""
+        self.run.save(self.checkpoint())
 
-    def load(self, payload: Mapping[str, Any] | None = None) -> None:
-        """Restore weights, optimizer, data stream and counters (default: from ``run_dir``)."""
-        payload = load_checkpoint(self.checkpoint_path) if payload is None else payload
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.generator.set_state(payload["generator"].cpu())  # map_location may have moved it
-        self.iteration = int(payload["iteration"])
-        self.elapsed_s = float(payload["elapsed_s"])
-        self.cpu_s = float(payload.get("cpu_s", 0.0))
+    def load(self, checkpoint: Checkpoint) -> None:
+        """Restore weights, optimizer, data stream and counters."""
+        self.model.load_state_dict(checkpoint.states["model"])
+        self.optimizer.load_state_dict(checkpoint.states["optimizer"])
+        self.generator.set_state(checkpoint.rng["data"].cpu())  # map_location may move it
+        self.iteration = checkpoint.count("iteration")
+        self.elapsed_s = float(checkpoint.progress.get("elapsed_s", 0.0))
+        self.cpu_s = float(checkpoint.progress.get("cpu_s", 0.0))
         self.resumed = True
 
     def _tick(self, clock: tuple[float, float]) -> tuple[float, float]:
@@ -165,9 +164,8 @@ class SupervisedTrainer:
             raise NonFiniteLossError(
                 f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient norm'} at "
                 f"iteration {self.iteration + 1} (loss {float(loss):.4g}, gradient norm "
-                f"{float(grad_norm):.4g}); stopped before applying it. The last good "
-                f"checkpoint is {self.checkpoint_path} (if any was written). Try a lower lr "
-                f"or a smaller grad_clip.")
+                f"{float(grad_norm):.4g}); stopped before applying it. "
+                f"{on_disk(self.checkpoint_path)} Try a lower lr or a smaller grad_clip.")
         self.optimizer.step()
         self.iteration += 1
         metrics = {f"train/{key}": value
@@ -210,7 +208,7 @@ class SupervisedTrainer:
             window_start, since_log = clock[0], 0
             if self.iteration >= schedule.iterations:
                 final = self.evaluate()  # resumed a finished run: report its evaluation
-            while self.iteration < schedule.iterations:
+            while self.iteration < schedule.iterations and not self.run.stop_requested:
                 step = self.train_step()
                 bar.update(1)
                 since_log += 1
@@ -232,7 +230,8 @@ class SupervisedTrainer:
                     bar.set_postfix(self._postfix(metrics), refresh=False)
                     if evaluated:
                         bar.write(self._eval_line(metrics))
-                if self.iteration % schedule.checkpoint_every == 0 or last:
+                if (self.iteration % schedule.checkpoint_every == 0 or last
+                        or self.run.stop_requested):
                     clock = self._tick(clock)
                     self.save()
         return TrainResult(self.iteration, self.elapsed_s, self.cpu_s, final)

@@ -1,0 +1,68 @@
+"""One process per run directory: an advisory lock held for the life of a run.
+
+The lock is ``fcntl.flock`` on ``<run_dir>/.lock``. The kernel releases it when its holder
+exits, however it exits, so a lock left by a killed process never blocks the next run. The file
+holds the holder's PID, which a refused process names.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+from rlmem.runs.errors import RunDirectoryError, RunLockedError
+
+LOCK_NAME = ".lock"
+
+
+class RunLock:
+    """Hold ``<run_dir>/.lock`` exclusively, or fail at once naming the holder.
+
+    Args:
+        run_dir: the run directory (created if needed).
+
+    Raises:
+        RunLockedError: another live process holds the directory.
+        RunDirectoryError: the directory cannot be created or written.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise RunDirectoryError(
+                f"cannot write into run_dir={self.path.parent}: {error}. Nothing was started; "
+                "choose a writable run_dir.") from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunLockedError(
+                f"run_dir={self.path.parent} is in use by another process (PID {holder}). "
+                "Nothing was written. Wait for it to finish, stop it, or choose another "
+                "run_dir.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,132 @@
+"""The run skeleton every trainer shares: :func:`open_run` from prologue to exit.
+
+A trainer writes only its own loop::
+
+    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
+        start = run.checkpoint            # None, or the Checkpoint to resume from
+        while not done and not run.stop_requested:
+            ...one update...
+            run.save(Checkpoint(...))     # atomic, and only when every tensor is finite
+
+:func:`open_run` locks the run directory, picks the device and threads, loads a compatible
+checkpoint (or deletes an old one when ``resume`` is off), writes ``config.yaml`` when there is
+work to do, and turns the first Ctrl-C into a stop at the next checkpoint, with the command
+that resumes the run.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from rlmem.runs.checkpoint import Checkpoint, check_compatible, load_checkpoint, save_checkpoint
+from rlmem.runs.device import resolve_device
+from rlmem.runs.errors import INTERRUPTED, RunDirectoryError
+from rlmem.runs.interrupt import GracefulInterrupt
+from rlmem.runs.lock import RunLock
+
+CHECKPOINT_NAME = "checkpoint.pt"
+"""The file name of a run's (single, atomically replaced) checkpoint."""
+
+
+@dataclass(frozen=True)
+class ResumeRules:
+    """What a checkpoint must share with the config that resumes it."""
+
+    sections: tuple[str, ...]
+    """Top-level config keys that must match (they decide the weights' shapes and meaning)."""
+    counter: str
+    """The progress counter (``frames``, ``iteration``)."""
+    budget: str
+    """The config key the counter runs up to (``frames``, ``iterations``); it may grow."""
+    same: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    """Canonical forms of keys with several spellings (an env's short name and its id)."""
+
+
+@dataclass
+class RunSession:
+    """A run in its directory, as :func:`open_run` prepared it."""
+
+    run_dir: Path
+    device: torch.device
+    checkpoint: Checkpoint | None
+    """The checkpoint resumed from, or None for a fresh run."""
+    interrupt: GracefulInterrupt
+    finished: bool = False
+    """The checkpoint has already reached the budget: there is nothing to train, and nothing
+    in the run directory should change."""
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir / CHECKPOINT_NAME
+
+    @property
+    def stop_requested(self) -> bool:
+        """Ctrl-C was pressed: stop after the next checkpoint."""
+        return self.interrupt.requested
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        """Write the checkpoint atomically; refuse a non-finite one (see
+        :func:`~rlmem.runs.checkpoint.save_checkpoint`)."""
+        save_checkpoint(self.checkpoint_path, checkpoint)
+
+
+def resume_command(program: str) -> str:
+    """The command line that runs this program again with the same arguments."""
+    return " ".join(["python", "-m", program, *map(shlex.quote, sys.argv[1:])])
+
+
+@contextmanager
+def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, program: str
+             ) -> Iterator[RunSession]:
+    """Prepare ``run_dir`` for a run of ``config`` and hold it until the block ends.
+
+    ``config`` is the resolved config; its ``resume``, ``device`` and ``torch_threads`` keys
+    are read here.
+
+    Raises:
+        RunLockedError: another process holds ``run_dir``.
+        RunDirectoryError: ``run_dir`` cannot be written.
+        UnreadableCheckpointError: the checkpoint there is truncated or corrupt.
+        CheckpointMismatchError: the checkpoint there belongs to another config.
+        SystemExit: with status 130, after Ctrl-C stopped the run at a checkpoint.
+    """
+    run_dir = Path(run_dir)
+    with RunLock(run_dir):
+        device = resolve_device(str(config.get("device", "auto")))
+        torch.set_num_threads(int(config.get("torch_threads", 1)))
+        path = run_dir / CHECKPOINT_NAME
+        checkpoint = None
+        if path.exists() and config.get("resume", True):
+            checkpoint = load_checkpoint(path, map_location=device)
+            check_compatible(checkpoint.config, config, rules.sections, same=rules.same)
+        elif path.exists():
+            path.unlink()
+        done = checkpoint is not None and checkpoint.count(rules.counter) >= config[rules.budget]
+        if done:
+            assert checkpoint is not None
+            print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
+                  f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
+                  f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
+                  "further.", flush=True)
+        else:
+            try:
+                (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(dict(config)))
+            except OSError as error:
+                raise RunDirectoryError(
+                    f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
+                    "choose a writable run_dir.") from error
+        with GracefulInterrupt() as interrupt:
+            yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
+        if interrupt.requested:
+            print(f"{program}: interrupted; {path} holds the last finished step. Resume "
+                  f"with: {resume_command(program)}", file=sys.stderr, flush=True)
+            raise SystemExit(INTERRUPTED)
