@@ -198,20 +198,23 @@ class _TARNNScan(torch.autograd.Function):
     The forward pass is :meth:`TARNN.step` for every ``t``, outside autograd and with φ in its
     :class:`~rlmem.cells.activations.FastForm` :math:`\phi(a) = m h(s a) + o` (``tanh`` runs
     as :math:`2\sigma(2a) - 1`): :math:`s` is folded into U and into the input and state
-    blocks of :math:`W u`, and :math:`o` into :math:`B u`. Per Euler step k (from 0) it keeps
-    what it computes anyway: :math:`z_k` (:math:`z_0 = s_{m-1}`), :math:`h_k` and
-    :math:`F_k = A z_k + B u + \phi_k`, so :math:`z_{k+1} = z_k + \eta_k \beta \odot F_k`.
-    The backward pass walks the steps in reverse, with :math:`q_k = \eta_k \beta \odot
-    \bar z_{k+1}` and :math:`\bar a_k = \phi'_k \odot q_k`:
+    blocks of :math:`W u`, and :math:`o` into :math:`B u`. An Euler step k (from 0,
+    :math:`z_0 = s_{m-1}`) is a lerp towards :math:`e_k = z_k + F_k = (A + I) z_k + B u +
+    \phi_k`: :math:`z_{k+1} = z_k + \eta_k \beta \odot (e_k - z_k)`. The forward pass keeps
+    what it computes anyway, :math:`z_k`, :math:`h_k` and :math:`e_k`, and the backward pass
+    walks the steps in reverse, with :math:`q_k = \eta_k \beta \odot \bar z_{k+1}` and
+    :math:`\bar a_k = \phi'_k \odot q_k`:
 
     .. math::
         \bar z_k = \bar z_{k+1} + A^T q_k + U^T \bar a_k, \qquad
         \bar\beta = \textstyle\sum_k \eta_k F_k \odot \bar z_{k+1}, \qquad
         \bar\eta_k = \textstyle\sum \beta \odot F_k \odot \bar z_{k+1}
 
-    Everything a step keeps is written into per-chunk buffers with ``(T, K, B, D)`` layout (no
-    list to stack afterwards), and the backward pass handles the K Euler steps of a time step
-    with one op each for the sums over k, and one matmul for U's gradient. A reset replaces
+    Only the chain through :math:`\bar z_k` is walked Euler step by Euler step; what sums over
+    k (:math:`F_k \odot \bar z_{k+1}`, :math:`\bar\beta`, :math:`\bar\eta`, the gradients
+    of :math:`B u` and :math:`W u`, U's gradient) is one op or one matmul per time step, and the
+    gradient of the state weights one matmul per chunk. At batch 16 an op costs about as much
+    as its launch, so the count of ops is what this is written to keep low. A reset replaces
     the incoming state by zeros, so no gradient crosses it.
 
     Shapes:
