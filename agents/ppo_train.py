@@ -25,7 +25,7 @@ from rlmem.agents.rollout import RolloutCollector
 from rlmem.envs import env_spec, make_vector_env, resolved_mission
 from rlmem.runs import Checkpoint, ResumeRules, RunLogger, RunSession, open_run
 from rlmem.runs.checkpoint import on_disk
-from rlmem.runs.episodes import RECENT_EPISODES, EpisodeLog
+from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
 
 RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
@@ -113,8 +113,8 @@ def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
         if episodes.reached(cfg.stop_return):
-            print(f"Stopped at {frames} frames: the mean return of the last {RECENT_EPISODES} "
-                  f"episodes, {episodes.recent_mean():.3f}, reached stop_return="
+            print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
+                  f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
                   f"{cfg.stop_return}.", flush=True)
     except NonFiniteLossError as error:
         raise NonFiniteLossError(f"{error} Training stopped at {frames} frames. "

@@ -150,17 +150,24 @@ def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     assert (run / "eval" / "MemoryS13.json").exists()
 
 
-def test_resuming_a_run_from_before_the_recipe_is_refused_with_the_reason(
+def test_a_run_from_before_the_recipe_resumes_only_with_its_old_recipe(
         tmp_path: Path) -> None:
+    """Keys the old checkpoint lacks count as what they meant then (raw grid, forget bias 0,
+    one layer): the default recipe is refused with the reason, the old one resumes."""
     run = tmp_path / "old"
     shutil.copytree(OLD_RUN, run)
     register_train_configs()
+    common = ["env=MemoryS7", "memory.hidden_size=16", "num_envs=2", "frames=512",
+              "agent.frames_per_env=128", f"run_dir={run}", "progress_bar=false"]
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["env=MemoryS7", "memory.hidden_size=16", "num_envs=2",
-                                          "frames=512", f"run_dir={run}",
-                                          "progress_bar=false"])
+        default = compose("train", overrides=common)
+        old = compose("train", overrides=[*common, "grid_encoding=raw",
+                                          "memory.forget_bias=0.0"])
     with pytest.raises(CheckpointMismatchError,
-                       match=r"(?s)(?=.*grid_encoding: checkpoint has '<absent>')"
-                             r"(?=.*memory.forget_bias: checkpoint has '<absent>')"
-                             r".*did not exist when it was written.*resume=false"):
-        ppo_train.train(cfg, run)
+                       match=r"(?s)(?=.*grid_encoding: checkpoint has 'raw', this run has "
+                             r"'embedding')(?=.*memory.forget_bias: checkpoint has 0.0, this "
+                             r"run has 1.0).*written before some of these keys existed.*"
+                             r"resume=false"):
+        ppo_train.train(default, run)
+    ppo_train.train(old, run)
+    assert load_checkpoint(run / "checkpoint.pt").count("frames") == 512

@@ -18,7 +18,8 @@ from rlmem.agents import ppo_train
 from rlmem.agents.ppo import NonFiniteLossError, PPOConfig
 from rlmem.cells import CELLS
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
-from rlmem.runs.episodes import EpisodeLog
+from rlmem.runs import episodes as episodes_module
+from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import check_train_config, register_train_configs
 
@@ -141,9 +142,12 @@ def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:
         OmegaConf.structured(PPOConfig()))
 
 
-def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(tmp_path: Path) -> None:
-    """With a target every return meets, the run stops after the update in which its 100th
-    episode ends, far short of its frames, and a rerun does no more work."""
+def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a target every return meets, the run stops after the update in which the window's
+    last episode ends (a window of 40 here, to keep the test short), far short of its frames,
+    and a rerun does no more work."""
+    monkeypatch.setattr(episodes_module, "STOP_EPISODES", 40)
     register_train_configs()
     overrides = ["env=MiniGrid-Empty-5x5-v0", "num_envs=8", "agent.frames_per_env=32",
                  "agent.recurrence=8", "agent.batch_size=64", "agent.epochs=1",
@@ -154,7 +158,7 @@ def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(tmp_path: Path) 
     ppo_train.train(cfg, tmp_path)
     rows = _rows(tmp_path)
     episodes = [int(float(row["episodes"])) for row in rows]
-    assert sum(episodes) >= 100 > sum(episodes[:-1])
+    assert sum(episodes) >= 40 > sum(episodes[:-1])
     ppo_train.train(cfg, tmp_path)
     assert len(_rows(tmp_path)) == len(rows)
 
@@ -168,11 +172,12 @@ def test_stop_return_is_refused_for_sb3() -> None:
 
 
 def test_episode_log_columns_and_target() -> None:
-    log = EpisodeLog([0.0] * 99)
+    log = EpisodeLog([0.0] * (STOP_EPISODES - 1))
     row = log.columns([1.0, 0.5], [10, 20])
     assert row["episodes"] == 2 and row["return_mean"] == 0.75 and row["length_mean"] == 15
-    assert row["return_recent"] == pytest.approx(1.5 / 100)
-    assert log.reached(0.01) and not log.reached(0.02) and not log.reached(None)
+    assert row["return_recent"] == pytest.approx(1.5 / 100)  # the last 100 episodes
+    assert log.reached(1.5 / STOP_EPISODES - 1e-9) and not log.reached(1.5 / STOP_EPISODES + 1e-9)
+    assert not log.reached(None) and len(log.recent) == STOP_EPISODES
     empty = EpisodeLog().columns([], [])
     assert empty["episodes"] == 0 and all(
         empty[key] != empty[key] for key in ("return_mean", "return_recent", "length_mean"))

@@ -200,6 +200,18 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+LEGACY_VALUES: dict[str, Any] = {
+    "grid_encoding": "raw",
+    "memory.forget_bias": 0.0,
+    "memory.update_bias": 0.0,
+    "memory.num_layers": 1,
+    "memory.dropout": 0.0,
+}
+"""What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
+and left torch's gate biases; no cell was stacked). A checkpoint without the key is compatible
+with a config that sets it to this value."""
+
+
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
                      sections: Iterable[str], source: str = "checkpoint",
                      same: Mapping[str, Any] | None = None) -> None:
@@ -208,7 +220,8 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
     ``sections`` are top-level keys (``memory``, ``env``, ``agent``, ...) whose values decide
     the shapes and meaning of the saved weights; the message lists every differing key.
     ``same[key]`` maps a value to a canonical form, for keys with several spellings of one
-    thing (an env's short name and its gymnasium id).
+    thing (an env's short name and its gymnasium id). A key the saved config lacks counts as
+    its :data:`LEGACY_VALUES` entry, where it has one.
     """
     absent = "<absent>"
     canonical = same or {}
@@ -217,7 +230,7 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
         old, new = (_flatten({section: config[section]}) if section in config else {}
                     for config in (saved, current))
         for key in sorted(set(old) | set(new)):
-            a, b = old.get(key, absent), new.get(key, absent)
+            a, b = old.get(key, LEGACY_VALUES.get(key, absent)), new.get(key, absent)
             if key in canonical and absent not in (a, b):
                 a_same, b_same = canonical[key](a), canonical[key](b)
             else:
@@ -229,6 +242,10 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
         if any(f"{source} has {absent!r}" in line for line in differences):
             hint = (f"\nKeys absent from the {source} did not exist when it was written (an "
                     "older rlmem): evaluate it as it is, or start afresh with resume=false.")
+        elif any(key in line for line in differences for key in LEGACY_VALUES):
+            hint = (f"\nThe {source} was written before some of these keys existed; it "
+                    "resumes with their old values (e.g. grid_encoding=raw "
+                    "memory.forget_bias=0.0), or start afresh with resume=false.")
         raise CheckpointMismatchError(
             f"the {source} was written with a different config:\n" + "\n".join(differences)
             + hint)

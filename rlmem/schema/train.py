@@ -40,7 +40,7 @@ class TrainConfig:
     frames: int = 300_000
     """Total env frames (over all envs); a resumed run continues up to this number."""
     stop_return: float | None = None
-    """Stop early once the mean return of the last 100 episodes reaches this; null trains all
+    """Stop early once the mean return of the last 1000 episodes reaches this; null trains all
     ``frames`` (agent=ppo only)."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
