@@ -23,6 +23,8 @@ inside the loop waits for the device.
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any, NamedTuple
 
 import torch
@@ -51,11 +53,6 @@ class Weights(NamedTuple):
     """``(H,)``: ``2 v_a``."""
 
 
-def reset_steps(resets: Tensor) -> list[bool]:
-    """Which steps reset some batch item: the one host sync of a chunk, before its loop."""
-    return resets.any(dim=1).tolist()
-
-
 def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
     """``(T, B)`` long: steps since the episode started at each step, before that step.
 
@@ -67,6 +64,88 @@ def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
     return torch.where(last >= 0, index - last, t0.unsqueeze(0) + index)
 
 
+def project(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x W^T + b`` over all ``T × B`` inputs in one matmul, where ``b`` may be longer than
+    ``W`` has rows (its tail is a bias alone, e.g. the attention query's).
+
+    Shapes: x ``(T, B, I)``; weight ``(G, I)``; bias ``(G + extra,)``; returns
+    ``(T, B, G + extra)``.
+    """
+    steps, batch, features = x.shape
+    rows = weight.shape[0]
+    # W^T made contiguous: autograd then forms the weight's gradient as x^T @ grad, many
+    # times faster than grad^T @ x when the input is narrow (copy's 10 symbols).
+    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight.t().contiguous())
+    if bias.shape[0] == rows:
+        return projected.view(steps, batch, rows)
+    return torch.cat([projected.view(steps, batch, rows),
+                      bias[rows:].expand(steps, batch, -1)], dim=2)
+
+
+# --- scratch memory ---------------------------------------------------------------------------
+
+
+class Workspace:
+    """Scratch memory of the engines, recycled across calls (CPU only).
+
+    A fresh large CPU allocation is mapped lazily, so the first write to each of its 4 KB pages
+    faults into the kernel; on the per-step slices of a chunk's buffers that costs as much as
+    the step's arithmetic. The engines therefore carve their internal buffers out of blocks
+    taken from here, and give the blocks back once the chunk's backward has run (or at once
+    without one). Outputs never alias a block. CUDA has its own caching allocator: there a
+    block is a plain allocation.
+    """
+
+    SMALL = 1 << 16
+    """Blocks below this many bytes are plain allocations: the allocator recycles those."""
+
+    def __init__(self, limit: int = 1 << 30) -> None:
+        self.limit = limit
+        """Bytes of free blocks kept at most."""
+        self._free: list[Tensor] = []
+        self._lock = threading.Lock()
+
+    def take(self, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """A 1-D block of at least ``numel`` elements, of undefined content."""
+        if device.type != "cpu" or numel * dtype.itemsize < self.SMALL:
+            return torch.empty(numel, dtype=dtype, device=device)
+        with self._lock:
+            fits = [(block.numel(), index) for index, block in enumerate(self._free)
+                    if block.dtype == dtype and numel <= block.numel() <= 2 * numel]
+            if fits:
+                return self._free.pop(min(fits)[1])
+        return torch.empty(numel, dtype=dtype, device=device)
+
+    def give(self, *blocks: Tensor) -> None:
+        """Return blocks from :meth:`take`; nothing may use them afterwards."""
+        with self._lock:
+            for block in blocks:
+                if block.device.type == "cpu" and block.nbytes >= self.SMALL:
+                    self._free.append(block)
+            while sum(block.nbytes for block in self._free) > self.limit:
+                self._free.pop(0)
+
+
+WORKSPACE = Workspace()
+"""The engines' shared :class:`Workspace`."""
+
+_ALIGN = 16
+"""Carved buffers start on multiples of this many elements (64 bytes in float32)."""
+
+
+def _carve(shapes: dict[str, tuple[int, ...]], dtype: torch.dtype,
+           device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
+    """One :data:`WORKSPACE` block holding a buffer of each shape, and the buffers."""
+    sizes = {name: math.prod(shape) for name, shape in shapes.items()}
+    total = sum(-(-size // _ALIGN) * _ALIGN for size in sizes.values())
+    block = WORKSPACE.take(total, dtype, device)
+    buffers, offset = {}, 0
+    for name, shape in shapes.items():
+        buffers[name] = block[offset:offset + sizes[name]].view(shape)
+        offset += -(-sizes[name] // _ALIGN) * _ALIGN
+    return block, buffers
+
+
 # --- the base recurrences ---------------------------------------------------------------------
 
 
@@ -74,97 +153,91 @@ class _Base:
     """One base recurrence (LSTM or tanh-RNN): forward into preallocated buffers, backward.
 
     ``z`` is the pre-activation block of the base (``4H`` for the LSTM, ``H`` for the RNN), with
-    every tanh pre-activation doubled (see :class:`Weights`).
+    every tanh pre-activation doubled (see :class:`Weights`): ``g = 2σ(z_g) - 1``. Views of
+    every row are made once: on CPU a view costs as much as a small op.
     """
 
-    def __init__(self, lstm: bool, steps: int, batch: int, hidden: int, like: Tensor,
-                 c0: Tensor | None, save: bool) -> None:
+    def __init__(self, lstm: bool, steps: int, hidden: int, c0: Tensor | None, save: bool,
+                 buffers: dict[str, Tensor]) -> None:
         self.lstm = lstm
-        self.hidden = hidden
-        rows = steps if save else 1
         self.save = save
-        if lstm:
-            assert c0 is not None
-            self.act = like.new_empty(rows, batch, 4 * hidden)  # i, f, σ(2 z_g), o
-            self.g = like.new_empty(rows, batch, hidden)  # tanh(z_g)
-            self.tc = like.new_empty(rows, batch, hidden)  # tanh(c_t)
-            # c[k] is c_{k-1} after any reset at step k; c[T] is the final cell state.
-            self.c = like.new_empty(steps + 1, batch, hidden)
-            self.c[0] = c0
-        self.h = like.new_empty(rows, batch, hidden)  # h_t, which the bank of states reads
+        self.steps = steps
+        self.gates = 4 * hidden if lstm else hidden
+        self.minus_one = buffers["minus_one"].fill_(-1.0)
+        constants = buffers["constants"]
+        constants[0], constants[1] = 2.0, 0.5
+        self.two, self.half = constants[0], constants[1]
+        if not lstm:
+            return
+        assert c0 is not None
+        # act[k] = [i, f, σ(z_g), o]; partner[k] = [g, c_{k-1}, 2i, tanh(c_k)], what each gate
+        # is multiplied by in the backward. c_k is written as partner[k + 1]'s c_{k-1}; without
+        # saving, two rows take turns.
+        self.act, self.partner = buffers["act"], buffers["partner"]
+        self.partner[0, :, 1] = c0
+        self.act_rows = self.act.unbind(0)
+        self.act_gates = [self.act[:, :, gate].unbind(0) for gate in range(4)]
+        self.partner_parts = [self.partner[:, :, part].unbind(0) for part in range(4)]
+        self.partner_three = self.partner[:, :, :3].unbind(0)
 
-    @property
-    def gates(self) -> int:
-        return 4 * self.hidden if self.lstm else self.hidden
+    @staticmethod
+    def shapes(lstm: bool, steps: int, batch: int, hidden: int,
+               save: bool) -> dict[str, tuple[int, ...]]:
+        """The buffers the constructor takes."""
+        shapes: dict[str, tuple[int, ...]] = {"minus_one": (batch, hidden), "constants": (2,)}
+        if lstm:
+            shapes["act"] = (steps if save else 1, batch, 4, hidden)
+            shapes["partner"] = (steps + 1 if save else 2, batch, 4, hidden)
+        return shapes
+
+    def _row(self, k: int) -> int:
+        return k if self.save else k % 2
 
     def reset(self, k: int, reset: Tensor) -> None:
+        """Zero ``c_{k-1}`` of the batch items that reset at step ``k``."""
         if self.lstm:
-            self.c[k].masked_fill_(reset.unsqueeze(1), 0.0)
+            self.partner_parts[1][self._row(k)].masked_fill_(reset.unsqueeze(1), 0.0)
 
-    def forward(self, k: int, z: Tensor) -> Tensor:
-        """``h_k`` from the base block of ``z``."""
-        row = k if self.save else 0
-        h = self.h[row]
+    def forward(self, k: int, z: Tensor, h: Tensor) -> Tensor:
+        """Write ``h_k`` into ``h``, from the base block of ``z`` (``(B, 4, H)`` for the LSTM)."""
         if not self.lstm:
             torch.sigmoid(z, out=h)
-            return h.mul_(2.0).sub_(1.0)
-        hidden = self.hidden
-        act, g, tc = self.act[row], self.g[row], self.tc[row]
-        torch.sigmoid(z, out=act)
-        i, f, o = act[:, :hidden], act[:, hidden:2 * hidden], act[:, 3 * hidden:]
-        torch.mul(act[:, 2 * hidden:3 * hidden], 2.0, out=g).sub_(1.0)
-        c = torch.mul(f, self.c[k], out=self.c[k + 1]).addcmul_(i, g)
-        torch.sigmoid(c * 2.0, out=tc).mul_(2.0).sub_(1.0)
-        return torch.mul(o, tc, out=h)
+            return torch.add(self.minus_one, h, alpha=2.0, out=h)
+        row, at, parts = self._row(k), k if self.save else 0, self.partner_parts
+        torch.sigmoid(z, out=self.act_rows[at])
+        i, f, g_sigmoid, o = (gate[at] for gate in self.act_gates)
+        g, c_prev, i_twice, tanh_c = (part[row] for part in parts)
+        c = parts[1][self._row(k + 1)]
+        torch.add(self.minus_one, g_sigmoid, alpha=2.0, out=g)
+        torch.mul(i, self.two, out=i_twice)
+        torch.mul(f, c_prev, out=c).addcmul_(i, g)
+        torch.sigmoid(torch.mul(c, self.two), out=tanh_c)
+        torch.add(self.minus_one, tanh_c, alpha=2.0, out=tanh_c)
+        return torch.mul(o, tanh_c, out=h)
 
     def final_c(self) -> Tensor:
-        return self.c[-1]
+        return self.partner[self._row(self.steps), :, 1].clone()
 
-    def backward(self, k: int, dh: Tensor, dc: Tensor | None, dz: Tensor) -> Tensor | None:
-        """Write the gradient of the base block of ``z`` into ``dz``; return that of ``c_{k-1}``."""
+    def backward(self, k: int, h: Tensor, dh: Tensor, dc: Tensor | None, dz: Tensor,
+                 d_act: Tensor, d_act_parts: tuple[Tensor, Tensor],
+                 dc_out: Tensor) -> Tensor | None:
+        """Write the gradient of the base block of ``z`` into ``dz``; return that of
+        ``c_{k-1}``. ``h`` is ``h_k`` (the RNN's backward reads it); ``d_act`` is scratch of
+        the shape of an ``act`` row, ``d_act_parts`` its first three gates and its last, and
+        ``dc_out`` ``(B, 1, H)`` scratch, not ``dc``'s, for the result."""
         if not self.lstm:
             # z is the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2.
-            _tanh_backward.grad_input(dh, self.h[k], grad_input=dz).mul_(0.5)
+            _tanh_backward.grad_input(dh, h, grad_input=dz).mul_(self.half)
             return None
-        hidden = self.hidden
-        act, g, tc, c_prev = self.act[k], self.g[k], self.tc[k], self.c[k]
-        i, f, o = act[:, :hidden], act[:, hidden:2 * hidden], act[:, 3 * hidden:]
-        dc = _tanh_backward(dh * o, tc) if dc is None else _tanh_backward(dh * o, tc).add_(dc)
-        dact = torch.empty_like(act)
-        torch.mul(dc, g, out=dact[:, :hidden])
-        torch.mul(dc, c_prev, out=dact[:, hidden:2 * hidden])
-        torch.mul(dc, i, out=dact[:, 2 * hidden:3 * hidden]).mul_(2.0)
-        torch.mul(dh, tc, out=dact[:, 3 * hidden:])
-        _sigmoid_backward.grad_input(dact, act, grad_input=dz)
-        return dc * f
-
-
-# --- attention --------------------------------------------------------------------------------
-
-
-def _attend(query: Tensor, keys: Tensor, memory: Tensor, invalid: Tensor, score: Tensor,
-            e_out: Tensor) -> Tensor:
-    """Softmax weights of the (doubled) additive scores over the valid slots.
-
-    ``e_out`` receives :math:`\\sigma(2 W_a s + 2 U_a m_i)`, which the backward reads.
-
-    Shapes: query ``(B, H)``; keys, memory, e_out ``(B, N, H)``; invalid ``(B, N)`` bool.
-    """
-    e = torch.add(keys, query.unsqueeze(1), out=e_out).sigmoid_()
-    logits = torch.matmul(e, score).masked_fill_(invalid, float("-inf"))
-    return torch.softmax(logits, dim=-1)
-
-
-def _attend_backward(dread: Tensor, weights: Tensor, e: Tensor, memory: Tensor,
-                     score: Tensor) -> tuple[Tensor, Tensor]:
-    """Gradients of the score logits and of the pre-activation ``2(W_a s + U_a m_i)``.
-
-    Shapes: dread ``(B, H)``; weights ``(B, N)``; e, memory ``(B, N, H)``.
-    """
-    dweights = torch.bmm(memory, dread.unsqueeze(2)).squeeze(2)
-    dlogits = torch._softmax_backward_data(dweights, weights, -1, weights.dtype)
-    dpre = _sigmoid_backward(dlogits.unsqueeze(2) * score, e)
-    return dlogits, dpre
+        tanh_c = self.partner_parts[3][k]
+        dc_k = _tanh_backward.grad_input(dh * self.act_gates[3][k], tanh_c,
+                                         grad_input=dc_out.squeeze(1))
+        if dc is not None:
+            dc_k.add_(dc)
+        torch.mul(self.partner_three[k], dc_out, out=d_act_parts[0])
+        torch.mul(tanh_c, dh, out=d_act_parts[1])
+        _sigmoid_backward.grad_input(d_act, self.act_rows[k], grad_input=dz)
+        return dc_k.mul_(self.act_gates[1][k])
 
 
 # --- relevancy screening (ReLSTM, ReLRNN) -----------------------------------------------------
@@ -204,133 +277,169 @@ class _ScreenedTape(NamedTuple):
     s0: Tensor
     attention: Tensor  # (T, B, ν+ρ): the weights, S in ring order
     memory: Tensor  # (T, B, ν+ρ, H): the slots' states at each step, S in ring order
-    e: Tensor  # (T, B, ν+ρ, H): σ(2 W_a s + 2 U_a m_i); the backward overwrites it
-    targets: Tensor  # (T, B) long: the slot each step's candidate was written to
+    e: Tensor  # (T, B, ν+ρ, H): σ(2 W_a s + 2 U_a m_i)
+    targets: Tensor  # (T, B) long: the row (of the flattened slots) each candidate went to
+    incoming: Tensor  # (B, ν+ρ, H): S and R as they came in
     resets: Tensor
     reset_steps: list[bool]
+    blocks: tuple[Tensor, ...]  # the WORKSPACE blocks the buffers above are carved from
+
+
+_PAD = 16
+"""Columns after ``[m, 2 U_a m]`` in a slot's row: score, mask (0, or -inf when the slot is
+empty), rank (score + mask), episode step, then padding that keeps rows 64-byte aligned."""
+
+TIME_LIMIT = {torch.float32: 2 ** 24, torch.float64: 2 ** 53}
+"""Episode steps up to which a slot's step is exact in its float column, per dtype; the engine
+takes only these dtypes."""
+
+
+def chunk_flags(resets: Tensor, t0: Tensor, dtype: torch.dtype) -> tuple[list[bool], bool]:
+    """Which steps reset some batch item, and whether the episode steps fit ``dtype`` exactly:
+    one host sync per chunk, before its loop."""
+    fits = (t0.max() + resets.shape[0] < TIME_LIMIT[dtype]).view(1)
+    flags = torch.cat([resets.any(dim=1), fits]).tolist()
+    return flags[:-1], flags[-1]
 
 
 def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
                       short: Tensor, short_score: Tensor, short_valid: Tensor,
                       short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
                       relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
-                      resets: Tensor, *, lstm: bool,
+                      resets: Tensor, any_reset: list[bool], *, lstm: bool,
                       save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
     steps, batch, _ = xp.shape
     hidden = s0.shape[1]
     nu, rho = short.shape[1], relevant.shape[1]
     slots = nu + rho
     scratch = slots
-    base = _Base(lstm, steps, batch, hidden, xp, c0, save)
-    gates = base.gates
+    gates = 4 * hidden if lstm else hidden
+    wide, width = 2 * hidden, 2 * hidden + _PAD
+    shapes = {
+        "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
+        "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
+        "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
+        "candidate": (batch, width), **_Base.shapes(lstm, steps, batch, hidden, save)}
+    if save:
+        shapes["memory"] = (steps, batch, slots, hidden)
+    block, buffers = _carve(shapes, xp.dtype, xp.device)
+    long_block, long_buffers = _carve({"targets": (steps, batch)}, torch.long, xp.device)
+    base = _Base(lstm, steps, hidden, c0, save, buffers)
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
     device = xp.device
+    minus_inf = float("-inf")
 
     # The memory, slot by slot: S as a ring buffer (at step k its oldest state sits in slot
     # k mod ν, where h_k then goes), then R, then a scratch slot that takes the write of a
-    # candidate that does not enter R, so that no step branches per batch item. A slot holds
-    # [m_i, 2 U_a m_i, score] in one row, so that a screening write moves all of it at once,
-    # and [valid, episode step] in ``meta``.
-    slot_data = xp.new_empty(batch, slots + 1, 2 * hidden + 1)
-    content, keys, score = (slot_data[..., :hidden], slot_data[..., hidden:2 * hidden],
-                            slot_data[..., 2 * hidden])
+    # candidate that does not enter R, so that no step branches per batch item. A slot's row
+    # is [m_i, 2 U_a m_i, score, mask, rank, episode step, padding], so that a screening write
+    # moves all of it at once. The mask is 0 on a slot that holds a state and -inf on an empty
+    # one; the softmax adds it to the logits, and the screening compares ranks.
+    slot_data = buffers["slot_data"].zero_()
+    rows_of_slots = slot_data.view(-1, width)
+    content, keys = slot_data[..., :hidden], slot_data[..., hidden:wide]
+    score, mask, rank, slot_time = (slot_data[..., wide + column] for column in range(4))
     content[:, :nu] = short
     content[:, nu:slots] = relevant
-    keys[:, :slots] = torch.matmul(content[:, :slots], key_t)
+    torch.matmul(content[:, :slots], key_t, out=keys[:, :slots])
     score[:, :nu] = short_score
     score[:, nu:slots] = relevant_score
-    slot_data[:, scratch] = 0.0
-    meta = torch.zeros(batch, slots + 1, 2, dtype=torch.long, device=device)
-    meta[:, :nu, 0] = short_valid
-    meta[:, nu:slots, 0] = relevant_valid
-    meta[:, :nu, 1] = short_time
-    meta[:, nu:slots, 1] = relevant_time
+    mask[:, :nu].masked_fill_(~short_valid, minus_inf)
+    mask[:, nu:slots].masked_fill_(~relevant_valid, minus_inf)
+    mask[:, scratch] = minus_inf
+    torch.add(score, mask, out=rank)
+    slot_time[:, :nu] = short_time
+    slot_time[:, nu:slots] = relevant_time
     time = episode_time(t0, resets)
-    entering_meta = torch.stack([torch.ones_like(time), time], dim=2)  # h_k's [valid, step]
+    entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
+    entering[..., 3] = time
 
     y = xp.new_empty(steps, batch, hidden)
-    attention = xp.new_empty(steps, batch, slots)
-    memory = xp.new_empty(steps, batch, slots, hidden) if save else None
-    e = xp.new_empty(steps if save else 1, batch, slots, hidden)
-    targets = torch.empty(steps, batch, dtype=torch.long, device=device)
-    meta_history = torch.empty(steps, batch, slots, 2, dtype=torch.long, device=device)
-    relevant_scores = xp.new_empty(steps, batch, rho)
-    # Views made once: indexing costs as much as a small op.
-    content_all, keys_all, valid_all = content[:, :slots], keys[:, :slots], meta[:, :slots, 0]
-    score_short, score_relevant = score[:, :nu], score[:, nu:slots]
-    valid_relevant = meta[:, nu:slots, 0]
-    ring = [(slot_data[:, p], meta[:, p], content[:, p], keys[:, p], score[:, p],
-             meta[:, p, 0]) for p in range(nu)]
-    rows = torch.arange(batch, device=device)
-    scratch_index = torch.tensor(scratch, device=device)
-    any_reset = reset_steps(resets)
+    attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
+    memory, candidate = buffers.get("memory"), buffers["candidate"]
+    targets = long_buffers["targets"]
+    z_base = z[:, :gates].view(batch, 4, hidden) if lstm else z[:, :gates]
+    z_query = z[:, gates:].unsqueeze(1)
+    # Views made once, as lists: indexing costs as much as a small op.
+    content_all, keys_all, mask_all = content[:, :slots], keys[:, :slots], mask[:, :slots]
+    score_rank_short = slot_data[:, :nu, wide:wide + 3:2]  # score and rank accumulate alike
+    rank_relevant, meta_all = rank[:, nu:slots], slot_data[:, :slots, wide:wide + 4]
+    first_row = torch.arange(batch, device=device) * (slots + 1)
+    relevant_rows, scratch_rows = first_row + nu, first_row + scratch
+    ring = [(first_row + p, slot_data[:, p, wide:wide + 4], rank[:, p], content[:, p],
+             slot_data[:, p:p + 1, :hidden], keys[:, p]) for p in range(min(nu, steps))]
     xp_steps, y_steps, e_steps = xp.unbind(0), y.unbind(0), e.unbind(0)
-    minus_inf = float("-inf")
+    y_rows, entering_steps = y.unsqueeze(2).unbind(0), entering.unbind(0)
+    target_steps, history_steps = targets.unbind(0), history.unbind(0)
+    attention_steps, attention_rows = attention.unbind(0), attention.unsqueeze(2).unbind(0)
+    attention_short = attention[:, :, :nu].unsqueeze(3).unbind(0)
+    memory_steps = memory.unbind(0) if memory is not None else None
+    addmm, where, index_select, mm, add = torch.addmm, torch.where, torch.index_select, \
+        torch.mm, torch.add
+    softmax, baddbmm, matmul = torch._softmax, torch.baddbmm, torch.matmul
     s = s0
     for k in range(steps):
-        data_p, meta_p, content_p, keys_p, score_p, valid_p = ring[k % nu]
+        rows_p, meta_p, rank_p, content_p, content_row_p, keys_p = ring[k % nu]
         if any_reset[k]:
             reset = resets[k].view(batch, 1, 1)
             s = s.masked_fill(reset[:, 0], 0.0)
             base.reset(k, reset[:, 0, 0])
             slot_data.masked_fill_(reset, 0.0)
-            meta.masked_fill_(reset, 0)
-        z = torch.addmm(xp_steps[k], s, recurrent_t)
-        h = base.forward(k, z[:, :gates])
+            mask.masked_fill_(reset[:, 0], minus_inf)
+            rank.masked_fill_(reset[:, 0], minus_inf)
+        addmm(xp_steps[k], s, recurrent_t, out=z)
 
-        # h_{t-ν} leaves S and is screened into R (see relevancy.screen): a free slot of R
-        # scores -inf, so the first free slot, else the first lowest score, is the target.
-        lowest, slot = score_relevant.masked_fill(valid_relevant == 0, minus_inf).min(dim=1)
-        enter = (valid_p != 0) & (score_p > lowest)
-        target = torch.where(enter, slot + nu, scratch_index, out=targets[k])
-        # (clones: index_put_ refuses a source that overlaps its destination)
-        slot_data.index_put_((rows, target), data_p.clone())
-        meta.index_put_((rows, target), meta_p.clone())
+        # h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen): a free
+        # slot of R ranks -inf, so the first free slot, else the first lowest score, is the
+        # target; an empty candidate (-inf) never enters.
+        lowest, slot = rank_relevant.min(dim=1)
+        target = where(rank_p > lowest, slot.add_(relevant_rows), scratch_rows,
+                       out=target_steps[k])
+        rows_of_slots.index_copy_(0, target, index_select(rows_of_slots, 0, rows_p,
+                                                          out=candidate))
         # h_t enters S in the slot just vacated.
-        content_p.copy_(h)
-        torch.mm(h, key_t, out=keys_p)
-        score_p.zero_()
-        meta_p.copy_(entering_meta[k])
+        h = base.forward(k, z_base, content_p)
+        mm(h, key_t, out=keys_p)
+        meta_p.copy_(entering_steps[k])
 
-        e_k = torch.add(keys_all, z[:, gates:].unsqueeze(1), out=e_steps[k if save else 0])
-        logits = torch.matmul(e_k.sigmoid_(), score_vector).masked_fill_(valid_all == 0,
-                                                                         minus_inf)
-        weights_k = torch.softmax(logits, dim=1)
-        read = torch.bmm(weights_k.unsqueeze(1), content_all).squeeze(1)
-        s = torch.add(h, read, out=y_steps[k])
-        score_short.add_(weights_k[:, :nu])
-        attention[k] = weights_k
-        if memory is not None:
-            memory[k] = content_all
-        meta_history[k] = meta[:, :slots]
-        relevant_scores[k] = score_relevant
+        e_k = add(keys_all, z_query, out=e_steps[k if save else 0]).sigmoid_()
+        softmax(matmul(e_k, score_vector).add_(mask_all), 1, False, out=attention_steps[k])
+        baddbmm(content_row_p, attention_rows[k], content_all, out=y_rows[k])
+        s = y_steps[k]
+        score_rank_short.add_(attention_short[k])
+        if memory_steps is not None:
+            memory_steps[k].copy_(content_all)
+        history_steps[k].copy_(meta_all)
 
     # The state in its layout (S oldest first) and the traces, in the order [S oldest first, R].
     last = (steps + torch.arange(nu, device=device)) % nu
     order = torch.arange(slots, device=device).expand(steps, slots).clone()
     order[:, :nu] = (torch.arange(1, steps + 1, device=device).unsqueeze(1)
                      + torch.arange(nu, device=device)) % nu
-    order = order.view(steps, 1, slots, 1).expand(steps, batch, slots, 2)
-    history = meta_history.gather(2, order)
-    step_valid = history[..., 0].bool()
+    order = order.view(steps, 1, slots, 1).expand(steps, batch, slots, 4)
+    ordered = history.gather(2, order)
+    step_valid = ordered[..., 1] == 0
+    valid, final_time = mask == 0, slot_time.long()
     traces = {
         "attention": attention.gather(2, order[..., 0]),
-        "slot_time": history[..., 1].masked_fill_(~step_valid, -1),
+        "slot_time": ordered[..., 3].long().masked_fill_(~step_valid, -1),
         "relevant_valid": step_valid[..., nu:],
-        "relevant_score": relevant_scores,
+        "relevant_score": ordered[:, :, nu:, 0],
     }
     result = ScreenedResult(
         y=y, c=base.final_c() if lstm else None, t=time[-1] + 1,
-        short=content[:, last], short_score=score[:, last],
-        short_valid=meta[:, last, 0].bool(), short_time=meta[:, last, 1],
+        short=content[:, last], short_score=score[:, last], short_valid=valid[:, last],
+        short_time=final_time[:, last],
         relevant=content[:, nu:slots].clone(), relevant_score=score[:, nu:slots].clone(),
-        relevant_valid=meta[:, nu:slots, 0].bool(), relevant_time=meta[:, nu:slots, 1].clone(),
+        relevant_valid=valid[:, nu:slots], relevant_time=final_time[:, nu:slots],
         traces=traces)
     if not save:
+        WORKSPACE.give(block, long_block)
         return result, None
     assert memory is not None
-    tape = _ScreenedTape(nu, base, weights, y, s0, attention, memory, e, targets, resets,
-                         any_reset)
+    tape = _ScreenedTape(nu, base, weights, y, s0, attention, memory, e, targets,
+                         torch.cat([short, relevant], dim=1), resets, any_reset,
+                         (block, long_block))
     return result, tape
 
 
@@ -346,62 +455,104 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     slots = tape.attention.shape[2]
     gates = base.gates
     recurrent, key, score_vector = weights
-    # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as in the
-    # forward's slot_data. Going back in time it follows the states as the forward moved
-    # them: undoing step k's writes hands h_k its gradient and the candidate its own.
-    grad = y.new_zeros(batch, slots + 1, 2 * hidden + 1)
+    wide = 2 * hidden
+    block, buffers = _carve({
+        "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
+        "d_keys_h": (steps, batch, hidden), "d_logits": (batch, slots),
+        "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
+        "dc": (2, batch, 1, hidden), "zero": ()}, y.dtype, y.device)
+    # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
+    # slots. Going back in time it follows the states as the forward moved them: undoing the
+    # writes of step k hands h_k its gradient and gives the candidate back its own.
+    grad = buffers["grad"].zero_()
+    rows_of_grad = grad.view(-1, wide + 1)
     last = (steps + torch.arange(nu, device=y.device)) % nu
     if g_short is not None:
         grad[:, last, :hidden] = g_short
     if g_relevant is not None:
         grad[:, nu:slots, :hidden] = g_relevant
     if g_short_score is not None:
-        grad[:, last, 2 * hidden] = g_short_score
+        grad[:, last, wide] = g_short_score
     if g_relevant_score is not None:
-        grad[:, nu:slots, 2 * hidden] = g_relevant_score
-    grad_content, grad_keys = grad[:, :slots, :hidden], grad[:, :slots, hidden:2 * hidden]
-    ring = [grad[:, p] for p in range(nu)]
-    rows = torch.arange(batch, device=y.device)
+        grad[:, nu:slots, wide] = g_relevant_score
+    grad_content, grad_keys = grad[:, :slots, :hidden], grad[:, :slots, hidden:wide]
+    first_row = torch.arange(batch, device=y.device) * (slots + 1)
+    ring = [(first_row + p, grad[:, p, :hidden], grad[:, p, hidden:wide])
+            for p in range(min(nu, steps))]
+    grad_candidate, d_pre, d_act = buffers["grad_candidate"], buffers["d_pre"], buffers["d_act"]
+    d_act_parts = (d_act[:, :3], d_act[:, 3])
+    dc_buffers, zero = buffers["dc"].unbind(0), buffers["zero"].zero_()
+    d_keys_h, d_logits = buffers["d_keys_h"], buffers["d_logits"]
 
     dz = y.new_empty(steps, batch, recurrent.shape[0])
+    dz_steps = dz.unbind(0)
+    dz_base = (dz[:, :, :gates].view(steps, batch, 4, hidden) if base.lstm
+               else dz[:, :, :gates]).unbind(0)
+    dz_query = dz[:, :, gates:].unbind(0)
+    attention_steps, attention_columns = tape.attention.unbind(0), \
+        tape.attention.unsqueeze(3).unbind(0)
+    e_steps, memory_steps = tape.e.unbind(0), tape.memory.unbind(0)
+    memory_columns = tape.memory.transpose(2, 3).unbind(0)
+    e_rows = tape.e.view(steps, -1, hidden).transpose(1, 2).unbind(0)
     d_score = y.new_zeros(hidden)
-    ds = y.new_zeros(batch, hidden)
+    target_steps, d_keys_steps = tape.targets.unbind(0), d_keys_h.unbind(0)
+    g_y_steps = g_y.unbind(0) if g_y is not None else None
+    softmax_backward = torch.ops.aten._softmax_backward_data.out
+    sigmoid_backward, bmm, addmm, mul = _sigmoid_backward.grad_input, torch.bmm, torch.addmm, \
+        torch.mul
+    ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
     dc = g_c
     for k in reversed(range(steps)):
-        if g_y is not None:
-            ds = ds + g_y[k]
-        weights_k, e_k = tape.attention[k], tape.e[k]
-        d_weights = torch.bmm(tape.memory[k], ds.unsqueeze(2)).squeeze(2)
-        d_logits = torch._softmax_backward_data(d_weights, weights_k, 1, weights_k.dtype)
-        d_score.addmv_(e_k.view(-1, hidden).t(), d_logits.view(-1))
-        # d(2 W_a s + 2 U_a m_i), written over e_k, which is not needed any more.
-        d_pre = _sigmoid_backward.grad_input(d_logits.unsqueeze(2) * score_vector, e_k,
-                                             grad_input=e_k)
-        torch.sum(d_pre, dim=1, out=dz[k, :, gates:])
+        oldest = k % nu
+        weights_k, memory_k, ds_row = attention_steps[k], memory_steps[k], ds.unsqueeze(1)
+        # (B, 1, H) @ (B, H, N): several times faster on CPU than (B, N, H) @ (B, H, 1)
+        d_weights = bmm(ds_row, memory_columns[k]).view(batch, slots)
+        d_logits_k = softmax_backward(d_weights, weights_k, 1, weights_k.dtype,
+                                      grad_input=d_logits)
+        d_score.addmv_(e_rows[k], d_logits_k.view(-1))
+        # d(2 W_a s + 2 U_a m_i)
+        sigmoid_backward(mul(d_logits_k.unsqueeze(2), score_vector, out=d_pre), e_steps[k],
+                         grad_input=d_pre)
+        torch.sum(d_pre, dim=1, out=dz_query[k])
         grad_keys.add_(d_pre)
-        grad_content.baddbmm_(weights_k.unsqueeze(2), ds.unsqueeze(1))
-        # Undo the writes of step k: h_k leaves slot p with its gradient, the candidate
-        # returns to p with the gradient it gathered at its target, which held nothing before.
-        grad_p = ring[k % nu]
-        dh = torch.addmm(ds + grad_p[:, :hidden], grad_p[:, hidden:2 * hidden], key)
-        target = (rows, tape.targets[k])
-        grad_p.copy_(grad[target])
-        grad.index_put_(target, grad.new_zeros(()))
-        dc = base.backward(k, dh, dc, dz[k, :, :gates])
-        ds = torch.mm(dz[k], recurrent)
+        grad_content.addcmul_(attention_columns[k], ds_row)
+        # Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes
+        # back to p with the gradient it gathered at its target, which held nothing before.
+        rows_p, grad_content_p, grad_keys_p = ring[oldest]
+        dh = addmm(ds + grad_content_p, d_keys_steps[k].copy_(grad_keys_p), key)
+        target = target_steps[k]
+        rows_of_grad.index_copy_(0, rows_p, torch.index_select(rows_of_grad, 0, target,
+                                                               out=grad_candidate))
+        rows_of_grad.index_fill_(0, target, zero)
+        dc = base.backward(k, memory_k[:, oldest], dh, dc, dz_base[k], d_act, d_act_parts,
+                           dc_buffers[k % 2])
+        carried = g_y_steps is not None and k > 0
         if tape.reset_steps[k]:
             reset = tape.resets[k].view(batch, 1, 1)
-            ds.masked_fill_(reset[:, 0], 0.0)
+            ds = torch.mm(dz_steps[k], recurrent).masked_fill_(reset[:, 0], 0.0)
+            if carried:
+                ds.add_(g_y_steps[k - 1])
             grad.masked_fill_(reset, 0.0)
             if dc is not None:
                 dc = dc.masked_fill(reset[:, 0], 0.0)
+        elif carried:
+            ds = addmm(g_y_steps[k - 1], dz_steps[k], recurrent)
+        else:
+            ds = torch.mm(dz_steps[k], recurrent)
 
     s_prev = torch.cat([tape.s0.unsqueeze(0), y[:-1]]).masked_fill_(
         tape.resets.unsqueeze(2), 0.0)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
-    d_key = tape.e.view(-1, hidden).t() @ tape.memory.view(-1, hidden)  # e holds d_pre now
+    # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
+    positions = torch.arange(steps, device=y.device)
+    h_rows = ((positions * batch).unsqueeze(1) + torch.arange(batch, device=y.device)) * slots \
+        + (positions % nu).unsqueeze(1)
+    h = tape.memory.view(-1, hidden).index_select(0, h_rows.view(-1))
+    d_key = torch.addmm(d_keys_h.view(-1, hidden).t() @ h,
+                        grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
-    d_score_in = grad[:, :slots, 2 * hidden]
+    d_score_in = grad[:, :slots, wide].clone()
+    WORKSPACE.give(block, *tape.blocks)
     return (dz, d_recurrent, d_key, d_score, ds, dc, d_incoming[:, :nu], d_score_in[:, :nu],
             d_incoming[:, nu:], d_score_in[:, nu:])
 
@@ -410,15 +561,16 @@ class _Screened(torch.autograd.Function):
     """:func:`_screened_forward` and :func:`_screened_backward` as one autograd node per chunk."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, lstm: bool, resets: Tensor, t0: Tensor, short_valid: Tensor,
-                short_time: Tensor, relevant_valid: Tensor, relevant_time: Tensor, xp: Tensor,
-                recurrent: Tensor, key: Tensor, score: Tensor, s0: Tensor, c0: Tensor | None,
-                short: Tensor, short_score: Tensor, relevant: Tensor,
+    def forward(ctx: FunctionCtx, any_reset: list[bool], resets: Tensor, t0: Tensor,
+                short_valid: Tensor, short_time: Tensor, relevant_valid: Tensor,
+                relevant_time: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor,
+                score: Tensor, s0: Tensor, c0: Tensor | None, short: Tensor,
+                short_score: Tensor, relevant: Tensor,
                 relevant_score: Tensor) -> tuple[Any, ...]:
         result, tape = _screened_forward(
             xp, Weights(recurrent, key, score), s0, c0, short, short_score, short_valid,
             short_time, relevant, relevant_score, relevant_valid, relevant_time, t0, resets,
-            lstm=lstm, save=True)
+            any_reset, lstm=c0 is not None, save=True)
         ctx.tape = tape  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)
         outputs = _flatten(result)
@@ -431,10 +583,13 @@ class _Screened(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: FunctionCtx, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
-        tape: _ScreenedTape = ctx.tape  # type: ignore[attr-defined]
+        tape: _ScreenedTape | None = ctx.tape  # type: ignore[attr-defined]
+        if tape is None:
+            raise RuntimeError("an attentive cell's chunk can be backpropagated once: its "
+                               "backward reuses the forward's buffers (no retain_graph)")
+        ctx.tape = None  # type: ignore[attr-defined]
         (dxp, d_recurrent, d_key, d_score, ds0, dc0, d_short, d_short_score, d_relevant,
          d_relevant_score) = _screened_backward(tape, *grads[:len(_DIFFERENTIABLE)])
-        del ctx.tape  # type: ignore[attr-defined]
         return (None, None, None, None, None, None, None, dxp, d_recurrent, d_key, d_score, ds0,
                 dc0, d_short, d_short_score, d_relevant, d_relevant_score)
 
@@ -452,11 +607,13 @@ def _flatten(result: ScreenedResult) -> tuple[Any, ...]:
 def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, short: Tensor,
                   short_score: Tensor, short_valid: Tensor, short_time: Tensor,
                   relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
-                  relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult:
+                  relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult | None:
     """Relevancy screening (ReLSTM with ``c0``, ReLRNN without) over one chunk.
 
     Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
-    :class:`rlmem.cells.relevancy._RelevancyScreening` for the equations.
+    :class:`rlmem.cells.relevancy._RelevancyScreening` for the equations. Returns ``None``
+    when the engine cannot take the chunk (a dtype other than float32 and float64, or an
+    episode longer than its float holds exactly), for the caller to run the step instead.
 
     Shapes:
         - xp: ``(T, B, G + H)``, the input terms of ``z`` (``G = 4H`` for the LSTM, ``H``)
@@ -464,13 +621,18 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
           the scores, valid masks and times ``(B, ν)`` and ``(B, ρ)``; t0 ``(B,)`` long
         - resets: ``(T, B)`` bool
     """
-    lstm = c0 is not None
+    if xp.dtype not in TIME_LIMIT:
+        return None
+    any_reset, fits = chunk_flags(resets, t0, xp.dtype)
+    if not fits:
+        return None
     tensors = (xp, *weights, s0, c0, short, short_score, relevant, relevant_score)
     if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
         return _screened_forward(xp, weights, s0, c0, short, short_score, short_valid,
                                  short_time, relevant, relevant_score, relevant_valid,
-                                 relevant_time, t0, resets, lstm=lstm, save=False)[0]
-    outputs = _Screened.apply(lstm, resets, t0, short_valid, short_time, relevant_valid,
+                                 relevant_time, t0, resets, any_reset, lstm=c0 is not None,
+                                 save=False)[0]
+    outputs = _Screened.apply(any_reset, resets, t0, short_valid, short_time, relevant_valid,
                               relevant_time, xp, *weights, s0, c0, short, short_score, relevant,
                               relevant_score)
     differentiable = dict(zip(_DIFFERENTIABLE, outputs, strict=False))

@@ -15,8 +15,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import Weights, screened_scan
-from rlmem.cells.base import Cell
+from rlmem.cells.attention_scan import Weights, project, screened_scan
+from rlmem.cells.base import Cell, scan
 from rlmem.cells.registry import register
 
 _MEMORY_FIELDS: list[tuple[str, type]] = [
@@ -147,7 +147,7 @@ class _RelevancyScreening(Cell):
         Shapes: x ``(T, B, input_size)``; returns ``(T, B, G + hidden_size)``.
         """
         w_in, bias, _ = self._weights()
-        return _project(x, w_in, bias)
+        return project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
         _, _, weights = self._weights()
@@ -192,10 +192,13 @@ class _RelevancyScreening(Cell):
             # The engine computes in the input's dtype; autograd ops follow autocast's policy.
             return super()._scan(x, state, resets)
         w_in, bias, weights = self._weights()
+        xp = project(x, w_in, bias)
         result = screened_scan(
-            _project(x, w_in, bias), weights, state.s, getattr(state, "c", None), state.short,
-            state.short_score, state.short_valid, state.short_time, state.relevant,
-            state.relevant_score, state.relevant_valid, state.relevant_time, state.t, resets)
+            xp, weights, state.s, getattr(state, "c", None), state.short, state.short_score,
+            state.short_valid, state.short_time, state.relevant, state.relevant_score,
+            state.relevant_valid, state.relevant_time, state.t, resets)
+        if result is None:
+            return scan(self.step, xp, state, resets)
         base_fields = {"c": result.c} if result.c is not None else {}
         new_state = state._replace(
             s=result.y[-1], t=result.t, **base_fields,
@@ -216,18 +219,6 @@ class _RelevancyScreening(Cell):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, short_term={self.short_term}, relevant={self.relevant}"
-
-
-def _project(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """``x W^T + b`` over all ``T × B`` inputs in one matmul, where ``b`` may be longer than
-    ``W`` has rows (the tail is a bias alone, e.g. the query's)."""
-    steps, batch, features = x.shape
-    rows = weight.shape[0]
-    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight.t())
-    if bias.shape[0] == rows:
-        return projected.view(steps, batch, rows)
-    return torch.cat([projected.view(steps, batch, rows),
-                      bias[rows:].expand(steps, batch, -1)], dim=2)
 
 
 @register("relstm")
