@@ -195,6 +195,7 @@ class _SARNNScan(torch.autograd.Function):
         input_n, input_u, input_rz = (block.unbind(0) for block in
                                       inputs.split([size, size, 2 * size], 2))
         w_u_scaled = w_u * half_slope
+        minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
         weight_hh_t = weight_hh.t()
         masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
         outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
@@ -208,12 +209,12 @@ class _SARNNScan(torch.autograd.Function):
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
             r, z = rz.chunk(2, 1)
             hidden_n_t = hidden[:, 2 * size:]
-            n = torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
-            n.sigmoid_().mul_(2.0).sub_(1.0)
+            n = torch.add(minus_one, torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
+                          .sigmoid_(), alpha=2.0)
             gap = torch.sub(h, n)
             kept_gap = torch.addcmul(gap, z, gap, value=-1.0)  # d = (1 - z) ⊙ (h - n)
             probability = torch.addcmul(input_u[t], w_u_scaled, h).clamp_(0.0, 1.0)
-            update = torch.gt(probability, 0.5).to(h.dtype)
+            update = torch.gt(probability, 0.5, out=torch.empty_like(probability))
             h_new = torch.addcmul(h, update, kept_gap, value=-1.0)
             outputs.append(h_new)
             probabilities.append(probability)
