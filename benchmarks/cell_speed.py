@@ -13,11 +13,12 @@ Two measurements, each printed as a markdown table of ms per step and the ratio 
 - ``rollout``: the acting step of a rollout, ``cell(x[:1], state, resets[:1])`` under
   ``torch.no_grad()``, the state fed back, ``--calls`` calls per sample; seconds per call.
 
-The cells are measured round-robin: every repeat times each cell once, in turn, so a change in
-the machine's load hits all of them alike. A cell's ratio is the median over repeats of its time
-divided by lstm's time in the same repeat; its ms/step is the median of its own times. The first
-round warms up and is discarded. The load average (``os.getloadavg``) is printed at start and
-end: a run on a loaded machine is only comparable within itself.
+The cells are measured round-robin: every repeat times each cell once, in turn (the order
+rotating from one repeat to the next), so a change in the machine's load hits all of them
+alike. A cell's ratio is the median over repeats of its time divided by lstm's time in the same
+repeat; its ms/step is the median of its own times. The first round warms up and is discarded.
+The load average (``os.getloadavg``) is printed at start and end: a run on a loaded machine is
+only comparable within itself.
 
 ``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
 above its bound (cells without a bound are reported, not checked).
@@ -118,11 +119,17 @@ def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int)
 
 
 def round_robin(timers: dict[str, Timer], repeats: int) -> dict[str, list[float]]:
-    """Each repeat runs every timer once, in turn; the first (warm-up) round is discarded."""
+    """Each repeat runs every timer once, in turn; the first (warm-up) round is discarded.
+
+    The order rotates by one cell per repeat, so that no cell always follows the same one
+    (what ran before leaves the caches and the allocator in its own state).
+    """
     samples: dict[str, list[float]] = {name: [] for name in timers}
+    names = list(timers)
     for repeat in range(repeats + 1):
-        for name, timer in timers.items():
-            seconds = timer()
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            seconds = timers[name]()
             if repeat:
                 samples[name].append(seconds)
     return samples

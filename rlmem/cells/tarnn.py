@@ -266,21 +266,21 @@ class _TARNNScan(torch.autograd.Function):
             s = z
         y, beta_all = torch.stack(outputs), torch.stack(betas)
         ctx.mark_non_differentiable(beta_all)
-        ctx.save_for_backward(weight_s, weight_u, eta)
+        ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
         ctx.masks, ctx.resetting, ctx.coupled, ctx.form = masks, resetting, coupled, form
-        ctx.betas, ctx.euler, ctx.inner, ctx.targets = betas, euler, inner, targets
+        ctx.euler, ctx.inner, ctx.targets = euler, inner, targets
         return y, beta_all
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
                                                                                 ...]:
-        weight_s, weight_u, eta = ctx.saved_tensors
+        weight_s, weight_u, eta, beta_all = ctx.saved_tensors
         masks, resetting, coupled, form = ctx.masks, ctx.resetting, ctx.coupled, ctx.form
-        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
+        euler, inner, targets = ctx.euler, ctx.inner, ctx.targets
         time_steps, batch, size = grad_y.shape
         half, steps = size // 2, len(eta)
-        # ā = gain · inner_backward(q, h), gain = s·m. The forward's weights already carry s;
+        # ā = gain · h' ⊙ q, gain = s·m. The forward's weights already carry s;
         # m goes into the weights that carry ā back, and the gain into the gradients of the
         # blocks that produce a (W_2, U and the W_1 x + b inputs), once at the end.
         weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_out))[:, None]
@@ -293,7 +293,9 @@ class _TARNNScan(torch.autograd.Function):
 
         grad_z, grad_z_k = buffer()  # z̄_{k+1}
         q, q_k = buffer()  # η_k β ⊙ z̄_{k+1}
-        grad_pre, grad_pre_k = buffer()  # raw ā_k = inner_backward(q_k, h_k)
+        grad_pre, grad_pre_k = buffer()  # raw ā_k = h'_k ⊙ q_k
+        step_inner = grad_y.new_empty(steps, batch, size)
+        slope_inner, slope_inner_k = buffer()  # h'_k
         grad_pre_rows = grad_pre.view(-1, size).T
         eta_beta, eta_beta_k = buffer()
         grad_slope = grad_y.new_empty(steps, batch, size)  # F_k ⊙ z̄_{k+1}
@@ -304,6 +306,10 @@ class _TARNNScan(torch.autograd.Function):
         grad_weight_u = weight_u.new_zeros(weight_u.shape)
         grad_eta = torch.zeros_like(eta)
         grad_next = grad_y.new_zeros(batch, size)
+        # Views of every step made once: as dear as a small op each, at batch 16.
+        betas = beta_all.unbind(0)
+        betas_flat = beta_all.view(time_steps, -1).unbind(0)
+        beta_slopes = torch.addcmul(beta_all, beta_all, beta_all, value=-1.0).unbind(0)  # σ'
         for t, grad_y_t, grad_gates_t in zip(range(time_steps - 1, -1, -1),
                                              reversed(grad_y.unbind(0)),
                                              reversed(grad_gates.unbind(0)), strict=True):
@@ -311,9 +317,11 @@ class _TARNNScan(torch.autograd.Function):
             first = t * steps
             torch.mul(eta_column, beta, out=eta_beta)
             torch.add(grad_y_t, grad_next, out=grad_z_k[steps - 1])
+            torch.stack(inner[first:first + steps], out=step_inner)
+            form.inner_derivative(step_inner, slope_inner)
             for k in range(steps - 1, -1, -1):
                 torch.mul(eta_beta_k[k], grad_z_k[k], out=q_k[k])
-                form.inner_backward(q_k[k], inner[first + k], grad_pre_k[k])
+                torch.mul(q_k[k], slope_inner_k[k], out=grad_pre_k[k])
                 carried = grad_z_k[k] - q_k[k]  # Aᵀ q_k, the -I part
                 if coupled:
                     carried[:, half:] += q_k[k][:, :half]
@@ -323,9 +331,9 @@ class _TARNNScan(torch.autograd.Function):
             step_slope = torch.stack(targets[first:first + steps]).sub_(step_euler)  # F_k
             torch.mul(step_slope, grad_z, out=grad_slope)
             torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
-            grad_eta.addmv_(grad_slope_rows, beta.view(-1))
-            torch.cat([torch.ops.aten.sigmoid_backward.default(grad_beta, beta), q.sum(0),
-                       grad_pre.sum(0)], 1, out=grad_gates_t)
+            grad_eta.addmv_(grad_slope_rows, betas_flat[t])
+            torch.cat([grad_beta * beta_slopes[t], q.sum(0), grad_pre.sum(0)], 1,
+                      out=grad_gates_t)
             grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
             grad_next.addmm_(grad_gates_t, weight_s)
             if resetting[t]:
