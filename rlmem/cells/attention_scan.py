@@ -641,3 +641,351 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
     return ScreenedResult(**differentiable, t=t, short_valid=short_valid, short_time=short_time,
                           relevant_valid=relevant_valid, relevant_time=relevant_time,
                           traces=dict(zip(_TRACES, traces, strict=True)))
+
+
+# --- full attention (MemLSTM) -----------------------------------------------------------------
+
+
+class FullResult(NamedTuple):
+    """What :func:`full_scan` returns: the outputs, the final state's fields and the traces."""
+
+    y: Tensor
+    """``(T, B, H)``: the macro-states :math:`s_t`."""
+    c: Tensor
+    """``(B, H)``: the LSTM base's final cell state."""
+    memory: Tensor
+    keys: Tensor
+    t: Tensor
+    valid: Tensor
+    traces: dict[str, Tensor]
+
+
+_FULL_DIFFERENTIABLE = ("y", "c", "memory", "keys")
+_FULL_TRACES = ("attention", "slot_time")
+
+
+class _FullTape(NamedTuple):
+    """What :func:`_full_forward` keeps for :func:`_full_backward`."""
+
+    base: _Base
+    weights: Weights
+    y: Tensor
+    s0: Tensor
+    memory: Tensor  # (B, capacity, H): the incoming memory (its first n_in slots are attended)
+    chunk: Tensor  # (B, T, H): h_k, the chunk's own states
+    chunk_keys: Tensor  # (B, T, H): U_a h_k
+    e: list[Tensor]  # per step (B, n_k, H): σ(2 W_a s + 2 U_a m_i) over the step's window
+    attention: list[Tensor]  # per step (B, n_k): the weights over the step's window
+    weights_full: Tensor  # (T, B, n_in + T + 1): the same over all entries, for the traces
+    windows: list[tuple[int, int, int]]  # per step: incoming slots read, first chunk entry, end
+    keep_incoming: Tensor  # (B, capacity, 1): incoming slots that reach the final state
+    survivor_rows: Tensor  # (B * T,) long: each chunk entry's row in the final memory, or a dump
+    resets: Tensor
+    reset_steps: list[bool]
+    blocks: tuple[Tensor, ...]
+
+
+def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], int]:
+    """Which steps reset some batch item, and how many incoming slots any item holds: one host
+    sync per chunk, before its loop."""
+    flags = torch.cat([resets.any(dim=1).long(), t0.max().clamp(max=capacity).view(1)]).tolist()
+    return [bool(flag) for flag in flags[:-1]], int(flags[-1])
+
+
+def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
+                  keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor,
+                  any_reset: list[bool], n_in: int, *,
+                  save: bool) -> tuple[FullResult, _FullTape | None]:
+    steps, batch, _ = xp.shape
+    hidden, capacity = s0.shape[1], memory.shape[1]
+    device = xp.device
+    gates = 4 * hidden
+    # Entries of the chunk, as columns of the per-step attention: the first n_in incoming
+    # slots (slot order), then h_0..h_{T-1}, then a zero column for the traces. Until the
+    # chunk has written capacity states, a step reads the incoming slots and h_0..h_k; from
+    # then on every incoming slot has been overwritten and it reads its last capacity states.
+    windows = []
+    for k in range(steps):
+        first = max(0, k + 1 - capacity)
+        windows.append((n_in if first == 0 else 0, first, k + 1))
+    widths = [incoming + end - first for incoming, first, end in windows]
+    columns = n_in + steps + 1
+    shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
+              "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
+              "w": (sum(widths) * batch,),
+              "weights_full": (steps, batch, columns), "mask": (steps, batch, n_in + steps),
+              "z": (batch, gates + hidden), **_Base.shapes(True, steps, batch, hidden, save)}
+    block, buffers = _carve(shapes, xp.dtype, device)
+    base = _Base(True, steps, hidden, c0, save, buffers)
+    recurrent_t, score_vector = weights.recurrent.t(), weights.score
+    key = weights.key * 0.5  # U_a itself: MemLSTM's state keeps U_a h (exact, a power of 2)
+    key_t = key.t()
+    chunk, chunk_keys = buffers["chunk"], buffers["chunk_keys"]
+    weights_full = buffers["weights_full"].zero_()
+    z = buffers["z"]
+    z_base, query = z[:, :gates].view(batch, 4, hidden), z[:, gates:].unsqueeze(1)
+
+    # Which entries each step may attend to, as a mask added to its logits (0 or -inf): an
+    # entry is a state of the step's episode at most capacity - 1 steps older than the step.
+    time = episode_time(t0, resets)  # (T, B)
+    segment = resets.long().cumsum(dim=0)  # episodes started inside the chunk, so far
+    columns_in = torch.arange(n_in, device=device)
+    slot_step = t0.unsqueeze(1) - 1 - torch.remainder(t0.unsqueeze(1) - 1 - columns_in, capacity)
+    incoming_ok = (valid[:, :n_in].unsqueeze(0) & (segment == 0).unsqueeze(2)
+                   & (time.unsqueeze(2) - slot_step.unsqueeze(0) < capacity))
+    entry = torch.arange(steps, device=device)
+    age = entry.view(steps, 1, 1) - entry.view(1, 1, steps)  # step k minus entry k'
+    chunk_ok = ((age >= 0) & (age < capacity)
+                & (segment.unsqueeze(2) == segment.t().unsqueeze(0)))
+    mask = buffers["mask"]
+    mask[..., :n_in] = 0.0
+    mask[..., :n_in].masked_fill_(~incoming_ok, float("-inf"))
+    mask[..., n_in:] = 0.0
+    mask[..., n_in:].masked_fill_(~chunk_ok, float("-inf"))
+
+    y = xp.new_empty(steps, batch, hidden)
+    e_block, w_block, offset, e_steps, w_steps = buffers["e"], buffers["w"], 0, [], []
+    for width in widths:
+        e_steps.append(e_block[offset * hidden:(offset + width * batch) * hidden].view(
+            batch, width, hidden))
+        if save:
+            offset += width * batch
+    offset = 0
+    for width in widths:  # contiguous: softmax's out= ignores strides
+        w_steps.append(w_block[offset:offset + width * batch].view(batch, width))
+        offset += width * batch
+    memory_in, keys_in = memory[:, :n_in], keys[:, :n_in]
+    xp_steps, y_rows = xp.unbind(0), y.unsqueeze(2).unbind(0)
+    s = s0
+    for k in range(steps):
+        incoming, first, end = windows[k]
+        if any_reset[k]:
+            reset = resets[k].unsqueeze(1)
+            s = s.masked_fill(reset, 0.0)
+            base.reset(k, reset.squeeze(1))
+        torch.addmm(xp_steps[k], s, recurrent_t, out=z)
+        h = base.forward(k, z_base, chunk[:, k])
+        torch.mm(h, key_t, out=chunk_keys[:, k])
+        e_k = e_steps[k]
+        # 2 W_a s + 2 U_a m_i: the query is doubled, the keys are U_a m
+        if incoming:
+            torch.add(query, keys_in, alpha=2.0, out=e_k[:, :incoming])
+        torch.add(query, chunk_keys[:, first:end], alpha=2.0, out=e_k[:, incoming:])
+        logits = torch.matmul(e_k.sigmoid_(), score_vector).add_(
+            mask[k, :, n_in + first - incoming:n_in + end])
+        weights_k = torch._softmax(logits, 1, False, out=w_steps[k])
+        weights_full[k, :, n_in + first - incoming:n_in + end] = weights_k
+        rows = weights_k.unsqueeze(1)
+        if incoming:
+            torch.baddbmm(chunk[:, k:k + 1], rows[..., :incoming], memory_in, out=y_rows[k])
+            y_rows[k].baddbmm_(rows[..., incoming:], chunk[:, first:end])
+        else:
+            torch.baddbmm(chunk[:, k:k + 1], rows, chunk[:, first:end], out=y_rows[k])
+        s = y_rows[k].squeeze(1)
+
+    # The final state: slot j holds the episode's latest step ≡ j (mod capacity).
+    had_reset = resets.any(dim=0)
+    last_reset = torch.where(resets, entry.unsqueeze(1), -1).max(dim=0).values
+    in_segment = steps - last_reset.clamp(min=0)  # the chunk's steps of the last episode
+    t_final = time[-1] + 1
+    slots = torch.arange(capacity, device=device)
+    final_age = torch.remainder(t_final.unsqueeze(1) - 1 - slots, capacity)
+    from_chunk = final_age < in_segment.unsqueeze(1)
+    keep_incoming = (~from_chunk & ~had_reset.unsqueeze(1)).unsqueeze(2)
+    survives = (entry.unsqueeze(0) >= steps - in_segment.unsqueeze(1)) & (
+        entry.unsqueeze(0) > steps - 1 - capacity)
+    rows_of_batch = torch.arange(batch, device=device).unsqueeze(1) * capacity
+    survivor_rows = torch.where(survives, rows_of_batch + torch.remainder(time.t(), capacity),
+                                batch * capacity).view(-1)
+    final_memory = _final_slots(memory, keep_incoming, chunk, survivor_rows)
+    final_keys = _final_slots(keys, keep_incoming, chunk_keys, survivor_rows)
+    final_valid = torch.zeros(batch * capacity + 1, dtype=torch.bool, device=device)
+    final_valid[:-1] = (valid & keep_incoming.squeeze(2)).view(-1)
+    final_valid.index_fill_(0, survivor_rows, True)
+
+    # Traces in slot order: at step k slot j holds the episode step k_t - ((k_t - j) mod
+    # capacity) if that is in the chunk's part of the episode, else the incoming slot j.
+    step_age = torch.remainder(time.unsqueeze(2) - slots, capacity)  # (T, B, capacity)
+    episode_start = torch.where(resets, entry.unsqueeze(1), -1).cummax(dim=0).values
+    seen = (entry.unsqueeze(1) + 1 - episode_start.clamp(min=0)).unsqueeze(2)
+    fresh = (episode_start >= 0).unsqueeze(2)  # the step's episode started inside the chunk
+    from_chunk_k = step_age < seen
+    column = torch.where(from_chunk_k, n_in + entry.view(steps, 1, 1) - step_age,
+                         torch.where(fresh | (slots >= n_in), columns - 1, slots))
+    slot_valid = from_chunk_k | (~fresh & valid.unsqueeze(0))
+    traces = {
+        "attention": weights_full.gather(2, column),
+        "slot_time": (time.unsqueeze(2) - step_age).masked_fill_(~slot_valid, -1),
+    }
+    result = FullResult(y=y, c=base.final_c(), memory=final_memory, keys=final_keys,
+                        t=t_final, valid=final_valid[:-1].view(batch, capacity), traces=traces)
+    if not save:
+        WORKSPACE.give(block)
+        return result, None
+    tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
+                     weights_full,
+                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,))
+    return result, tape
+
+
+def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor) -> Tensor:
+    """The incoming slots that are kept, overwritten by the chunk's surviving entries.
+
+    Shapes: incoming ``(B, capacity, H)``; keep ``(B, capacity, 1)`` bool; chunk ``(B, T, H)``;
+    rows ``(B * T,)``, each entry's flat row, ``B * capacity`` (a dump row) if it is gone.
+    """
+    batch, capacity, hidden = incoming.shape
+    out = incoming.new_empty(batch * capacity + 1, hidden)
+    torch.where(keep, incoming, incoming.new_zeros(()), out=out[:-1].view(batch, capacity, hidden))
+    out.index_copy_(0, rows, chunk.reshape(-1, hidden))
+    return out[:-1].view(batch, capacity, hidden)
+
+
+def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
+                   g_memory: Tensor | None, g_keys: Tensor | None
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor,
+                              Tensor]:
+    """Gradients of ``xp``, the three weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
+    base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
+    steps, batch, hidden = y.shape
+    capacity = tape.memory.shape[1]
+    n_in = tape.weights_full.shape[2] - steps - 1
+    gates = base.gates
+    recurrent, score_vector = weights.recurrent, weights.score
+    key = weights.key * 0.5
+    widest = max(incoming + end - first for incoming, first, end in tape.windows)
+    block, buffers = _carve({
+        "d_chunk": (batch, steps, hidden), "d_chunk_keys": (batch, steps, hidden),
+        "d_logits": (batch * widest,), "d_pre": (batch * widest * hidden,),
+        "d_act": (batch, 4, hidden), "dc": (2, batch, 1, hidden)}, y.dtype, y.device)
+    d_chunk, d_chunk_keys = buffers["d_chunk"].zero_(), buffers["d_chunk_keys"].zero_()
+    keep = tape.keep_incoming
+    zero = y.new_zeros(())
+    # The final state's gradient: kept incoming slots pass it to the incoming state, the
+    # surviving entries of the chunk to their states.
+    d_memory = (torch.where(keep, g_memory, zero) if g_memory is not None
+                else y.new_zeros(batch, capacity, hidden))
+    d_keys = (torch.where(keep, g_keys, zero) if g_keys is not None
+              else y.new_zeros(batch, capacity, hidden))
+    for grad, into in ((g_memory, d_chunk), (g_keys, d_chunk_keys)):
+        if grad is not None:
+            rows = torch.cat([grad.reshape(-1, hidden), grad.new_zeros(1, hidden)])
+            torch.index_select(rows, 0, tape.survivor_rows, out=into.view(-1, hidden))
+    d_act = buffers["d_act"]
+    d_act_parts = (d_act[:, :3], d_act[:, 3])
+    dc_buffers = buffers["dc"].unbind(0)
+
+    dz = y.new_empty(steps, batch, recurrent.shape[0])
+    dz_steps = dz.unbind(0)
+    dz_base = dz[:, :, :gates].view(steps, batch, 4, hidden).unbind(0)
+    dz_query = dz[:, :, gates:].unbind(0)
+    memory_columns = tape.memory[:, :n_in].transpose(1, 2)
+    g_y_steps = g_y.unbind(0) if g_y is not None else None
+    softmax_backward = torch.ops.aten._softmax_backward_data.out
+    d_score = y.new_zeros(hidden)
+    ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
+    dc = g_c
+    for k in reversed(range(steps)):
+        incoming, first, end = tape.windows[k]
+        width = incoming + end - first
+        weights_k, e_k, ds_row = tape.attention[k], tape.e[k], ds.unsqueeze(1)
+        chunk_columns = chunk[:, first:end].transpose(1, 2)
+        if incoming:
+            d_weights = torch.cat([torch.bmm(ds_row, memory_columns),
+                                   torch.bmm(ds_row, chunk_columns)], dim=2)
+        else:
+            d_weights = torch.bmm(ds_row, chunk_columns)
+        d_logits = softmax_backward(d_weights.view(batch, width), weights_k, 1, y.dtype,
+                                    grad_input=buffers["d_logits"][:batch * width].view(
+                                        batch, width))
+        d_score.addmv_(e_k.view(-1, hidden).t(), d_logits.view(-1))
+        d_pre = buffers["d_pre"][:batch * width * hidden].view(batch, width, hidden)
+        _sigmoid_backward.grad_input(torch.mul(d_logits.unsqueeze(2), score_vector, out=d_pre),
+                                     e_k, grad_input=d_pre)
+        torch.sum(d_pre, dim=1, out=dz_query[k])
+        weights_columns = weights_k.unsqueeze(2)
+        if incoming:
+            d_keys[:, :n_in].add_(d_pre[:, :incoming], alpha=2.0)
+            d_memory[:, :n_in].addcmul_(weights_columns[:, :incoming], ds_row)
+        d_chunk_keys[:, first:end].add_(d_pre[:, incoming:], alpha=2.0)
+        d_chunk[:, first:end].addcmul_(weights_columns[:, incoming:], ds_row)
+        # Every read of h_k happens at steps ≥ k, so its gradient is complete here.
+        dh = torch.addmm(ds + d_chunk[:, k], d_chunk_keys[:, k], key)
+        dc = base.backward(k, chunk[:, k], dh, dc, dz_base[k], d_act, d_act_parts,
+                           dc_buffers[k % 2])
+        carried = g_y_steps is not None and k > 0
+        if tape.reset_steps[k]:
+            reset = tape.resets[k].unsqueeze(1)
+            ds = torch.mm(dz_steps[k], recurrent).masked_fill_(reset, 0.0)
+            if carried:
+                ds.add_(g_y_steps[k - 1])
+            if dc is not None:
+                dc = dc.masked_fill(reset, 0.0)
+        elif carried:
+            ds = torch.addmm(g_y_steps[k - 1], dz_steps[k], recurrent)
+        else:
+            ds = torch.mm(dz_steps[k], recurrent)
+
+    s_prev = torch.cat([tape.s0.unsqueeze(0), y[:-1]]).masked_fill_(
+        tape.resets.unsqueeze(2), 0.0)
+    d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
+    # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
+    d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
+    WORKSPACE.give(block, *tape.blocks)
+    return dz, d_recurrent, d_key, d_score, ds, dc, d_memory, d_keys
+
+
+class _Full(torch.autograd.Function):
+    """:func:`_full_forward` and :func:`_full_backward` as one autograd node per chunk."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, any_reset: list[bool], n_in: int, resets: Tensor, t0: Tensor,
+                valid: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor, score: Tensor,
+                s0: Tensor, c0: Tensor, memory: Tensor, keys: Tensor) -> tuple[Any, ...]:
+        result, tape = _full_forward(xp, Weights(recurrent, key, score), s0, c0, memory, keys,
+                                     valid, t0, resets, any_reset, n_in, save=True)
+        ctx.tape = tape  # type: ignore[attr-defined]
+        ctx.set_materialize_grads(False)
+        outputs = (result.y, result.c, result.memory, result.keys, result.t, result.valid,
+                   *(result.traces[key] for key in _FULL_TRACES))
+        ctx.mark_non_differentiable(*outputs[len(_FULL_DIFFERENTIABLE):])
+        return outputs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
+        tape: _FullTape | None = ctx.tape  # type: ignore[attr-defined]
+        if tape is None:
+            raise RuntimeError("an attentive cell's chunk can be backpropagated once: its "
+                               "backward reuses the forward's buffers (no retain_graph)")
+        ctx.tape = None  # type: ignore[attr-defined]
+        return (None, None, None, None, None,
+                *_full_backward(tape, *grads[:len(_FULL_DIFFERENTIABLE)]))
+
+
+def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
+              keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor) -> FullResult | None:
+    """Full attention over every past state of the episode (MemLSTM) over one chunk.
+
+    Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
+    :class:`rlmem.cells.memlstm.MemLSTM` for the equations. Step k reads only the entries it
+    can attend to: the incoming slots the longest episode fills and the chunk's states so far,
+    so its work grows with the episode, not with the capacity. Returns ``None`` for a dtype
+    other than float32 and float64, for the caller to run the step instead.
+
+    Shapes:
+        - xp: ``(T, B, 5H)``, the input terms of ``z``; s0, c0: ``(B, H)``
+        - memory, keys: ``(B, capacity, H)``, slot ``j`` holding the step ``≡ j (mod
+          capacity)``; valid ``(B, capacity)`` bool; t0 ``(B,)`` long; resets ``(T, B)`` bool
+    """
+    if xp.dtype not in TIME_LIMIT:
+        return None
+    any_reset, n_in = full_flags(resets, t0, memory.shape[1])
+    tensors = (xp, *weights, s0, c0, memory, keys)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        return _full_forward(xp, weights, s0, c0, memory, keys, valid, t0, resets, any_reset,
+                             n_in, save=False)[0]
+    y, c, memory, keys, t, valid, *traces = _Full.apply(
+        any_reset, n_in, resets, t0, valid, xp, *weights, s0, c0, memory, keys)
+    return FullResult(y=y, c=c, memory=memory, keys=keys, t=t, valid=valid,
+                      traces=dict(zip(_FULL_TRACES, traces, strict=True)))

@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.base import Cell
+from rlmem.cells.attention_scan import Weights, full_scan, project
+from rlmem.cells.base import Cell, scan
 from rlmem.cells.registry import register
 
 
@@ -45,8 +45,14 @@ class MemLSTM(Cell):
 
     The memory is held as ``capacity`` slots with a validity mask, so the state has a fixed
     shape. Attention is exactly full while an episode is at most ``capacity`` steps long; past
-    that, the oldest state is overwritten. Cost per step is O(capacity), O(T²) over a sequence:
-    the contrast with relevancy screening that Kerg et al. make.
+    that, the oldest state is overwritten. Cost per step is O(t), the episode's length so far
+    (at most ``capacity``): O(T²) over a sequence, the contrast with relevancy screening that
+    Kerg et al. make.
+
+    A chunk runs through :func:`~rlmem.cells.attention_scan.full_scan`: no autograd inside the
+    loop, a hand-written backward, and each step reads only the slots an episode of the chunk
+    can hold, without copying the memory. Under autocast, and in :meth:`step`, the same math
+    runs through autograd one step at a time, over all ``capacity`` slots.
 
     Args:
         input_size: features of each input.
@@ -78,26 +84,57 @@ class MemLSTM(Cell):
                 "memory": ((slots, hidden), None), "keys": ((slots, hidden), None),
                 "valid": ((slots,), torch.bool)}
 
+    def _weights(self) -> tuple[Tensor, Tensor, Weights]:
+        """Input weight and bias of :meth:`project_input`, and the engine's :class:`Weights`
+        (the doubled form of :mod:`rlmem.cells.attention`)."""
+        w_in, b_in, w_rec = self.base.doubled()
+        query, query_bias, key, score = self.attention.doubled()
+        return w_in, torch.cat([b_in, query_bias]), Weights(torch.cat([w_rec, query]), key,
+                                                             score)
+
+    def project_input(self, x: Tensor) -> Tensor:
+        """The input terms of ``z = [LSTM gates, 2 W_a s_{t-1} + 2 b_a]`` for all steps at once.
+
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, 5 hidden_size)``.
+        """
+        w_in, bias, _ = self._weights()
+        return project(x, w_in, bias)
+
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
-        h, c = self.base(x_t, state.s, state.c)
+        _, _, weights = self._weights()
+        gates = 4 * self.hidden_size
+        z = torch.addmm(x_t, state.s, weights.recurrent.t())
+        h, c = self.base.step_doubled(z[:, :gates], state.c)
         rows = torch.arange(h.shape[0], device=h.device)
         slot = state.t % self.capacity
         memory = state.memory.index_put((rows, slot), h)
-        keys = state.keys.index_put((rows, slot), self.attention.keys(h))
+        keys = state.keys.index_put((rows, slot), h @ (0.5 * weights.key).t())
         valid = state.valid.index_put((rows, slot), torch.ones_like(slot, dtype=torch.bool))
-        # Until a buffer wraps, slot j holds step j: only the prefix up to the longest episode
-        # is occupied, so attention over it costs O(episode length), not O(capacity).
-        used = min(int(state.t.max()) + 1, self.capacity)
-        weights, read = self.attention(state.s, memory[:, :used], valid[:, :used],
-                                       keys=keys[:, :used])
+        # Every slot, masked: no host sync to find the occupied prefix.
+        weights_t, read = self.attention.attend_doubled(z[:, gates:], memory, 2.0 * keys, valid,
+                                                        weights.score)
         s = h + read
         # Slot j holds the most recent step ≡ j (mod capacity) that is ≤ t.
         slots = torch.arange(self.capacity, device=h.device)
         slot_time = state.t.unsqueeze(1) - (state.t.unsqueeze(1) - slots) % self.capacity
-        traces = {"attention": F.pad(weights, (0, self.capacity - used)),
-                  "slot_time": slot_time.masked_fill(~valid, -1)}
+        traces = {"attention": weights_t, "slot_time": slot_time.masked_fill(~valid, -1)}
         return s, MemLSTMState(s, c, state.t + 1, memory, keys, valid), traces
+
+    def _scan(self, x: Tensor, state: MemLSTMState,
+              resets: Tensor) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
+        if torch.is_autocast_enabled(x.device.type):
+            # The engine computes in the input's dtype; autograd ops follow autocast's policy.
+            return super()._scan(x, state, resets)
+        w_in, bias, weights = self._weights()
+        xp = project(x, w_in, bias)
+        result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,
+                           state.valid, state.t, resets)
+        if result is None:
+            return scan(self.step, xp, state, resets)
+        new_state = MemLSTMState(result.y[-1], result.c, result.t, result.memory, result.keys,
+                                 result.valid)
+        return result.y, new_state, result.traces
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         weights = traces["attention"].clamp(min=1e-12)
