@@ -115,13 +115,13 @@ class ERNN(Cell):
         drives = self.project_input(x)
         weight_t = self.fixed_point_weight().T
         etas = self.eta.unbind()
-        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        masks = fastloop.reset_masks(resets)
         h = state.h
         outputs, products = [], []  # products[t] = M h_{t-1}, before a reset
         for t, drive in enumerate(drives.unbind(0)):
             product = h @ weight_t
             products.append(product)
-            if resetting[t]:
+            if masks[t] is not None:
                 h = h.masked_fill(masks[t], 0.0)
                 product = product.masked_fill(masks[t], 0.0)  # M·0, exactly
             for k, eta in enumerate(etas):

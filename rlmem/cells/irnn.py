@@ -123,13 +123,13 @@ class IncrementalRNN(Cell):
               resets: Tensor) -> tuple[Tensor, IRNNState, dict[str, Tensor]]:
         drives = self.project_input(x)
         etas = self.eta.unbind()
-        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        masks = fastloop.reset_masks(resets)
         h = state.h
         outputs, states, products, firsts = [], [], [], []
         for t, drive in enumerate(drives.unbind(0)):
             product = self.recurrent(h)  # U h_{t-1}, before a reset
             products.append(product)
-            if resetting[t]:
+            if masks[t] is not None:
                 h = h.masked_fill(masks[t], 0.0)
                 product = product.masked_fill(masks[t], 0.0)  # U·0, exactly
             first = product + drive  # g_0 = 0: the first step reads U h

@@ -197,13 +197,13 @@ class _SARNNScan(torch.autograd.Function):
         w_u_scaled = w_u * half_slope
         minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
         weight_hh_t = weight_hh.t()
-        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        masks = fastloop.reset_masks(resets)
         outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
             [], [], [], [], [], [], [], [])
         gaps, kept = [], []
         h = h0
         for t in range(inputs.shape[0]):
-            if resetting[t]:
+            if masks[t] is not None:
                 h = h.masked_fill(masks[t], 0.0)
             hidden = torch.addmm(bias_hh, h, weight_hh_t)
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
@@ -230,7 +230,7 @@ class _SARNNScan(torch.autograd.Function):
         update_all = torch.stack(updates)
         ctx.mark_non_differentiable(update_all)
         ctx.save_for_backward(weight_hh, w_u_scaled, half_slope)
-        ctx.masks, ctx.resetting = masks, resetting
+        ctx.masks = masks
         ctx.saved = (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates,
                      gaps, kept)
         return torch.stack(outputs), torch.stack(probabilities), update_all
@@ -240,7 +240,7 @@ class _SARNNScan(torch.autograd.Function):
     def backward(ctx: Any, grad_y: Tensor, grad_probability: Tensor,
                  _grad_update: Tensor) -> tuple[Tensor | None, ...]:
         weight_hh, w_u_scaled, half_slope = ctx.saved_tensors
-        masks, resetting = ctx.masks, ctx.resetting
+        masks = ctx.masks
         (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates, gaps,
          kept) = ctx.saved
         time_steps, batch, size = grad_y.shape
@@ -269,7 +269,7 @@ class _SARNNScan(torch.autograd.Function):
             torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
                       out=grad_t)
             grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
-            if resetting[t]:
+            if masks[t] is not None:
                 grad_next.masked_fill_(masks[t], 0.0)
 
         grad_inputs = grad_all[..., :4 * size]

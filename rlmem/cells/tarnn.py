@@ -238,7 +238,7 @@ class _TARNNScan(torch.autograd.Function):
                                                                               form.scale_in)))
         weight_s_t, weight_u_t = weight_s.t(), weight_u.t()
         eta_column = eta.view(-1, 1, 1)
-        masks, resetting = resets.unsqueeze(-1).unbind(0), fastloop.reset_steps(resets)
+        masks = fastloop.reset_masks(resets)
         # At batch 16 a view costs as much as a small op: what a step keeps are fresh tensors,
         # and the buffers reused at every step have their views made once.
         eta_beta = inputs.new_empty(steps, batch, size)
@@ -246,7 +246,7 @@ class _TARNNScan(torch.autograd.Function):
         outputs, betas, euler, inner, targets = [], [], [], [], []
         s = s0
         for t, inputs_t in enumerate(inputs.unbind(0)):
-            if resetting[t]:
+            if masks[t] is not None:
                 s = s.masked_fill(masks[t], 0.0)
             beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
             beta = torch.sigmoid(beta_pre)
@@ -267,8 +267,8 @@ class _TARNNScan(torch.autograd.Function):
         y, beta_all = torch.stack(outputs), torch.stack(betas)
         ctx.mark_non_differentiable(beta_all)
         ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
-        ctx.masks, ctx.resetting, ctx.coupled, ctx.form = masks, resetting, coupled, form
-        ctx.euler, ctx.inner, ctx.targets = euler, inner, targets
+        ctx.masks, ctx.coupled, ctx.form = masks, coupled, form
+        ctx.betas, ctx.euler, ctx.inner, ctx.targets = betas, euler, inner, targets
         return y, beta_all
 
     @staticmethod
@@ -276,8 +276,8 @@ class _TARNNScan(torch.autograd.Function):
     def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
                                                                                 ...]:
         weight_s, weight_u, eta, beta_all = ctx.saved_tensors
-        masks, resetting, coupled, form = ctx.masks, ctx.resetting, ctx.coupled, ctx.form
-        euler, inner, targets = ctx.euler, ctx.inner, ctx.targets
+        masks, coupled, form = ctx.masks, ctx.coupled, ctx.form
+        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
         time_steps, batch, size = grad_y.shape
         half, steps = size // 2, len(eta)
         # ā = gain · h' ⊙ q, gain = s·m. The forward's weights already carry s;
@@ -304,12 +304,9 @@ class _TARNNScan(torch.autograd.Function):
         grad_beta_flat = grad_beta.view(-1)
         grad_gates = grad_y.new_empty(time_steps, batch, 3 * size)
         grad_weight_u = weight_u.new_zeros(weight_u.shape)
-        grad_eta = torch.zeros_like(eta)
         grad_next = grad_y.new_zeros(batch, size)
-        # Views of every step made once: as dear as a small op each, at batch 16.
-        betas = beta_all.unbind(0)
-        betas_flat = beta_all.view(time_steps, -1).unbind(0)
         beta_slopes = torch.addcmul(beta_all, beta_all, beta_all, value=-1.0).unbind(0)  # σ'
+        grad_eta_terms = torch.zeros_like(grad_slope)  # Σ_t β ⊙ F_k ⊙ z̄_{k+1}
         for t, grad_y_t, grad_gates_t in zip(range(time_steps - 1, -1, -1),
                                              reversed(grad_y.unbind(0)),
                                              reversed(grad_gates.unbind(0)), strict=True):
@@ -331,14 +328,15 @@ class _TARNNScan(torch.autograd.Function):
             step_slope = torch.stack(targets[first:first + steps]).sub_(step_euler)  # F_k
             torch.mul(step_slope, grad_z, out=grad_slope)
             torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
-            grad_eta.addmv_(grad_slope_rows, betas_flat[t])
+            grad_eta_terms.addcmul_(grad_slope, beta)
             torch.cat([grad_beta * beta_slopes[t], q.sum(0), grad_pre.sum(0)], 1,
                       out=grad_gates_t)
             grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
             grad_next.addmm_(grad_gates_t, weight_s)
-            if resetting[t]:
+            if masks[t] is not None:
                 grad_next.masked_fill_(masks[t], 0.0)
 
+        grad_eta = grad_eta_terms.sum((1, 2))
         states = torch.stack(euler[::steps]).view(-1, size)
         grad_weight_s = grad_gates.view(-1, 3 * size).T @ states
         if form.gain != 1.0:
