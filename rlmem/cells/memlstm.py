@@ -51,8 +51,9 @@ class MemLSTM(Cell):
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.full_scan`: no autograd inside the
     loop, a hand-written backward, and each step reads only the slots an episode of the chunk
-    can hold, without copying the memory. Under autocast, and in :meth:`step`, the same math
-    runs through autograd one step at a time, over all ``capacity`` slots.
+    can hold, without copying the memory; it runs in the parameters' dtype even under
+    autocast. For parameters other than float32 and float64, :meth:`step` runs the same math
+    through autograd one step at a time, over all ``capacity`` slots.
 
     Args:
         input_size: features of each input.
@@ -124,8 +125,13 @@ class MemLSTM(Cell):
     def _scan(self, x: Tensor, state: MemLSTMState,
               resets: Tensor) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
         if torch.is_autocast_enabled(x.device.type):
-            # The engine computes in the input's dtype; autograd ops follow autocast's policy.
-            return super()._scan(x, state, resets)
+            # The engine is bound by the number of its ops, not their precision: it runs in
+            # the parameters' dtype, outside autocast.
+            dtype = self.attention.score.weight.dtype
+            state = type(state)(*(value.to(dtype) if value.is_floating_point() else value
+                                  for value in state))
+            with torch.autocast(x.device.type, enabled=False):
+                return self._scan(x.to(dtype), state, resets)
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
         result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,

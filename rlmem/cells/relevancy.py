@@ -92,8 +92,9 @@ class _RelevancyScreening(Cell):
     mind when comparing with ``lstm`` on copy.
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
-    the loop, a hand-written backward). Under autocast, and in :meth:`step`, the same math runs
-    through autograd one step at a time.
+    the loop, a hand-written backward), in the parameters' dtype even under autocast. For
+    parameters other than float32 and float64, :meth:`step` runs the same math through
+    autograd one step at a time.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -189,8 +190,13 @@ class _RelevancyScreening(Cell):
     def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
                                                                      dict[str, Tensor]]:
         if torch.is_autocast_enabled(x.device.type):
-            # The engine computes in the input's dtype; autograd ops follow autocast's policy.
-            return super()._scan(x, state, resets)
+            # The engine is bound by the number of its ops, not their precision: it runs in
+            # the parameters' dtype, outside autocast.
+            dtype = self.attention.score.weight.dtype
+            state = type(state)(*(value.to(dtype) if value.is_floating_point() else value
+                                  for value in state))
+            with torch.autocast(x.device.type, enabled=False):
+                return self._scan(x.to(dtype), state, resets)
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
         result = screened_scan(
