@@ -45,8 +45,8 @@ OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
     OptimizerName.sgd: torch.optim.SGD,
 }
 
-RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer", "grad_clip",
-                   "seed", "amp")
+RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer", "weight_decay",
+                   "grad_clip", "seed", "amp")
 """Keys that must match a checkpoint to resume from it (``iterations`` may grow)."""
 
 register_supervised_configs()
@@ -84,12 +84,13 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
     torch.manual_seed(cfg.seed)
     cell = make_cell_from_config(cfg.memory, input_size=task.input_size)
     model = SequenceModel(cell, task.output_size, task.categorical).to(device)
-    optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr)
+    optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr,
+                                                           weight_decay=cfg.weight_decay)
     schedule = Schedule(
         seq_len=cfg.seq_len, batch_size=cfg.batch_size, iterations=cfg.iterations,
         grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
         eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every, log_every=cfg.log_every,
-        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed)
+        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target)
     transfer_model = None
     if cfg.eval_memory:
         transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, cfg.eval_memory),
@@ -134,7 +135,8 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
         "eval_seq_lens": list(eval_seq_lens), "iterations": result.iteration,
         "batch_size": cfg.batch_size, "lr": cfg.lr, "hidden_size": cfg.memory.hidden_size,
         "parameters": parameters, "elapsed_s": round(result.elapsed_s, 2),
-        "cpu_s": round(result.cpu_s, 2),
+        "cpu_s": round(result.cpu_s, 2), "target": cfg.target,
+        "converged_at": result.converged_at,
         "baseline": {metric: baseline},
         "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
     }
@@ -143,7 +145,9 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
 
 def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
     lines = [f"finished {result.iteration} iterations in {result.elapsed_s:.1f}s "
-             f"({result.cpu_s:.1f}s CPU)"]
+             f"({result.cpu_s:.1f}s CPU)"
+             + ("" if result.converged_at is None else
+                f"; the target was met at iteration {result.converged_at}")]
     for T in dict.fromkeys([seq_len, *eval_seq_lens]):
         values = {key.removeprefix("eval/").split("@")[0]: value
                   for key, value in result.final.items() if key.endswith(f"@T{T}")}

@@ -19,6 +19,7 @@ from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.supervised import check_supervised_config
 from rlmem.supervised import run
 from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
 
@@ -80,7 +81,7 @@ def test_aux_losses_reach_the_loss(tmp_path: Path) -> None:
 def test_transfer_copy_config() -> None:
     cfg = config("task=transfer_copy")
     assert cfg.task.name == "copy"
-    assert list(cfg.eval_seq_lens) == [200, 400, 1000, 2000]
+    assert list(cfg.eval_seq_lens) == [200, 400, 2000, 5000]  # the paper's Table 1
     assert list(config("task=transfer_copy", "eval_seq_lens=[300]").eval_seq_lens) == [300]
 
 
@@ -216,3 +217,37 @@ def test_rlmem_evaluate_refuses_a_supervised_run(tmp_path: Path) -> None:
     run(config(*TINY, "figures=false"), tmp_path)
     with pytest.raises(ValueError, match=r"is a supervised run \(task=copy\), not an RL agent"):
         evaluate_run(EvaluateConfig(run=str(tmp_path)))
+
+
+PRESETS = sorted(path.stem for path in (CONF_DIR / "preset").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_paper_preset_composes_and_checks(preset: str) -> None:
+    cfg = config(f"+preset={preset}")
+    check_supervised_config(cfg)
+    assert cfg.memory.hidden_size == 128 and cfg.batch_size == 128 and cfg.target is not None
+    assert cfg.task.name in preset and cfg.memory.name in preset  # named after what it runs
+    if "_T" in preset:
+        assert cfg.seq_len == int(preset.rsplit("_T", 1)[1])
+    if "transfer_copy" in preset and cfg.memory.name != "memlstm":
+        assert list(cfg.eval_seq_lens) == [200, 400, 2000, 5000]
+
+
+def test_a_command_line_override_beats_the_preset() -> None:
+    cfg = config("+preset=kerg2020_table1_transfer_copy_relstm", "memory.hidden_size=32",
+                 "seed=2")
+    assert cfg.memory.hidden_size == 32 and cfg.memory.short_term == 10 and cfg.seed == 2
+
+
+def test_a_target_stops_training_at_the_first_evaluation_that_meets_it(tmp_path: Path) -> None:
+    """Adding with a target MSE every model meets stops after the first evaluation; the run
+    records when, and a rerun trains no further."""
+    overrides = ["task=adding", *TINY, "iterations=50", "eval_every=3", "checkpoint_every=50",
+                 "target=10.0", "figures=false"]
+    result = run(config(*overrides), tmp_path)
+    assert result.converged_at == 3 and result.iteration == 3
+    assert json.loads((tmp_path / "results.json").read_text())["converged_at"] == 3
+    assert load_checkpoint(tmp_path / "checkpoint.pt").count("iteration") == 3
+    again = run(config(*overrides), tmp_path)
+    assert again.iteration == 3 and again.converged_at == 3

@@ -206,6 +206,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "memory.update_bias": 0.0,
     "memory.num_layers": 1,
     "memory.dropout": 0.0,
+    "weight_decay": 0.0,
 }
 """What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
 and left torch's gate biases; no cell was stacked). A checkpoint without the key is compatible

@@ -82,11 +82,16 @@ class SupervisedConfig:
     batch_size: int = 128
     """Sequences per update."""
     iterations: int = 2000
-    """Total updates; a resumed run continues up to this number."""
+    """Total updates (the maximum when a target is set); a resumed run continues up to it."""
+    target: float | None = None
+    """Stop at the first evaluation whose score at seq_len meets this: recall accuracy >= target
+    (copy, denoise), MSE <= target (adding). null trains all iterations."""
     lr: float = 2e-4
     """Learning rate (the ReLSTM paper's copy/denoise setting)."""
     optimizer: OptimizerName = OptimizerName.adam
     """adam, rmsprop or sgd."""
+    weight_decay: float = 0.0
+    """L2 regularisation, as the optimizer's weight_decay (TARNN's Table 4)."""
     grad_clip: float | None = 1.0
     """Max global gradient norm; null disables clipping."""
     seed: int = 0
@@ -96,7 +101,7 @@ class SupervisedConfig:
     amp: bool = False
     """bf16 autocast for the forward pass."""
     eval_seq_lens: list[int] = field(default_factory=list)
-    """Further delays ``T`` to evaluate at (transfer-copy: 200, 400, 1000, 2000)."""
+    """Further delays ``T`` to evaluate at (transfer-copy: 200, 400, 2000, 5000)."""
     eval_memory: dict[str, Any] = field(default_factory=dict)
     """Memory hyperparameters overridden for the evaluations at eval_seq_lens, which must not
     change the weights: e.g. ``+eval_memory.capacity=2020`` lets MemLSTM attend fully over the
@@ -141,5 +146,7 @@ def check_supervised_config(cfg: Any) -> None:
             raise ValueError(f"{key} must be positive, got {cfg[key]}")
     if not cfg.lr > 0:
         raise ValueError(f"lr must be positive, got {cfg.lr}")
+    if not cfg.weight_decay >= 0:
+        raise ValueError(f"weight_decay must be non-negative, got {cfg.weight_decay}")
     if cfg.grad_clip is not None and not cfg.grad_clip > 0:
         raise ValueError(f"grad_clip must be positive or null, got {cfg.grad_clip}")

@@ -58,6 +58,9 @@ class AddingTask(SequenceTask):
     def loss(self, outputs: Tensor, batch: TaskBatch) -> Tensor:
         return mean_squared_error(outputs[-1, :, 0], batch.targets)
 
+    score = "mse"
+    score_higher_is_better = False
+
     def metrics(self, outputs: Tensor, batch: TaskBatch) -> dict[str, Tensor]:
         return {"mse": mean_squared_error(outputs[-1, :, 0], batch.targets).detach()}
 

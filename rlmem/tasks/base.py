@@ -112,6 +112,16 @@ class SequenceTask(abc.ABC):
     def baseline(self, seq_len: int) -> Baseline:
         """The score of the best strategy without memory at delay ``seq_len``."""
 
+    score: ClassVar[str]
+    """The metric the papers' tables report and a ``target`` is read on (``accuracy``,
+    ``mse``)."""
+    score_higher_is_better: ClassVar[bool]
+    """Whether a larger :attr:`score` is better."""
+
+    def reached(self, value: float, target: float) -> bool:
+        """Whether ``value`` of :attr:`score` meets ``target``."""
+        return value >= target if self.score_higher_is_better else value <= target
+
     def describe(self) -> str:
         """One line for the run log."""
         return self.name

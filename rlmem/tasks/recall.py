@@ -95,6 +95,9 @@ class RecallTask(SequenceTask, abc.ABC):
     def loss(self, outputs: Tensor, batch: TaskBatch) -> Tensor:
         return sequence_cross_entropy(outputs, batch.targets)
 
+    score = "accuracy"
+    score_higher_is_better = True
+
     def metrics(self, outputs: Tensor, batch: TaskBatch) -> dict[str, Tensor]:
         return {"ce": sequence_cross_entropy(outputs, batch.targets).detach(),
                 "accuracy": recall_accuracy(outputs, batch.targets, self.recall).detach()}

@@ -52,6 +52,9 @@ class Schedule:
     """bf16 autocast for the forward passes."""
     seed: int = 0
     """Seeds the training stream and the evaluation batches."""
+    target: float | None = None
+    """Stop at the first evaluation whose score at ``seq_len`` meets this (the task's
+    :attr:`~rlmem.tasks.SequenceTask.score`); None trains all ``iterations``."""
 
 
 @dataclass
@@ -64,6 +67,8 @@ class TrainResult:
     cpu_s: float
     """CPU seconds of this process over the same span (one core with ``OMP_NUM_THREADS=1``)."""
     final: dict[str, float] = field(default_factory=dict)
+    converged_at: int | None = None
+    """The iteration whose evaluation first met the schedule's target, if it did."""
 
 
 class SupervisedTrainer:
@@ -102,6 +107,7 @@ class SupervisedTrainer:
         self.iteration = 0
         self.elapsed_s = 0.0
         self.cpu_s = 0.0
+        self.converged_at: int | None = None
         self.resumed = False
 
     @property
@@ -115,7 +121,9 @@ class SupervisedTrainer:
         return Checkpoint(
             config=self.config,
             progress={"iteration": self.iteration, "elapsed_s": self.elapsed_s,
-                      "cpu_s": self.cpu_s},
+                      "cpu_s": self.cpu_s,
+                      **({} if self.converged_at is None else
+                         {"converged_at": self.converged_at})},
             states={"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()},
             rng={"data": self.generator.get_state()})
 
@@ -131,6 +139,8 @@ class SupervisedTrainer:
         self.iteration = checkpoint.count("iteration")
         self.elapsed_s = float(checkpoint.progress.get("elapsed_s", 0.0))
         self.cpu_s = float(checkpoint.progress.get("cpu_s", 0.0))
+        converged = checkpoint.progress.get("converged_at")
+        self.converged_at = None if converged is None else int(converged)
         self.resumed = True
 
     def _tick(self, clock: tuple[float, float]) -> tuple[float, float]:
@@ -206,9 +216,9 @@ class SupervisedTrainer:
             self.model.train()
             clock = (time.perf_counter(), time.process_time())
             window_start, since_log = clock[0], 0
-            if self.iteration >= schedule.iterations:
+            if self.finished:
                 final = self.evaluate()  # resumed a finished run: report its evaluation
-            while self.iteration < schedule.iterations and not self.run.stop_requested:
+            while not self.finished and not self.run.stop_requested:
                 step = self.train_step()
                 bar.update(1)
                 since_log += 1
@@ -218,6 +228,9 @@ class SupervisedTrainer:
                 if evaluated:
                     metrics = self.evaluate()
                     final = metrics
+                    if self._meets_target(metrics):
+                        self.converged_at = self.iteration
+                        last = True
                 if self.iteration % schedule.log_every == 0 or last or evaluated:
                     metrics = {**{key: float(value) for key, value in step.items()}, **metrics}
                     clock = self._tick(clock)
@@ -234,7 +247,17 @@ class SupervisedTrainer:
                         or self.run.stop_requested):
                     clock = self._tick(clock)
                     self.save()
-        return TrainResult(self.iteration, self.elapsed_s, self.cpu_s, final)
+        return TrainResult(self.iteration, self.elapsed_s, self.cpu_s, final, self.converged_at)
+
+    @property
+    def finished(self) -> bool:
+        """All iterations done, or the target met."""
+        return self.iteration >= self.schedule.iterations or self.converged_at is not None
+
+    def _meets_target(self, metrics: Mapping[str, float]) -> bool:
+        target = self.schedule.target
+        key = f"eval/{self.task.score}@T{self.schedule.seq_len}"
+        return target is not None and self.task.reached(metrics[key], target)
 
     def _eval_line(self, metrics: Mapping[str, float]) -> str:
         evals = " ".join(f"{key[5:]}={value:.4f}" for key, value in metrics.items()
