@@ -54,6 +54,12 @@ class SARNN(Cell):
     with ``progress · anneal_epochs`` standing in for the epoch. The reported metric is
     Skip % (Eq. 10), the fraction of neuron updates skipped.
 
+    How it is computed (the same equations; the parameters keep their names): the input
+    terms, the GRU's :math:`W_{ih} x_t + b_{ih}` and the coordinator's :math:`W_i x_t + b_u`,
+    are one matmul over the whole sequence (:meth:`project_input`), and the GRU step is
+    written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`. The time loop
+    runs in :class:`_SARNNScan`, with a hand-written backward pass.
+
     Args:
         input_size: features of each input.
         hidden_size: H, neurons of the GRU.
@@ -63,12 +69,6 @@ class SARNN(Cell):
         slope_rate: slope increase per epoch (paper: 0.04).
         anneal_epochs: the number of epochs that training progress 0 → 1 stands for.
         update_bias: initial bias of the GRU's update gate z (see :class:`~rlmem.cells.GRU`).
-
-    How it is computed (the same equations; the parameters keep their names): the input
-    terms, the GRU's :math:`W_{ih} x_t + b_{ih}` and the coordinator's :math:`W_i x_t + b_u`,
-    are one matmul over the whole sequence (:meth:`project_input`), and the GRU step is
-    written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`. The time loop
-    runs in :class:`_SARNNScan`, with a hand-written backward pass.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -170,7 +170,9 @@ class _SARNNScan(torch.autograd.Function):
     :math:`h_t = h - u_t \odot d_t` with :math:`d_t = (1 - z) \odot (h - n)`. The backward pass
     is the GRU's, plus the coordinator's: the straight-through gradient
     :math:`\bar{\tilde u} = \bar u = -\bar h_t \odot d_t` (plus the budget's), through the
-    clamp, and the weight gradients summed over all steps in one matmul.
+    clamp (read from :math:`\tilde u`, so none passes where :math:`\tilde u` is exactly 0 or 1,
+    where autograd's clamp would pass it: a set of measure zero), and the weight gradients
+    summed over all steps in one matmul.
 
     Shapes:
         - inputs: ``(T, B, 4H)`` from :meth:`SARNN.project_input`; h0: ``(B, H)``
