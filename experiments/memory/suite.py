@@ -12,10 +12,11 @@ paper's six where memory is needed.
 Every run is ``python -m rlmem.train env=MemoryS7 memory=<cell> seed=<k>`` with the library's
 defaults (hidden 64, embedded grid, forget-gate bias 1, rl-starter-files' PPO), at most
 :data:`FRAMES` frames, stopping early once the mean return of the last 1000 training episodes
-(about six updates) reaches :data:`STOP_RETURN`. Each run is then evaluated for :data:`EPISODES` episodes with
-sampled actions on MemoryS7 and on MemoryS13. Runs go to ``runs/MemoryS7/<cell>/seed<k>/``;
-``aggregate.py`` writes ``RESULTS.md``. Every step resumes and skips finished work (see
-:mod:`rlmem.runs.sweep`), so the suite can be run over several sittings.
+(about six updates) reaches :data:`STOP_RETURN`. Each run is then evaluated for
+:data:`EPISODES` episodes with sampled actions on MemoryS7 and on MemoryS13. Runs go to
+``runs/MemoryS7/<cell>/seed<k>/``; ``aggregate.py`` writes ``RESULTS.md``. Every step
+resumes and skips finished work (see :mod:`rlmem.runs.sweep`), so the suite can be run over
+several sittings.
 """
 
 from __future__ import annotations
