@@ -52,14 +52,16 @@ class AdditiveAttention(nn.Module):
 
     @staticmethod
     def attend_doubled(query: Tensor, memory: Tensor, keys: Tensor, valid: Tensor,
-                       score: Tensor) -> tuple[Tensor, Tensor]:
+                       score: Tensor, key_scale: float = 1.0) -> tuple[Tensor, Tensor]:
         """:meth:`forward` in the doubled form, from a projected query ``2 W_a q + 2 b_a``,
-        doubled keys ``2 U_a m`` and the doubled score vector ``2 v_a``.
+        keys ``2 U_a m`` (or ``U_a m`` with ``key_scale`` 2) and the doubled score vector
+        ``2 v_a``.
 
         Shapes: query ``(B, H)``; memory, keys ``(B, N, H)``; valid ``(B, N)`` bool; score
         ``(H,)``; returns the weights ``(B, N)`` and the read ``(B, H)``.
         """
-        logits = torch.matmul(torch.sigmoid(query.unsqueeze(1) + keys), score)
+        pre = torch.add(query.unsqueeze(1), keys, alpha=key_scale)
+        logits = torch.matmul(pre.sigmoid_(), score)
         weights = torch.softmax(logits.masked_fill(~valid, float("-inf")), dim=-1)
         return weights, torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
 

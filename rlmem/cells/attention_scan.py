@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, NamedTuple
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeVar
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+_T = TypeVar("_T")
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
 _tanh_backward = torch.ops.aten.tanh_backward
 
@@ -64,22 +67,59 @@ def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
     return torch.where(last >= 0, index - last, t0.unsqueeze(0) + index)
 
 
-def project(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+def project(x: Tensor, weight_t: Tensor, bias: Tensor) -> Tensor:
     """``x W^T + b`` over all ``T × B`` inputs in one matmul, where ``b`` may be longer than
     ``W`` has rows (its tail is a bias alone, e.g. the attention query's).
 
-    Shapes: x ``(T, B, I)``; weight ``(G, I)``; bias ``(G + extra,)``; returns
+    ``weight_t`` is ``W^T``, contiguous: autograd then forms the weight's gradient as
+    ``x^T @ grad``, many times faster than ``grad^T @ x`` when the input is narrow (copy's 10
+    symbols).
+
+    Shapes: x ``(T, B, I)``; weight_t ``(I, G)``; bias ``(G + extra,)``; returns
     ``(T, B, G + extra)``.
     """
     steps, batch, features = x.shape
-    rows = weight.shape[0]
-    # W^T made contiguous: autograd then forms the weight's gradient as x^T @ grad, many
-    # times faster than grad^T @ x when the input is narrow (copy's 10 symbols).
-    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight.t().contiguous())
+    rows = weight_t.shape[1]
+    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight_t)
     if bias.shape[0] == rows:
         return projected.view(steps, batch, rows)
     return torch.cat([projected.view(steps, batch, rows),
                       bias[rows:].expand(steps, batch, -1)], dim=2)
+
+
+STEP_PATH_STEPS = 4
+"""Without autograd, chunks shorter than this (the rollout's single steps) run the cell's own
+step through :func:`rlmem.cells.base.scan`: an engine's setup costs more than it saves there."""
+
+
+def wants_engine(steps: int, tensors: Iterable[Tensor | None]) -> bool:
+    """Whether a chunk of ``steps`` steps over ``tensors`` should run through an engine."""
+    return steps >= STEP_PATH_STEPS or (
+        torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))
+
+
+_PREPARED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], Any]] = \
+    weakref.WeakKeyDictionary()
+
+
+def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
+    """``build()``: weights derived from ``module``'s parameters (doubled, concatenated).
+
+    Without autograd they are kept and reused until a parameter changes (a new tensor, or an
+    in-place update such as an optimizer step): a rollout step would otherwise spend more on
+    rebuilding them than on the step. Under autograd they are rebuilt every call, so that
+    gradients reach the parameters.
+    """
+    parameters = list(module.parameters())
+    if torch.is_grad_enabled() and any(p.requires_grad for p in parameters):
+        return build()
+    key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
+    hit = _PREPARED.get(module)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = build()
+    _PREPARED[module] = (key, value)
+    return value
 
 
 # --- scratch memory ---------------------------------------------------------------------------
@@ -175,10 +215,22 @@ class _Base:
         # saving, two rows take turns.
         self.act, self.partner = buffers["act"], buffers["partner"]
         self.partner[0, :, 1] = c0
-        self.act_rows = self.act.unbind(0)
-        self.act_gates = [self.act[:, :, gate].unbind(0) for gate in range(4)]
-        self.partner_parts = [self.partner[:, :, part].unbind(0) for part in range(4)]
-        self.partner_three = self.partner[:, :, :3].unbind(0)
+        act_rows, partner_rows = self.act.unbind(0), self.partner.unbind(0)
+        gates = [self.act[:, :, gate].unbind(0) for gate in range(4)]
+        parts = [self.partner[:, :, part].unbind(0) for part in range(4)]
+        self.c_rows = parts[1]
+        # Per step, every view its forward and backward use (without saving, two rows of
+        # partner alternate and one row of act is reused).
+        rows = range(steps) if save else range(2)
+        act_at = [0 if not save else k for k in rows]
+        self.forward_views = [
+            (act_rows[a], gates[0][a], gates[1][a], gates[2][a], gates[3][a], parts[0][k],
+             parts[1][k], parts[2][k], parts[3][k], parts[1][k + 1 if save else 1 - k])
+            for k, a in zip(rows, act_at, strict=True)]
+        if save:
+            self.backward_views = [
+                (act_rows[k], gates[1][k], gates[3][k], partner_rows[k][:, :3], parts[3][k])
+                for k in range(steps)]
 
     @staticmethod
     def shapes(lstm: bool, steps: int, batch: int, hidden: int,
@@ -196,23 +248,22 @@ class _Base:
     def reset(self, k: int, reset: Tensor) -> None:
         """Zero ``c_{k-1}`` of the batch items that reset at step ``k``."""
         if self.lstm:
-            self.partner_parts[1][self._row(k)].masked_fill_(reset.unsqueeze(1), 0.0)
+            self.c_rows[self._row(k)].masked_fill_(reset.unsqueeze(1), 0.0)
 
     def forward(self, k: int, z: Tensor, h: Tensor) -> Tensor:
         """Write ``h_k`` into ``h``, from the base block of ``z`` (``(B, 4, H)`` for the LSTM)."""
+        minus_one, two = self.minus_one, self.two
         if not self.lstm:
             torch.sigmoid(z, out=h)
-            return torch.add(self.minus_one, h, alpha=2.0, out=h)
-        row, at, parts = self._row(k), k if self.save else 0, self.partner_parts
-        torch.sigmoid(z, out=self.act_rows[at])
-        i, f, g_sigmoid, o = (gate[at] for gate in self.act_gates)
-        g, c_prev, i_twice, tanh_c = (part[row] for part in parts)
-        c = parts[1][self._row(k + 1)]
-        torch.add(self.minus_one, g_sigmoid, alpha=2.0, out=g)
-        torch.mul(i, self.two, out=i_twice)
+            return torch.add(minus_one, h, alpha=2.0, out=h)
+        act, i, f, g_sigmoid, o, g, c_prev, i_twice, tanh_c, c = self.forward_views[
+            k if self.save else k % 2]
+        torch.sigmoid(z, out=act)
+        torch.add(minus_one, g_sigmoid, alpha=2.0, out=g)
+        torch.mul(i, two, out=i_twice)
         torch.mul(f, c_prev, out=c).addcmul_(i, g)
-        torch.sigmoid(torch.mul(c, self.two), out=tanh_c)
-        torch.add(self.minus_one, tanh_c, alpha=2.0, out=tanh_c)
+        torch.sigmoid(torch.mul(c, two), out=tanh_c)
+        torch.add(minus_one, tanh_c, alpha=2.0, out=tanh_c)
         return torch.mul(o, tanh_c, out=h)
 
     def final_c(self) -> Tensor:
@@ -229,15 +280,14 @@ class _Base:
             # z is the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2.
             _tanh_backward.grad_input(dh, h, grad_input=dz).mul_(self.half)
             return None
-        tanh_c = self.partner_parts[3][k]
-        dc_k = _tanh_backward.grad_input(dh * self.act_gates[3][k], tanh_c,
-                                         grad_input=dc_out.squeeze(1))
+        act, f, o, partner_three, tanh_c = self.backward_views[k]
+        dc_k = _tanh_backward.grad_input(dh * o, tanh_c, grad_input=dc_out.squeeze(1))
         if dc is not None:
             dc_k.add_(dc)
-        torch.mul(self.partner_three[k], dc_out, out=d_act_parts[0])
+        torch.mul(partner_three, dc_out, out=d_act_parts[0])
         torch.mul(tanh_c, dh, out=d_act_parts[1])
-        _sigmoid_backward.grad_input(d_act, self.act_rows[k], grad_input=dz)
-        return dc_k.mul_(self.act_gates[1][k])
+        _sigmoid_backward.grad_input(d_act, act, grad_input=dz)
+        return dc_k.mul_(f)
 
 
 # --- relevancy screening (ReLSTM, ReLRNN) -----------------------------------------------------
@@ -458,7 +508,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     wide = 2 * hidden
     block, buffers = _carve({
         "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
-        "d_keys_h": (steps, batch, hidden), "d_logits": (batch, slots),
+        "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
         "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
         "dc": (2, batch, 1, hidden), "zero": ()}, y.dtype, y.device)
     # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
@@ -493,13 +543,11 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         tape.attention.unsqueeze(3).unbind(0)
     e_steps, memory_steps = tape.e.unbind(0), tape.memory.unbind(0)
     memory_columns = tape.memory.transpose(2, 3).unbind(0)
-    e_rows = tape.e.view(steps, -1, hidden).transpose(1, 2).unbind(0)
-    d_score = y.new_zeros(hidden)
+    d_logits_steps = d_logits.unbind(0)
     target_steps, d_keys_steps = tape.targets.unbind(0), d_keys_h.unbind(0)
     g_y_steps = g_y.unbind(0) if g_y is not None else None
     softmax_backward = torch.ops.aten._softmax_backward_data.out
-    sigmoid_backward, bmm, addmm, mul = _sigmoid_backward.grad_input, torch.bmm, torch.addmm, \
-        torch.mul
+    sigmoid_backward, bmm, addmm = _sigmoid_backward.grad_input, torch.bmm, torch.addmm
     ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
     dc = g_c
     for k in reversed(range(steps)):
@@ -508,11 +556,10 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         # (B, 1, H) @ (B, H, N): several times faster on CPU than (B, N, H) @ (B, H, 1)
         d_weights = bmm(ds_row, memory_columns[k]).view(batch, slots)
         d_logits_k = softmax_backward(d_weights, weights_k, 1, weights_k.dtype,
-                                      grad_input=d_logits)
-        d_score.addmv_(e_rows[k], d_logits_k.view(-1))
-        # d(2 W_a s + 2 U_a m_i)
-        sigmoid_backward(mul(d_logits_k.unsqueeze(2), score_vector, out=d_pre), e_steps[k],
-                         grad_input=d_pre)
+                                      grad_input=d_logits_steps[k])
+        # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) 2 v_a, the logit's gradient broadcast
+        sigmoid_backward(d_logits_k.unsqueeze(2), e_steps[k], grad_input=d_pre).mul_(
+            score_vector)
         torch.sum(d_pre, dim=1, out=dz_query[k])
         grad_keys.add_(d_pre)
         grad_content.addcmul_(attention_columns[k], ds_row)
@@ -553,6 +600,9 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
     d_score_in = grad[:, :slots, wide].clone()
     WORKSPACE.give(block, *tape.blocks)
+    # d(2 v_a) = Σ dlogit_i e_i, as (1, N) @ (N, H) products over every step and batch item
+    d_score = torch.bmm(d_logits.view(-1, 1, slots),
+                        tape.e.view(-1, slots, hidden)).sum(dim=(0, 1))
     return (dz, d_recurrent, d_key, d_score, ds, dc, d_incoming[:, :nu], d_score_in[:, :nu],
             d_incoming[:, nu:], d_score_in[:, nu:])
 
@@ -676,7 +726,6 @@ class _FullTape(NamedTuple):
     chunk_keys: Tensor  # (B, T, H): U_a h_k
     e: list[Tensor]  # per step (B, n_k, H): σ(2 W_a s + 2 U_a m_i) over the step's window
     attention: list[Tensor]  # per step (B, n_k): the weights over the step's window
-    weights_full: Tensor  # (T, B, n_in + T + 1): the same over all entries, for the traces
     windows: list[tuple[int, int, int]]  # per step: incoming slots read, first chunk entry, end
     keep_incoming: Tensor  # (B, capacity, 1): incoming slots that reach the final state
     survivor_rows: Tensor  # (B * T,) long: each chunk entry's row in the final memory, or a dump
@@ -701,7 +750,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     device = xp.device
     gates = 4 * hidden
     # Entries of the chunk, as columns of the per-step attention: the first n_in incoming
-    # slots (slot order), then h_0..h_{T-1}, then a zero column for the traces. Until the
+    # slots (slot order), then h_0..h_{T-1}. Until the
     # chunk has written capacity states, a step reads the incoming slots and h_0..h_k; from
     # then on every incoming slot has been overwritten and it reads its last capacity states.
     windows = []
@@ -709,7 +758,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
         first = max(0, k + 1 - capacity)
         windows.append((n_in if first == 0 else 0, first, k + 1))
     widths = [incoming + end - first for incoming, first, end in windows]
-    columns = n_in + steps + 1
+    columns = n_in + steps
     shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
               "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
               "w": (sum(widths) * batch,),
@@ -803,27 +852,33 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     final_valid[:-1] = (valid & keep_incoming.squeeze(2)).view(-1)
     final_valid.index_fill_(0, survivor_rows, True)
 
-    # Traces in slot order: at step k slot j holds the episode step k_t - ((k_t - j) mod
-    # capacity) if that is in the chunk's part of the episode, else the incoming slot j.
-    step_age = torch.remainder(time.unsqueeze(2) - slots, capacity)  # (T, B, capacity)
+    # Traces in slot order. Each entry sits in one slot (an incoming slot in its own, h_k in
+    # slot t_k mod capacity) and an invalid entry has weight 0, so summing the weights into
+    # slots gives each slot its state's weight. At step k slot j holds the episode step
+    # t_k - ((t_k - j) mod capacity) if the chunk wrote it in this episode, else incoming j.
+    entry_slot = torch.cat([columns_in.expand(batch, n_in),
+                            torch.remainder(time.t(), capacity)], dim=1)
+    attention = weights_full.new_zeros(steps, batch, capacity).scatter_add_(
+        2, entry_slot.expand(steps, batch, n_in + steps), weights_full)
+    trace_block, trace_buffers = _carve({"age": (steps, batch, capacity)}, torch.long, device)
+    flag_block, flag_buffers = _carve({"chunk": (steps, batch, capacity),
+                                       "kept": (steps, batch, capacity)}, torch.bool, device)
+    age, written, kept = trace_buffers["age"], flag_buffers["chunk"], flag_buffers["kept"]
+    torch.sub(time.unsqueeze(2), slots, out=age).remainder_(capacity)
     episode_start = torch.where(resets, entry.unsqueeze(1), -1).cummax(dim=0).values
     seen = (entry.unsqueeze(1) + 1 - episode_start.clamp(min=0)).unsqueeze(2)
-    fresh = (episode_start >= 0).unsqueeze(2)  # the step's episode started inside the chunk
-    from_chunk_k = step_age < seen
-    column = torch.where(from_chunk_k, n_in + entry.view(steps, 1, 1) - step_age,
-                         torch.where(fresh | (slots >= n_in), columns - 1, slots))
-    slot_valid = from_chunk_k | (~fresh & valid.unsqueeze(0))
-    traces = {
-        "attention": weights_full.gather(2, column),
-        "slot_time": (time.unsqueeze(2) - step_age).masked_fill_(~slot_valid, -1),
-    }
+    torch.lt(age, seen, out=written)
+    torch.logical_and((episode_start < 0).unsqueeze(2), valid.unsqueeze(0), out=kept)
+    empty = written.logical_or_(kept).logical_not_()
+    slot_time = torch.sub(time.unsqueeze(2), age).masked_fill_(empty, -1)
+    WORKSPACE.give(trace_block, flag_block)
+    traces = {"attention": attention, "slot_time": slot_time}
     result = FullResult(y=y, c=base.final_c(), memory=final_memory, keys=final_keys,
                         t=t_final, valid=final_valid[:-1].view(batch, capacity), traces=traces)
     if not save:
         WORKSPACE.give(block)
         return result, None
     tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
-                     weights_full,
                      windows, keep_incoming, survivor_rows, resets, any_reset, (block,))
     return result, tape
 
@@ -849,7 +904,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
     steps, batch, hidden = y.shape
     capacity = tape.memory.shape[1]
-    n_in = tape.weights_full.shape[2] - steps - 1
+    n_in = tape.windows[0][0]
     gates = base.gates
     recurrent, score_vector = weights.recurrent, weights.score
     key = weights.key * 0.5
@@ -882,7 +937,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     memory_columns = tape.memory[:, :n_in].transpose(1, 2)
     g_y_steps = g_y.unbind(0) if g_y is not None else None
     softmax_backward = torch.ops.aten._softmax_backward_data.out
-    d_score = y.new_zeros(hidden)
+    d_score_rows = y.new_zeros(batch, 1, hidden)  # Σ dlogit_i e_i per batch item
     ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
     dc = g_c
     for k in reversed(range(steps)):
@@ -898,10 +953,10 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         d_logits = softmax_backward(d_weights.view(batch, width), weights_k, 1, y.dtype,
                                     grad_input=buffers["d_logits"][:batch * width].view(
                                         batch, width))
-        d_score.addmv_(e_k.view(-1, hidden).t(), d_logits.view(-1))
+        d_score_rows.baddbmm_(d_logits.unsqueeze(1), e_k)
         d_pre = buffers["d_pre"][:batch * width * hidden].view(batch, width, hidden)
-        _sigmoid_backward.grad_input(torch.mul(d_logits.unsqueeze(2), score_vector, out=d_pre),
-                                     e_k, grad_input=d_pre)
+        _sigmoid_backward.grad_input(d_logits.unsqueeze(2), e_k, grad_input=d_pre).mul_(
+            score_vector)
         torch.sum(d_pre, dim=1, out=dz_query[k])
         weights_columns = weights_k.unsqueeze(2)
         if incoming:
@@ -932,7 +987,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
     d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
     WORKSPACE.give(block, *tape.blocks)
-    return dz, d_recurrent, d_key, d_score, ds, dc, d_memory, d_keys
+    return dz, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), ds, dc, d_memory, d_keys
 
 
 class _Full(torch.autograd.Function):

@@ -11,9 +11,10 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import Weights, full_scan, project
+from rlmem.cells.attention_scan import Weights, full_scan, prepared, project, wants_engine
 from rlmem.cells.base import Cell, scan
 from rlmem.cells.registry import register
 
@@ -86,12 +87,14 @@ class MemLSTM(Cell):
                 "valid": ((slots,), torch.bool)}
 
     def _weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """Input weight and bias of :meth:`project_input`, and the engine's :class:`Weights`
-        (the doubled form of :mod:`rlmem.cells.attention`)."""
-        w_in, b_in, w_rec = self.base.doubled()
-        query, query_bias, key, score = self.attention.doubled()
-        return w_in, torch.cat([b_in, query_bias]), Weights(torch.cat([w_rec, query]), key,
-                                                             score)
+        """The transposed input weight and the bias of :meth:`project_input`, and the engine's
+        :class:`Weights` (the doubled form of :mod:`rlmem.cells.attention`)."""
+        def build() -> tuple[Tensor, Tensor, Weights]:
+            w_in, b_in, w_rec = self.base.doubled()
+            query, query_bias, key, score = self.attention.doubled()
+            return (w_in.t().contiguous(), torch.cat([b_in, query_bias]),
+                    Weights(torch.cat([w_rec, query]), key, score))
+        return prepared(self, build)
 
     def project_input(self, x: Tensor) -> Tensor:
         """The input terms of ``z = [LSTM gates, 2 W_a s_{t-1} + 2 b_a]`` for all steps at once.
@@ -103,7 +106,12 @@ class MemLSTM(Cell):
 
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
-        _, _, weights = self._weights()
+        return self._step(x_t, state, self._weights()[2])
+
+    def _step(self, x_t: Tensor, state: MemLSTMState, weights: Weights,
+              used: int | None = None) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
+        """:meth:`step`, attending over the slots ``[0, used)`` only (every slot by default):
+        the caller promises that no batch item holds a state beyond them."""
         gates = 4 * self.hidden_size
         z = torch.addmm(x_t, state.s, weights.recurrent.t())
         h, c = self.base.step_doubled(z[:, :gates], state.c)
@@ -112,9 +120,12 @@ class MemLSTM(Cell):
         memory = state.memory.index_put((rows, slot), h)
         keys = state.keys.index_put((rows, slot), h @ (0.5 * weights.key).t())
         valid = state.valid.index_put((rows, slot), torch.ones_like(slot, dtype=torch.bool))
-        # Every slot, masked: no host sync to find the occupied prefix.
-        weights_t, read = self.attention.attend_doubled(z[:, gates:], memory, 2.0 * keys, valid,
-                                                        weights.score)
+        used = self.capacity if used is None else used
+        weights_t, read = self.attention.attend_doubled(
+            z[:, gates:], memory[:, :used], keys[:, :used], valid[:, :used], weights.score,
+            key_scale=2.0)
+        if used < self.capacity:
+            weights_t = F.pad(weights_t, (0, self.capacity - used))
         s = h + read
         # Slot j holds the most recent step ≡ j (mod capacity) that is ≤ t.
         slots = torch.arange(self.capacity, device=h.device)
@@ -134,10 +145,16 @@ class MemLSTM(Cell):
                 return self._scan(x.to(dtype), state, resets)
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
-        result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,
-                           state.valid, state.t, resets)
+        result = None
+        if wants_engine(x.shape[0], (xp, *weights, *state)):
+            result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,
+                               state.valid, state.t, resets)
         if result is None:
-            return scan(self.step, xp, state, resets)
+            # A few steps (a rollout): the slots the longest episode can reach by the end of
+            # the chunk, found with one host sync before the loop.
+            used = min(int(state.t.max()) + x.shape[0], self.capacity)
+            return scan(lambda x_t, state_t: self._step(x_t, state_t, weights, used), xp,
+                        state, resets)
         new_state = MemLSTMState(result.y[-1], result.c, result.t, result.memory, result.keys,
                                  result.valid)
         return result.y, new_state, result.traces

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import Weights, project, screened_scan
+from rlmem.cells.attention_scan import Weights, prepared, project, screened_scan, wants_engine
 from rlmem.cells.base import Cell, scan
 from rlmem.cells.registry import register
 
@@ -135,11 +135,14 @@ class _RelevancyScreening(Cell):
         ``z`` ``(B, G)``."""
 
     def _weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """Input weight and bias of :meth:`project_input`, and the engine's :class:`Weights`."""
-        w_in, b_in, w_rec = self.base_weights()
-        query, query_bias, key, score = self.attention.doubled()
-        bias = torch.cat([b_in, query_bias])
-        return w_in, bias, Weights(torch.cat([w_rec, query]), key, score)
+        """The transposed input weight and the bias of :meth:`project_input`, and the engine's
+        :class:`Weights` (the doubled form of :mod:`rlmem.cells.attention`)."""
+        def build() -> tuple[Tensor, Tensor, Weights]:
+            w_in, b_in, w_rec = self.base_weights()
+            query, query_bias, key, score = self.attention.doubled()
+            return (w_in.t().contiguous(), torch.cat([b_in, query_bias]),
+                    Weights(torch.cat([w_rec, query]), key, score))
+        return prepared(self, build)
 
     def project_input(self, x: Tensor) -> Tensor:
         """The input terms of ``z = [base pre-activation, 2 W_a s_{t-1} + 2 b_a]``: the base's
@@ -151,18 +154,28 @@ class _RelevancyScreening(Cell):
         return project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        _, _, weights = self._weights()
+        return self._step(x_t, state, self._weights()[2])
+
+    def _step(self, x_t: Tensor, state: Any,
+              weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
         z = torch.addmm(x_t, state.s, weights.recurrent.t())
         gates = z.shape[1] - self.hidden_size
         h, base_fields = self.base_step(z[:, :gates], state)
         batch = h.shape[0]
         true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
 
-        # h_{t-ν} leaves S (slot 0 is the oldest) and is screened into R.
-        relevant, relevant_score, relevant_valid, relevant_time = screen(
-            state.relevant, state.relevant_score, state.relevant_valid, state.relevant_time,
-            state.short[:, 0], state.short_score[:, 0], state.short_valid[:, 0],
-            state.short_time[:, 0])
+        # h_{t-ν} leaves S (slot 0 is the oldest) and is screened into R, as by screen(): with
+        # empty slots ranked -inf, the first free slot, else the first lowest score, is the
+        # target.
+        lowest, slot = state.relevant_score.masked_fill(~state.relevant_valid,
+                                                        float("-inf")).min(dim=1)
+        enter = state.short_valid[:, 0] & (state.short_score[:, 0] > lowest)
+        write = (slot.unsqueeze(1) == torch.arange(self.relevant, device=h.device)) & \
+            enter.unsqueeze(1)
+        relevant = torch.where(write.unsqueeze(2), state.short[:, :1], state.relevant)
+        relevant_score = torch.where(write, state.short_score[:, :1], state.relevant_score)
+        relevant_valid = state.relevant_valid | write
+        relevant_time = torch.where(write, state.short_time[:, :1], state.relevant_time)
         short = torch.cat([state.short[:, 1:], h.unsqueeze(1)], dim=1)
         short_score = torch.cat([state.short_score[:, 1:], torch.zeros_like(state.s[:, :1])], 1)
         short_valid = torch.cat([state.short_valid[:, 1:], true], dim=1)
@@ -199,12 +212,16 @@ class _RelevancyScreening(Cell):
                 return self._scan(x.to(dtype), state, resets)
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
-        result = screened_scan(
-            xp, weights, state.s, getattr(state, "c", None), state.short, state.short_score,
-            state.short_valid, state.short_time, state.relevant, state.relevant_score,
-            state.relevant_valid, state.relevant_time, state.t, resets)
+        result = None
+        if wants_engine(x.shape[0], (xp, *weights, *state)):
+            result = screened_scan(
+                xp, weights, state.s, getattr(state, "c", None), state.short,
+                state.short_score, state.short_valid, state.short_time, state.relevant,
+                state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
+                resets)
         if result is None:
-            return scan(self.step, xp, state, resets)
+            return scan(lambda x_t, state_t: self._step(x_t, state_t, weights), xp, state,
+                        resets)
         base_fields = {"c": result.c} if result.c is not None else {}
         new_state = state._replace(
             s=result.y[-1], t=result.t, **base_fields,
