@@ -33,6 +33,8 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from rlmem.cells.base import reset_state, scan
+
 _T = TypeVar("_T")
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
 _tanh_backward = torch.ops.aten.tanh_backward
@@ -96,6 +98,18 @@ def wants_engine(steps: int, tensors: Iterable[Tensor | None]) -> bool:
     """Whether a chunk of ``steps`` steps over ``tensors`` should run through an engine."""
     return steps >= STEP_PATH_STEPS or (
         torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))
+
+
+def short_scan(step: Callable[[Tensor, Any], tuple[Tensor, Any, dict[str, Tensor]]],
+               xp: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any, dict[str, Tensor]]:
+    """:func:`rlmem.cells.base.scan` for the few steps of a rollout: a single step is run
+    directly, its outputs given a time dimension by views rather than stacked copies."""
+    if xp.shape[0] != 1:
+        return scan(step, xp, state, resets)
+    if bool(resets.any()):
+        state = reset_state(state, resets[0])
+    y, state, traces = step(xp[0], state)
+    return y.unsqueeze(0), state, {key: value.unsqueeze(0) for key, value in traces.items()}
 
 
 _PREPARED: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], Any]] = \

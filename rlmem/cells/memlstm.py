@@ -14,8 +14,15 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import Weights, full_scan, prepared, project, wants_engine
-from rlmem.cells.base import Cell, scan
+from rlmem.cells.attention_scan import (
+    Weights,
+    full_scan,
+    prepared,
+    project,
+    short_scan,
+    wants_engine,
+)
+from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
 
@@ -153,8 +160,8 @@ class MemLSTM(Cell):
             # A few steps (a rollout): the slots the longest episode can reach by the end of
             # the chunk, found with one host sync before the loop.
             used = min(int(state.t.max()) + x.shape[0], self.capacity)
-            return scan(lambda x_t, state_t: self._step(x_t, state_t, weights, used), xp,
-                        state, resets)
+            return short_scan(lambda x_t, state_t: self._step(x_t, state_t, weights, used),
+                              xp, state, resets)
         new_state = MemLSTMState(result.y[-1], result.c, result.t, result.memory, result.keys,
                                  result.valid)
         return result.y, new_state, result.traces

@@ -15,8 +15,15 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import Weights, prepared, project, screened_scan, wants_engine
-from rlmem.cells.base import Cell, scan
+from rlmem.cells.attention_scan import (
+    Weights,
+    prepared,
+    project,
+    screened_scan,
+    short_scan,
+    wants_engine,
+)
+from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
 _MEMORY_FIELDS: list[tuple[str, type]] = [
@@ -220,8 +227,8 @@ class _RelevancyScreening(Cell):
                 state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
                 resets)
         if result is None:
-            return scan(lambda x_t, state_t: self._step(x_t, state_t, weights), xp, state,
-                        resets)
+            return short_scan(lambda x_t, state_t: self._step(x_t, state_t, weights), xp,
+                              state, resets)
         base_fields = {"c": result.c} if result.c is not None else {}
         new_state = state._replace(
             s=result.y[-1], t=result.t, **base_fields,
