@@ -139,3 +139,24 @@ def test_autocast_runs_the_engine_in_float32_and_bfloat16_runs_the_step(name: st
     cell = cell.to(torch.bfloat16)  # no engine for bfloat16 parameters: the step, via scan
     y16, _ = cell(x.to(torch.bfloat16))
     assert y16.dtype == torch.bfloat16 and torch.isfinite(y16).all()
+
+
+@pytest.mark.parametrize(("name", "reference", "hparams", "sharpen"), CASES, ids=IDS)
+def test_equal_chunks_chained_through_the_state_backpropagate_exactly(
+        name: str, reference: type[nn.Module], hparams: dict[str, Any], sharpen: float | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of one (odd) size reuse one another's recycled buffers in a single backward."""
+    monkeypatch.setattr(WORKSPACE, "SMALL", 0)  # recycle even these small blocks
+    fast, slow = pair(name, reference, hparams, sharpen)
+    _, x, resets = inputs(seed=3)
+    grads = []
+    for cell in (fast, slow):
+        x_leaf = x.clone().requires_grad_()
+        state, total = None, torch.zeros((), dtype=torch.float64)
+        for begin in range(0, STEPS, 7):
+            y, state = cell(x_leaf[begin:begin + 7], state, resets[begin:begin + 7])
+            total = total + (y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)).sum()
+        total = total + sum(value.sum() for value in state if value.is_floating_point())
+        (grad,) = torch.autograd.grad(total, x_leaf)
+        grads.append(grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-10)

@@ -127,7 +127,9 @@ def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
     parameters = list(module.parameters())
     if torch.is_grad_enabled() and any(p.requires_grad for p in parameters):
         return build()
-    key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters)
+    # Tensors made in inference mode cannot enter an autograd graph later: keyed by the mode.
+    key = (torch.is_inference_mode_enabled(),
+           *((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters))
     hit = _PREPARED.get(module)
     if hit is not None and hit[0] == key:
         return hit[1]
@@ -613,10 +615,11 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
                         grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
     d_score_in = grad[:, :slots, wide].clone()
-    WORKSPACE.give(block, *tape.blocks)
     # d(2 v_a) = Σ dlogit_i e_i, as (1, N) @ (N, H) products over every step and batch item
     d_score = torch.bmm(d_logits.view(-1, 1, slots),
                         tape.e.view(-1, slots, hidden)).sum(dim=(0, 1))
+    dc = dc.clone() if dc is not None else None  # not a view of the block given back below
+    WORKSPACE.give(block, *tape.blocks)
     return (dz, d_recurrent, d_key, d_score, ds, dc, d_incoming[:, :nu], d_score_in[:, :nu],
             d_incoming[:, nu:], d_score_in[:, nu:])
 
@@ -1000,6 +1003,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
     d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
+    dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
     return dz, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), ds, dc, d_memory, d_keys
 
