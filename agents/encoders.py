@@ -1,4 +1,5 @@
-"""Encoders of MiniGrid observations, shared by our PPO model and the sb3-contrib policy.
+"""Encoders of MiniGrid observations, shared by our PPO model and the sb3-contrib policy (the
+encoders of other envs' fields are in :mod:`rlmem.agents.field_encoders`).
 
 Both follow ``rl-starter-files`` (Willems, 2020), the MiniGrid recipe the ReLSTM paper builds on:
 a three-layer conv net on the 7×7×3 egocentric grid encoding, and a word embedding plus GRU on
@@ -9,7 +10,7 @@ instead of fed as raw floats (``raw`` stays selectable for parity with the paper
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
@@ -58,6 +59,9 @@ class ImageEncoder(nn.Module):
         - input: ``(N, height, width, channels)``, any numeric dtype holding the indices
         - output: ``(N, output_size)``; 64 for a 7×7 view
     """
+
+    after_memory: ClassVar[bool] = False
+    """The grid feeds the memory."""
 
     def __init__(self, image_shape: tuple[int, int, int], encoding: str = "embedding") -> None:
         super().__init__()
@@ -127,6 +131,10 @@ class MissionEncoder(nn.Module):
         - input: ``(N, L)`` int64 token ids, padded at the end with :data:`rlmem.envs.encoding.PAD`
         - output: ``(N, output_size)``
     """
+
+    after_memory: ClassVar[bool] = True
+    """The mission joins the memory's output: it is visible at every step, so there is nothing
+    to remember about it (rl-starter-files)."""
 
     def __init__(self, vocabulary_size: int, embedding_size: int = 32,
                  output_size: int = 128) -> None:

@@ -10,7 +10,7 @@ import torch
 from gymnasium.vector import VectorEnv
 
 from rlmem.agents.model import ActorCritic
-from rlmem.agents.rollout import observation_to_tensors, sample_actions
+from rlmem.agents.observation import observation_to_tensors
 
 
 @dataclass
@@ -22,7 +22,8 @@ class EvaluationResult:
     return_std: float
     """Standard deviation of the episode returns."""
     success_rate: float
-    """Fraction of episodes with a positive return (MiniGrid rewards only success)."""
+    """Fraction of episodes with a positive return (MiniGrid rewards only success; for envs
+    with other rewards, read the returns instead)."""
     length_mean: float
     """Mean episode length in steps."""
     episodes: int
@@ -61,10 +62,11 @@ class Actor(Protocol):
     def initial_state(self, num_envs: int) -> Any:
         """The memory of ``num_envs`` envs before their first step."""
 
-    def act(self, observation: dict[str, np.ndarray], state: Any, resets: np.ndarray,
+    def act(self, observation: Any, state: Any, resets: np.ndarray,
             greedy: bool) -> tuple[np.ndarray, Any]:
-        """Actions for a batch of observations, and the memory after them; ``resets[b]`` says
-        that ``observation[b]`` starts an episode (its memory is re-initialised first)."""
+        """Actions for a batch of observations (a vector env's: a dict of arrays for a Dict
+        space, else an array), and the memory after them; ``resets[b]`` says that
+        ``observation[b]`` starts an episode (its memory is re-initialised first)."""
 
 
 class PPOActor:
@@ -83,13 +85,13 @@ class PPOActor:
         return self.model.initial_state(num_envs, device=self.device)
 
     @torch.no_grad()
-    def act(self, observation: dict[str, np.ndarray], state: Any, resets: np.ndarray,
+    def act(self, observation: Any, state: Any, resets: np.ndarray,
             greedy: bool) -> tuple[np.ndarray, Any]:
         inputs = {key: value.unsqueeze(0)
                   for key, value in observation_to_tensors(observation, self.device).items()}
         out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))
-        action, _ = sample_actions(out.logits[0], greedy=greedy)
-        return action.cpu().numpy(), out.state
+        action, _ = out.head.sample(out.action_params[0], greedy=greedy)
+        return out.head.env_action(action), out.state
 
 
 def evaluate_policy(actor: Actor, envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,

@@ -1,28 +1,36 @@
-"""The recurrent actor-critic of our PPO: encoders, any registered memory cell, two heads."""
+"""The recurrent actor-critic of our PPO: field encoders, any registered memory cell, two heads."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from rlmem.agents.encoders import ImageEncoder, MissionEncoder
+from rlmem.agents.heads import ActionHead, make_action_head
+from rlmem.agents.observation import field_encoder, observation_fields
 from rlmem.cells import Aux, Cell, make_cell_from_config
+
+RESERVED_NAMES = frozenset({"memory", "actor", "critic", "action"})
+"""The model's own parts; an observation field of one of these names gets another module name."""
 
 
 class PolicyOutput(NamedTuple):
     """What :meth:`ActorCritic.forward` returns."""
 
-    logits: Tensor
-    """Unnormalised action log-probabilities, ``(T, B, num_actions)``."""
+    action_params: Tensor
+    """The actor's output, ``(T, B, head.num_params)``: logits (Discrete, MultiDiscrete) or
+    the Gaussian's mean (Box)."""
     value: Tensor
     """State values, ``(T, B)``."""
     state: Any
     """The memory state after the last step."""
     aux: Aux
     """The memory cell's auxiliary losses, diagnostics and traces."""
+    head: ActionHead
+    """The action head that reads :attr:`action_params` (samples, log-probabilities)."""
 
 
 def _init_linear(module: nn.Module) -> None:
@@ -34,62 +42,108 @@ def _init_linear(module: nn.Module) -> None:
 
 
 class ActorCritic(nn.Module):
-    """Image encoder -> memory cell -> [cell output, mission encoding] -> actor and critic.
+    """Field encoders -> memory cell -> [cell output, after-memory fields] -> actor and critic.
 
-    As in rl-starter-files, the memory reads the image features and the mission encoding joins
-    after it (the mission is visible at every step, so there is nothing to remember about it).
+    Each observation field gets its encoder by its space's type
+    (:func:`rlmem.agents.observation.field_encoder`). The memory reads the fields' features
+    concatenated; fields visible at every step (MiniGrid's mission) join after the memory, as in
+    rl-starter-files. Each encoder is a submodule named after its field, so a MiniGrid model's
+    parameters are ``image.*``, ``mission.*``, ``memory.*``, ``actor.*``, ``critic.*``, as in
+    every checkpoint since rlmem 0.1. The action head follows the action space
+    (:func:`rlmem.agents.heads.make_action_head`); the categorical one has no parameters.
 
     Args:
-        observation_space: a Dict with ``image`` and optionally ``mission``
+        observation_space: any space :func:`~rlmem.agents.observation.check_observation_space`
+            accepts, e.g. a MiniGrid Dict with ``image`` and optionally ``mission``
             (:class:`rlmem.envs.MiniGridObservation`).
-        num_actions: size of the discrete action space.
+        action_space: Discrete, MultiDiscrete or Box; an int ``n`` means ``Discrete(n)``.
         memory: a memory config (``name``, ``hidden_size``, the cell's hyperparameters).
         head_size: hidden units of the actor and critic MLPs.
-        grid_encoding: how the grid's indices enter the conv net
+        grid_encoding: how MiniGrid's grid indices enter the conv net
             (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
+        discrete_encoding: how Discrete/MultiDiscrete fields are encoded
+            (:data:`rlmem.agents.field_encoders.DISCRETE_ENCODINGS`).
     """
 
-    def __init__(self, observation_space: spaces.Dict, num_actions: int, memory: Any,
-                 head_size: int = 64, grid_encoding: str = "embedding") -> None:
+    def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
+                 memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
+                 discrete_encoding: str = "onehot") -> None:
         super().__init__()
-        self.image = ImageEncoder(observation_space["image"].shape, grid_encoding)
-        self.mission: MissionEncoder | None = None
-        if "mission" in observation_space.spaces:
-            self.mission = MissionEncoder(int(observation_space["mission"].high.max()) + 1)
-        self.memory: Cell = make_cell_from_config(memory, input_size=self.image.output_size)
-        features = self.memory.output_size + (self.mission.output_size if self.mission else 0)
+        if isinstance(action_space, int):
+            action_space = spaces.Discrete(action_space)
+        # Field -> submodule name; fields that feed the memory, and those that join after it.
+        self.field_modules: dict[str, str] = {}
+        memory_inputs = 0
+        after_memory = 0
+        for key, space in observation_fields(observation_space).items():
+            encoder = field_encoder(space, grid_encoding, discrete_encoding)
+            name = self._module_name(key)
+            self.add_module(name, encoder)
+            self.field_modules[key] = name
+            if encoder.after_memory:
+                after_memory += encoder.output_size
+            else:
+                memory_inputs += encoder.output_size
+        self.memory_fields = [key for key, name in self.field_modules.items()
+                              if not getattr(self, name).after_memory]
+        self.context_fields = [key for key in self.field_modules
+                               if key not in self.memory_fields]
+        self.memory: Cell = make_cell_from_config(memory, input_size=memory_inputs)
+        features = self.memory.output_size + after_memory
+        head = make_action_head(action_space)
         self.actor = nn.Sequential(nn.Linear(features, head_size), nn.Tanh(),
-                                   nn.Linear(head_size, num_actions))
+                                   nn.Linear(head_size, head.num_params))
         self.critic = nn.Sequential(nn.Linear(features, head_size), nn.Tanh(),
                                     nn.Linear(head_size, 1))
         self.actor.apply(_init_linear)
         self.critic.apply(_init_linear)
+        # Registered last: parameters (the Gaussian's log-std) after the others, so the
+        # optimizer state of a categorical model keeps its order.
+        self.action: ActionHead = head
+
+    def _module_name(self, key: str) -> str:
+        """The submodule name of observation field ``key``: the key itself where it can be
+        one, else ``field_<key>`` with non-identifier characters replaced."""
+        if key.isidentifier() and key not in RESERVED_NAMES and not hasattr(self, key):
+            return key
+        base = "field_" + re.sub(r"\W", "_", key)
+        name, suffix = base, 1
+        while hasattr(self, name) or name in self.field_modules.values():
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        return name
 
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> Any:
         """The memory's all-zeros state for ``batch_size`` envs."""
         return self.memory.initial_state(batch_size, device=device)
 
+    def _encode(self, keys: list[str], observation: dict[str, Tensor], steps: int,
+                batch: int) -> Tensor:
+        """The features of fields ``keys``, concatenated. Shapes: ``(T, B, features)``."""
+        features = [getattr(self, self.field_modules[key])(observation[key].flatten(0, 1))
+                    .view(steps, batch, -1) for key in keys]
+        return features[0] if len(features) == 1 else torch.cat(features, dim=-1)
+
     def forward(self, observation: dict[str, Tensor], state: Any, resets: Tensor) -> PolicyOutput:
         """Run a time-major batch of observations through the model.
 
         Args:
-            observation: ``image`` and (if the model has a mission encoder) ``mission``.
+            observation: the fields (:func:`rlmem.agents.observation.observation_fields`).
             state: the memory state before time step 0.
             resets: ``resets[t, b]`` means ``observation[t, b]`` starts an episode: the memory
                 of ``b`` is re-initialised before it, and only that of ``b``.
 
         Shapes:
-            - observation["image"]: ``(T, B, H, W, C)``; observation["mission"]: ``(T, B, L)``
+            - observation[key]: ``(T, B, *field shape)``, e.g. MiniGrid's ``image``
+              ``(T, B, H, W, C)`` and ``mission`` ``(T, B, L)``
             - resets: ``(T, B)`` bool
-            - returns logits ``(T, B, num_actions)``, value ``(T, B)``
+            - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
-        image = observation["image"]
-        steps, batch = image.shape[:2]
-        features = self.image(image.flatten(0, 1)).view(steps, batch, -1)
-        memory = self.memory.forward_aux(features, state, resets)
+        steps, batch = resets.shape
+        memory = self.memory.forward_aux(self._encode(self.memory_fields, observation, steps,
+                                                      batch), state, resets)
         embedding = memory.output
-        if self.mission is not None:
-            mission = self.mission(observation["mission"].flatten(0, 1)).view(steps, batch, -1)
-            embedding = torch.cat([embedding, mission], dim=-1)
+        if self.context_fields:
+            embedding = torch.cat(
+                [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
         return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
-                            memory.state, memory.aux)
+                            memory.state, memory.aux, self.action)

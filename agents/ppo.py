@@ -12,7 +12,8 @@ One update (Schulman et al., 2017, with the MiniGrid recipe of rl-starter-files)
    start a new episode.
 4. ``epochs`` passes over the chunks in random minibatches of ``batch_size`` frames minimise the
    clipped surrogate, the (clipped) value loss, minus the entropy bonus, plus the memory cell's
-   own auxiliary losses.
+   own auxiliary losses. Log-probabilities and entropies come from the model's action head
+   (:mod:`rlmem.agents.heads`), so every action space shares this loss.
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ class PPO:
                 out = self.model({key: value[:, index] for key, value in observations.items()},
                                  select_state(start_states, index), resets[:, index])
 
-                log_probs_all = torch.log_softmax(out.logits, dim=-1)
-                log_probs = log_probs_all.gather(-1, actions[:, index].unsqueeze(-1)).squeeze(-1)
-                entropy = -(log_probs_all.exp() * log_probs_all).sum(-1).mean()
+                # The head of the action space: categorical, per-component, or Gaussian.
+                log_probs, entropies = out.head.log_prob_entropy(out.action_params,
+                                                                 actions[:, index])
+                entropy = entropies.mean()
 
                 advantage = advantages[:, index]
                 if cfg.normalize_advantage:

@@ -22,24 +22,21 @@ from tqdm import tqdm
 from rlmem.agents.model import ActorCritic
 from rlmem.agents.ppo import PPO, NonFiniteLossError
 from rlmem.agents.rollout import RolloutCollector
-from rlmem.envs import env_spec, make_vector_env, resolved_mission
+from rlmem.envs import EnvOptions, describe_space, env_spec
 from rlmem.runs import Checkpoint, ResumeRules, RunLogger, RunSession, open_run
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
 
-RESUME_SECTIONS = ("env", "memory", "agent", "num_envs", "mission", "grid_encoding", "seed")
-"""Keys that must match a checkpoint to resume from it (``frames`` may grow)."""
+RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
+                   "grid_encoding", "discrete_encoding", "seed")
+"""Keys that must match a checkpoint to resume from it (``frames`` may grow). ``transfer_env``
+is not one: it only names where the run is evaluated."""
 
 
 def env_seed(seed: int, updates: int) -> int:
     """The seed of the envs' first reset when (re)starting after ``updates`` updates; distinct
     runs' seeds do not overlap across their envs as ``seed + env index`` would."""
     return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
-
-
-def observation_signature(model: ActorCritic) -> dict[str, Any]:
-    """What the model expects to observe; an env to evaluate on must produce the same."""
-    return {"image": list(model.image.image_shape), "mission": model.mission is not None}
 
 
 RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
@@ -72,10 +69,12 @@ def train(cfg: Any, run_dir: Path) -> None:
 
 def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
     torch.manual_seed(cfg.seed)
-    envs = make_vector_env(cfg.env, cfg.num_envs, mission=resolved_mission(config),
-                           vectorization=cfg.vectorization)
-    model = ActorCritic(envs.single_observation_space, int(envs.single_action_space.n),
-                        cfg.memory, grid_encoding=cfg.grid_encoding).to(run.device)
+    envs = EnvOptions.from_config(config).make_vector(cfg.env, cfg.num_envs, cfg.vectorization)
+    model = ActorCritic(envs.single_observation_space, envs.single_action_space, cfg.memory,
+                        grid_encoding=cfg.grid_encoding,
+                        discrete_encoding=cfg.discrete_encoding).to(run.device)
+    spaces = {"observation": describe_space(envs.single_observation_space),
+              "action": describe_space(envs.single_action_space)}
     ppo = PPO(model, cfg.agent)
     start = run.checkpoint
     frames, updates = (start.count("frames"), start.count("updates")) if start else (0, 0)
@@ -107,8 +106,7 @@ def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
                 config=config, progress={"frames": frames, "updates": updates},
                 states={"model": model.state_dict(), **ppo.state_dict()},
                 rng={"torch": torch.get_rng_state()},
-                extras={"recent_returns": list(episodes.recent),
-                        "observation": observation_signature(model)}))
+                extras={"recent_returns": list(episodes.recent), "spaces": spaces}))
             logger.log(row)
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")

@@ -10,14 +10,12 @@ import torch
 from gymnasium.vector import VectorEnv
 from torch import Tensor
 
+from rlmem.agents.heads import sample_actions
 from rlmem.agents.model import ActorCritic
-from rlmem.runs import NonFiniteLossError
+from rlmem.agents.observation import observation_to_tensors, stack_observations
 
-
-def observation_to_tensors(observation: dict[str, np.ndarray],
-                           device: torch.device) -> dict[str, Tensor]:
-    """A batch of observations from a vector env as tensors on ``device``."""
-    return {key: torch.as_tensor(value, device=device) for key, value in observation.items()}
+__all__ = ["Rollout", "RolloutCollector", "observation_to_tensors", "sample_actions",
+           "select_state", "stack_states"]
 
 
 def stack_states(states: list[Any]) -> Any:
@@ -30,30 +28,6 @@ def select_state(state: Any, index: Tensor) -> Any:
     return type(state)(*(value[index] for value in state))
 
 
-def sample_actions(logits: Tensor, greedy: bool = False) -> tuple[Tensor, Tensor]:
-    """Actions drawn from (or the argmax of) ``softmax(logits)``, and their log-probabilities.
-
-    Written out instead of ``torch.distributions.Categorical``: that class validates its
-    arguments on every call, which costs more than the policy itself at batch 16.
-
-    Shapes:
-        - logits: ``(B, A)``; returns actions ``(B,)`` long and log-probabilities ``(B,)``
-    """
-    log_probs = torch.log_softmax(logits, dim=-1)
-    if greedy:
-        actions = log_probs.argmax(dim=-1)
-    else:
-        try:
-            actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
-        except RuntimeError as error:  # checked here, not before: no host sync on every step
-            if bool(torch.isfinite(logits).all()):
-                raise
-            raise NonFiniteLossError(
-                "the policy diverged: its action logits are NaN or infinite, so no action can "
-                "be sampled.") from error
-    return actions, log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-
-
 @dataclass
 class Rollout:
     """``T`` steps of ``B`` envs, time-major, on the training device.
@@ -64,11 +38,12 @@ class Rollout:
     """
 
     observations: dict[str, Tensor]
-    """Each ``(T, B, ...)``."""
+    """Each field ``(T, B, ...)``."""
     resets: Tensor
     """``(T, B)`` bool."""
     actions: Tensor
-    """``(T, B)`` long."""
+    """``(T, B, *head.action_shape)``, as the head stores them (long indices, or a Gaussian's
+    unclipped sample)."""
     log_probs: Tensor
     """Log-probability of the action under the rollout policy, ``(T, B)``."""
     values: Tensor
@@ -132,7 +107,9 @@ class RolloutCollector:
         observations = {key: torch.empty((steps, *value.shape), dtype=value.dtype, device=device)
                         for key, value in self.observation.items()}
         resets = torch.empty(steps, batch, dtype=torch.bool, device=device)
-        actions = torch.empty(steps, batch, dtype=torch.long, device=device)
+        head = self.model.action
+        actions = torch.empty(steps, batch, *head.action_shape, dtype=head.action_dtype,
+                              device=device)
         log_probs, values, rewards, final_values = (
             torch.zeros(steps, batch, device=device) for _ in range(4))
         terminated = torch.empty(steps, batch, dtype=torch.bool, device=device)
@@ -148,10 +125,10 @@ class RolloutCollector:
                 observations[key][t] = value
             resets[t] = self.resets
             out = self.model(_add_time(self.observation), self.state, self.resets.unsqueeze(0))
-            action, log_prob = sample_actions(out.logits[0])
+            action, log_prob = head.sample(out.action_params[0])
             actions[t], log_probs[t], values[t] = action, log_prob, out.value[0]
 
-            next_observation, reward, term, trunc, info = self.envs.step(action.cpu().numpy())
+            next_observation, reward, term, trunc, info = self.envs.step(head.env_action(action))
             rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
             terminated[t] = torch.as_tensor(term, device=device)
             truncated[t] = torch.as_tensor(trunc & ~term, device=device)
@@ -179,10 +156,7 @@ class RolloutCollector:
                        episode_returns, episode_lengths)
 
     def _final_values(self, info: dict[str, Any], cut: np.ndarray, state: Any) -> Tensor:
-        finals = info["final_obs"][cut]
-        observation = {key: torch.as_tensor(np.stack([final[key] for final in finals]),
-                                            device=self.device)
-                       for key in self.observation}
+        observation = stack_observations(list(info["final_obs"][cut]), self.device)
         index = torch.as_tensor(cut, device=self.device)
         no_reset = torch.zeros(1, len(cut), dtype=torch.bool, device=self.device)
         return self.model(_add_time(observation), select_state(state, index), no_reset).value[0]

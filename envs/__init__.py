@@ -1,18 +1,24 @@
-"""MiniGrid environments: short names, observation encoding, transfer pairs.
+"""Environments: any registered gymnasium env, MiniGrid's observation encoding, short names and
+train -> transfer pairs, a run's ``env_kwargs`` and ``wrappers``.
 
 >>> from rlmem.envs import make_vector_env
 >>> envs = make_vector_env("DoorKey-5x5", num_envs=16)  # doctest: +SKIP
+>>> envs = make_vector_env("CartPole-v1", num_envs=16)  # doctest: +SKIP
 """
 
 from rlmem.envs.encoding import (
     MISSION_LENGTH,
     VOCABULARY,
+    GridSpace,
     MiniGridObservation,
+    MissionSpace,
+    is_minigrid,
     mission_varies,
     tokenize,
 )
 from rlmem.envs.factory import (
     VECTORIZATIONS,
+    EnvOptions,
     make_env,
     make_vector_env,
     resolved_mission,
@@ -20,20 +26,38 @@ from rlmem.envs.factory import (
 )
 from rlmem.envs.recording import EpisodeRecorder, write_gif
 from rlmem.envs.registry import ENVS, EnvSpec, env_spec, transfer_target
+from rlmem.envs.spaces import (
+    IncompatibleEnvError,
+    describe_space,
+    interface_mismatch,
+    space_signature,
+)
+from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 __all__ = [
     "ENVS",
     "MISSION_LENGTH",
     "VECTORIZATIONS",
     "VOCABULARY",
+    "EnvOptions",
     "EnvSpec",
     "EpisodeRecorder",
+    "GridSpace",
+    "IncompatibleEnvError",
     "MiniGridObservation",
+    "MissionSpace",
+    "WrapperSpec",
+    "apply_wrappers",
+    "describe_space",
     "env_spec",
+    "interface_mismatch",
+    "is_minigrid",
     "make_env",
     "make_vector_env",
     "mission_varies",
+    "parse_wrappers",
     "resolved_mission",
+    "space_signature",
     "tokenize",
     "transfer_target",
     "uses_mission",

@@ -1,8 +1,14 @@
-"""Observation encoding: the egocentric image, and the mission as token ids of a fixed vocabulary.
+"""MiniGrid's observation encoding: the egocentric grid, and the mission as token ids of a fixed
+vocabulary.
 
 The vocabulary is fixed, not grown from the missions seen in training, so that a training env
 and its transfer target (or any two MiniGrid envs) map the same word to the same id and a trained
 mission encoder can be evaluated anywhere.
+
+The two fields get their own space types, :class:`GridSpace` and :class:`MissionSpace` (both
+:class:`~gymnasium.spaces.Box`, so gymnasium and SB3 treat them as any Box): the agent picks its
+encoder by the space's type, and these types say "MiniGrid grid indices" and "mission tokens,
+visible at every step", which a Box's shape and bounds cannot.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from minigrid.core.constants import COLOR_NAMES, OBJECT_TO_IDX
+from minigrid.minigrid_env import MiniGridEnv
 
 MISSION_LENGTH = 32
 """Tokens per encoded mission; longer missions are cut, shorter ones padded with :data:`PAD`."""
@@ -53,6 +60,31 @@ def tokenize(mission: str, length: int = MISSION_LENGTH) -> np.ndarray:
     return tokens
 
 
+class GridSpace(spaces.Box):
+    """MiniGrid's egocentric grid encoding: an (object, colour, state) *index* per cell.
+
+    A Box like any other for gymnasium and SB3; its type tells the agent to use MiniGrid's grid
+    encoder (:class:`rlmem.agents.encoders.ImageEncoder`) rather than a pixel conv net.
+    """
+
+
+class MissionSpace(spaces.Box):
+    """The mission as token ids of :data:`VOCABULARY`, padded with :data:`PAD`.
+
+    A Box like any other for gymnasium and SB3; its type tells the agent to encode it with
+    :class:`rlmem.agents.encoders.MissionEncoder` and to join it *after* the memory (it is
+    visible at every step, so there is nothing to remember about it).
+    """
+
+
+def is_minigrid(env: gym.Env) -> bool:
+    """Whether ``env`` is a MiniGrid env that still observes MiniGrid's Dict (with ``image``),
+    i.e. one that :class:`MiniGridObservation` applies to."""
+    space = env.observation_space
+    return (isinstance(env.unwrapped, MiniGridEnv) and isinstance(space, spaces.Dict)
+            and "image" in space.spaces)
+
+
 def mission_varies(env: gym.Env) -> bool:
     """Whether ``env``'s mission text changes between episodes (MiniGrid's mission space has
     placeholders then, as in ``go to the {color} {type}``)."""
@@ -63,6 +95,11 @@ def mission_varies(env: gym.Env) -> bool:
 
 class MiniGridObservation(gym.ObservationWrapper):
     """MiniGrid's ``{"image", "direction", "mission"}`` -> ``{"image"[, "mission"]}`` arrays.
+
+    The image's space becomes a :class:`GridSpace` when it is the agent's view of grid indices
+    (``(view, view, 3)``); an image a wrapper turned into pixels (``RGBImgPartialObsWrapper``)
+    keeps its plain Box, so the agent treats it as pixels. The mission's space is a
+    :class:`MissionSpace`.
 
     Args:
         env: a MiniGrid env (its observation is a Dict with an ``image``).
@@ -79,9 +116,14 @@ class MiniGridObservation(gym.ObservationWrapper):
         if not isinstance(source, spaces.Dict) or "image" not in source.spaces:
             raise ValueError(f"{env.spec.id if env.spec else env}: not a MiniGrid env, its "
                              f"observation space {source} has no 'image'")
-        fields: dict[str, spaces.Space[Any]] = {"image": source["image"]}
+        image = source["image"]
+        fields: dict[str, spaces.Space[Any]] = {"image": image}
+        view = getattr(env.unwrapped, "agent_view_size", None)
+        if isinstance(image, spaces.Box) and image.shape == (view, view, 3):
+            fields["image"] = GridSpace(image.low, image.high, image.shape, image.dtype)
         if mission:
-            fields["mission"] = spaces.Box(0, len(VOCABULARY) - 1, (MISSION_LENGTH,), np.int64)
+            fields["mission"] = MissionSpace(0, len(VOCABULARY) - 1, (MISSION_LENGTH,),
+                                             np.int64)
         self.observation_space = spaces.Dict(fields)
         self._tokens: dict[str, np.ndarray] = {}
 

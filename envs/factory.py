@@ -1,35 +1,57 @@
-"""Make single and vectorised MiniGrid envs with rlmem's observation encoding."""
+"""Make single and vectorised envs: any registered gymnasium env, with the run's ``env_kwargs``
+and ``wrappers``, and MiniGrid's observation encoding for MiniGrid envs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlmem.envs.encoding import MiniGridObservation, mission_varies
+from rlmem.envs.encoding import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.registry import env_spec
+from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 VECTORIZATIONS: dict[str, type[VectorEnv]] = {"sync": SyncVectorEnv, "async": AsyncVectorEnv}
 """``sync`` steps the envs in this process (fastest for cheap envs such as MiniGrid on few
 cores); ``async`` gives each env its own process."""
 
 
-def make_env(name: str, *, mission: bool | None = None, **kwargs: Any) -> gym.Env:
-    """One env by short name or full id, wrapped in :class:`MiniGridObservation`.
+def make_env(name: str, *, mission: bool | None = None, wrappers: Iterable[Any] = (),
+             **kwargs: Any) -> gym.Env:
+    """One env by short name, full gymnasium id or ``module:EnvId``.
+
+    The env is made by :func:`gymnasium.make` with ``kwargs``, wrapped by ``wrappers`` in order
+    (the first innermost), and then, if it still observes MiniGrid's Dict, by
+    :class:`MiniGridObservation`. Any other env keeps its own observations.
 
     Args:
-        name: a short name (``DoorKey-5x5``) or a registered gymnasium id.
-        mission: include the tokenised mission; ``None`` does so when the env's mission varies.
+        name: a short name (``DoorKey-5x5``) or a registered gymnasium id (``CartPole-v1``).
+        mission: include the tokenised mission (MiniGrid only); ``None`` does so when the env's
+            mission varies.
+        wrappers: import paths ``module:Name`` or ``{target, kwargs}`` mappings
+            (:func:`rlmem.envs.wrappers.parse_wrappers`).
         kwargs: passed to :func:`gymnasium.make` (``render_mode``, ``max_steps``, ...).
+
+    Raises:
+        ValueError: ``mission=True`` for an env that is not MiniGrid.
     """
-    env = gym.make(env_spec(name).id, **kwargs)
-    return MiniGridObservation(env, mission_varies(env) if mission is None else mission)
+    env = apply_wrappers(gym.make(env_spec(name).id, **kwargs), wrappers)
+    if is_minigrid(env):
+        return MiniGridObservation(env, mission_varies(env) if mission is None else mission)
+    if mission:
+        env.close()
+        raise ValueError(f"mission=true encodes a MiniGrid mission, but {name} is not a "
+                         "MiniGrid env (or a wrapper replaced its observation)")
+    return env
 
 
 def uses_mission(name: str) -> bool:
-    """Whether ``name``'s mission varies between episodes, i.e. is worth encoding."""
+    """Whether ``name``'s mission varies between episodes, i.e. is worth encoding (False for
+    envs other than MiniGrid)."""
     env = gym.make(env_spec(name).id)
     try:
         return mission_varies(env)
@@ -46,7 +68,9 @@ def resolved_mission(config: Mapping[str, Any]) -> bool:
 
 def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
                     vectorization: str = "sync",
-                    env_fns: list[Callable[[], gym.Env]] | None = None) -> VectorEnv:
+                    env_fns: list[Callable[[], gym.Env]] | None = None,
+                    wrappers: Iterable[Any] = (),
+                    env_kwargs: Mapping[str, Any] | None = None) -> VectorEnv:
     """``num_envs`` copies of an env, auto-reset in the same step.
 
     With ``SAME_STEP`` autoreset, a step that ends an episode returns the first observation of
@@ -59,6 +83,8 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
         mission: as in :func:`make_env`; resolved once so that all copies agree.
         vectorization: a key of :data:`VECTORIZATIONS`.
         env_fns: replace the env constructors (tests use this for special envs).
+        wrappers: as in :func:`make_env`.
+        env_kwargs: passed to :func:`gymnasium.make`.
     """
     if vectorization not in VECTORIZATIONS:
         raise ValueError(f"vectorization={vectorization!r}; use one of "
@@ -67,5 +93,52 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
         raise ValueError(f"num_envs must be positive, got {num_envs}")
     if env_fns is None:
         with_mission = uses_mission(name) if mission is None else mission
-        env_fns = [lambda: make_env(name, mission=with_mission) for _ in range(num_envs)]
+        specs, kwargs = parse_wrappers(wrappers), dict(env_kwargs or {})
+        env_fns = [lambda: make_env(name, mission=with_mission, wrappers=specs, **kwargs)
+                   for _ in range(num_envs)]
     return VECTORIZATIONS[vectorization](env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    """How a run makes its envs, besides their name: what its config records.
+
+    Training, transfer and evaluation envs of one run are all made with these options, so an
+    agent is evaluated on the env it was trained on, or on another id built the same way.
+    """
+
+    mission: bool = False
+    """Encode the MiniGrid mission."""
+    wrappers: tuple[WrapperSpec, ...] = ()
+    """Applied in order after :func:`gymnasium.make`."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Passed to :func:`gymnasium.make` (the run's ``env_kwargs``)."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> EnvOptions:
+        """The options of a run's (resolved) config; runs that predate ``env_kwargs`` and
+        ``wrappers`` used neither."""
+        return cls(mission=resolved_mission(config),
+                   wrappers=parse_wrappers(config.get("wrappers") or ()),
+                   kwargs=dict(config.get("env_kwargs") or {}))
+
+    def make(self, name: str, **extra: Any) -> gym.Env:
+        """One env ``name`` with these options; ``extra`` adds to (or replaces) ``kwargs``."""
+        return make_env(name, mission=self.mission, wrappers=self.wrappers,
+                        **{**self.kwargs, **extra})
+
+    def make_vector(self, name: str, num_envs: int, vectorization: str = "sync") -> VectorEnv:
+        """``num_envs`` copies of env ``name`` with these options (:func:`make_vector_env`)."""
+        return make_vector_env(name, num_envs, mission=self.mission,
+                               vectorization=vectorization, wrappers=self.wrappers,
+                               env_kwargs=self.kwargs)
+
+    def probe(self, name: str) -> tuple[spaces.Space[Any], spaces.Space[Any], bool]:
+        """The observation space, action space, and whether env ``name`` is MiniGrid (one env
+        is made and closed)."""
+        env = self.make(name)
+        try:
+            return (env.observation_space, env.action_space,
+                    isinstance(env, MiniGridObservation))
+        finally:
+            env.close()

@@ -1,4 +1,4 @@
-"""Recording rendered episodes of a MiniGrid env, and writing them as GIFs."""
+"""Recording rendered episodes of an env, and writing them as GIFs."""
 
 from __future__ import annotations
 
@@ -7,30 +7,41 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from minigrid.minigrid_env import MiniGridEnv
 from PIL import Image
 
 
 class EpisodeRecorder(gym.Wrapper):
     """Keep the rendered frames of the first ``episodes`` episodes of ``env``.
 
-    Frames come from MiniGrid's ``get_frame`` (the full grid, the agent's view highlighted), so
-    the env needs no ``render_mode``.
+    A MiniGrid env's frames come from its ``get_frame`` (the full grid, the agent's view
+    highlighted), so it needs no ``render_mode``; any other env must have been made with
+    ``render_mode="rgb_array"``.
 
     Args:
-        env: a MiniGrid env (possibly wrapped).
+        env: the env (possibly wrapped).
         episodes: how many episodes to keep.
-        tile_size: pixels per grid cell.
+        tile_size: pixels per grid cell (MiniGrid).
+
+    Raises:
+        ValueError: ``env`` is not MiniGrid and does not render RGB arrays.
     """
 
     def __init__(self, env: gym.Env, episodes: int, tile_size: int = 16) -> None:
         super().__init__(env)
+        self._minigrid = isinstance(env.unwrapped, MiniGridEnv)
+        if not self._minigrid and env.render_mode != "rgb_array":
+            raise ValueError(f"recording GIFs of {env} needs render_mode='rgb_array', got "
+                             f"{env.render_mode!r}")
         self.episodes = episodes
         self.tile_size = tile_size
         self.recorded: list[list[np.ndarray]] = []
         self._frames: list[np.ndarray] | None = None
 
     def _frame(self) -> np.ndarray:
-        return self.env.unwrapped.get_frame(highlight=True, tile_size=self.tile_size)
+        if self._minigrid:
+            return self.env.unwrapped.get_frame(highlight=True, tile_size=self.tile_size)
+        return np.asarray(self.env.render())
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(**kwargs)

@@ -2,12 +2,15 @@
 
 The six training/transfer pairs are those of the ReLSTM paper (Table 3): an agent trained on the
 small layout is evaluated, without further training, on the large one. Any other registered
-gymnasium id (``MiniGrid-Empty-8x8-v0``, ``BabyAI-GoToLocal-v0``, ...) is accepted when given in
-full; it has no transfer target unless it is one of the ids below.
+gymnasium id (``MiniGrid-Empty-8x8-v0``, ``CartPole-v1``, ``BabyAI-GoToLocal-v0``, ...) is
+accepted when given in full, as is gymnasium's ``module:EnvId`` form, which imports ``module``
+(where the env registers itself) first. Such an env has no transfer target unless it is one of
+the ids below; a run names one with ``transfer_env=``.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -43,9 +46,11 @@ ENVS: dict[str, EnvSpec] = {
 
 
 def env_spec(name: str) -> EnvSpec:
-    """The :class:`EnvSpec` of a short name or of a full gymnasium id.
+    """The :class:`EnvSpec` of a short name, a full gymnasium id, or ``module:EnvId``.
 
-    A full id of one of the paper's environments gets its short name's transfer target.
+    A full id of one of the paper's environments gets its short name's transfer target. For
+    ``module:EnvId``, ``module`` is imported (it registers the env) and the spec's id keeps the
+    module, so that :func:`gymnasium.make` imports it too in every process that makes the env.
 
     Raises:
         KeyError: ``name`` is neither a short name nor a registered gymnasium id; the message
@@ -56,10 +61,17 @@ def env_spec(name: str) -> EnvSpec:
     for spec in ENVS.values():
         if spec.id == name:
             return spec
-    if name in gym.registry:
+    module, sep, env_id = name.rpartition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise KeyError(f"env {name!r}: cannot import {module!r} ({error})") from None
+    if env_id in gym.registry:
         return EnvSpec(name)
     raise KeyError(f"unknown env {name!r}; use one of {', '.join(ENVS)} or a full registered "
-                   "gymnasium id such as MiniGrid-Empty-8x8-v0")
+                   "gymnasium id such as MiniGrid-Empty-8x8-v0 or CartPole-v1 (module:EnvId "
+                   "imports module first)")
 
 
 def transfer_target(name: str) -> str:
@@ -72,5 +84,7 @@ def transfer_target(name: str) -> str:
     if target is None:
         paired = ", ".join(f"{key}->{spec.transfer}" for key, spec in ENVS.items()
                            if spec.transfer)
-        raise KeyError(f"env {name!r} has no transfer target; the paired envs are {paired}")
+        raise KeyError(f"env {name!r} has no transfer target; the paired envs are {paired} "
+                       "(train with transfer_env=<env> to pair any two envs with the same "
+                       "spaces)")
     return target

@@ -1,8 +1,11 @@
-"""Evaluate a trained agent, on its training env or on any env with the same observations.
+"""Evaluate a trained agent, on its training env or on any env with the same spaces.
 
     python -m rlmem.evaluate run=runs/ppo/DoorKey-5x5/relstm/seed0 env=transfer episodes=100
     python -m rlmem.evaluate run=... env=DoorKey-8x8 argmax=true gif=3
+    python -m rlmem.evaluate run=runs/ppo/CartPole-v1/relstm/seed0
 
+The env is rebuilt from the run's recorded config (its ``env_kwargs`` and ``wrappers``), and its
+observation and action spaces are checked against the training env's before anything is played.
 Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gif``).
 """
 
@@ -29,11 +32,12 @@ from rlmem.agents.evaluation import (
 from rlmem.agents.model import ActorCritic
 from rlmem.envs import (
     ENVS,
+    EnvOptions,
     EpisodeRecorder,
+    IncompatibleEnvError,
     env_spec,
-    make_env,
+    interface_mismatch,
     make_vector_env,
-    resolved_mission,
     transfer_target,
 )
 from rlmem.envs.recording import write_gif
@@ -53,9 +57,7 @@ from rlmem.schema.evaluate import (
 
 register_evaluate_configs()
 
-
-class IncompatibleEnvError(ValueError):
-    """The env's observations do not match what the trained agent was trained on."""
+__all__ = ["IncompatibleEnvError", "evaluate_run", "evaluation_env", "load_run", "main"]
 
 
 def short_name(name: str) -> str:
@@ -84,13 +86,15 @@ def load_run(run: Path) -> Checkpoint:
     return checkpoint
 
 
-def ppo_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, num_actions: int,
+def ppo_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, action_space: Any,
               device: torch.device, eval_memory: dict[str, Any]) -> Actor:
     """Our PPO's model, rebuilt from the run's recorded config (with ``eval_memory`` over its
-    memory) and weights."""
+    memory) and weights, for the evaluation env's spaces."""
     config = checkpoint.config
-    model = ActorCritic(observation_space, num_actions, {**config["memory"], **eval_memory},
-                        grid_encoding=recorded_grid_encoding(config))
+    model = ActorCritic(observation_space, action_space, {**config["memory"], **eval_memory},
+                        grid_encoding=recorded_grid_encoding(config),
+                        # Runs before the key had no Discrete observations: any value fits.
+                        discrete_encoding=config.get("discrete_encoding", "onehot"))
     try:
         model.load_state_dict(checkpoint.states["model"])
     except RuntimeError as error:
@@ -99,7 +103,7 @@ def ppo_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, num_act
     return PPOActor(model.to(device).eval(), device)
 
 
-def sb3_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, num_actions: int,
+def sb3_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, action_space: Any,
               device: torch.device, eval_memory: dict[str, Any]) -> Actor:
     """The RecurrentPPO of an ``agent=sb3`` run."""
     from rlmem.agents.sb3.actor import SB3Actor  # stable-baselines3 only when needed
@@ -116,14 +120,40 @@ ACTOR_LOADERS = {"ppo": ppo_actor, "sb3": sb3_actor}
 """How each trainer's run becomes an :class:`~rlmem.agents.evaluation.Actor`."""
 
 
-def observation_signature(name: str, mission: bool) -> tuple[list[int], int, Any]:
-    """The image shape, number of actions and observation space of env ``name``."""
-    probe = make_env(name, mission=mission)
-    try:
-        return (list(probe.observation_space["image"].shape), int(probe.action_space.n),
-                probe.observation_space)
-    finally:
-        probe.close()
+def evaluation_env(requested: str | None, config: dict[str, Any]) -> str:
+    """The env to evaluate a run on: ``requested`` (a name, ``transfer`` or None, see
+    :class:`~rlmem.schema.evaluate.EvaluateConfig`) for a run of recorded ``config``.
+
+    Raises:
+        KeyError: ``transfer`` was asked for a run without a transfer target.
+    """
+    trained_on = config["env"]
+    target = config.get("transfer_env") or env_spec(trained_on).transfer
+    if requested is None:
+        return target or trained_on
+    if requested == TRANSFER:
+        return target or transfer_target(trained_on)  # raises, listing the pairs
+    return requested
+
+
+def check_interface(run: Path, name: str, config: dict[str, Any],
+                    options: EnvOptions) -> tuple[Any, Any, bool]:
+    """The observation space, action space and MiniGrid-ness of env ``name``, after checking
+    that its spaces are those of the env the run was trained on.
+
+    Raises:
+        IncompatibleEnvError: they are not; the message says what differs.
+    """
+    trained_on = config["env"]
+    trained = options.probe(trained_on)
+    probed = options.probe(name)
+    mismatch = interface_mismatch(probed[0], probed[1], trained[0], trained[1])
+    if mismatch:
+        kind = (f" is not a MiniGrid env like {trained_on} and" if trained[2] and not probed[2]
+                else "")
+        raise IncompatibleEnvError(f"env={name}{kind} {mismatch}: the agent in {run} was "
+                                   f"trained on {trained_on} and cannot act in it")
+    return probed
 
 
 def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | None]:
@@ -134,32 +164,28 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     checkpoint = load_run(run)
     config = checkpoint.config
     trained_on = config["env"]
-    name = short_name(transfer_target(trained_on) if cfg.env == TRANSFER else cfg.env)
+    name = short_name(evaluation_env(cfg.env, config))
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.torch_threads)
 
-    mission = resolved_mission(config)
-    expected_image, expected_actions, _ = observation_signature(trained_on, mission)
-    image_shape, num_actions, observation_space = observation_signature(name, mission)
-    if image_shape != expected_image or num_actions != expected_actions:
-        raise IncompatibleEnvError(
-            f"env={name} observes images of shape {image_shape} with {num_actions} actions, but "
-            f"the agent in {run} was trained on {trained_on} with images of shape "
-            f"{expected_image} and {expected_actions} actions")
+    options = EnvOptions.from_config(config)
+    observation_space, action_space, minigrid = check_interface(run, name, config, options)
     eval_memory = dict(cfg.eval_memory)
     actor = ACTOR_LOADERS[config["agent"]["name"]](run, checkpoint, observation_space,
-                                                   num_actions, device, eval_memory)
+                                                   action_space, device, eval_memory)
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
     recorder: list[EpisodeRecorder] = []
 
     def make(index: int) -> Any:
-        env = make_env(name, mission=mission)
         if index == 0 and cfg.gif:
+            # MiniGrid draws its own frames; any other env renders them.
+            env = options.make(name, **({} if minigrid else {"render_mode": "rgb_array"}))
             env = EpisodeRecorder(env, cfg.gif, tile_size=cfg.gif_tile_size)
             recorder.append(env)
-        return env
+            return env
+        return options.make(name)
 
     envs = make_vector_env(name, num_envs, env_fns=[lambda i=i: make(i)
                                                     for i in range(num_envs)])
@@ -179,14 +205,20 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for index, frames in enumerate(recorder[0].recorded if recorder else []):
-            write_gif(frames, out_dir / f"{name}_{index}.gif")
-        target = out_dir / f"{name}.json"
+            write_gif(frames, out_dir / f"{safe_file_name(name)}_{index}.gif")
+        target = out_dir / f"{safe_file_name(name)}.json"
         target.write_text(json.dumps(report, indent=2))
     except OSError as error:
         print(f"rlmem.evaluate: could not write the results into {out_dir}: {error}",
               file=sys.stderr, flush=True)
         return name, result, None
     return name, result, target
+
+
+def safe_file_name(name: str) -> str:
+    """An env name as a file name: ``ALE/Pong-v5`` -> ``ALE_Pong-v5`` (a namespace's slash
+    would make a directory)."""
+    return name.replace("/", "_")
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")

@@ -9,6 +9,7 @@ import pytest
 from rlmem.envs import (
     ENVS,
     VOCABULARY,
+    MiniGridObservation,
     env_spec,
     make_env,
     make_vector_env,
@@ -57,8 +58,13 @@ def test_unknown_names_list_the_valid_ones() -> None:
 
 
 def test_non_minigrid_envs_are_rejected() -> None:
+    """MiniGrid's observation encoding refuses other envs; make_env gives them none."""
     with pytest.raises(ValueError, match="not a MiniGrid env"):
-        make_env("CartPole-v1")
+        MiniGridObservation(gym.make("CartPole-v1"), mission=False)
+    env = make_env("CartPole-v1")
+    assert not isinstance(env, MiniGridObservation) and env.observation_space.shape == (4,)
+    with pytest.raises(ValueError, match="CartPole-v1 is not a MiniGrid env"):
+        make_env("CartPole-v1", mission=True)
 
 
 @pytest.mark.parametrize("name, varies", [("DoorKey-5x5", False), ("MemoryS7", False),

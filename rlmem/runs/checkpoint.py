@@ -207,10 +207,13 @@ LEGACY_VALUES: dict[str, Any] = {
     "memory.num_layers": 1,
     "memory.dropout": 0.0,
     "weight_decay": 0.0,
+    "wrappers": [],
+    "discrete_encoding": "onehot",
 }
 """What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
-and left torch's gate biases; no cell was stacked). A checkpoint without the key is compatible
-with a config that sets it to this value."""
+and left torch's gate biases; no cell was stacked; envs had no wrappers and no Discrete
+observations). A checkpoint without the key is compatible with a config that sets it to this
+value."""
 
 
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],

@@ -18,16 +18,20 @@ class EvaluateConfig:
 
     run: str = MISSING
     """The run directory of a trained agent (holds checkpoint.pt)."""
-    env: str = TRANSFER
-    """Env to evaluate on: a short name, a full gymnasium id, or transfer (the paired target)."""
+    env: str | None = None
+    """Env to evaluate on: a short name, a full gymnasium id, or transfer (the run's
+    transfer_env, else the paired target of its env). null: transfer where the run has a
+    transfer target, else the env it was trained on. The env is built with the run's
+    env_kwargs and wrappers."""
     episodes: int = 100
     """Number of evaluation episodes."""
     argmax: bool = False
     """Act greedily (most likely action) instead of sampling from the policy."""
     gif: int = 0
-    """Save this many episodes as GIFs in <run>/eval/."""
+    """Save this many episodes as GIFs in <run>/eval/ (envs other than MiniGrid are made with
+    render_mode=rgb_array for that)."""
     gif_tile_size: int = 16
-    """Pixels per grid cell in the GIFs."""
+    """Pixels per grid cell in the GIFs (MiniGrid)."""
     num_envs: int = 16
     """Envs played in parallel (each contributes a fixed share of the episodes)."""
     seed: int = 0
