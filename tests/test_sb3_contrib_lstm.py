@@ -5,7 +5,9 @@ The cases are sb3-contrib's, with its own ``policy_kwargs`` (``lstm_hidden_size`
 the policy, ``MlpLstmPolicy`` / ``CnnLstmPolicy`` / ``MultiInputLstmPolicy`` becoming
 :class:`MemoryPolicy` / :class:`CnnMemoryPolicy` / :class:`MultiInputMemoryPolicy`, and a
 ``memory=<cell>`` entry added to ``policy_kwargs`` (for ``lstm`` that is the default, so those
-cases are exactly a class swap). Every functional case runs for every registered cell.
+cases are exactly a class swap). Every functional case runs for every registered cell. The
+environments are sb3-contrib's, from ``tests/sb3_envs.py``, whose Dict wrapper adds a constant
+``flag`` key next to ``obs``.
 
 One deliberate difference: an invalid critic combination raises ``ValueError`` (with a message
 saying what to choose) where sb3-contrib uses ``assert`` (``AssertionError``, which disappears
@@ -130,6 +132,14 @@ def _cartpole_without_velocities() -> Env:
     return TimeLimit(CartPoleNoVelEnv(), max_episode_steps=500)
 
 
+SB3_CONTRIB_INIT: dict[str, dict[str, Any]] = {"lstm": {"forget_bias": 0.0}}
+"""Cells started as sb3-contrib's ``nn.LSTM`` is: torch's initialisation, forget-gate bias 0.
+
+With rlmem's default forget-gate bias of 1, this one-seed run of ``lstm`` reached 498 at 45k
+steps and then fell to about 200 at 50k, where the test measures (PPO's last update on this
+task is a coin flip for one seed); with torch's init it is sb3-contrib's own model and test."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", ["gru", "lstm", "relstm"])
 def test_ppo_lstm_performance(cell: str) -> None:
@@ -143,7 +153,7 @@ def test_ppo_lstm_performance(cell: str) -> None:
     model = recurrent_ppo(
         "MlpLstmPolicy", env, cell,
         dict(net_arch=dict(vf=[64], pi=[]), lstm_hidden_size=64, ortho_init=False,
-             enable_critic_lstm=True),
+             enable_critic_lstm=True, memory_kwargs=SB3_CONTRIB_INIT.get(cell)),
         n_steps=128, learning_rate=0.0007, verbose=1, batch_size=256, seed=1, n_epochs=10,
         max_grad_norm=1, gae_lambda=0.98)
     model.learn(total_timesteps=50_000, callback=eval_callback)

@@ -3,6 +3,8 @@ itself on two-layer stacks)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -129,7 +131,7 @@ def test_aux_losses_diagnostics_and_anneal_reach_every_layer() -> None:
     ({"num_layers": 2, "dropout": 1.0}, r"dropout must be a float in \[0, 1\), got 1.0"),
     ({"num_layers": 2, "dropout": -0.1}, r"dropout must be a float in \[0, 1\)"),
 ])
-def test_bad_stacking_arguments_are_rejected(kwargs: dict, message: str) -> None:
+def test_bad_stacking_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_cell("lstm", input_size=IN, hidden_size=H, **kwargs)
 
