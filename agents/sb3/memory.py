@@ -22,7 +22,8 @@ class PackedMemory(nn.Module):
         cell: the memory cell; its ``input_size`` is the features' size.
 
     Attributes:
-        num_layers: always 1 (what RecurrentPPO sizes its buffers with).
+        num_layers: always 1 (what RecurrentPPO sizes its buffers with), also for a stack of
+            cells (``n_lstm_layers``): a stack's state is one flat NamedTuple, packed whole.
         hidden_size: width of each of the packed ``h`` and ``c``, *not* the cell's hidden size;
             together they hold the whole cell state (see :class:`StatePacker`).
         input_size: the cell's input size.
