@@ -43,11 +43,11 @@ _tanh_backward = torch.ops.aten.tanh_backward
 class Weights(NamedTuple):
     r"""Weights as the engines use them, built by the cell under autograd on every call.
 
-    ``z = xp[t] + s_{t-1} W^\top`` gives both the base pre-activation and the attention query
-    in one matmul (``xp`` from the cell's ``project_input`` carries the input terms and biases).
-    Every pre-activation that goes through a ``tanh`` is doubled so that the engine can use
-    :math:`2\sigma(2x) - 1`: the ``g`` block of the LSTM (or the whole tanh-RNN pre-activation),
-    the query, the keys and the score vector.
+    ``z = [xp[t], 2 b_a] + s_{t-1} W^\top`` gives both the base pre-activation and the
+    attention query in one matmul (``xp`` from the cell's ``project_input`` carries the base's
+    input terms and bias). Every pre-activation that goes through a ``tanh`` is doubled so that
+    the engine can use :math:`2\sigma(2x) - 1`: the ``g`` block of the LSTM (or the whole
+    tanh-RNN pre-activation), the query, the keys and the score vector.
     """
 
     recurrent: Tensor
@@ -56,6 +56,8 @@ class Weights(NamedTuple):
     """``(H, H)``: ``2 U_a``."""
     score: Tensor
     """``(H,)``: ``2 v_a``."""
+    query_bias: Tensor
+    """``(H,)``: ``2 b_a``."""
 
 
 def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
@@ -70,23 +72,16 @@ def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
 
 
 def project(x: Tensor, weight_t: Tensor, bias: Tensor) -> Tensor:
-    """``x W^T + b`` over all ``T × B`` inputs in one matmul, where ``b`` may be longer than
-    ``W`` has rows (its tail is a bias alone, e.g. the attention query's).
+    """``x W^T + b`` over all ``T × B`` inputs in one matmul.
 
     ``weight_t`` is ``W^T``, contiguous: autograd then forms the weight's gradient as
     ``x^T @ grad``, many times faster than ``grad^T @ x`` when the input is narrow (copy's 10
     symbols).
 
-    Shapes: x ``(T, B, I)``; weight_t ``(I, G)``; bias ``(G + extra,)``; returns
-    ``(T, B, G + extra)``.
+    Shapes: x ``(T, B, I)``; weight_t ``(I, G)``; bias ``(G,)``; returns ``(T, B, G)``.
     """
     steps, batch, features = x.shape
-    rows = weight_t.shape[1]
-    projected = torch.addmm(bias[:rows], x.reshape(-1, features), weight_t)
-    if bias.shape[0] == rows:
-        return projected.view(steps, batch, rows)
-    return torch.cat([projected.view(steps, batch, rows),
-                      bias[rows:].expand(steps, batch, -1)], dim=2)
+    return torch.addmm(bias, x.reshape(-1, features), weight_t).view(steps, batch, -1)
 
 
 STEP_PATH_STEPS = 4
@@ -306,6 +301,14 @@ class _Base:
         return dc_k.mul_(f)
 
 
+def _previous_states(out: Tensor, s0: Tensor, y: Tensor, resets: Tensor) -> Tensor:
+    """``s_{k-1}`` as step ``k`` read it (zero after a reset), for the recurrent weights'
+    gradient. Shapes: out, y ``(T, B, H)``; s0 ``(B, H)``; resets ``(T, B)``."""
+    out[0] = s0
+    out[1:] = y[:-1]
+    return out.masked_fill_(resets.unsqueeze(2), 0.0)
+
+
 # --- relevancy screening (ReLSTM, ReLRNN) -----------------------------------------------------
 
 
@@ -385,7 +388,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
         "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
         "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
-        "candidate": (batch, width), **_Base.shapes(lstm, steps, batch, hidden, save)}
+        "z_in": (batch, gates + hidden), "candidate": (batch, width),
+        **_Base.shapes(lstm, steps, batch, hidden, save)}
     if save:
         shapes["memory"] = (steps, batch, slots, hidden)
     block, buffers = _carve(shapes, xp.dtype, xp.device)
@@ -426,6 +430,11 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     targets = long_buffers["targets"]
     z_base = z[:, :gates].view(batch, 4, hidden) if lstm else z[:, :gates]
     z_query = z[:, gates:].unsqueeze(1)
+    # z's input terms: the step's projected input, then the query bias (copied per step
+    # rather than concatenated over the chunk: a fresh (T, B, G + H) tensor costs more here).
+    z_in = buffers["z_in"]
+    z_in[:, gates:] = weights.query_bias
+    z_in_base = z_in[:, :gates]
     # Views made once, as lists: indexing costs as much as a small op.
     content_all, keys_all, mask_all = content[:, :slots], keys[:, :slots], mask[:, :slots]
     score_rank_short = slot_data[:, :nu, wide:wide + 3:2]  # score and rank accumulate alike
@@ -453,7 +462,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             slot_data.masked_fill_(reset, 0.0)
             mask.masked_fill_(reset[:, 0], minus_inf)
             rank.masked_fill_(reset[:, 0], minus_inf)
-        addmm(xp_steps[k], s, recurrent_t, out=z)
+        z_in_base.copy_(xp_steps[k])
+        addmm(z_in, s, recurrent_t, out=z)
 
         # h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen): a free
         # slot of R ranks -inf, so the first free slot, else the first lowest score, is the
@@ -512,21 +522,22 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
 def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
                        g_short: Tensor | None, g_short_score: Tensor | None,
                        g_relevant: Tensor | None, g_relevant_score: Tensor | None
-                       ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor,
-                                  Tensor, Tensor, Tensor]:
-    """Gradients of ``xp``, the three weights, ``s0``, ``c0``, ``short``, ``short_score``,
+                       ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
+                                  Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``short``, ``short_score``,
     ``relevant`` and ``relevant_score``."""
     base, weights, y, nu = tape.base, tape.weights, tape.y, tape.nu
     steps, batch, hidden = y.shape
     slots = tape.attention.shape[2]
     gates = base.gates
-    recurrent, key, score_vector = weights
+    recurrent, key, score_vector, _ = weights
     wide = 2 * hidden
     block, buffers = _carve({
         "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
         "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
         "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
-        "dc": (2, batch, 1, hidden), "zero": ()}, y.dtype, y.device)
+        "dc": (2, batch, 1, hidden), "zero": (), "dz": (steps, batch, recurrent.shape[0]),
+        "s_prev": (steps, batch, hidden), "h": (steps * batch, hidden)}, y.dtype, y.device)
     # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
     # slots. Going back in time it follows the states as the forward moved them: undoing the
     # writes of step k hands h_k its gradient and gives the candidate back its own.
@@ -550,7 +561,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     dc_buffers, zero = buffers["dc"].unbind(0), buffers["zero"].zero_()
     d_keys_h, d_logits = buffers["d_keys_h"], buffers["d_logits"]
 
-    dz = y.new_empty(steps, batch, recurrent.shape[0])
+    dz = buffers["dz"]
     dz_steps = dz.unbind(0)
     dz_base = (dz[:, :, :gates].view(steps, batch, 4, hidden) if base.lstm
                else dz[:, :, :gates]).unbind(0)
@@ -603,14 +614,13 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         else:
             ds = torch.mm(dz_steps[k], recurrent)
 
-    s_prev = torch.cat([tape.s0.unsqueeze(0), y[:-1]]).masked_fill_(
-        tape.resets.unsqueeze(2), 0.0)
+    s_prev = _previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
     # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
     positions = torch.arange(steps, device=y.device)
     h_rows = ((positions * batch).unsqueeze(1) + torch.arange(batch, device=y.device)) * slots \
         + (positions % nu).unsqueeze(1)
-    h = tape.memory.view(-1, hidden).index_select(0, h_rows.view(-1))
+    h = torch.index_select(tape.memory.view(-1, hidden), 0, h_rows.view(-1), out=buffers["h"])
     d_key = torch.addmm(d_keys_h.view(-1, hidden).t() @ h,
                         grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
@@ -618,10 +628,11 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     # d(2 v_a) = Σ dlogit_i e_i, as (1, N) @ (N, H) products over every step and batch item
     d_score = torch.bmm(d_logits.view(-1, 1, slots),
                         tape.e.view(-1, slots, hidden)).sum(dim=(0, 1))
+    d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
     dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
-    return (dz, d_recurrent, d_key, d_score, ds, dc, d_incoming[:, :nu], d_score_in[:, :nu],
-            d_incoming[:, nu:], d_score_in[:, nu:])
+    return (d_xp, d_recurrent, d_key, d_score, d_query_bias, ds, dc, d_incoming[:, :nu],
+            d_score_in[:, :nu], d_incoming[:, nu:], d_score_in[:, nu:])
 
 
 class _Screened(torch.autograd.Function):
@@ -631,18 +642,20 @@ class _Screened(torch.autograd.Function):
     def forward(ctx: FunctionCtx, any_reset: list[bool], resets: Tensor, t0: Tensor,
                 short_valid: Tensor, short_time: Tensor, relevant_valid: Tensor,
                 relevant_time: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor,
-                score: Tensor, s0: Tensor, c0: Tensor | None, short: Tensor,
-                short_score: Tensor, relevant: Tensor,
+                score: Tensor, query_bias: Tensor, s0: Tensor, c0: Tensor | None,
+                short: Tensor, short_score: Tensor, relevant: Tensor,
                 relevant_score: Tensor) -> tuple[Any, ...]:
         result, tape = _screened_forward(
-            xp, Weights(recurrent, key, score), s0, c0, short, short_score, short_valid,
+            xp, Weights(recurrent, key, score, query_bias), s0, c0, short, short_score,
+            short_valid,
             short_time, relevant, relevant_score, relevant_valid, relevant_time, t0, resets,
             any_reset, lstm=c0 is not None, save=True)
         ctx.tape = tape  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)
         outputs = _flatten(result)
         ctx.mark_non_differentiable(*outputs[len(_DIFFERENTIABLE):])
-        if not (ctx.needs_input_grad[14] or ctx.needs_input_grad[16]):  # type: ignore[attr-defined]
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        if not (needs[_SCORE_INPUTS[0]] or needs[_SCORE_INPUTS[1]]):
             # The scores only carry the incoming scores' gradient (the attention is detached).
             ctx.mark_non_differentiable(result.short_score, result.relevant_score)
         return outputs
@@ -655,10 +668,12 @@ class _Screened(torch.autograd.Function):
             raise RuntimeError("an attentive cell's chunk can be backpropagated once: its "
                                "backward reuses the forward's buffers (no retain_graph)")
         ctx.tape = None  # type: ignore[attr-defined]
-        (dxp, d_recurrent, d_key, d_score, ds0, dc0, d_short, d_short_score, d_relevant,
-         d_relevant_score) = _screened_backward(tape, *grads[:len(_DIFFERENTIABLE)])
-        return (None, None, None, None, None, None, None, dxp, d_recurrent, d_key, d_score, ds0,
-                dc0, d_short, d_short_score, d_relevant, d_relevant_score)
+        return (None,) * 7 + _screened_backward(tape, *grads[:len(_DIFFERENTIABLE)])
+
+
+_SCORE_INPUTS = (15, 17)
+"""Positions of ``short_score`` and ``relevant_score`` among :meth:`_Screened.forward`'s
+inputs (``ctx`` not counted)."""
 
 
 _TRACES = ("attention", "slot_time", "relevant_valid", "relevant_score")
@@ -780,7 +795,8 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
               "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
               "w": (sum(widths) * batch,),
               "weights_full": (steps, batch, columns), "mask": (steps, batch, n_in + steps),
-              "z": (batch, gates + hidden), **_Base.shapes(True, steps, batch, hidden, save)}
+              "z": (batch, gates + hidden), "z_in": (batch, gates + hidden),
+              **_Base.shapes(True, steps, batch, hidden, save)}
     block, buffers = _carve(shapes, xp.dtype, device)
     base = _Base(True, steps, hidden, c0, save, buffers)
     recurrent_t, score_vector = weights.recurrent.t(), weights.score
@@ -788,8 +804,10 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     key_t = key.t()
     chunk, chunk_keys = buffers["chunk"], buffers["chunk_keys"]
     weights_full = buffers["weights_full"].zero_()
-    z = buffers["z"]
+    z, z_in = buffers["z"], buffers["z_in"]
     z_base, query = z[:, :gates].view(batch, 4, hidden), z[:, gates:].unsqueeze(1)
+    z_in[:, gates:] = weights.query_bias  # z's input terms: the step's xp, the query bias
+    z_in_base = z_in[:, :gates]
 
     # Which entries each step may attend to, as a mask added to its logits (0 or -inf): an
     # entry is a state of the step's episode at most capacity - 1 steps older than the step.
@@ -829,7 +847,8 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
             reset = resets[k].unsqueeze(1)
             s = s.masked_fill(reset, 0.0)
             base.reset(k, reset.squeeze(1))
-        torch.addmm(xp_steps[k], s, recurrent_t, out=z)
+        z_in_base.copy_(xp_steps[k])
+        torch.addmm(z_in, s, recurrent_t, out=z)
         h = base.forward(k, z_base, chunk[:, k])
         torch.mm(h, key_t, out=chunk_keys[:, k])
         e_k = e_steps[k]
@@ -915,9 +934,9 @@ def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor) ->
 
 def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
                    g_memory: Tensor | None, g_keys: Tensor | None
-                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor,
-                              Tensor]:
-    """Gradients of ``xp``, the three weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
+                              Tensor, Tensor]:
+    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
     base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
     steps, batch, hidden = y.shape
     capacity = tape.memory.shape[1]
@@ -929,7 +948,9 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     block, buffers = _carve({
         "d_chunk": (batch, steps, hidden), "d_chunk_keys": (batch, steps, hidden),
         "d_logits": (batch * widest,), "d_pre": (batch * widest * hidden,),
-        "d_act": (batch, 4, hidden), "dc": (2, batch, 1, hidden)}, y.dtype, y.device)
+        "d_act": (batch, 4, hidden), "dc": (2, batch, 1, hidden),
+        "dz": (steps, batch, recurrent.shape[0]), "s_prev": (steps, batch, hidden)},
+        y.dtype, y.device)
     d_chunk, d_chunk_keys = buffers["d_chunk"].zero_(), buffers["d_chunk_keys"].zero_()
     keep = tape.keep_incoming
     zero = y.new_zeros(())
@@ -947,7 +968,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     d_act_parts = (d_act[:, :3], d_act[:, 3])
     dc_buffers = buffers["dc"].unbind(0)
 
-    dz = y.new_empty(steps, batch, recurrent.shape[0])
+    dz = buffers["dz"]
     dz_steps = dz.unbind(0)
     dz_base = dz[:, :, :gates].view(steps, batch, 4, hidden).unbind(0)
     dz_query = dz[:, :, gates:].unbind(0)
@@ -998,14 +1019,15 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         else:
             ds = torch.mm(dz_steps[k], recurrent)
 
-    s_prev = torch.cat([tape.s0.unsqueeze(0), y[:-1]]).masked_fill_(
-        tape.resets.unsqueeze(2), 0.0)
+    s_prev = _previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
     d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
+    d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
     dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
-    return dz, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), ds, dc, d_memory, d_keys
+    return (d_xp, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), d_query_bias, ds, dc,
+            d_memory, d_keys)
 
 
 class _Full(torch.autograd.Function):
@@ -1014,8 +1036,10 @@ class _Full(torch.autograd.Function):
     @staticmethod
     def forward(ctx: FunctionCtx, any_reset: list[bool], n_in: int, resets: Tensor, t0: Tensor,
                 valid: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor, score: Tensor,
-                s0: Tensor, c0: Tensor, memory: Tensor, keys: Tensor) -> tuple[Any, ...]:
-        result, tape = _full_forward(xp, Weights(recurrent, key, score), s0, c0, memory, keys,
+                query_bias: Tensor, s0: Tensor, c0: Tensor, memory: Tensor,
+                keys: Tensor) -> tuple[Any, ...]:
+        result, tape = _full_forward(xp, Weights(recurrent, key, score, query_bias), s0, c0,
+                                     memory, keys,
                                      valid, t0, resets, any_reset, n_in, save=True)
         ctx.tape = tape  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)

@@ -99,14 +99,15 @@ class MemLSTM(Cell):
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base.doubled()
             query, query_bias, key, score = self.attention.doubled()
-            return (w_in.t().contiguous(), torch.cat([b_in, query_bias]),
-                    Weights(torch.cat([w_rec, query]), key, score))
+            return (w_in.t().contiguous(), b_in,
+                    Weights(torch.cat([w_rec, query]), key, score, query_bias))
         return prepared(self, build)
 
     def project_input(self, x: Tensor) -> Tensor:
-        """The input terms of ``z = [LSTM gates, 2 W_a s_{t-1} + 2 b_a]`` for all steps at once.
+        """The LSTM gates' input terms ``W_ih x + b_ih + b_hh`` (``g`` doubled) for all steps
+        in one matmul.
 
-        Shapes: x ``(T, B, input_size)``; returns ``(T, B, 5 hidden_size)``.
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, 4 hidden_size)``.
         """
         w_in, bias, _ = self._weights()
         return project(x, w_in, bias)
@@ -120,8 +121,9 @@ class MemLSTM(Cell):
         """:meth:`step`, attending over the slots ``[0, used)`` only (every slot by default):
         the caller promises that no batch item holds a state beyond them."""
         gates = 4 * self.hidden_size
-        z = torch.addmm(x_t, state.s, weights.recurrent.t())
-        h, c = self.base.step_doubled(z[:, :gates], state.c)
+        z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
+        query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
+        h, c = self.base.step_doubled(z, state.c)
         rows = torch.arange(h.shape[0], device=h.device)
         slot = state.t % self.capacity
         memory = state.memory.index_put((rows, slot), h)
@@ -129,7 +131,7 @@ class MemLSTM(Cell):
         valid = state.valid.index_put((rows, slot), torch.ones_like(slot, dtype=torch.bool))
         used = self.capacity if used is None else used
         weights_t, read = self.attention.attend_doubled(
-            z[:, gates:], memory[:, :used], keys[:, :used], valid[:, :used], weights.score,
+            query, memory[:, :used], keys[:, :used], valid[:, :used], weights.score,
             key_scale=2.0)
         if used < self.capacity:
             weights_t = F.pad(weights_t, (0, self.capacity - used))

@@ -147,15 +147,15 @@ class _RelevancyScreening(Cell):
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base_weights()
             query, query_bias, key, score = self.attention.doubled()
-            return (w_in.t().contiguous(), torch.cat([b_in, query_bias]),
-                    Weights(torch.cat([w_rec, query]), key, score))
+            return (w_in.t().contiguous(), b_in,
+                    Weights(torch.cat([w_rec, query]), key, score, query_bias))
         return prepared(self, build)
 
     def project_input(self, x: Tensor) -> Tensor:
-        """The input terms of ``z = [base pre-activation, 2 W_a s_{t-1} + 2 b_a]``: the base's
-        ``U x + b`` for all steps in one matmul, and the query bias.
+        """The base's input terms ``U x + b`` (tanh pre-activations doubled) for all steps in
+        one matmul; ``G`` is the size of the base's pre-activation.
 
-        Shapes: x ``(T, B, input_size)``; returns ``(T, B, G + hidden_size)``.
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, G)``.
         """
         w_in, bias, _ = self._weights()
         return project(x, w_in, bias)
@@ -165,9 +165,10 @@ class _RelevancyScreening(Cell):
 
     def _step(self, x_t: Tensor, state: Any,
               weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        z = torch.addmm(x_t, state.s, weights.recurrent.t())
-        gates = z.shape[1] - self.hidden_size
-        h, base_fields = self.base_step(z[:, :gates], state)
+        gates = x_t.shape[1]
+        z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
+        query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
+        h, base_fields = self.base_step(z, state)
         batch = h.shape[0]
         true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
 
@@ -191,7 +192,7 @@ class _RelevancyScreening(Cell):
         memory = torch.cat([short, relevant], dim=1)
         valid = torch.cat([short_valid, relevant_valid], dim=1)
         weights_t, read = self.attention.attend_doubled(
-            z[:, gates:], memory, torch.matmul(memory, weights.key.t()), valid, weights.score)
+            query, memory, torch.matmul(memory, weights.key.t()), valid, weights.score)
         s = h + read
         new_state = state._replace(
             s=s, t=state.t + 1, **base_fields,
