@@ -584,11 +584,11 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         d_weights = bmm(ds_row, memory_columns[k]).view(batch, slots)
         d_logits_k = softmax_backward(d_weights, weights_k, 1, weights_k.dtype,
                                       grad_input=d_logits_steps[k])
-        # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) 2 v_a, the logit's gradient broadcast
-        sigmoid_backward(d_logits_k.unsqueeze(2), e_steps[k], grad_input=d_pre).mul_(
-            score_vector)
-        torch.sum(d_pre, dim=1, out=dz_query[k])
-        grad_keys.add_(d_pre)
+        # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) ⊙ 2 v_a: d_pre holds dlogit_i σ'(.), and
+        # each use multiplies by 2 v_a (one pass fewer over the slots)
+        sigmoid_backward(d_logits_k.unsqueeze(2), e_steps[k], grad_input=d_pre)
+        torch.sum(d_pre, dim=1, out=dz_query[k]).mul_(score_vector)
+        grad_keys.addcmul_(d_pre, score_vector)
         grad_content.addcmul_(attention_columns[k], ds_row)
         # Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes
         # back to p with the gradient it gathered at its target, which held nothing before.
@@ -993,14 +993,15 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
                                         batch, width))
         d_score_rows.baddbmm_(d_logits.unsqueeze(1), e_k)
         d_pre = buffers["d_pre"][:batch * width * hidden].view(batch, width, hidden)
-        _sigmoid_backward.grad_input(d_logits.unsqueeze(2), e_k, grad_input=d_pre).mul_(
-            score_vector)
-        torch.sum(d_pre, dim=1, out=dz_query[k])
+        # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) ⊙ 2 v_a: d_pre holds dlogit_i σ'(.), and
+        # each use multiplies by 2 v_a (one pass fewer over the slots)
+        _sigmoid_backward.grad_input(d_logits.unsqueeze(2), e_k, grad_input=d_pre)
+        torch.sum(d_pre, dim=1, out=dz_query[k]).mul_(score_vector)
         weights_columns = weights_k.unsqueeze(2)
         if incoming:
-            d_keys[:, :n_in].add_(d_pre[:, :incoming], alpha=2.0)
+            d_keys[:, :n_in].addcmul_(d_pre[:, :incoming], score_vector, value=2.0)
             d_memory[:, :n_in].addcmul_(weights_columns[:, :incoming], ds_row)
-        d_chunk_keys[:, first:end].add_(d_pre[:, incoming:], alpha=2.0)
+        d_chunk_keys[:, first:end].addcmul_(d_pre[:, incoming:], score_vector, value=2.0)
         d_chunk[:, first:end].addcmul_(weights_columns[:, incoming:], ds_row)
         # Every read of h_k happens at steps ≥ k, so its gradient is complete here.
         dh = torch.addmm(ds + d_chunk[:, k], d_chunk_keys[:, k], key)
