@@ -698,7 +698,8 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
     episode longer than its float holds exactly), for the caller to run the step instead.
 
     Shapes:
-        - xp: ``(T, B, G + H)``, the input terms of ``z`` (``G = 4H`` for the LSTM, ``H``)
+        - xp: ``(T, B, G)``, the base's input terms (``G = 4H`` for the LSTM, ``H`` for the
+          tanh-RNN)
         - s0, c0: ``(B, H)``; short ``(B, ν, H)``, oldest first; relevant ``(B, ρ, H)``;
           the scores, valid masks and times ``(B, ν)`` and ``(B, ρ)``; t0 ``(B,)`` long
         - resets: ``(T, B)`` bool
@@ -1071,8 +1072,12 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
     so its work grows with the episode, not with the capacity. Returns ``None`` for a dtype
     other than float32 and float64, for the caller to run the step instead.
 
+    After a reset, the chunk's states of the finished episode are masked out rather than
+    zeroed: their weight is exactly 0, so they contribute nothing as long as they are finite
+    (the per-step definition zeroes the memory, which also stops a non-finite state).
+
     Shapes:
-        - xp: ``(T, B, 5H)``, the input terms of ``z``; s0, c0: ``(B, H)``
+        - xp: ``(T, B, 4H)``, the LSTM gates' input terms; s0, c0: ``(B, H)``
         - memory, keys: ``(B, capacity, H)``, slot ``j`` holding the step ``≡ j (mod
           capacity)``; valid ``(B, capacity)`` bool; t0 ``(B,)`` long; resets ``(T, B)`` bool
     """

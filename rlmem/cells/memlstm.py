@@ -60,8 +60,9 @@ class MemLSTM(Cell):
     A chunk runs through :func:`~rlmem.cells.attention_scan.full_scan`: no autograd inside the
     loop, a hand-written backward, and each step reads only the slots an episode of the chunk
     can hold, without copying the memory; it runs in the parameters' dtype even under
-    autocast. For parameters other than float32 and float64, :meth:`step` runs the same math
-    through autograd one step at a time, over all ``capacity`` slots.
+    autocast. The same math also runs one step at a time through :meth:`step`: for a
+    rollout's few steps without autograd (over the slots its longest episode can hold, found
+    with one host sync per call), and for parameters other than float32 and float64.
 
     Args:
         input_size: features of each input.
@@ -114,6 +115,8 @@ class MemLSTM(Cell):
 
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
+        """One step of the docstring's equations, through autograd, attending over every slot
+        (masked); ``x_t`` is a step of :meth:`project_input`, ``(B, 4H)``."""
         return self._step(x_t, state, self._weights()[2])
 
     def _step(self, x_t: Tensor, state: MemLSTMState, weights: Weights,

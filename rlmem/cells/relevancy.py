@@ -99,9 +99,10 @@ class _RelevancyScreening(Cell):
     mind when comparing with ``lstm`` on copy.
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
-    the loop, a hand-written backward), in the parameters' dtype even under autocast. For
-    parameters other than float32 and float64, :meth:`step` runs the same math through
-    autograd one step at a time.
+    the loop, a hand-written backward), in the parameters' dtype even under autocast. The same
+    math also runs one step at a time through :meth:`step`: for a rollout's few steps without
+    autograd (its prepared weights kept between calls), and for parameters other than float32
+    and float64.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -161,10 +162,13 @@ class _RelevancyScreening(Cell):
         return project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
+        """One step of the docstring's equations, through autograd; ``x_t`` is a step of
+        :meth:`project_input`, ``(B, G)``."""
         return self._step(x_t, state, self._weights()[2])
 
     def _step(self, x_t: Tensor, state: Any,
               weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
+        """:meth:`step` with the prepared weights given."""
         gates = x_t.shape[1]
         z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
         query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
