@@ -345,9 +345,11 @@ class _ScreenedTape(NamedTuple):
     y: Tensor
     s0: Tensor
     attention: Tensor  # (T, B, ν+ρ): the weights, S in ring order
-    memory: Tensor  # (T, B, ν+ρ, H): the slots' states at each step, S in ring order
+    slot_data: Tensor  # the forward's slots as they are after the last step
     e: Tensor  # (T, B, ν+ρ, H): σ(2 W_a s + 2 U_a m_i)
     targets: Tensor  # (T, B) long: the row (of the flattened slots) each candidate went to
+    evicted: Tensor  # (T, B, width): what each candidate's target row held before
+    before_reset: dict[int, Tensor]  # the slots before a reset emptied some of them
     incoming: Tensor  # (B, ν+ρ, H): S and R as they came in
     resets: Tensor
     reset_steps: list[bool]
@@ -391,7 +393,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         "z_in": (batch, gates + hidden), "candidate": (batch, width),
         **_Base.shapes(lstm, steps, batch, hidden, save)}
     if save:
-        shapes["memory"] = (steps, batch, slots, hidden)
+        shapes["evicted"] = (steps, batch, width)
     block, buffers = _carve(shapes, xp.dtype, xp.device)
     long_block, long_buffers = _carve({"targets": (steps, batch)}, torch.long, xp.device)
     base = _Base(lstm, steps, hidden, c0, save, buffers)
@@ -426,7 +428,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
 
     y = xp.new_empty(steps, batch, hidden)
     attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
-    memory, candidate = buffers.get("memory"), buffers["candidate"]
+    evicted, candidate = buffers.get("evicted"), buffers["candidate"]
+    before_reset: dict[int, Tensor] = {}
     targets = long_buffers["targets"]
     z_base = z[:, :gates].view(batch, 4, hidden) if lstm else z[:, :gates]
     z_query = z[:, gates:].unsqueeze(1)
@@ -448,7 +451,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     target_steps, history_steps = targets.unbind(0), history.unbind(0)
     attention_steps, attention_rows = attention.unbind(0), attention.unsqueeze(2).unbind(0)
     attention_short = attention[:, :, :nu].unsqueeze(3).unbind(0)
-    memory_steps = memory.unbind(0) if memory is not None else None
+    evicted_steps = evicted.unbind(0) if evicted is not None else None
     addmm, where, index_select, mm, add = torch.addmm, torch.where, torch.index_select, \
         torch.mm, torch.add
     softmax, baddbmm, matmul = torch._softmax, torch.baddbmm, torch.matmul
@@ -459,6 +462,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             reset = resets[k].view(batch, 1, 1)
             s = s.masked_fill(reset[:, 0], 0.0)
             base.reset(k, reset[:, 0, 0])
+            if save:
+                before_reset[k] = slot_data.clone()
             slot_data.masked_fill_(reset, 0.0)
             mask.masked_fill_(reset[:, 0], minus_inf)
             rank.masked_fill_(reset[:, 0], minus_inf)
@@ -471,6 +476,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         lowest, slot = rank_relevant.min(dim=1)
         target = where(rank_p > lowest, slot.add_(relevant_rows), scratch_rows,
                        out=target_steps[k])
+        if evicted_steps is not None:  # the backward undoes the step's writes
+            index_select(rows_of_slots, 0, target, out=evicted_steps[k])
         rows_of_slots.index_copy_(0, target, index_select(rows_of_slots, 0, rows_p,
                                                           out=candidate))
         # h_t enters S in the slot just vacated.
@@ -483,8 +490,6 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         baddbmm(content_row_p, attention_rows[k], content_all, out=y_rows[k])
         s = y_steps[k]
         score_rank_short.add_(attention_short[k])
-        if memory_steps is not None:
-            memory_steps[k].copy_(content_all)
         history_steps[k].copy_(meta_all)
 
     # The state in its layout (S oldest first) and the traces, in the order [S oldest first, R].
@@ -512,9 +517,9 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     if not save:
         WORKSPACE.give(block, long_block)
         return result, None
-    assert memory is not None
-    tape = _ScreenedTape(nu, base, weights, y, s0, attention, memory, e, targets,
-                         torch.cat([short, relevant], dim=1), resets, any_reset,
+    assert evicted is not None
+    tape = _ScreenedTape(nu, base, weights, y, s0, attention, slot_data, e, targets, evicted,
+                         before_reset, torch.cat([short, relevant], dim=1), resets, any_reset,
                          (block, long_block))
     return result, tape
 
@@ -537,7 +542,8 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
         "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
         "dc": (2, batch, 1, hidden), "zero": (), "dz": (steps, batch, recurrent.shape[0]),
-        "s_prev": (steps, batch, hidden), "h": (steps * batch, hidden)}, y.dtype, y.device)
+        "s_prev": (steps, batch, hidden), "h": (steps, batch, hidden),
+        "restored": (batch, tape.slot_data.shape[2])}, y.dtype, y.device)
     # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
     # slots. Going back in time it follows the states as the forward moved them: undoing the
     # writes of step k hands h_k its gradient and gives the candidate back its own.
@@ -568,8 +574,14 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     dz_query = dz[:, :, gates:].unbind(0)
     attention_steps, attention_columns = tape.attention.unbind(0), \
         tape.attention.unsqueeze(3).unbind(0)
-    e_steps, memory_steps = tape.e.unbind(0), tape.memory.unbind(0)
-    memory_columns = tape.memory.transpose(2, 3).unbind(0)
+    # The slots as step k saw them: the forward's final slots, the writes of later steps undone
+    # one step at a time going back.
+    slot_data, e_steps = tape.slot_data, tape.e.unbind(0)
+    rows_of_slots = slot_data.view(-1, slot_data.shape[2])
+    memory_columns = slot_data[:, :slots, :hidden].transpose(1, 2)
+    contents = [slot_data[:, p, :hidden] for p in range(min(nu, steps))]
+    h_steps, evicted_steps, restored = buffers["h"].unbind(0), tape.evicted.unbind(0), \
+        buffers["restored"]
     d_logits_steps = d_logits.unbind(0)
     target_steps, d_keys_steps = tape.targets.unbind(0), d_keys_h.unbind(0)
     g_y_steps = g_y.unbind(0) if g_y is not None else None
@@ -579,9 +591,9 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     dc = g_c
     for k in reversed(range(steps)):
         oldest = k % nu
-        weights_k, memory_k, ds_row = attention_steps[k], memory_steps[k], ds.unsqueeze(1)
+        weights_k, ds_row = attention_steps[k], ds.unsqueeze(1)
         # (B, 1, H) @ (B, H, N): several times faster on CPU than (B, N, H) @ (B, H, 1)
-        d_weights = bmm(ds_row, memory_columns[k]).view(batch, slots)
+        d_weights = bmm(ds_row, memory_columns).view(batch, slots)
         d_logits_k = softmax_backward(d_weights, weights_k, 1, weights_k.dtype,
                                       grad_input=d_logits_steps[k])
         # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) ⊙ 2 v_a: d_pre holds dlogit_i σ'(.), and
@@ -598,8 +610,14 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         rows_of_grad.index_copy_(0, rows_p, torch.index_select(rows_of_grad, 0, target,
                                                                out=grad_candidate))
         rows_of_grad.index_fill_(0, target, zero)
-        dc = base.backward(k, memory_k[:, oldest], dh, dc, dz_base[k], d_act, d_act_parts,
-                           dc_buffers[k % 2])
+        h = h_steps[k].copy_(contents[oldest])
+        # ... and the same for the slots themselves
+        rows_of_slots.index_copy_(0, rows_p, torch.index_select(rows_of_slots, 0, target,
+                                                                out=restored))
+        rows_of_slots.index_copy_(0, target, evicted_steps[k])
+        if k in tape.before_reset:
+            slot_data.copy_(tape.before_reset[k])
+        dc = base.backward(k, h, dh, dc, dz_base[k], d_act, d_act_parts, dc_buffers[k % 2])
         carried = g_y_steps is not None and k > 0
         if tape.reset_steps[k]:
             reset = tape.resets[k].view(batch, 1, 1)
@@ -617,11 +635,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     s_prev = _previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
     # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
-    positions = torch.arange(steps, device=y.device)
-    h_rows = ((positions * batch).unsqueeze(1) + torch.arange(batch, device=y.device)) * slots \
-        + (positions % nu).unsqueeze(1)
-    h = torch.index_select(tape.memory.view(-1, hidden), 0, h_rows.view(-1), out=buffers["h"])
-    d_key = torch.addmm(d_keys_h.view(-1, hidden).t() @ h,
+    d_key = torch.addmm(d_keys_h.view(-1, hidden).t() @ buffers["h"].view(-1, hidden),
                         grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
     d_score_in = grad[:, :slots, wide].clone()
