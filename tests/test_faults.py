@@ -270,3 +270,16 @@ def test_frames_rounded_up_to_whole_updates_is_said(tmp_path: Path,
     ppo_train.train(train_config(f"run_dir={tmp_path}", "frames=40"), tmp_path)
     assert "frames=40 is not a whole number of updates" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 64
+
+
+# 11 --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("module", "override"), [("rlmem.train", "memory=lstm_schema"),
+                                                  ("rlmem.train", "agent=ppo_schema"),
+                                                  ("rlmem.supervised", "task=copy_schema")])
+def test_schemas_are_neither_selectable_nor_listed(module: str, override: str,
+                                                   tmp_path: Path) -> None:
+    result = run_cli(module, override, f"run_dir={tmp_path}", cwd=tmp_path)
+    group = override.split("=")[0]
+    assert result.returncode == 1 and f"Could not find '{group}/" in result.stderr
+    listed = result.stderr.split(f"Available options in '{group}':")[1]
+    assert "_schema" not in listed and listed.split()  # the real options, and only those

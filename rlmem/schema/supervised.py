@@ -1,8 +1,9 @@
 """Typed config of ``python -m rlmem.supervised``: the run's keys and the ``task`` group.
 
 ``rlmem/conf/supervised.yaml`` starts from ``supervised_schema``; ``rlmem/conf/task/<name>.yaml``
-from ``task/<name>_schema``. A misspelt key or a value of the wrong type fails when Hydra
-composes the config, before anything is built.
+from ``schema/task/<name>`` (outside the ``task`` group, so it is never itself selectable). A
+misspelt key or a value of the wrong type fails when Hydra composes the config, before anything
+is built.
 """
 
 from __future__ import annotations
@@ -125,12 +126,12 @@ class SupervisedConfig:
 
 
 def register_supervised_configs() -> None:
-    """Store ``supervised_schema``, ``task/<name>_schema`` and the memory schemas."""
+    """Store ``supervised_schema``, ``schema/task/<name>`` and the memory schemas."""
     register_memory_configs()
     store = ConfigStore.instance()
     store.store(name="supervised_schema", node=SupervisedConfig)
     for name, schema in TASK_SCHEMAS.items():
-        store.store(group="task", name=f"{name}_schema", node=schema)
+        store.store(group="schema/task", name=name, node=schema)
 
 
 def check_supervised_config(cfg: Any) -> None:

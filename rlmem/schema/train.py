@@ -1,7 +1,8 @@
 """Typed config of ``python -m rlmem.train``: the run's keys and the ``agent`` group.
 
 ``rlmem/conf/train.yaml`` starts from ``train_schema``, ``rlmem/conf/agent/<name>.yaml`` from
-``agent/<name>_schema`` and ``rlmem/conf/memory/<cell>.yaml`` from ``memory/<cell>_schema``. A
+``schema/agent/<name>`` and ``rlmem/conf/memory/<cell>.yaml`` from ``schema/memory/<cell>``
+(outside the selectable groups: ``agent=ppo_schema`` is no choice). A
 misspelt key or a value of the wrong type fails when Hydra composes the config, before any env
 or model is built.
 """
@@ -89,12 +90,12 @@ class TrainConfig:
 
 
 def register_train_configs() -> None:
-    """Store ``train_schema``, ``agent/<name>_schema`` and the memory schemas (idempotent)."""
+    """Store ``train_schema``, ``schema/agent/<name>`` and the memory schemas (idempotent)."""
     register_memory_configs()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for name, schema in AGENT_SCHEMAS.items():
-        store.store(group="agent", name=f"{name}_schema", node=schema)
+        store.store(group="schema/agent", name=name, node=schema)
 
 
 AGENT_CHECKS = {"ppo": check_ppo_config, "sb3": check_sb3_config}
