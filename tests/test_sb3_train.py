@@ -145,3 +145,10 @@ def test_sb3_lstm_policy_needs_memory_lstm(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"sb3_lstm is sb3-contrib.s own nn.LSTM: it needs "
                                          "memory=lstm, got memory=gru"):
         train(config("frames=32", "agent.policy=sb3_lstm", "memory=gru"), tmp_path)
+
+
+def test_sb3_lstm_policy_takes_the_memory_size_and_stack(tmp_path: Path) -> None:
+    train(config("frames=32", "agent.policy=sb3_lstm", "memory.num_layers=2",
+                 "memory.dropout=0.1"), tmp_path)
+    lstm = load_model(tmp_path).policy.lstm_actor
+    assert (lstm.hidden_size, lstm.num_layers, lstm.dropout) == (16, 2, 0.1)

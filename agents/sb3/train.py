@@ -81,9 +81,12 @@ def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") ->
         if memory["name"] != "lstm":
             raise ValueError(f"agent.policy=sb3_lstm is sb3-contrib's own nn.LSTM: it needs "
                              f"memory=lstm, got memory={memory['name']}")
-        # Only the size carries over: sb3-contrib's LSTM keeps torch's init (forget bias 0).
+        # The size and the stack carry over; sb3-contrib's LSTM keeps torch's init (forget
+        # bias 0).
         policy = MultiInputLstmPolicy
-        policy_kwargs["lstm_hidden_size"] = memory["hidden_size"]
+        policy_kwargs.update(lstm_hidden_size=memory["hidden_size"],
+                             n_lstm_layers=memory.get("num_layers", 1),
+                             lstm_kwargs=dict(dropout=memory.get("dropout", 0.0)))
     else:
         policy = MultiInputMemoryPolicy
         policy_kwargs.update(memory=memory.pop("name"), memory_kwargs=memory)
