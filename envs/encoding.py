@@ -93,6 +93,14 @@ def mission_varies(env: gym.Env) -> bool:
     return getattr(mission_space, "ordered_placeholders", None) is not None
 
 
+def _agent_view_size(env: gym.Env) -> int | None:
+    """The view size of ``env``'s agent: a wrapper's (``ViewSizeWrapper``), else the env's."""
+    try:
+        return int(env.get_wrapper_attr("agent_view_size"))
+    except AttributeError:
+        return None
+
+
 class MiniGridObservation(gym.ObservationWrapper):
     """MiniGrid's ``{"image", "direction", "mission"}`` -> ``{"image"[, "mission"]}`` arrays.
 
@@ -118,7 +126,7 @@ class MiniGridObservation(gym.ObservationWrapper):
                              f"observation space {source} has no 'image'")
         image = source["image"]
         fields: dict[str, spaces.Space[Any]] = {"image": image}
-        view = getattr(env.unwrapped, "agent_view_size", None)
+        view = _agent_view_size(env)
         if isinstance(image, spaces.Box) and image.shape == (view, view, 3):
             fields["image"] = GridSpace(image.low, image.high, image.shape, image.dtype)
         if mission:

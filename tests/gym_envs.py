@@ -40,6 +40,18 @@ class MaskVelocity(gym.ObservationWrapper):
         return observation[self.keep].astype(np.float32)
 
 
+class ScaleReward(gym.RewardWrapper):
+    """Rewards times ``scale``: CartPole's returns (up to 500) become values PPO's clipped value
+    loss can follow (the critic moves by at most ``agent.clip`` per update)."""
+
+    def __init__(self, env: gym.Env, scale: float = 0.01) -> None:
+        super().__init__(env)
+        self.scale = scale
+
+    def reward(self, reward: float) -> float:
+        return reward * self.scale
+
+
 class DictCueEnv(gym.Env):
     """A cue in ``{0, 1, 2}`` shown at the first step; the agent is rewarded for naming it with
     the first component of its MultiDiscrete action at every step. Episodes last 8 steps.

@@ -9,7 +9,9 @@ import pytest
 from rlmem.envs import (
     ENVS,
     VOCABULARY,
+    GridSpace,
     MiniGridObservation,
+    MissionSpace,
     env_spec,
     make_env,
     make_vector_env,
@@ -110,3 +112,32 @@ def test_vector_envs_autoreset_in_the_same_step(vectorization: str) -> None:
 def test_bad_vectorization_is_rejected() -> None:
     with pytest.raises(ValueError, match="sync, async"):
         make_vector_env("DoorKey-5x5", 2, vectorization="threads")
+
+
+def test_any_gymnasium_env_with_kwargs_and_wrappers() -> None:
+    """Other envs keep their observations; kwargs reach gymnasium.make and wrappers apply in
+    order; ``module:EnvId`` imports the module first."""
+    assert env_spec("CartPole-v1").transfer is None
+    with pytest.raises(KeyError, match="cannot import 'no_such_module'"):
+        env_spec("no_such_module:Thing-v0")
+    env = make_env("CartPole-v1", wrappers=[
+        {"target": "gymnasium.wrappers:TimeLimit", "kwargs": {"max_episode_steps": 3}},
+        "gymnasium.wrappers:RecordEpisodeStatistics"])
+    assert isinstance(env, gym.wrappers.RecordEpisodeStatistics)
+    env.reset(seed=0)
+    assert [env.step(0)[3] for _ in range(3)] == [False, False, True]
+    assert make_env("MiniGrid-Empty-5x5-v0", max_steps=7).unwrapped.max_steps == 7
+
+
+def test_minigrid_encoding_comes_after_the_wrappers() -> None:
+    """A wrapper sees MiniGrid's own observations; the grid stays a GridSpace when it is the
+    agent's view (a wider one too), and pixels stay a plain Box."""
+    wider = make_env("DoorKey-5x5", wrappers=[
+        {"target": "minigrid.wrappers:ViewSizeWrapper", "kwargs": {"agent_view_size": 9}}])
+    assert isinstance(wider, MiniGridObservation)
+    assert type(wider.observation_space["image"]) is GridSpace
+    assert wider.reset(seed=0)[0]["image"].shape == (9, 9, 3)
+    pixels = make_env("DoorKey-5x5", wrappers=["minigrid.wrappers:RGBImgPartialObsWrapper"])
+    assert type(pixels.observation_space["image"]) is gym.spaces.Box
+    assert pixels.reset(seed=0)[0]["image"].shape == (56, 56, 3)
+    assert type(make_env("GoToDoor-5x5").observation_space["mission"]) is MissionSpace
