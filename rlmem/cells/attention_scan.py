@@ -36,6 +36,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells.base import reset_state, scan
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
 _tanh_backward = torch.ops.aten.tanh_backward
 
@@ -87,6 +88,21 @@ def project(x: Tensor, weight_t: Tensor, bias: Tensor) -> Tensor:
 STEP_PATH_STEPS = 4
 """Without autograd, chunks shorter than this (the rollout's single steps) run the cell's own
 step through :func:`rlmem.cells.base.scan`: an engine's setup costs more than it saves there."""
+
+
+def outside_autocast(scan_fn: Callable[[Tensor, Any, Tensor], _R], x: Tensor, state: Any,
+                     resets: Tensor, dtype: torch.dtype) -> _R | None:
+    """Run ``scan_fn`` in ``dtype`` with autocast off, if autocast is on; else None.
+
+    The engines are bound by the number of their ops, not by their precision, so under
+    autocast they run in the parameters' dtype instead (their output is in that dtype).
+    """
+    if not torch.is_autocast_enabled(x.device.type):
+        return None
+    state = type(state)(*(value.to(dtype) if value.is_floating_point() else value
+                          for value in state))
+    with torch.autocast(x.device.type, enabled=False):
+        return scan_fn(x.to(dtype), state, resets)
 
 
 def wants_engine(steps: int, tensors: Iterable[Tensor | None]) -> bool:

@@ -17,6 +17,7 @@ from rlmem.cells.attention import AdditiveAttention, LSTMBase
 from rlmem.cells.attention_scan import (
     Weights,
     full_scan,
+    outside_autocast,
     prepared,
     project,
     short_scan,
@@ -147,14 +148,10 @@ class MemLSTM(Cell):
 
     def _scan(self, x: Tensor, state: MemLSTMState,
               resets: Tensor) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
-        if torch.is_autocast_enabled(x.device.type):
-            # The engine is bound by the number of its ops, not their precision: it runs in
-            # the parameters' dtype, outside autocast.
-            dtype = self.attention.score.weight.dtype
-            state = type(state)(*(value.to(dtype) if value.is_floating_point() else value
-                                  for value in state))
-            with torch.autocast(x.device.type, enabled=False):
-                return self._scan(x.to(dtype), state, resets)
+        escaped = outside_autocast(self._scan, x, state, resets,
+                                   self.attention.score.weight.dtype)
+        if escaped is not None:
+            return escaped
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
         result = None
