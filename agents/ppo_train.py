@@ -102,12 +102,14 @@ def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
             row = {"frames": frames, "updates": updates, "fps": fps,
                    **episodes.columns(rollout.episode_returns, rollout.episode_lengths),
                    **metrics}
+            # The row first: a run killed before the checkpoint resumes from the previous one,
+            # and the logger drops the rows past it, so progress.csv never has a gap.
+            logger.log(row)
             run.save(Checkpoint(
                 config=config, progress={"frames": frames, "updates": updates},
                 states={"model": model.state_dict(), **ppo.state_dict()},
                 rng={"torch": torch.get_rng_state()},
                 extras={"recent_returns": list(episodes.recent), "spaces": spaces}))
-            logger.log(row)
             bar.update(min(frames, cfg.frames) - bar.n)
             bar.set_postfix(fps=f"{fps:.0f}", ret=f"{row['return_recent']:.3f}")
         if episodes.reached(cfg.stop_return):
