@@ -56,7 +56,8 @@ def read_run(path: Path) -> Run:
                     run.recent.append(value)
     for report in sorted((path / "eval").glob("*.json")):
         data = json.loads(report.read_text())
-        run.evaluations[data["env"]] = data
+        if run.frames and data["frames"] == run.frames[-1]:  # not of an earlier checkpoint
+            run.evaluations[data["env"]] = data
     return run
 
 
