@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from omegaconf import OmegaConf
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
@@ -35,6 +36,8 @@ class Run:
     """One seed of one label."""
 
     seed: int
+    stop_return: float | None = None
+    """The run's stop rule (the 1000-episode mean it stopped at; None: all frames)."""
     frames: list[float] = field(default_factory=list)
     recent: list[float] = field(default_factory=list)
     evaluations: dict[str, dict] = field(default_factory=dict)
@@ -47,6 +50,8 @@ class Run:
 
 def read_run(path: Path) -> Run:
     run = Run(int(path.name.removeprefix("seed")))
+    if (path / "config.yaml").exists():
+        run.stop_return = OmegaConf.load(path / "config.yaml").get("stop_return")
     if (path / "progress.csv").exists():
         with (path / "progress.csv").open(newline="") as file:
             for row in csv.DictReader(file):
@@ -104,12 +109,14 @@ def table(results: dict[str, list[Run]]) -> list[str]:
 
 
 def per_seed(results: dict[str, list[Run]]) -> list[str]:
-    lines = ["| cell | seed | frames to 0.9 | frames trained | S7 return | S7 success | "
-             "S13 return | S13 success |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| cell | seed | stop_return | frames to 0.9 | frames trained | S7 return | "
+             "S7 success | S13 return | S13 success |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, runs in results.items():
         for run in runs:
             reached = run.frames_to(SOLVED)
-            cells = [label, str(run.seed), "—" if reached is None else f"{reached:.0f}",
+            cells = [label, str(run.seed), "—" if run.stop_return is None else
+                     f"{run.stop_return:.2f}", "—" if reached is None else f"{reached:.0f}",
                      f"{run.frames[-1]:.0f}" if run.frames else "—"]
             for env in ("MemoryS7", "MemoryS13"):
                 report = run.evaluations.get(env)
