@@ -89,7 +89,8 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
     schedule = Schedule(
         seq_len=cfg.seq_len, batch_size=cfg.batch_size, iterations=cfg.iterations,
         grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
-        eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every, log_every=cfg.log_every,
+        eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every,
+        transfer_every=cfg.get("transfer_every"), log_every=cfg.log_every,
         checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target)
     transfer_model = None
     if cfg.eval_memory:

@@ -251,3 +251,24 @@ def test_a_target_stops_training_at_the_first_evaluation_that_meets_it(tmp_path:
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("iteration") == 3
     again = run(config(*overrides), tmp_path)
     assert again.iteration == 3 and again.converged_at == 3
+
+
+@pytest.mark.parametrize("transfer_every", [None, 2])
+def test_transfer_lengths_are_evaluated_on_their_own_schedule(
+        transfer_every: int | None, tmp_path: Path) -> None:
+    """seq_len is evaluated every eval_every; the costly transfer lengths every transfer_every
+    and always at the end, so the final results carry them."""
+    every = "null" if transfer_every is None else str(transfer_every)
+    cfg = config("task=copy", "memory=lstm", *TINY, "iterations=5", "eval_seq_lens=[6]",
+                 f"transfer_every={every}", "figures=false")
+    result = run(cfg, tmp_path)
+    evaluated_at = {int(float(row["iteration"])): row for row in rows(tmp_path)}
+    assert all(row["eval/accuracy@T4"] for row in evaluated_at.values())
+    transferred = sorted(step for step, row in evaluated_at.items() if row["eval/accuracy@T6"])
+    assert transferred == ([5] if transfer_every is None else [2, 4, 5])
+    assert "eval/accuracy@T6" in result.final
+
+
+def test_transfer_every_must_be_a_multiple_of_eval_every() -> None:
+    with pytest.raises(ValueError, match="transfer_every must be a positive multiple"):
+        check_supervised_config(config("eval_every=3", "transfer_every=4"))

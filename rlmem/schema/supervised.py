@@ -110,7 +110,12 @@ class SupervisedConfig:
     eval_batch_size: int = 256
     """Sequences in the fixed evaluation batch of each ``T``."""
     eval_every: int = 100
-    """Evaluate every this many updates, and at the end."""
+    """Evaluate at seq_len every this many updates, and at the end (the target is checked
+    there)."""
+    transfer_every: int | None = None
+    """Evaluate at eval_seq_lens every this many updates (a multiple of eval_every), and at the
+    end; null: only at the end. Long transfer lengths (T=5000) cost far more than training
+    steps, so the papers' curves are drawn at seq_len."""
     log_every: int = 10
     """Write a row of progress.csv / TensorBoard every this many updates."""
     checkpoint_every: int = 100
@@ -149,5 +154,9 @@ def check_supervised_config(cfg: Any) -> None:
         raise ValueError(f"lr must be positive, got {cfg.lr}")
     if not cfg.weight_decay >= 0:
         raise ValueError(f"weight_decay must be non-negative, got {cfg.weight_decay}")
+    transfer_every = cfg.get("transfer_every")
+    if transfer_every is not None and (transfer_every <= 0 or transfer_every % cfg.eval_every):
+        raise ValueError(f"transfer_every must be a positive multiple of eval_every "
+                         f"({cfg.eval_every}) or null, got {transfer_every}")
     if cfg.grad_clip is not None and not cfg.grad_clip > 0:
         raise ValueError(f"grad_clip must be positive or null, got {cfg.grad_clip}")

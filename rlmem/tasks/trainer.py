@@ -43,7 +43,10 @@ class Schedule:
     eval_batch_size: int = 256
     """Sequences in the fixed evaluation batch of each ``T``."""
     eval_every: int = 100
-    """Evaluate every this many updates (and at the end)."""
+    """Evaluate at ``seq_len`` every this many updates (and at the end)."""
+    transfer_every: int | None = None
+    """Evaluate at ``eval_seq_lens`` every this many updates (and at the end); None: only at
+    the end."""
     log_every: int = 10
     """Write a progress row every this many updates."""
     checkpoint_every: int = 100
@@ -188,18 +191,21 @@ class SupervisedTrainer:
             metrics[f"memory/{key}"] = value
         return metrics
 
-    def evaluate(self) -> dict[str, float]:
-        """Metrics on the fixed evaluation batches at ``seq_len`` and every ``eval_seq_lens``."""
+    def evaluate(self, at_seq_len: bool = True, transfer: bool = True) -> dict[str, float]:
+        """Metrics on the fixed evaluation batches at ``seq_len`` and at ``eval_seq_lens``."""
         schedule = self.schedule
-        transfer = [T for T in dict.fromkeys(schedule.eval_seq_lens) if schedule.seq_len != T]
-        results = evaluate(self.model, self.task, [schedule.seq_len], schedule.eval_batch_size,
-                           schedule.seed, self.device, schedule.amp)
-        if transfer:
+        lengths = [T for T in dict.fromkeys(schedule.eval_seq_lens) if schedule.seq_len != T]
+        results: dict[str, float] = {}
+        if at_seq_len:
+            results.update(evaluate(self.model, self.task, [schedule.seq_len],
+                                    schedule.eval_batch_size, schedule.seed, self.device,
+                                    schedule.amp))
+        if transfer and lengths:
             model = self.model
             if self.transfer_model is not None:
                 self.transfer_model.load_state_dict(self.model.state_dict())
                 model = self.transfer_model
-            results.update(evaluate(model, self.task, transfer, schedule.eval_batch_size,
+            results.update(evaluate(model, self.task, lengths, schedule.eval_batch_size,
                                     schedule.seed, self.device, schedule.amp))
         return {f"eval/{key}": value for key, value in results.items()}
 
@@ -226,11 +232,13 @@ class SupervisedTrainer:
                 evaluated = self.iteration % schedule.eval_every == 0 or last
                 metrics: dict[str, float] = {}
                 if evaluated:
-                    metrics = self.evaluate()
-                    final = metrics
+                    metrics = self.evaluate(transfer=False)
                     if self._meets_target(metrics):
                         self.converged_at = self.iteration
                         last = True
+                    if last or self._transfer_due():
+                        metrics.update(self.evaluate(at_seq_len=False))
+                    final = metrics
                 if self.iteration % schedule.log_every == 0 or last or evaluated:
                     metrics = {**{key: float(value) for key, value in step.items()}, **metrics}
                     clock = self._tick(clock)
@@ -253,6 +261,10 @@ class SupervisedTrainer:
     def finished(self) -> bool:
         """All iterations done, or the target met."""
         return self.iteration >= self.schedule.iterations or self.converged_at is not None
+
+    def _transfer_due(self) -> bool:
+        every = self.schedule.transfer_every
+        return every is not None and self.iteration % every == 0
 
     def _meets_target(self, metrics: Mapping[str, float]) -> bool:
         target = self.schedule.target
