@@ -16,6 +16,7 @@ from reference.equivalence import assert_matches_reference
 from torch import nn
 
 from rlmem.cells import CELLS, make_cell
+from rlmem.cells.irnn import IRNNUpdate
 
 INPUT, HIDDEN = 3, 6
 
@@ -47,6 +48,12 @@ SHARPEN = "sharpen"
 random init attention is nearly uniform, so the first ρ states keep the highest relevance and R
 never replaces a member; peaked attention makes later states enter R and exercises screening."""
 
+FAST_ONLY: dict[str, dict[str, Any]] = {
+    "irnn": {"update_rule": IRNNUpdate.eq5, "learn_alpha": True},
+}
+"""Options of a fast cell that select its frozen reference's math: the reference iRNN computes
+Eq. 5 with a learned α (the default is now the paper's Eq. 8 with α fixed)."""
+
 STATE_VIEWS: dict[str, Any] = {}
 """A fast cell whose state is laid out differently from its reference's (a ring buffer, say)
 maps its state to the reference's fields here."""
@@ -68,5 +75,6 @@ def test_fast_cell_equals_its_reference(name: str, reference: type[nn.Module],
             reference_cell.attention.score.weight.mul_(sharpen)
     if name == "sarnn":  # a slope other than 1 exercises the annealed hard sigmoid
         reference_cell.anneal(0.5)
-    fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams)
+    fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams,
+                     **FAST_ONLY.get(name, {}))
     assert_matches_reference(fast, reference_cell, state_view=STATE_VIEWS.get(name))

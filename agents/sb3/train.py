@@ -138,7 +138,7 @@ def train(cfg: Any, run_dir: Path) -> None:
             kept.
     """
     check_sb3_config(cfg.agent)
-    config = OmegaConf.to_container(cfg, resolve=True)
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     assert isinstance(config, dict)
     with open_run(run_dir, config, RULES, program="rlmem.train") as run:
         if not run.finished:

@@ -8,14 +8,17 @@ Manifold: A Panacea for Vanishing and Exploding Gradients?", ICLR 2020.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from rlmem.cells import activations, fastloop
 from rlmem.cells.base import Cell
+from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
 
 
@@ -24,41 +27,90 @@ class IRNNState(NamedTuple):
     """Hidden state :math:`h_{k-1}`, ``(B, D)``."""
 
 
+class IRNNUpdate(Enum):
+    r"""The equation whose residual the Euler steps of a round follow; the value is the
+    paper's equation number, the name what configs spell (``memory.update_rule=eq5``).
+
+    Both read :math:`\phi(\cdot) - \alpha (g + h_{k-1})`; they differ in φ's argument.
+    """
+
+    eq5 = 5
+    r""":math:`\phi(U(g + h_{k-1}) + W x_k + b)`: the CTRNN of Eq. 3, discretised (Eq. 5)."""
+    eq8 = 8
+    r""":math:`\phi(P[U(g + h_{k-1}) + W x_k + b])` with :math:`P = U`: the parametrised update
+    of Eq. 8, which the paper uses in all its experiments (§4.1, "Implementation")."""
+
+
+LEGACY_UPDATE = IRNNUpdate.eq5
+"""What a checkpoint without a recorded update rule was trained with: rlmem before the option
+computed Eq. 5, with α learned."""
+
+
+def _low_rank(z: Tensor, V: Tensor, H: Tensor) -> Tensor:
+    """:math:`(I + V H) z` on rows ``z`` ``(B, D)``, in O(B D r)."""
+    return z + (z @ H.T) @ V.T
+
+
 @register("irnn")
 class IncrementalRNN(Cell):
     r"""Incremental RNN (iRNN); ``K=1`` is SiRNN (Kag et al., 2020).
 
-    Each round k runs K Euler steps of the CTRNN in increments (Eq. 5), from :math:`g_0 = 0`:
+    Each round k runs K Euler steps towards the equilibrium of the round, from
+    :math:`g_0 = 0`:
 
     .. math::
-        g_i = g_{i-1} + \eta_i \big(\phi(U(g_{i-1} + h_{k-1}) + W x_k + b)
-              - \alpha (g_{i-1} + h_{k-1})\big), \qquad h_k = g_K
+        g_i = g_{i-1} + \eta_i \big(\phi(a(g_{i-1} + h_{k-1})) - \alpha (g_{i-1} + h_{k-1})\big),
+        \qquad h_k = g_K
 
-    As K grows, :math:`h_k` reaches the equilibrium where the residual
-    :math:`\phi(U(g + h_{k-1}) + W x_k + b) - \alpha (g + h_{k-1})` vanishes, and the
-    gradient across rounds becomes identity-like (Theorem 1). The step sizes :math:`\eta_i` and
-    :math:`\alpha` are learned; :math:`\eta_i` is shared across time (per Euler step only), so
-    the cell transfers to longer sequences. With ``rank`` set, U takes the low-rank form of
-    Eq. 8, :math:`U = I + V H` with :math:`V \in \mathbb R^{D \times r}, H \in \mathbb R^{r
-    \times D}`.
+    with φ's argument given by ``update_rule`` (:class:`IRNNUpdate`):
 
-    How it is computed (the same equations; the parameters keep their names): :math:`W x_k + b`
-    is one matmul over the whole sequence (:meth:`project_input`), and the first Euler step
-    starts from :math:`g_0 = 0`, so it reads :math:`U h_{k-1}`. The residual of round k needs
-    :math:`U(g_K + h_{k-1}) = U h_k + U h_{k-1}`: both products are computed anyway (the first
-    by round k + 1), so the residuals of all rounds cost one batched pass at the end.
+    .. math::
+        \text{Eq. 5:}\quad a(z) = U z + W x_k + b \qquad\qquad
+        \text{Eq. 8:}\quad a(z) = P\,[U z + W x_k + b], \quad P = U
+
+    Eq. 8 is written with α = 1, the default here; the paper keeps α a fixed constant
+    (``learn_alpha=False``), and with ``learn_alpha=True`` it is learned as well. As K grows,
+    :math:`h_k` reaches the equilibrium where the residual
+    :math:`\phi(a(g + h_{k-1})) - \alpha (g + h_{k-1})` vanishes, and the gradient across
+    rounds becomes identity-like (Theorem 1). The step sizes :math:`\eta_i` are learned and
+    shared across time (one per Euler step), so the cell transfers to longer sequences.
+
+    U is a full matrix, or with ``rank`` set the low-rank form of §3.2,
+    :math:`U = I + V H` with :math:`V \in \mathbb R^{D \times r}, H \in \mathbb R^{r \times D}`.
+    The paper's Eq. 8 uses :math:`P = U = I + VH` (it does not report r): set ``rank`` for
+    it. Without ``rank``, Eq. 8 reads :math:`P = U` with U full, which is the low-rank form at
+    r = D up to the initialisation (U starts from torch's ``Linear`` initialisation, not
+    from I).
+
+    How it is computed (the same equations; the parameters keep their names): φ's argument
+    is an operator on :math:`g + h_{k-1}` plus a drive, :math:`a(z) = A z + d_k`, with
+    :math:`A = U, d_k = W x_k + b` (Eq. 5) or :math:`A = U^2, d_k = U(W x_k + b)` (Eq. 8).
+    The drives of a sequence are one batched pass (:meth:`project_input`), and A is formed
+    once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank). The
+    first Euler step starts from :math:`g_0 = 0`, so it reads :math:`A h_{k-1}`. The residual
+    of round k needs :math:`A(g_K + h_{k-1}) = A h_k + A h_{k-1}`: both products are computed
+    anyway (the first by round k + 1), so the residuals of all rounds cost one batched pass at
+    the end.
+
+    A checkpoint records its ``update_rule``. One saved before the option existed was trained
+    with Eq. 5 and a learned α: it loads only into ``update_rule=eq5`` (with
+    ``learn_alpha=True`` to train on); Eq. 8 raises an error that says so.
 
     Args:
         input_size: features of each input :math:`x_k`.
         hidden_size: D, features of the state.
         K: Euler steps per round (1: SiRNN).
         eta: initial step size (paper: 1e-2). With K=1 the state is η-scaled, so the default
-            starts nearly memoryless: on adding at T=30 in 400 updates it ends at 0.160 MSE
+            starts nearly memoryless: on adding at T=30 in 400 updates Eq. 5 ends at 0.160 MSE
             (baseline 0.167), against 0.006 with ``K=5`` and 0.084 with ``eta=0.5``
             (``benchmarks/irnn_steps.py``).
-        alpha: initial α.
+        alpha: α (Eq. 8 as written: 1).
+        learn_alpha: learn α (a parameter); by default it stays fixed (a buffer), as in the
+            paper.
+        update_rule: :attr:`IRNNUpdate.eq8` (the paper's experiments) or :attr:`IRNNUpdate.eq5`
+            (rlmem before this option); a member or its name.
         nonlinearity: φ (the paper uses ``relu``).
-        rank: if set, U = I + VH with this rank (Eq. 8); otherwise U is a full matrix.
+        rank: if set, U = I + VH with this rank (§3.2); otherwise U is a full matrix.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -69,14 +121,16 @@ class IncrementalRNN(Cell):
     state_type = IRNNState
 
     def __init__(self, input_size: int, hidden_size: int, *, K: int = 1, eta: float = 1e-2,
-                 alpha: float = 1.0, nonlinearity: str = "relu",
+                 alpha: float = 1.0, learn_alpha: bool = False,
+                 update_rule: IRNNUpdate = IRNNUpdate.eq8, nonlinearity: str = "relu",
                  rank: int | None = None) -> None:
         super().__init__(input_size, hidden_size)
         if K < 1:
             raise ValueError(f"IncrementalRNN: K must be ≥ 1, got {K}")
         if rank is not None and not 1 <= rank <= hidden_size:
             raise ValueError(f"IncrementalRNN: rank must be in [1, hidden_size], got {rank}")
-        self.K, self.phi_name, self.rank = K, nonlinearity, rank
+        self.update_rule = enum_option(IRNNUpdate, update_rule, "IncrementalRNN", "update_rule")
+        self.K, self.phi_name, self.rank, self.learn_alpha = K, nonlinearity, rank, learn_alpha
         self.phi = activations.nonlinearity(nonlinearity, "IncrementalRNN")
         self.W = nn.Linear(input_size, hidden_size)
         if rank is None:
@@ -85,73 +139,124 @@ class IncrementalRNN(Cell):
             self.V = nn.Parameter(torch.randn(hidden_size, rank) * hidden_size ** -0.5)
             self.H = nn.Parameter(torch.zeros(rank, hidden_size))
         self.eta = nn.Parameter(torch.full((K,), float(eta)))
-        self.alpha = nn.Parameter(torch.tensor(float(alpha)))
+        alpha_value = torch.tensor(float(alpha))
+        if learn_alpha:
+            self.alpha = nn.Parameter(alpha_value)
+        else:
+            self.register_buffer("alpha", alpha_value)
 
     def recurrent(self, z: Tensor) -> Tensor:
         """:math:`U z`, with U full or :math:`I + VH`."""
         if self.rank is None:
             return self.U(z)
-        return z + (z @ self.H.T) @ self.V.T
+        return _low_rank(z, self.V, self.H)
 
-    def residual(self, g: Tensor, h: Tensor, drive: Tensor) -> Tensor:
-        r""":math:`\phi(U(g + h) + Wx + b) - \alpha (g + h)`, zero at the equilibrium."""
+    def transition(self) -> Callable[[Tensor], Tensor]:
+        r"""``z ↦ A z``, the operator on :math:`g + h_{k-1}` inside φ: U (Eq. 5) or
+        :math:`PU = U^2` (Eq. 8), its matrix formed once for the whole call."""
+        if self.update_rule is IRNNUpdate.eq5:
+            return self.recurrent
+        if self.rank is None:
+            weight = self.U.weight
+            squared = weight @ weight
+            return lambda z: F.linear(z, squared)
+        # (I + VH)² = I + V (2H + HVH): still rank r.
+        H2 = torch.addmm(2.0 * self.H, self.H @ self.V, self.H)
+        V = self.V
+        return lambda z: _low_rank(z, V, H2)
+
+    def residual(self, g: Tensor, h: Tensor, drive: Tensor,
+                 transition: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+        r""":math:`\phi(A(g + h) + d) - \alpha (g + h)`, zero at the equilibrium; ``drive`` is
+        :math:`d`, a step of :meth:`project_input`."""
+        transition = self.transition() if transition is None else transition
         total = g + h
-        return self.phi(self.recurrent(total) + drive) - self.alpha * total
+        return self.phi(transition(total) + drive) - self.alpha * total
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         return {"h": ((self.hidden_size,), None)}
 
     def project_input(self, x: Tensor) -> Tensor:
-        """:math:`W x_k + b` for every step at once.
+        """The drive :math:`d_k` for every step at once: :math:`W x_k + b` (Eq. 5) or
+        :math:`P(W x_k + b)` (Eq. 8).
 
         Shapes:
             - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
         """
-        return self.W(x)
+        drive = self.W(x)
+        return drive if self.update_rule is IRNNUpdate.eq5 else self.recurrent(drive)
 
     def step(self, x_t: Tensor, state: IRNNState) -> tuple[Tensor, IRNNState,
                                                            dict[str, Tensor]]:
         """One round, from ``x_t = project_input(x)[t]``: the plain path that :meth:`_scan` is
         tested against."""
+        transition = self.transition()
         g = torch.zeros_like(state.h)
         for i in range(self.K):
-            g = g + self.eta[i] * self.residual(g, state.h, x_t)
-        residual = self.residual(g, state.h, x_t).norm(dim=-1)
+            g = g + self.eta[i] * self.residual(g, state.h, x_t, transition)
+        residual = self.residual(g, state.h, x_t, transition).norm(dim=-1)
         return g, IRNNState(g), {"residual": residual}
 
     def _scan(self, x: Tensor, state: IRNNState,
               resets: Tensor) -> tuple[Tensor, IRNNState, dict[str, Tensor]]:
         drives = self.project_input(x)
+        transition = self.transition()
         etas = self.eta.unbind()
         masks = fastloop.reset_masks(resets)
         h = state.h
         outputs, states, products, firsts = [], [], [], []
         for t, drive in enumerate(drives.unbind(0)):
-            product = self.recurrent(h)  # U h_{t-1}, before a reset
+            product = transition(h)  # A h_{t-1}, before a reset
             products.append(product)
             if masks[t] is not None:
                 h = h.masked_fill(masks[t], 0.0)
-                product = product.masked_fill(masks[t], 0.0)  # U·0, exactly
-            first = product + drive  # g_0 = 0: the first step reads U h
+                product = product.masked_fill(masks[t], 0.0)  # A·0, exactly
+            first = product + drive  # g_0 = 0: the first step reads A h
             g = etas[0] * torch.addcmul(self.phi(first), self.alpha, h, value=-1.0)
             for eta in etas[1:]:
-                g = g + eta * self.residual(g, h, drive)
+                g = g + eta * self.residual(g, h, drive, transition)
             outputs.append(g)
             states.append(h)
             firsts.append(first)
             h = g
         y = torch.stack(outputs)
-        with torch.no_grad():  # a trace: φ(U g + U h + d) - α (g + h), U g from round t + 1
-            products.append(self.recurrent(h))
+        with torch.no_grad():  # a trace: φ(A g + A h + d) - α (g + h), A g from round t + 1
+            products.append(transition(h))
             total = y + torch.stack(states)
             residual = (self.phi(torch.stack(products[1:]) + torch.stack(firsts))
                         - self.alpha * total).norm(dim=-1)
         return y, IRNNState(h), {"residual": residual}
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
-        return {"residual": traces["residual"].mean(), "alpha": self.alpha.detach(),
+        learned = {"alpha": self.alpha.detach()} if self.learn_alpha else {}
+        return {"residual": traces["residual"].mean(), **learned,
                 **{f"eta_{i}": self.eta[i].detach() for i in range(self.K)}}
 
+    def get_extra_state(self) -> Tensor:
+        """The update rule's equation number (5 or 8), saved with the weights."""
+        return torch.tensor(self.update_rule.value)
+
+    def set_extra_state(self, state: Any) -> None:
+        """Refuse weights trained with another update: the same weights compute another map."""
+        saved = IRNNUpdate(int(state))
+        if saved is not self.update_rule:
+            raise ValueError(
+                f"IncrementalRNN: these weights were trained with update_rule={saved.name}"
+                f"{' (saved before the option existed)' if saved is LEGACY_UPDATE else ''}; "
+                f"this cell has update_rule={self.update_rule.name}. Build it with "
+                f"update_rule={saved.name} (memory.update_rule={saved.name}"
+                f"{' memory.learn_alpha=true' if saved is LEGACY_UPDATE else ''}).")
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              local_metadata: dict[str, Any], strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        # Weights saved before the update rule was recorded are Eq. 5's.
+        state_dict.setdefault(prefix + "_extra_state", torch.tensor(LEGACY_UPDATE.value))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, K={self.K}, nonlinearity={self.phi_name!r}, "
+        return (f"{super().extra_repr()}, K={self.K}, update_rule={self.update_rule.name}, "
+                f"learn_alpha={self.learn_alpha}, nonlinearity={self.phi_name!r}, "
                 f"rank={self.rank}")
