@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlmem.cells import activations, fastloop
+from rlmem.cells.attention_scan import prepared
 from rlmem.cells.base import Cell
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
@@ -47,8 +48,20 @@ computed Eq. 5, with α learned."""
 
 
 def _low_rank(z: Tensor, V: Tensor, H: Tensor) -> Tensor:
-    """:math:`(I + V H) z` on rows ``z`` ``(B, D)``, in O(B D r)."""
+    """:math:`(I + V H) z` on rows ``z`` ``(..., D)``, in O(D r) per row."""
     return z + (z @ H.T) @ V.T
+
+
+class _Eq8Weights(NamedTuple):
+    """Eq. 8's weights with P = U multiplied in (:meth:`IncrementalRNN._eq8_weights`)."""
+
+    transition: Tensor
+    r""":math:`U^2` ``(D, D)`` when U is full; when :math:`U = I + VH`, the factor
+    :math:`2H + HVH` ``(r, D)`` of :math:`U^2 = I + V(2H + HVH)`."""
+    input_weight: Tensor
+    """:math:`P W`, ``(D, input_size)``."""
+    input_bias: Tensor
+    """:math:`P b`, ``(D,)``."""
 
 
 @register("irnn")
@@ -84,7 +97,7 @@ class IncrementalRNN(Cell):
 
     How it is computed (the same equations; the parameters keep their names): φ's argument
     is an operator on :math:`g + h_{k-1}` plus a drive, :math:`a(z) = A z + d_k`, with
-    :math:`A = U, d_k = W x_k + b` (Eq. 5) or :math:`A = U^2, d_k = U(W x_k + b)` (Eq. 8).
+    :math:`A = U, d_k = W x_k + b` (Eq. 5) or :math:`A = U^2, d_k = (UW) x_k + Ub` (Eq. 8).
     The drives of a sequence are one batched pass (:meth:`project_input`), and A is formed
     once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank). The
     first Euler step starts from :math:`g_0 = 0`, so it reads :math:`A h_{k-1}`. The residual
@@ -156,14 +169,24 @@ class IncrementalRNN(Cell):
         :math:`PU = U^2` (Eq. 8), its matrix formed once for the whole call."""
         if self.update_rule is IRNNUpdate.eq5:
             return self.recurrent
+        squared = self._eq8_weights().transition
         if self.rank is None:
-            weight = self.U.weight
-            squared = weight @ weight
             return lambda z: F.linear(z, squared)
-        # (I + VH)² = I + V (2H + HVH): still rank r.
-        H2 = torch.addmm(2.0 * self.H, self.H @ self.V, self.H)
         V = self.V
-        return lambda z: _low_rank(z, V, H2)
+        return lambda z: _low_rank(z, V, squared)
+
+    def _eq8_weights(self) -> _Eq8Weights:
+        """The products of P = U with Eq. 8's terms. Without autograd (a rollout) they are kept
+        until a parameter changes: forming them costs more than a step."""
+        def build() -> _Eq8Weights:
+            if self.rank is None:
+                U = self.U.weight
+                return _Eq8Weights(U @ U, U @ self.W.weight, self.W.bias @ U.T)
+            # (I + VH)² = I + V (2H + HVH): still rank r.
+            return _Eq8Weights(torch.addmm(2.0 * self.H, self.H @ self.V, self.H),
+                               _low_rank(self.W.weight.T, self.V, self.H).T,
+                               _low_rank(self.W.bias, self.V, self.H))
+        return prepared(self, build)
 
     def residual(self, g: Tensor, h: Tensor, drive: Tensor,
                  transition: Callable[[Tensor], Tensor] | None = None) -> Tensor:
@@ -183,8 +206,10 @@ class IncrementalRNN(Cell):
         Shapes:
             - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
         """
-        drive = self.W(x)
-        return drive if self.update_rule is IRNNUpdate.eq5 else self.recurrent(drive)
+        if self.update_rule is IRNNUpdate.eq5:
+            return self.W(x)
+        weights = self._eq8_weights()
+        return F.linear(x, weights.input_weight, weights.input_bias)
 
     def step(self, x_t: Tensor, state: IRNNState) -> tuple[Tensor, IRNNState,
                                                            dict[str, Tensor]]:
