@@ -4,7 +4,8 @@
 - ``attention.png``: the ReLSTM/MemLSTM attention heatmap, state ``t`` (row) attending to the
   state of step ``t'`` (column), as in Fig. 1, 5 and 6 of the ReLSTM paper. Needs the cell's
   traces ``attention`` ``(L, B, slots)`` and ``slot_time`` ``(L, B, slots)`` (the step whose
-  state each slot holds; negative for an empty slot).
+  state each slot holds; negative for an empty slot). :func:`attention_from_checkpoint` draws
+  it after the fact at another delay (``attention_T5000.png``: the transfer of Table 1).
 - ``update_pattern.png``: SA-RNN's update gates, dimensions × time (SA-RNN Fig. 3); trace
   ``update`` ``(L, B, H)``.
 - ``beta.png``: TARNN's β over time under the input (TARNN Fig. 3); trace ``beta``
@@ -27,8 +28,16 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from rlmem.cells import make_cell_from_config
+from rlmem.runs import CHECKPOINT_NAME, load_checkpoint
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch
 from rlmem.tasks.model import SequenceModel
+from rlmem.tasks.registry import make_task_from_config
+
+MAX_PIXELS = 240
+"""The attention heatmap has at most this many rows and columns: a longer sequence is pooled in
+square blocks of steps, each at least two screen pixels wide, so the few attended states of a
+T = 5000 sequence stay visible (drawn one pixel per step, most would fall between pixels)."""
 
 
 def _read_progress(path: Path) -> dict[str, np.ndarray]:
@@ -85,20 +94,27 @@ def learning_curve(progress_csv: Path, baseline: Baseline, seq_len: int, out: Pa
     return out
 
 
-def attention_matrix(attention: Tensor, slot_time: Tensor) -> np.ndarray:
-    """The ``L × L`` matrix of attention paid at step ``t`` to the state of step ``t'``.
+def attention_matrix(attention: Tensor, slot_time: Tensor, block: int = 1) -> np.ndarray:
+    """The matrix of attention paid at step ``t`` to the state of step ``t'``.
+
+    With ``block > 1``, entry ``(i, j)`` covers the steps ``t`` of row block ``i`` and ``t'`` of
+    column block ``j``: the attention those steps paid to states of block ``j``, averaged over
+    the steps of block ``i`` (so a row still sums to the attention paid, as at ``block = 1``).
 
     Shapes:
-        - attention, slot_time: ``(L, slots)`` for one sequence; returns ``(L, L)``.
+        - attention, slot_time: ``(L, slots)`` for one sequence; returns
+          ``(⌈L / block⌉, ⌈L / block⌉)``.
     """
     steps = attention.shape[0]
-    matrix = torch.zeros(steps, steps, dtype=torch.float32)
-    times = slot_time.long()
+    size = math.ceil(steps / block)
+    matrix = torch.zeros(size, size, dtype=torch.float32)
+    times = slot_time.long().cpu()
     valid = (times >= 0) & (times < steps)
     rows = torch.arange(steps).unsqueeze(1).expand_as(times)
-    matrix.index_put_((rows[valid], times[valid]), attention.float().cpu()[valid.cpu()],
-                      accumulate=True)
-    return matrix.numpy()
+    matrix.index_put_((rows[valid] // block, times[valid] // block),
+                      attention.float().cpu()[valid], accumulate=True)
+    steps_per_block = torch.bincount(torch.arange(steps) // block, minlength=size)
+    return (matrix / steps_per_block.unsqueeze(1)).numpy()
 
 
 def _input_strip(ax: Axes, batch: TaskBatch, item: int) -> None:
@@ -112,21 +128,26 @@ def _input_strip(ax: Axes, batch: TaskBatch, item: int) -> None:
 
 def attention_figure(traces: dict[str, Tensor], batch: TaskBatch, out: Path,
                      item: int = 0) -> Path | None:
-    """The attention heatmap, or ``None`` without ``attention``/``slot_time`` traces."""
+    """The attention heatmap, or ``None`` without ``attention``/``slot_time`` traces; pooled in
+    blocks of steps beyond :data:`MAX_PIXELS` steps."""
     if "attention" not in traces or "slot_time" not in traces:
         return None
+    steps = traces["attention"].shape[0]
+    block = math.ceil(steps / MAX_PIXELS)
     matrix = attention_matrix(traces["attention"][:, item].cpu(),
-                              traces["slot_time"][:, item].cpu())
+                              traces["slot_time"][:, item].cpu(), block)
     fig = Figure(figsize=(6, 6.6), layout="constrained")
     strip, ax = fig.subplots(2, 1, height_ratios=(1, 12), sharex=True)
     _input_strip(strip, batch, item)
     shown = np.ma.masked_where(matrix <= 0, matrix)
+    end = matrix.shape[0] * block - 0.5
     image = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap="magma_r",
-                      origin="upper")
+                      origin="upper", extent=(-0.5, end, end, -0.5))
     fig.colorbar(image, ax=[strip, ax], fraction=0.04, label="attention weight")
     ax.set_xlabel("attended state (time step)")
     ax.set_ylabel("attending step")
-    strip.set_title("attention over memory (one sequence)")
+    pooled = "" if block == 1 else f", {block}×{block}-step blocks"
+    strip.set_title(f"attention over memory ({steps} steps{pooled})")
     fig.savefig(out, dpi=120)
     return out
 
@@ -191,3 +212,31 @@ def write_figures(run_dir: Path, model: SequenceModel, task: SequenceTask, seq_l
         if path is not None:
             written.append(path)
     return written
+
+
+@torch.no_grad()
+def attention_from_checkpoint(run_dir: Path, seq_len: int, out: Path | None = None
+                              ) -> Path | None:
+    """The attention heatmap of a supervised run's saved weights on one sequence of delay
+    ``seq_len``, e.g. the T = 5000 of transfer-copy; ``None`` when the cell has no attention.
+
+    The checkpoint loads with ``weights_only=True``. A delay other than the training one uses
+    the run's ``eval_memory`` (MemLSTM's capacity), as its transfer evaluation does; the
+    sequence is drawn from a generator seeded with the run's seed. Written to
+    ``<run_dir>/attention_T<seq_len>.png`` unless ``out`` is given.
+    """
+    checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
+    config = checkpoint.config
+    task = make_task_from_config(config["task"])
+    task.check_seq_len(seq_len)
+    memory = dict(config["memory"])
+    if seq_len != config["seq_len"]:
+        memory.update(config.get("eval_memory") or {})
+    model = SequenceModel(make_cell_from_config(memory, input_size=task.input_size),
+                          task.output_size, task.categorical)
+    model.load_state_dict(checkpoint.states["model"])
+    model.eval()
+    batch = task.sample(1, seq_len, torch.Generator().manual_seed(int(config["seed"])))
+    _, result = model(batch.inputs)
+    return attention_figure(result.aux.traces, batch,
+                            out or run_dir / f"attention_T{seq_len}.png")

@@ -1,0 +1,417 @@
+"""Tabulate the supervised suite into ``RESULTS.md``, next to the papers' numbers.
+
+    python experiments/supervised/aggregate.py
+    python experiments/supervised/aggregate.py --runs /elsewhere/runs --out /tmp/RESULTS.md
+
+Reads ``runs/<preset>/seed<k>/`` as ``suite.py`` leaves them: ``results.json`` (a finished run:
+its final evaluation at every T, ``converged_at``, ``cpu_s``), ``config.yaml`` and
+``progress.csv`` (how far an unfinished run got). Only finished runs count as results; the
+others are listed with the iteration they reached. Writes ``RESULTS.md`` from
+``RESULTS.template.md``, ``curves.png`` (the headline rows' held-out recall at T = 100 against
+the memoryless baseline) and, for each finished headline ReLSTM run that still has its
+checkpoint, the attention heatmap at T = 5000 (``attention_T5000.png`` in its run directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+from omegaconf import OmegaConf
+from rows import HERE, REPO, ROWS, RUNS, Row, Task
+from status import RunStatus, State, run_status
+
+from rlmem.runs import CHECKPOINT_NAME
+from rlmem.tasks import SequenceTask, make_task
+from rlmem.tasks.figures import attention_from_checkpoint
+from rlmem.tasks.recall import RecallTask
+
+HEATMAP_T = 5000
+"""The transfer length of the ReLSTM attention heatmap drawn from a finished run's weights."""
+TEMPLATE = HERE / "RESULTS.template.md"
+TASK_CONF = REPO / "rlmem" / "conf" / "task"
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper's number(s) for one row, and where they stand in the paper."""
+
+    source: str
+    scores: dict[int, str]
+    """By delay T: as the paper prints it (recall accuracy), or what its text and figure say."""
+
+
+KERG = "Kerg et al. (2020)"
+TARNN_FIG2 = "Kag & Saligrama (2021), Fig. 2 and §4 (A)"
+IRNN_FIG4 = "Kag, Zhang & Saligrama (2020), Fig. 4 and §4.3.1"
+TRANSFER_TS = (100, 200, 400, 2000, 5000)
+
+PAPER: dict[str, Paper] = {
+    # The ReLSTM paper (papers/relstm-relevancy-screening.txt), recall accuracy after training
+    # at T = 100: Table 1 (transfer copy) and Table 2 (denoise, its T = 100 column). Its
+    # MemRNN and ReLRNN have an RNN base (our memlstm has an LSTM base).
+    "kerg2020_table1_transfer_copy_relstm": Paper(
+        f"{KERG}, Table 1, ReLLSTM", dict(zip(TRANSFER_TS, ("100%", "99%", "99%", "99%", "99%"),
+                                             strict=True))),
+    "kerg2020_table1_transfer_copy_lstm": Paper(
+        f"{KERG}, Table 1, LSTM (its Table 4: 100% at T = 100)",
+        dict(zip(TRANSFER_TS, ("99%", "64%", "48%", "19%", "14%"), strict=True))),
+    "kerg2020_table1_transfer_copy_relrnn": Paper(
+        f"{KERG}, Table 1, ReLRNN", dict(zip(TRANSFER_TS, ("100%", "99%", "99%", "99%", "99%"),
+                                            strict=True))),
+    "kerg2020_table1_transfer_copy_memlstm": Paper(
+        f"{KERG}, Table 1, MemRNN", dict(zip(TRANSFER_TS, ("99%", "99%", "99%", "92%", "OOM"),
+                                            strict=True))),
+    "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
+    "kerg2020_table2_denoise_lstm": Paper(f"{KERG}, Table 2, LSTM", {100: "82%"}),
+    "kerg2020_table2_denoise_relrnn": Paper(f"{KERG}, Table 2, ReLRNN", {100: "100%"}),
+    "kerg2020_table2_denoise_memlstm": Paper(f"{KERG}, Table 2, MemRNN", {100: "99%"}),
+    # The TARNN paper (papers/tarnn-time-adaptive-rnn.txt) gives curves, not numbers: its text
+    # says what they reach. Copy at T = 200 is its Fig. 2a (baseline CE 0.09).
+    "kag2021_table4_copy_tarnn": Paper(
+        f"{TARNN_FIG2}a", {200: "CE → 0 (\"zero average cross entropy\")"}),
+    "kag2021_table4_adding_tarnn_T200": Paper(
+        f"{TARNN_FIG2}c", {200: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
+    "kag2021_table4_adding_tarnn_T750": Paper(
+        f"{TARNN_FIG2}d", {750: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
+    "kag2021_adding_lstm_T200": Paper(f"{TARNN_FIG2}c", {200: "a curve; no number in the text"}),
+    "kag2021_adding_lstm_T750": Paper(f"{TARNN_FIG2}d", {750: "a curve; no number in the text"}),
+    # The iRNN paper (papers/irnn-incremental-rnn.txt): Fig. 4c (T = 200) and 4d (T = 750).
+    "kag2020_adding_irnn_T200": Paper(
+        f"{IRNN_FIG4}c", {200: "MSE → 0 (\"solves the addition task\", in 2K iterations)"}),
+    "kag2020_adding_irnn_T750": Paper(
+        f"{IRNN_FIG4}d", {750: "MSE → 0 (\"solves the addition task\", in 2K iterations)"}),
+    # The ERNN paper (papers/ernn-equilibrated-rnn.txt) has no addition experiment.
+    "zhang2019_adding_ernn_T200": Paper("Zhang et al. (2019): no addition experiment", {}),
+    "zhang2019_adding_ernn_T750": Paper("Zhang et al. (2019): no addition experiment", {}),
+}
+"""The papers' numbers by preset. The papers are stored as text (``/work/shared/papers``,
+without page numbers), so each is cited by table or figure."""
+
+TASK_NAMES = {Task.transfer_copy: "copy", Task.denoise: "denoise", Task.copy: "copy",
+              Task.adding: "adding"}
+"""The registered task each row's task trains on."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A preset file as a reader needs it: where it comes from, and what it sets."""
+
+    comment: str
+    """Its header comment: the paper, table and row, and what the paper does not give."""
+    settings: list[str]
+    """Its keys as command-line overrides (``memory.hidden_size=128``, ...)."""
+    seq_len: int
+    target: float
+    eval_seq_lens: list[int]
+
+
+def as_overrides(raw: dict[str, Any]) -> list[str]:
+    """A preset's keys as the command-line overrides that would set them."""
+    overrides = [f"{key.removeprefix('override /')}={value}"
+                 for entry in raw.get("defaults", []) if isinstance(entry, dict)
+                 for key, value in entry.items()]
+    for key, value in raw.items():
+        if key == "defaults":
+            continue
+        if isinstance(value, dict):
+            overrides += [f"{key}.{name}={item}" for name, item in value.items()]
+        elif isinstance(value, list):
+            overrides.append(f"{key}=[{','.join(map(str, value))}]")
+        else:
+            overrides.append(f"{key}={value}")
+    return overrides
+
+
+def read_preset(row: Row) -> Preset:
+    """The preset file of ``row``, read as YAML (not composed, so a preset whose option a cell
+    lacks still renders)."""
+    text = row.preset_file.read_text()
+    comment = " ".join(line.lstrip("# ").strip() for line in text.splitlines()
+                       if line.startswith("#") and "@package" not in line
+                       and "python -m" not in line)
+    raw = OmegaConf.to_container(OmegaConf.create(text))
+    assert isinstance(raw, dict)
+    transfer = raw.get("eval_seq_lens")
+    if transfer is None and row.task is Task.transfer_copy:  # the task's own lengths
+        transfer = OmegaConf.load(TASK_CONF / "transfer_copy.yaml").eval_seq_lens
+    return Preset(comment, as_overrides(raw), int(raw["seq_len"]), float(raw["target"]),
+                  [int(T) for T in transfer or []])
+
+
+@dataclass
+class RowResult:
+    """A row with its presets and the status of each of its seeds."""
+
+    row: Row
+    preset: Preset
+    runs: list[RunStatus]
+
+    @property
+    def finished(self) -> list[RunStatus]:
+        return [run for run in self.runs if run.state is State.finished]
+
+    @property
+    def score(self) -> str:
+        """The metric the row is judged on (``accuracy`` or ``mse``)."""
+        return "mse" if self.row.task is Task.adding else "accuracy"
+
+    def values(self, metric: str, T: int) -> list[float]:
+        """``metric`` at delay ``T`` of each finished run that evaluated it."""
+        return [run.results["eval"][f"{metric}@T{T}"] for run in self.finished
+                if run.results is not None and f"{metric}@T{T}" in run.results["eval"]]
+
+
+def collect(runs: Path) -> list[RowResult]:
+    return [RowResult(row, read_preset(row),
+                      [run_status(row.run_dir(seed, runs)) for seed in range(row.seeds)])
+            for row in ROWS]
+
+
+# --- formatting ------------------------------------------------------------------------------
+
+def formatter(metric: str) -> Callable[[float], str]:
+    return (lambda x: f"{100 * x:.1f}%") if metric == "accuracy" else (lambda x: f"{x:.4f}")
+
+
+def mean_of(values: Sequence[float], metric: str) -> str:
+    if not values:
+        return "—"
+    show = formatter(metric)
+    if len(values) == 1:
+        return show(values[0])
+    spread = statistics.stdev(values)
+    return f"{show(statistics.mean(values))} ± {show(spread).rstrip('%')}"
+
+
+def per_seed(values: Sequence[float], metric: str) -> str:
+    return ", ".join(map(formatter(metric), values)) or "—"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}" if seconds >= 600 else f"{seconds / 60:.1f}"
+
+
+def link(path: Path, out: Path, text: str) -> str:
+    return f"[{text}]({Path(os.path.relpath(path, out.parent)).as_posix()})"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+# --- the sections ----------------------------------------------------------------------------
+
+def chance(task: SequenceTask) -> float:
+    """The recall of a memoryless guess, in percent: one symbol of the alphabet."""
+    assert isinstance(task, RecallTask)
+    return 100 / task.alphabet
+
+
+def baseline(result: RowResult) -> str:
+    """The memoryless score at the row's T (recall tasks: its recall and cross-entropy)."""
+    task = make_task(TASK_NAMES[result.row.task])
+    naive = task.baseline(result.preset.seq_len)
+    if result.row.task is Task.adding:
+        return f"{naive.metric.upper()} {naive.value:.3f}"
+    return f"{chance(task):.1f}% (CE {naive.value:.4f})"
+
+
+def target_text(result: RowResult) -> str:
+    if result.score == "mse":
+        return f"MSE ≤ {result.preset.target:g}"
+    return f"≥ {100 * result.preset.target:g}% recall"
+
+
+def summary(results: Sequence[RowResult], out: Path) -> list[str]:
+    """Every row at its training delay: ours, the paper's, the baseline, the cost."""
+    lines = []
+    for result in results:
+        row, T = result.row, result.preset.seq_len
+        finished = result.finished
+        values = result.values(result.score, T)
+        met = [run.results["converged_at"] for run in finished if run.results]
+        paper = PAPER.get(row.preset)
+        reached = f"{sum(m is not None for m in met)}/{len(finished)}" if finished else "—"
+        lines.append([
+            link(row.preset_file, out, row.preset), row.cell, f"{row.task.value}, T={T}",
+            f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
+            per_seed(values, result.score), (paper.scores.get(T, "—") if paper else "—"),
+            baseline(result), f"{target_text(result)}: {reached}",
+            ", ".join("—" if m is None else str(m) for m in met) or "—",
+            ", ".join(minutes(run.cpu_s) for run in finished) or "—"])
+    return table(["preset", "cell", "task", "seeds finished", "ours (mean ± sd)", "per seed",
+                  "paper", "naive baseline", "target met", "iterations to target",
+                  "CPU min per run"], lines, ["---"] * 3 + ["---:"] * 3 + ["---"] * 2
+                 + ["---:"] * 3)
+
+
+def transfer(results: Sequence[RowResult]) -> list[str]:
+    """Transfer-copy at every delay, ours (the paper's)."""
+    lines = []
+    for result in results:
+        if result.row.task is not Task.transfer_copy:
+            continue
+        paper = PAPER.get(result.row.preset)
+        cells = []
+        for T in TRANSFER_TS:
+            evaluated = T in (result.preset.seq_len, *result.preset.eval_seq_lens)
+            ours = mean_of(result.values("accuracy", T), "accuracy") if evaluated else \
+                "not evaluated"
+            cells.append(f"{ours} ({paper.scores.get(T, '—') if paper else '—'})")
+        every = [all(run.results["eval"][key] >= 0.99 for key in run.results["eval"]
+                     if key.startswith("accuracy@")) for run in result.finished if run.results]
+        lines.append([result.row.cell, f"{len(result.finished)}/{result.row.seeds}", *cells,
+                      f"{sum(every)}/{len(every)}" if every else "—"])
+    return table(["cell", "seeds finished", *(f"T={T}" for T in TRANSFER_TS),
+                  "≥ 99% at every T"], lines, ["---"] + ["---:"] * (len(TRANSFER_TS) + 2))
+
+
+def seeds(results: Sequence[RowResult]) -> list[str]:
+    """Every run: where it stands and its final evaluation."""
+    lines = []
+    for result in results:
+        for seed, run in enumerate(result.runs):
+            if run.results is None:
+                continue
+            show = formatter(result.score)
+            evaluated = ", ".join(f"T={key.split('@T')[1]}: {show(value)}"
+                                  for key, value in run.results["eval"].items()
+                                  if key.startswith(f"{result.score}@"))
+            losses = ", ".join(f"T={key.split('@T')[1]}: {value:.4f}"
+                               for key, value in run.results["eval"].items()
+                               if key.startswith("ce@"))
+            met = run.results.get("converged_at")
+            lines.append([result.row.preset, str(seed), str(run.iteration),
+                          "—" if met is None else str(met), minutes(run.cpu_s),
+                          minutes(run.results["elapsed_s"]), evaluated, losses or "—"])
+    return table(["preset", "seed", "iterations", "target met at", "CPU min", "wall min",
+                  "accuracy / MSE", "cross-entropy"], lines,
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---", "---"])
+
+
+def in_progress(results: Sequence[RowResult]) -> list[str]:
+    lines = [f"- `{result.row.preset}` seed {seed}: {run.describe()}"
+             + (f" ({minutes(run.cpu_s)} CPU min so far)" if run.cpu_s else "")
+             for result in results for seed, run in enumerate(result.runs)
+             if run.state is not State.finished]
+    return lines or ["None: every run of the table has finished."]
+
+
+def heatmaps(results: Sequence[RowResult]) -> None:
+    """Draw the T = 5000 attention heatmap of each finished headline ReLSTM run whose
+    checkpoint is newer than its heatmap."""
+    for result in results:
+        if not (result.row.headline and result.row.cell == "relstm"):
+            continue
+        for run in result.finished:
+            checkpoint = run.run_dir / CHECKPOINT_NAME
+            figure = run.run_dir / f"attention_T{HEATMAP_T}.png"
+            if checkpoint.exists() and (not figure.exists()
+                                        or figure.stat().st_mtime < checkpoint.stat().st_mtime):
+                print(f"drawing {attention_from_checkpoint(run.run_dir, HEATMAP_T, figure)}")
+
+
+def figures(results: Sequence[RowResult], out: Path) -> list[str]:
+    """Links to each headline run's figures that exist."""
+    names = {"learning_curve.png": "learning curve vs the baseline",
+             "attention.png": "attention at T=100",
+             f"attention_T{HEATMAP_T}.png": f"attention at T={HEATMAP_T}"}
+    lines = []
+    for result in results:
+        if not result.row.headline:
+            continue
+        for seed, run in enumerate(result.runs):
+            shown = [link(run.run_dir / name, out, text) for name, text in names.items()
+                     if (run.run_dir / name).exists()]
+            lines.append(f"- `{result.row.preset}` seed {seed} ({run.state.value}): "
+                         + (", ".join(shown) or "no figures yet"))
+    return lines
+
+
+def settings(results: Sequence[RowResult]) -> list[str]:
+    return [f"- **{result.row.preset}** ({result.row.seeds} seed"
+            f"{'s' if result.row.seeds > 1 else ''}): {result.preset.comment}  \n"
+            f"  `{' '.join(result.preset.settings)}`" for result in results]
+
+
+def progress_curve(run: RunStatus, key: str) -> tuple[list[float], list[float]]:
+    """``key`` against the iteration, over the rows of ``progress.csv`` that evaluated it."""
+    path = run.run_dir / "progress.csv"
+    if not path.exists():
+        return [], []
+    with path.open(newline="") as file:
+        points = [(float(row["iteration"]), float(row[key])) for row in csv.DictReader(file)
+                  if row.get(key) not in (None, "") and math.isfinite(float(row[key]))]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot(results: Sequence[RowResult], out: Path) -> Path:
+    """The headline rows' held-out recall at T = 100 over training, every seed."""
+    figure = Figure(figsize=(7, 4), layout="constrained")
+    axes = figure.subplots()
+    headline = [result for result in results if result.row.headline]
+    for index, result in enumerate(headline):
+        T = result.preset.seq_len
+        label: str | None = result.row.cell
+        for run in result.runs:
+            x, y = progress_curve(run, f"eval/accuracy@T{T}")
+            if x:
+                axes.plot(x, [100 * v for v in y], "o-", ms=2, color=f"C{index}", lw=1,
+                          alpha=0.85, label=label)
+                label = None  # one legend entry per row
+    if headline:
+        guess = chance(make_task(TASK_NAMES[headline[0].row.task]))
+        axes.axhline(guess, color="k", ls="--", lw=1, label=f"memoryless ({guess:.1f}%)")
+        axes.axhline(99, color="grey", ls=":", lw=1, label="target (99%)")
+    axes.set_xlabel("iteration")
+    axes.set_ylabel("recall at T=100, held-out batch (%)")
+    axes.set_title("transfer-copy, training at T=100: one line per seed")
+    axes.set_ylim(0, 101)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="lower right")
+    path = out.parent / "curves.png"
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def render(results: Sequence[RowResult], out: Path) -> str:
+    sections = {"summary": summary(results, out), "transfer": transfer(results),
+                "per_seed": seeds(results), "in_progress": in_progress(results),
+                "figures": figures(results, out), "settings": settings(results)}
+    text = TEMPLATE.read_text()
+    for name, lines in sections.items():
+        text = text.replace(f"{{{{{name}}}}}", "\n".join(lines))
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=RUNS, help="the suite's run directories")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md",
+                        help="the Markdown file to write (curves.png goes next to it)")
+    parser.add_argument("--no-heatmaps", action="store_true",
+                        help=f"do not draw the T={HEATMAP_T} attention heatmaps")
+    args = parser.parse_args(argv)
+    results = collect(args.runs.resolve())
+    if not args.no_heatmaps:
+        heatmaps(results)
+    out = args.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot(results, out)
+    out.write_text(render(results, out))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

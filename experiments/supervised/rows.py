@@ -1,0 +1,91 @@
+"""The rows of the supervised results table: which paper preset, how many seeds, in what order.
+
+Every row is one preset of ``rlmem/conf/preset/`` (named after the paper and table it comes
+from), run as ``python -m rlmem.supervised +preset=<preset> seed=<k>`` into
+``runs/<preset>/seed<k>/``. :data:`ROWS` is in priority order: the suite runs it top to bottom,
+so a sitting cut short still has the headline numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+PRESETS = REPO / "rlmem" / "conf" / "preset"
+RUNS = HERE / "runs"
+"""Where the suite puts its runs (``runs/<preset>/seed<k>/``) and the aggregate reads them."""
+
+
+class Task(Enum):
+    """The task of a row, as the table groups them (``--only`` selects by these too)."""
+
+    transfer_copy = "transfer_copy"
+    denoise = "denoise"
+    copy = "copy"
+    adding = "adding"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a preset and its seeds."""
+
+    preset: str
+    """The preset's file name in ``rlmem/conf/preset/``, without ``.yaml``."""
+    task: Task
+    cell: str
+    """The memory cell the preset runs (``memory=``)."""
+    seeds: int = 1
+    headline: bool = False
+    """The issue's headline rows: three seeds, figures linked from RESULTS.md."""
+
+    @property
+    def preset_file(self) -> Path:
+        return PRESETS / f"{self.preset}.yaml"
+
+    def run_dir(self, seed: int, runs: Path = RUNS) -> Path:
+        return runs / self.preset / f"seed{seed}"
+
+
+HEADLINE_SEEDS = 3
+
+ROWS: tuple[Row, ...] = (
+    # The headline: ReLSTM's transfer to T = 5000 against the LSTM's (ReLSTM paper, Table 1).
+    Row("kerg2020_table1_transfer_copy_relstm", Task.transfer_copy, "relstm", HEADLINE_SEEDS,
+        headline=True),
+    Row("kerg2020_table1_transfer_copy_lstm", Task.transfer_copy, "lstm", HEADLINE_SEEDS,
+        headline=True),
+    # The issue's other acceptance rows next: denoise for relstm, adding at T = 750.
+    Row("kerg2020_table2_denoise_relstm", Task.denoise, "relstm"),
+    Row("kag2021_table4_adding_tarnn_T750", Task.adding, "tarnn"),
+    Row("kag2020_adding_irnn_T750", Task.adding, "irnn"),
+    # The rest of the ReLSTM paper's Tables 1 and 2.
+    Row("kerg2020_table1_transfer_copy_relrnn", Task.transfer_copy, "relrnn"),
+    Row("kerg2020_table1_transfer_copy_memlstm", Task.transfer_copy, "memlstm"),
+    Row("kerg2020_table2_denoise_lstm", Task.denoise, "lstm"),
+    Row("kerg2020_table2_denoise_relrnn", Task.denoise, "relrnn"),
+    Row("kerg2020_table2_denoise_memlstm", Task.denoise, "memlstm"),
+    # The TARNN and iRNN papers' copy and adding.
+    Row("kag2021_table4_copy_tarnn", Task.copy, "tarnn"),
+    Row("kag2021_table4_adding_tarnn_T200", Task.adding, "tarnn"),
+    Row("kag2020_adding_irnn_T200", Task.adding, "irnn"),
+    Row("zhang2019_adding_ernn_T200", Task.adding, "ernn"),
+    Row("zhang2019_adding_ernn_T750", Task.adding, "ernn"),
+    Row("kag2021_adding_lstm_T200", Task.adding, "lstm"),
+    Row("kag2021_adding_lstm_T750", Task.adding, "lstm"),
+)
+"""Every row, in the order the suite runs them."""
+
+
+def select(only: list[str] | None = None, presets: list[str] | None = None) -> list[Row]:
+    """The rows in ``only`` (``headline`` or a :class:`Task` value) and in ``presets``, in
+    :data:`ROWS`' order; a filter left out (None or empty) keeps every row."""
+    return [row for row in ROWS
+            if (not only or row.task.value in only or (row.headline and "headline" in only))
+            and (not presets or row.preset in presets)]
+
+
+GROUPS = ("headline", *(task.value for task in Task))
+"""What ``--only`` chooses from."""

@@ -1,0 +1,115 @@
+"""Where one run of the suite stands: finished, in progress, running elsewhere, or not started.
+
+Read from what ``python -m rlmem.supervised`` leaves in its run directory, without writing
+there: ``results.json`` (written only when a run ends: its budget spent or its target met),
+``config.yaml`` (the budget of the latest start), ``progress.csv`` (the last logged iteration)
+and the run lock ``.lock`` (held by a live process; probed with a shared lock, which a running
+run's exclusive lock refuses).
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from rlmem.runs.lock import LOCK_NAME
+
+
+class State(Enum):
+    finished = "finished"
+    """``results.json`` of a run that met its target or spent its budget."""
+    in_progress = "in progress"
+    """Started (a checkpoint or a progress row) but not finished: resumable."""
+    not_started = "not started"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One run directory, as the suite and the aggregate see it."""
+
+    run_dir: Path
+    state: State
+    iteration: int
+    """Iterations trained (results.json when finished, else the last progress row; 0)."""
+    cpu_s: float
+    """CPU seconds spent so far (results.json when finished, else the last progress row)."""
+    results: dict[str, Any] | None
+    """``results.json`` when finished."""
+    holder: str | None
+    """PID of the live process running it now, if any."""
+
+    def describe(self) -> str:
+        """A few words for the suite's log and the in-progress list."""
+        if self.state is State.finished:
+            assert self.results is not None
+            met = self.results.get("converged_at")
+            return (f"finished: target met at iteration {met}" if met is not None else
+                    f"finished: {self.iteration} iterations, target not met")
+        running = f", running now (PID {self.holder})" if self.holder else ""
+        if self.state is State.in_progress:
+            return f"in progress at iteration {self.iteration}{running}"
+        return f"not started{running}"
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The PID written in the run's lock while a live process holds it; None when free."""
+    path = run_dir / LOCK_NAME
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def last_progress(run_dir: Path) -> dict[str, str]:
+    """The last row of ``progress.csv`` (empty before the first logged iteration)."""
+    path = run_dir / "progress.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="") as file:
+        last = deque(csv.DictReader(file), maxlen=1)
+    return last[0] if last else {}
+
+
+def budget_of(run_dir: Path) -> int | None:
+    """``iterations`` of the run's latest start (its ``config.yaml``)."""
+    path = run_dir / "config.yaml"
+    return int(OmegaConf.load(path).iterations) if path.exists() else None
+
+
+def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
+    """Where ``run_dir`` stands against ``budget`` iterations (default: its own config's).
+
+    A ``results.json`` counts as finished when its run met its target, or trained at least
+    ``budget`` iterations; one left from a smaller budget is a run in progress.
+    """
+    budget = budget if budget is not None else budget_of(run_dir)
+    holder = lock_holder(run_dir)
+    results_path = run_dir / "results.json"
+    if results_path.exists():
+        results = json.loads(results_path.read_text())
+        if results.get("converged_at") is not None or (
+                budget is not None and results["iterations"] >= budget):
+            return RunStatus(run_dir, State.finished, int(results["iterations"]),
+                             float(results["cpu_s"]), results, holder)
+    row = last_progress(run_dir)
+    if row or (run_dir / "checkpoint.pt").exists():
+        return RunStatus(run_dir, State.in_progress, int(float(row.get("iteration") or 0)),
+                         float(row.get("time/cpu_s") or 0.0), None, holder)
+    return RunStatus(run_dir, State.not_started, 0, 0.0, None, holder)

@@ -1,0 +1,192 @@
+"""The papers' supervised claims at the papers' settings: one run per preset and seed.
+
+    python experiments/supervised/suite.py                    # every row, one run at a time
+    python experiments/supervised/suite.py --dry-run          # the commands, and where each stands
+    python experiments/supervised/suite.py --only headline    # relstm and lstm transfer-copy
+    python experiments/supervised/suite.py --presets kag2020_adding_irnn_T750 --seeds 0
+    python experiments/supervised/suite.py --jobs 2           # two runs at once
+    python experiments/supervised/suite.py -- device=cuda     # Hydra overrides for every run
+
+Every run is, from the repository root,
+
+    python -m rlmem.supervised +preset=<preset> seed=<k> progress_bar=false \\
+        run_dir=experiments/supervised/runs/<preset>/seed<k>
+
+in the priority order of :data:`rows.ROWS` (the headline relstm seeds, then lstm's, then the
+rest). A preset trains until its target (99% recall at the training length, or a test MSE of
+0.01 on adding) or its iteration budget. The suite skips finished runs (a ``results.json`` whose
+target was met or whose budget was spent), leaves alone a run another process is running (its
+lock is held), and resumes every other run from its checkpoint, so a killed suite is simply
+started again. Each run's output goes to ``<run_dir>/train.log``. Ctrl-C stops the runs at
+their next checkpoint and the suite with them. ``aggregate.py`` writes ``RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from rows import GROUPS, REPO, ROWS, RUNS, Row, select
+from status import RunStatus, State, run_status
+
+from rlmem.runs import INTERRUPTED
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.supervised import register_supervised_configs
+
+LOG_NAME = "train.log"
+"""Each run's stdout and stderr, appended to over every start."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of the suite: a row's preset at one seed."""
+
+    row: Row
+    seed: int
+    run_dir: Path
+    command: tuple[str, ...]
+    """As printed: ``python -m rlmem.supervised ...``, run from the repository root."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.row.preset} seed {self.seed}"
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository root when it is inside it (the commands run there)."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def plan(rows: Sequence[Row], seeds: Sequence[int] | None, runs: Path,
+         overrides: Sequence[str]) -> list[Job]:
+    """Every (row, seed) to run, in priority order; ``seeds`` keeps only those seeds."""
+    jobs = []
+    for row in rows:
+        for seed in range(row.seeds):
+            if seeds is not None and seed not in seeds:
+                continue
+            run_dir = row.run_dir(seed, runs)
+            command = ("python", "-m", "rlmem.supervised", f"+preset={row.preset}",
+                       f"seed={seed}", "progress_bar=false", f"run_dir={shown(run_dir)}",
+                       *overrides)
+            jobs.append(Job(row, seed, run_dir, command))
+    return jobs
+
+
+def budget(row: Row, overrides: Sequence[str]) -> int:
+    """The ``iterations`` a run of ``row`` gets with ``overrides`` (the preset's, unless
+    overridden)."""
+    register_supervised_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="supervised", overrides=[f"+preset={row.preset}", *overrides])
+    return int(cfg.iterations)
+
+
+def status_of(job: Job, overrides: Sequence[str]) -> RunStatus:
+    """Where ``job`` stands; the budget is composed only when a ``results.json`` is there."""
+    has_results = (job.run_dir / "results.json").exists()
+    return run_status(job.run_dir, budget(job.row, overrides) if has_results else None)
+
+
+class Runner:
+    """Runs jobs one at a time per worker; the first interrupted run stops the rest."""
+
+    def __init__(self, overrides: Sequence[str]) -> None:
+        self.overrides = list(overrides)
+        self.stop = threading.Event()
+        self.failed: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, job: Job) -> None:
+        if self.stop.is_set():
+            return
+        status = status_of(job, self.overrides)
+        if status.state is State.finished:
+            print(f"[suite] {job.label}: {status.describe()}; skipped", flush=True)
+            return
+        if status.holder is not None:
+            print(f"[suite] {job.label}: run by PID {status.holder} now; skipped", flush=True)
+            return
+        log = job.run_dir / LOG_NAME
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        print(f"[suite] {job.label}: {status.describe()}; starting, log {shown(log)}\n"
+              f"+ {' '.join(job.command)}", flush=True)
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        with log.open("a") as output:
+            code = subprocess.run([sys.executable, *job.command[1:]], cwd=REPO, env=env,
+                                  stdout=output, stderr=subprocess.STDOUT).returncode
+        if code == INTERRUPTED:
+            self.stop.set()
+            print(f"[suite] {job.label}: interrupted at its checkpoint", flush=True)
+        elif code != 0:
+            with self.lock:
+                self.failed.append(job.label)
+            print(f"[suite] {job.label}: FAILED (exit {code}); see {shown(log)}", flush=True)
+        else:
+            print(f"[suite] {job.label}: {status_of(job, self.overrides).describe()}",
+                  flush=True)
+
+
+def dry_run(jobs: Sequence[Job], overrides: Sequence[str]) -> None:
+    """Print each job's command, commented out when the suite would skip it."""
+    for job in jobs:
+        status = status_of(job, overrides)
+        skip = status.state is State.finished or status.holder is not None
+        print(f"# {job.label}: {status.describe()}")
+        print(("# " if skip else "") + " ".join(job.command))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=GROUPS,
+                        help="rows of these groups (headline: relstm and lstm transfer-copy)")
+    parser.add_argument("--presets", nargs="+", choices=[row.preset for row in ROWS],
+                        metavar="PRESET", help="rows of these presets")
+    parser.add_argument("--seeds", nargs="+", type=int,
+                        help="only these seeds (headline rows have 0 1 2, the others 0)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread)")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the commands and where each run stands; run nothing")
+    parser.add_argument("overrides", nargs="*",
+                        help="after --: Hydra overrides passed to every run")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    jobs = plan(select(args.only, args.presets), args.seeds, args.runs.resolve(),
+                args.overrides)
+    if not jobs:
+        parser.error("the filters leave no run")
+    if args.dry_run:
+        dry_run(jobs, args.overrides)
+        return 0
+    runner = Runner(args.overrides)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(runner, job) for job in jobs]
+        try:
+            for job, future in zip(jobs, futures, strict=True):
+                if (error := future.exception()) is not None:  # e.g. a preset that fails
+                    runner.failed.append(f"{job.label} ({type(error).__name__}: {error})")
+        except KeyboardInterrupt:  # the runs got the same SIGINT and stop at a checkpoint
+            runner.stop.set()
+            print("[suite] interrupted: waiting for the running runs to checkpoint", flush=True)
+    if runner.stop.is_set():
+        return INTERRUPTED
+    if runner.failed:
+        print(f"[suite] failed: {', '.join(runner.failed)}", flush=True)
+        return 1
+    print("[suite] done; tabulate with: python experiments/supervised/aggregate.py", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
