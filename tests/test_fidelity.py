@@ -5,14 +5,40 @@ Each test writes the paper's formula by hand, in float64, and compares the cell 
 
 from __future__ import annotations
 
+import csv
+import json
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
+from cli_runner import TINY_PPO, run_cli
 from torch import Tensor
 
 from rlmem.cells import make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
+from rlmem.cells.memlstm import MemoryOverflowWarning
 
 IN, H = 3, 6
+OVERFLOW = "past capacity="
+"""What MemLSTM's overflow warning says."""
+
+
+def train_tiny_ppo(run_dir: Path, *overrides: str) -> str:
+    """``python -m rlmem.train``: two tiny PPO updates on DoorKey-5x5 (episodes of up to 250
+    steps) into ``run_dir``; returns the run's stderr."""
+    result = run_cli("rlmem.train", *TINY_PPO, "env=DoorKey-5x5", f"run_dir={run_dir}",
+                     *overrides, cwd=run_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def evaluate_tiny(run_dir: Path, *overrides: str) -> str:
+    """``python -m rlmem.evaluate`` of one episode on DoorKey-5x5; returns its stderr."""
+    result = run_cli("rlmem.evaluate", f"run={run_dir}", "env=DoorKey-5x5", "episodes=1",
+                     "num_envs=1", *overrides, cwd=run_dir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
 
 
 # --- iRNN: Eq. 8 (Kag, Zhang & Saligrama, 2020) -----------------------------------------------
@@ -121,3 +147,71 @@ def test_irnn_weights_keep_their_update_rule() -> None:
     eq8 = make_cell("irnn", input_size=IN, hidden_size=H)
     make_cell("irnn", input_size=IN, hidden_size=H).load_state_dict(eq8.state_dict())
 
+
+
+def test_an_rl_run_records_the_update_rule_by_name(tmp_path: Path) -> None:
+    """The checkpoint's config holds ``eq5`` (a string: checkpoints load with weights_only),
+    and the evaluation rebuilds the cell with it."""
+    train_tiny_ppo(tmp_path, "memory=irnn", "memory.update_rule=eq5")
+    assert "update_rule: eq5" in (tmp_path / "config.yaml").read_text()
+    evaluate_tiny(tmp_path)
+    assert (tmp_path / "eval" / "DoorKey-5x5.json").exists()
+
+
+# --- MemLSTM: a capacity shorter than an episode is a sliding window ---------------------------
+
+def overflow_warnings(record: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:
+    return [w for w in record if issubclass(w.category, MemoryOverflowWarning)]
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["rollout", "training"])
+def test_memlstm_warns_once_when_an_episode_outgrows_its_capacity(grad: bool) -> None:
+    """Chunks of 1 and 3 steps without autograd take the step path, with autograd the engine."""
+    torch.manual_seed(0)
+    cell = make_cell("memlstm", input_size=IN, hidden_size=H, capacity=4)
+    x = torch.randn(12, 2, IN)
+    resets = torch.zeros(12, 2, dtype=torch.bool)
+    resets[[0, 4, 8]] = True  # episodes of exactly 4 steps: full attention throughout
+    with warnings.catch_warnings(record=True) as record, torch.set_grad_enabled(grad):
+        warnings.simplefilter("always")
+        state = None
+        for begin in range(0, 12, 3):
+            _, state = cell(x[begin:begin + 3], state, resets[begin:begin + 3])
+        assert not overflow_warnings(record) and not cell.overflow_warned
+        for t in range(12):  # one episode of 16 steps: the 5th outgrows the capacity
+            _, state = cell(x[t:t + 1], state, torch.zeros(1, 2, dtype=torch.bool))
+        cell(x, state)  # a chunk longer than the capacity
+    (warning,) = overflow_warnings(record)
+    assert "an episode reached 5 steps, past capacity=4" in str(warning.message)
+    assert cell.overflow_warned
+
+
+def test_memlstm_reports_the_steps_that_attend_a_window() -> None:
+    torch.manual_seed(0)
+    cell = make_cell("memlstm", input_size=IN, hidden_size=H, capacity=4)
+    resets = torch.zeros(10, 2, dtype=torch.bool)
+    resets[5, 1] = True  # item 1: episodes of 5 steps, item 0: one of 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MemoryOverflowWarning)
+        diagnostics = cell.forward_aux(torch.randn(10, 2, IN), None, resets).aux.diagnostics
+    # Item 0 attends a window at steps 4..9 (6 of them), item 1 at steps 4 and 9 (episode step 4).
+    assert float(diagnostics["memory_overflow"]) == pytest.approx(8 / 20)
+    roomy = make_cell("memlstm", input_size=IN, hidden_size=H, capacity=10)
+    assert float(roomy.forward_aux(torch.randn(10, 2, IN)).aux.diagnostics[
+        "memory_overflow"]) == 0.0
+
+
+def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
+        tmp_path: Path) -> None:
+    """Training with capacity 4 on DoorKey-5x5 warns once and logs ``memory/memory_overflow``;
+    ``+eval_memory.capacity`` gives the evaluation full attention (no warning), as the
+    transfer suites do (:func:`rlmem.runs.sweep.full_attention`)."""
+    stderr = train_tiny_ppo(tmp_path, "memory=memlstm", "memory.capacity=4")
+    assert stderr.count(OVERFLOW) == 1, stderr[-3000:]
+    with (tmp_path / "progress.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert rows and all(float(row["memory/memory_overflow"]) > 0 for row in rows)
+    assert evaluate_tiny(tmp_path).count(OVERFLOW) == 1
+    assert OVERFLOW not in evaluate_tiny(tmp_path, "+eval_memory.capacity=250")
+    report = json.loads((tmp_path / "eval" / "DoorKey-5x5.json").read_text())
+    assert report["eval_memory"] == {"capacity": 250}

@@ -6,6 +6,7 @@ Align and Translate", 2014; used as the MemRNN/MemLSTM baseline of Kerg et al. (
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -16,6 +17,7 @@ from torch.nn import functional as F
 from rlmem.cells.attention import AdditiveAttention, LSTMBase
 from rlmem.cells.attention_scan import (
     Weights,
+    episode_time,
     full_scan,
     outside_autocast,
     prepared,
@@ -25,6 +27,10 @@ from rlmem.cells.attention_scan import (
 )
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
+
+
+class MemoryOverflowWarning(UserWarning):
+    """An episode outgrew MemLSTM's ``capacity``: its attention became a sliding window."""
 
 
 class MemLSTMState(NamedTuple):
@@ -54,9 +60,13 @@ class MemLSTM(Cell):
 
     The memory is held as ``capacity`` slots with a validity mask, so the state has a fixed
     shape. Attention is exactly full while an episode is at most ``capacity`` steps long; past
-    that, the oldest state is overwritten. Cost per step is O(t), the episode's length so far
-    (at most ``capacity``): O(T²) over a sequence, the contrast with relevancy screening that
-    Kerg et al. make.
+    that, the oldest state is overwritten: a sliding window over the last ``capacity`` states,
+    which is no longer the paper's model. The first time that happens the cell warns
+    (:class:`MemoryOverflowWarning`, once per cell), and the diagnostic ``memory_overflow``
+    reports the fraction of steps that attended a window; size ``capacity`` to the longest
+    episode (``+eval_memory.capacity=...`` in ``rlmem.evaluate`` and ``rlmem.supervised``).
+    Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
+    sequence, the contrast with relevancy screening that Kerg et al. make.
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.full_scan`: no autograd inside the
     loop, a hand-written backward, and each step reads only the slots an episode of the chunk
@@ -88,6 +98,8 @@ class MemLSTM(Cell):
         self.capacity = capacity
         self.base = LSTMBase(input_size, hidden_size, forget_bias)
         self.attention = AdditiveAttention(hidden_size)
+        self.overflow_warned = False
+        """Whether this cell has warned that an episode outgrew ``capacity``."""
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         hidden, slots = self.hidden_size, self.capacity
@@ -152,6 +164,7 @@ class MemLSTM(Cell):
                                    self.attention.score.weight.dtype)
         if escaped is not None:
             return escaped
+        self._warn_on_overflow(state.t, resets)
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
         result = None
@@ -168,10 +181,36 @@ class MemLSTM(Cell):
                                  result.valid)
         return result.y, new_state, result.traces
 
+    def _warn_on_overflow(self, t0: Tensor, resets: Tensor) -> None:
+        """Warn, once per cell, when an episode of this chunk outgrows ``capacity``.
+
+        Before the loop, from what the chunk starts with: until the warning has fired, one
+        host read per call of a bound on the longest episode (free on CPU; on an accelerator
+        it waits for ``t0``, as the engine's own read of the chunk's resets does), and only
+        when the bound exceeds ``capacity`` a second for the exact length. Afterwards, none.
+        """
+        if self.overflow_warned or int(t0.max()) + resets.shape[0] <= self.capacity:
+            return
+        longest = int(episode_time(t0, resets).max()) + 1
+        if longest <= self.capacity:
+            return
+        self.overflow_warned = True
+        warnings.warn(
+            f"MemLSTM: an episode reached {longest} steps, past capacity={self.capacity}; "
+            f"from there on it attends over its last {self.capacity} states only (a sliding "
+            "window, not full attention). Set the capacity to the longest episode "
+            "(memory.capacity=..., or +eval_memory.capacity=... to evaluate). Warned once per "
+            "cell; the diagnostic memory_overflow counts the steps.",
+            MemoryOverflowWarning, stacklevel=4)
+
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Attention entropy, slot occupancy, and ``memory_overflow``: the fraction of steps
+        whose episode had outgrown ``capacity`` (a slot holds episode step ≥ capacity)."""
         weights = traces["attention"].clamp(min=1e-12)
+        slot_time = traces["slot_time"]
         return {"attention_entropy": -(weights * weights.log()).sum(-1).mean(),
-                "memory_occupancy": (traces["slot_time"] >= 0).float().mean()}
+                "memory_occupancy": (slot_time >= 0).float().mean(),
+                "memory_overflow": (slot_time.amax(-1) >= self.capacity).float().mean()}
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, capacity={self.capacity}"
