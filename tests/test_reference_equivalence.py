@@ -3,6 +3,7 @@
 float64, outputs, final states and gradients to 1e-10, under random per-env resets (several per
 env, at ``t = 0`` with a non-zero incoming state, episodes of length 1), run in chunks, with
 buffers that overflow and K > 1 for the iterative cells. This is what lets a cell be made fast.
+Every case runs twice: with the compiled loops and with their Python fallback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from reference import ernn, irnn, lstm, memlstm, relevancy, sarnn, tarnn
 from reference.equivalence import assert_matches_reference
 from torch import nn
 
-from rlmem.cells import CELLS, make_cell
+from rlmem.cells import CELLS, extension, make_cell
 from rlmem.cells.irnn import IRNNUpdate
 
 INPUT, HIDDEN = 3, 6
@@ -59,6 +60,23 @@ STATE_VIEWS: dict[str, Any] = {}
 maps its state to the reference's fields here."""
 
 
+LOOPS = ("compiled", "python")
+"""The two implementations of the hand-written loops: ``rlmem/cells/csrc/loops.cpp`` (built at
+first use) and the Python fallback. Both must equal the reference."""
+
+
+@pytest.fixture(params=LOOPS)
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with the compiled loops, or with the Python fallback they replace."""
+    if request.param == "python":
+        monkeypatch.setenv(extension.DISABLE_VARIABLE, "1")
+    elif not extension.enabled():
+        pytest.skip(f"{extension.DISABLE_VARIABLE} is set")
+    else:
+        assert extension.ops(torch.zeros(1)) is not None, "the compiled loops did not build"
+    return request.param
+
+
 def test_every_registered_cell_has_a_reference() -> None:
     assert {name for name, _, _ in CASES} == set(CELLS)
 
@@ -66,7 +84,7 @@ def test_every_registered_cell_has_a_reference() -> None:
 @pytest.mark.parametrize(("name", "reference", "hparams"), CASES,
                          ids=[f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)])
 def test_fast_cell_equals_its_reference(name: str, reference: type[nn.Module],
-                                        hparams: dict[str, Any]) -> None:
+                                        hparams: dict[str, Any], loops: str) -> None:
     hparams = dict(hparams)
     sharpen = hparams.pop(SHARPEN, None)
     reference_cell = reference(INPUT, HIDDEN, **hparams)

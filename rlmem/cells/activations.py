@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import TypeVar
 
 import torch
@@ -32,6 +33,14 @@ def _relu_derivative(output: Tensor, out: Tensor) -> Tensor:
     return torch.sign(output, out=out)  # relu(a) ≥ 0: 1 where a > 0, else 0
 
 
+class Kernel(IntEnum):
+    """The kernel :math:`h` of a :class:`FastForm`, as the compiled loops
+    (``rlmem/cells/csrc/loops.cpp``) number it."""
+
+    SIGMOID = 0
+    RELU = 1
+
+
 @dataclass(frozen=True)
 class FastForm:
     r""":math:`\phi(a) = m \, h(s a) + o`, for loops that compute their own gradients.
@@ -47,6 +56,8 @@ class FastForm:
     """:math:`h`, in place: ``inner(t)`` overwrites and returns ``t``."""
     inner_derivative: Callable[[Tensor, Tensor], Tensor]
     """``(h(u), out) -> h'(u)``, written into ``out``."""
+    kernel: Kernel
+    """Which :math:`h` this is, for the compiled loops."""
     scale_in: float = 1.0
     """:math:`s`."""
     scale_out: float = 1.0
@@ -61,10 +72,10 @@ class FastForm:
 
 
 FAST_FORMS: dict[str, FastForm] = {
-    "tanh": FastForm(torch.sigmoid_, _sigmoid_derivative, scale_in=2.0, scale_out=2.0,
-                     shift=-1.0),
-    "relu": FastForm(torch.relu_, _relu_derivative),
-    "sigmoid": FastForm(torch.sigmoid_, _sigmoid_derivative),
+    "tanh": FastForm(torch.sigmoid_, _sigmoid_derivative, Kernel.SIGMOID, scale_in=2.0,
+                     scale_out=2.0, shift=-1.0),
+    "relu": FastForm(torch.relu_, _relu_derivative, Kernel.RELU),
+    "sigmoid": FastForm(torch.sigmoid_, _sigmoid_derivative, Kernel.SIGMOID),
 }
 
 

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from rlmem.cells import extension
 from rlmem.cells.base import reset_state, scan
 
 _T = TypeVar("_T")
@@ -225,7 +226,7 @@ class _Base:
     """
 
     def __init__(self, lstm: bool, steps: int, hidden: int, c0: Tensor | None, save: bool,
-                 buffers: dict[str, Tensor]) -> None:
+                 buffers: dict[str, Tensor], views: bool = True) -> None:
         self.lstm = lstm
         self.save = save
         self.steps = steps
@@ -242,6 +243,8 @@ class _Base:
         # saving, two rows take turns.
         self.act, self.partner = buffers["act"], buffers["partner"]
         self.partner[0, :, 1] = c0
+        if not views:  # the compiled loops make their own
+            return
         act_rows, partner_rows = self.act.unbind(0), self.partner.unbind(0)
         gates = [self.act[:, :, gate].unbind(0) for gate in range(4)]
         parts = [self.partner[:, :, part].unbind(0) for part in range(4)]
@@ -389,70 +392,26 @@ def chunk_flags(resets: Tensor, t0: Tensor, dtype: torch.dtype) -> tuple[list[bo
     return flags[:-1], flags[-1]
 
 
-def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
-                      short: Tensor, short_score: Tensor, short_valid: Tensor,
-                      short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
-                      relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
-                      resets: Tensor, any_reset: list[bool], *, lstm: bool,
-                      save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
-    steps, batch, _ = xp.shape
-    hidden = s0.shape[1]
-    nu, rho = short.shape[1], relevant.shape[1]
-    slots = nu + rho
-    scratch = slots
-    gates = 4 * hidden if lstm else hidden
-    wide, width = 2 * hidden, 2 * hidden + _PAD
-    shapes = {
-        "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
-        "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
-        "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
-        "z_in": (batch, gates + hidden), "candidate": (batch, width),
-        **_Base.shapes(lstm, steps, batch, hidden, save)}
-    if save:
-        shapes["evicted"] = (steps, batch, width)
-    block, buffers = _carve(shapes, xp.dtype, xp.device)
-    long_block, long_buffers = _carve({"targets": (steps, batch)}, torch.long, xp.device)
-    base = _Base(lstm, steps, hidden, c0, save, buffers)
+def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], base: _Base,
+                   weights: Weights, slot_data: Tensor, z_in: Tensor, z: Tensor,
+                   entering: Tensor, e: Tensor, attention: Tensor, history: Tensor,
+                   targets: Tensor, evicted: Tensor | None, candidate: Tensor, y: Tensor,
+                   nu: int, save: bool) -> dict[int, Tensor]:
+    """The forward loop of :func:`_screened_forward` in Python, over its buffers (the compiled
+    ``screened_forward`` is the same loop). Returns the slots as they were before each step
+    that resets some item, when saving."""
+    steps, batch, hidden = y.shape
+    slots = attention.shape[2]
+    scratch, gates, wide, width = slots, base.gates, 2 * hidden, slot_data.shape[2]
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
     device = xp.device
     minus_inf = float("-inf")
-
-    # The memory, slot by slot: S as a ring buffer (at step k its oldest state sits in slot
-    # k mod ν, where h_k then goes), then R, then a scratch slot that takes the write of a
-    # candidate that does not enter R, so that no step branches per batch item. A slot's row
-    # is [m_i, 2 U_a m_i, score, mask, rank, episode step, padding], so that a screening write
-    # moves all of it at once. The mask is 0 on a slot that holds a state and -inf on an empty
-    # one; the softmax adds it to the logits, and the screening compares ranks.
-    slot_data = buffers["slot_data"].zero_()
     rows_of_slots = slot_data.view(-1, width)
     content, keys = slot_data[..., :hidden], slot_data[..., hidden:wide]
-    score, mask, rank, slot_time = (slot_data[..., wide + column] for column in range(4))
-    content[:, :nu] = short
-    content[:, nu:slots] = relevant
-    torch.matmul(content[:, :slots], key_t, out=keys[:, :slots])
-    score[:, :nu] = short_score
-    score[:, nu:slots] = relevant_score
-    mask[:, :nu].masked_fill_(~short_valid, minus_inf)
-    mask[:, nu:slots].masked_fill_(~relevant_valid, minus_inf)
-    mask[:, scratch] = minus_inf
-    torch.add(score, mask, out=rank)
-    slot_time[:, :nu] = short_time
-    slot_time[:, nu:slots] = relevant_time
-    time = episode_time(t0, resets)
-    entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
-    entering[..., 3] = time
-
-    y = xp.new_empty(steps, batch, hidden)
-    attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
-    evicted, candidate = buffers.get("evicted"), buffers["candidate"]
+    mask, rank = slot_data[..., wide + 1], slot_data[..., wide + 2]
     before_reset: dict[int, Tensor] = {}
-    targets = long_buffers["targets"]
-    z_base = z[:, :gates].view(batch, 4, hidden) if lstm else z[:, :gates]
+    z_base = z[:, :gates].view(batch, 4, hidden) if base.lstm else z[:, :gates]
     z_query = z[:, gates:].unsqueeze(1)
-    # z's input terms: the step's projected input, then the query bias (copied per step
-    # rather than concatenated over the chunk: a fresh (T, B, G + H) tensor costs more here).
-    z_in = buffers["z_in"]
-    z_in[:, gates:] = weights.query_bias
     z_in_base = z_in[:, :gates]
     # Views made once, as lists: indexing costs as much as a small op.
     content_all, keys_all, mask_all = content[:, :slots], keys[:, :slots], mask[:, :slots]
@@ -508,6 +467,84 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         score_rank_short.add_(attention_short[k])
         history_steps[k].copy_(meta_all)
 
+    return before_reset
+
+
+def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
+                      short: Tensor, short_score: Tensor, short_valid: Tensor,
+                      short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
+                      relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
+                      resets: Tensor, any_reset: list[bool], *, lstm: bool,
+                      save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
+    steps, batch, _ = xp.shape
+    hidden = s0.shape[1]
+    nu, rho = short.shape[1], relevant.shape[1]
+    slots = nu + rho
+    scratch = slots
+    gates = 4 * hidden if lstm else hidden
+    wide, width = 2 * hidden, 2 * hidden + _PAD
+    shapes = {
+        "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
+        "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
+        "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
+        "z_in": (batch, gates + hidden), "candidate": (batch, width),
+        **_Base.shapes(lstm, steps, batch, hidden, save)}
+    if save:
+        shapes["evicted"] = (steps, batch, width)
+    block, buffers = _carve(shapes, xp.dtype, xp.device)
+    long_block, long_buffers = _carve({"targets": (steps, batch)}, torch.long, xp.device)
+    native = extension.ops(xp)
+    base = _Base(lstm, steps, hidden, c0, save, buffers, views=native is None)
+    recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
+    device = xp.device
+    minus_inf = float("-inf")
+
+    # The memory, slot by slot: S as a ring buffer (at step k its oldest state sits in slot
+    # k mod ν, where h_k then goes), then R, then a scratch slot that takes the write of a
+    # candidate that does not enter R, so that no step branches per batch item. A slot's row
+    # is [m_i, 2 U_a m_i, score, mask, rank, episode step, padding], so that a screening write
+    # moves all of it at once. The mask is 0 on a slot that holds a state and -inf on an empty
+    # one; the softmax adds it to the logits, and the screening compares ranks.
+    slot_data = buffers["slot_data"].zero_()
+    content, keys = slot_data[..., :hidden], slot_data[..., hidden:wide]
+    score, mask, rank, slot_time = (slot_data[..., wide + column] for column in range(4))
+    content[:, :nu] = short
+    content[:, nu:slots] = relevant
+    torch.matmul(content[:, :slots], key_t, out=keys[:, :slots])
+    score[:, :nu] = short_score
+    score[:, nu:slots] = relevant_score
+    mask[:, :nu].masked_fill_(~short_valid, minus_inf)
+    mask[:, nu:slots].masked_fill_(~relevant_valid, minus_inf)
+    mask[:, scratch] = minus_inf
+    torch.add(score, mask, out=rank)
+    slot_time[:, :nu] = short_time
+    slot_time[:, nu:slots] = relevant_time
+    time = episode_time(t0, resets)
+    entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
+    entering[..., 3] = time
+
+    y = xp.new_empty(steps, batch, hidden)
+    attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
+    evicted, candidate = buffers.get("evicted"), buffers["candidate"]
+    targets = long_buffers["targets"]
+    # z's input terms: the step's projected input, then the query bias (copied per step
+    # rather than concatenated over the chunk: a fresh (T, B, G + H) tensor costs more here).
+    z_in = buffers["z_in"]
+    z_in[:, gates:] = weights.query_bias
+    if native is not None:
+        empty = xp.new_empty(0)
+        saved = native.screened_forward(
+            xp, s0, resets, recurrent_t, key_t, score_vector, slot_data, z_in, z, entering, e,
+            attention, history, targets, evicted if evicted is not None else empty, candidate,
+            y, buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"],
+            nu, lstm, save)
+        before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
+                                strict=False))
+    else:
+        before_reset = _screened_loop(
+            xp, s0, resets, any_reset, base, weights, slot_data, z_in, z, entering, e,
+            attention, history, targets, evicted, candidate, y, nu, save)
+
     # The state in its layout (S oldest first) and the traces, in the order [S oldest first, R].
     last = (steps + torch.arange(nu, device=device)) % nu
     order = torch.arange(slots, device=device).expand(steps, slots).clone()
@@ -540,40 +577,17 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     return result, tape
 
 
-def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
-                       g_short: Tensor | None, g_short_score: Tensor | None,
-                       g_relevant: Tensor | None, g_relevant_score: Tensor | None
-                       ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
-                                  Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``short``, ``short_score``,
-    ``relevant`` and ``relevant_score``."""
-    base, weights, y, nu = tape.base, tape.weights, tape.y, tape.nu
+def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
+                            grad: Tensor, buffers: dict[str, Tensor]
+                            ) -> tuple[Tensor, Tensor | None]:
+    """The backward loop of :func:`_screened_backward` in Python, over its buffers (the
+    compiled ``screened_backward`` is the same loop); returns the gradients of ``s0`` and
+    ``c0``."""
+    base, y, nu = tape.base, tape.y, tape.nu
     steps, batch, hidden = y.shape
-    slots = tape.attention.shape[2]
-    gates = base.gates
-    recurrent, key, score_vector, _ = weights
-    wide = 2 * hidden
-    block, buffers = _carve({
-        "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
-        "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
-        "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
-        "dc": (2, batch, 1, hidden), "zero": (), "dz": (steps, batch, recurrent.shape[0]),
-        "s_prev": (steps, batch, hidden), "h": (steps, batch, hidden),
-        "restored": (batch, tape.slot_data.shape[2])}, y.dtype, y.device)
-    # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
-    # slots. Going back in time it follows the states as the forward moved them: undoing the
-    # writes of step k hands h_k its gradient and gives the candidate back its own.
-    grad = buffers["grad"].zero_()
+    slots, gates, wide = tape.attention.shape[2], base.gates, 2 * hidden
+    recurrent, key, score_vector, _ = tape.weights
     rows_of_grad = grad.view(-1, wide + 1)
-    last = (steps + torch.arange(nu, device=y.device)) % nu
-    if g_short is not None:
-        grad[:, last, :hidden] = g_short
-    if g_relevant is not None:
-        grad[:, nu:slots, :hidden] = g_relevant
-    if g_short_score is not None:
-        grad[:, last, wide] = g_short_score
-    if g_relevant_score is not None:
-        grad[:, nu:slots, wide] = g_relevant_score
     grad_content, grad_keys = grad[:, :slots, :hidden], grad[:, :slots, hidden:wide]
     first_row = torch.arange(batch, device=y.device) * (slots + 1)
     ring = [(first_row + p, grad[:, p, :hidden], grad[:, p, hidden:wide])
@@ -648,6 +662,60 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         else:
             ds = torch.mm(dz_steps[k], recurrent)
 
+    return ds, dc
+
+
+def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
+                       g_short: Tensor | None, g_short_score: Tensor | None,
+                       g_relevant: Tensor | None, g_relevant_score: Tensor | None
+                       ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
+                                  Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``short``, ``short_score``,
+    ``relevant`` and ``relevant_score``."""
+    base, weights, y, nu = tape.base, tape.weights, tape.y, tape.nu
+    steps, batch, hidden = y.shape
+    slots = tape.attention.shape[2]
+    gates = base.gates
+    recurrent, key, score_vector, _ = weights
+    wide = 2 * hidden
+    block, buffers = _carve({
+        "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
+        "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
+        "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
+        "dc": (2, batch, 1, hidden), "zero": (), "dz": (steps, batch, recurrent.shape[0]),
+        "s_prev": (steps, batch, hidden), "h": (steps, batch, hidden),
+        "restored": (batch, tape.slot_data.shape[2])}, y.dtype, y.device)
+    # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
+    # slots. Going back in time it follows the states as the forward moved them: undoing the
+    # writes of step k hands h_k its gradient and gives the candidate back its own.
+    grad = buffers["grad"].zero_()
+    last = (steps + torch.arange(nu, device=y.device)) % nu
+    if g_short is not None:
+        grad[:, last, :hidden] = g_short
+    if g_relevant is not None:
+        grad[:, nu:slots, :hidden] = g_relevant
+    if g_short_score is not None:
+        grad[:, last, wide] = g_short_score
+    if g_relevant_score is not None:
+        grad[:, nu:slots, wide] = g_relevant_score
+    grad_content, grad_keys = grad[:, :slots, :hidden], grad[:, :slots, hidden:wide]
+    d_keys_h, d_logits, dz = buffers["d_keys_h"], buffers["d_logits"], buffers["dz"]
+    native = extension.ops(y)
+    if native is not None:
+        empty = y.new_empty(0)
+        ds, dc = native.screened_backward(
+            g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
+            recurrent, key, score_vector, tape.attention, tape.e, tape.targets, tape.evicted,
+            [tape.before_reset[k] for k in sorted(tape.before_reset)], tape.slot_data, grad,
+            dz, d_logits, d_keys_h, buffers["h"], buffers["d_pre"], buffers["d_act"],
+            buffers["dc"], buffers["grad_candidate"], buffers["restored"],
+            base.act if base.lstm else empty, base.partner if base.lstm else empty, nu,
+            base.lstm)
+        dc = dc if dc.numel() else None
+    else:
+        ds, dc = _screened_backward_loop(tape, g_y, g_c, grad, buffers)
+        dc = dc.clone() if dc is not None else None  # not a view of the block given back
+
     s_prev = _previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
     # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
@@ -659,7 +727,6 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     d_score = torch.bmm(d_logits.view(-1, 1, slots),
                         tape.e.view(-1, slots, hidden)).sum(dim=(0, 1))
     d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
-    dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score, d_query_bias, ds, dc, d_incoming[:, :nu],
             d_score_in[:, :nu], d_incoming[:, nu:], d_score_in[:, nu:])
@@ -1056,7 +1123,6 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
     d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
     d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
-    dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), d_query_bias, ds, dc,
             d_memory, d_keys)

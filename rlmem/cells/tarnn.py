@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
-from rlmem.cells import activations, fastloop
+from rlmem.cells import activations, extension, fastloop
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -237,6 +237,19 @@ class _TARNNScan(torch.autograd.Function):
             inputs = torch.addcmul(shift, inputs, _block_scale(inputs, size, (1.0, 1.0,
                                                                               form.scale_in)))
         weight_s_t, weight_u_t = weight_s.t(), weight_u.t()
+        ctx.coupled, ctx.form = coupled, form
+        native = extension.ops(inputs)
+        ctx.native = native
+        if native is not None:
+            time_steps = inputs.shape[0]
+            y, beta_all = inputs.new_empty(2, time_steps, batch, size).unbind(0)
+            saved = inputs.new_empty(3, time_steps, steps, batch, size)
+            native.tarnn_forward(inputs, s0, resets, weight_s_t, weight_u_t, eta, coupled,
+                                 int(form.kernel), form.scale_out, y, beta_all, *saved)
+            ctx.mark_non_differentiable(beta_all)
+            ctx.save_for_backward(weight_s, weight_u, eta, beta_all, saved)
+            ctx.resets = resets
+            return y, beta_all
         eta_column = eta.view(-1, 1, 1)
         masks = fastloop.reset_masks(resets)
         # At batch 16 a view costs as much as a small op: what a step keeps are fresh tensors,
@@ -267,7 +280,7 @@ class _TARNNScan(torch.autograd.Function):
         y, beta_all = torch.stack(outputs), torch.stack(betas)
         ctx.mark_non_differentiable(beta_all)
         ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
-        ctx.masks, ctx.coupled, ctx.form = masks, coupled, form
+        ctx.masks = masks
         ctx.betas, ctx.euler, ctx.inner, ctx.targets = betas, euler, inner, targets
         return y, beta_all
 
@@ -275,9 +288,8 @@ class _TARNNScan(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
                                                                                 ...]:
-        weight_s, weight_u, eta, beta_all = ctx.saved_tensors
-        masks, coupled, form = ctx.masks, ctx.coupled, ctx.form
-        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
+        weight_s, weight_u, eta, beta_all, *saved = ctx.saved_tensors
+        coupled, form = ctx.coupled, ctx.form
         time_steps, batch, size = grad_y.shape
         half, steps = size // 2, len(eta)
         # ā = gain · h' ⊙ q, gain = s·m. The forward's weights already carry s;
@@ -285,6 +297,15 @@ class _TARNNScan(torch.autograd.Function):
         # blocks that produce a (W_2, U and the W_1 x + b inputs), once at the end.
         weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_out))[:, None]
         weight_u = weight_u * form.scale_out
+        if ctx.native is not None:
+            euler, inner, targets = saved[0]
+            grad_gates, grad_next, grad_weight_u, grad_eta_terms = ctx.native.tarnn_backward(
+                grad_y.contiguous(), ctx.resets, weight_s, weight_u, eta, beta_all, euler,
+                inner, targets, coupled, int(form.kernel))
+            return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
+                           grad_eta_terms, euler[:, 0])
+        masks = ctx.masks
+        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
         eta_column = eta.view(-1, 1, 1)
 
         def buffer() -> tuple[Tensor, tuple[Tensor, ...]]:  # reused at every step
@@ -336,17 +357,25 @@ class _TARNNScan(torch.autograd.Function):
             if masks[t] is not None:
                 grad_next.masked_fill_(masks[t], 0.0)
 
-        grad_eta = grad_eta_terms.sum((1, 2))
-        states = torch.stack(euler[::steps]).view(-1, size)
-        grad_weight_s = grad_gates.view(-1, 3 * size).T @ states
-        if form.gain != 1.0:
-            grad_gates[..., 2 * size:] *= form.gain
-            grad_weight_s[2 * size:] *= form.gain
-            grad_weight_u *= form.gain
-        needs = ctx.needs_input_grad
-        return (grad_gates if needs[0] else None, grad_next if needs[1] else None, None,
-                grad_weight_s if needs[3] else None, grad_weight_u if needs[4] else None,
-                grad_eta if needs[5] else None, None, None)
+        return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
+                       grad_eta_terms, torch.stack(euler[::steps]))
+
+
+def _finish(needs: tuple[bool, ...], form: activations.FastForm, grad_gates: Tensor,
+            grad_next: Tensor, grad_weight_u: Tensor, grad_eta_terms: Tensor,
+            states: Tensor) -> tuple[Tensor | None, ...]:
+    """:meth:`_TARNNScan.backward`'s result from its loop's sums: the state weights' gradient
+    in one matmul over the states :math:`s_{m-1}` ``(T, B, D)``, and the gain applied."""
+    size = states.shape[-1]
+    grad_eta = grad_eta_terms.sum((1, 2))
+    grad_weight_s = grad_gates.view(-1, 3 * size).T @ states.reshape(-1, size)
+    if form.gain != 1.0:
+        grad_gates[..., 2 * size:] *= form.gain
+        grad_weight_s[2 * size:] *= form.gain
+        grad_weight_u *= form.gain
+    return (grad_gates if needs[0] else None, grad_next if needs[1] else None, None,
+            grad_weight_s if needs[3] else None, grad_weight_u if needs[4] else None,
+            grad_eta if needs[5] else None, None, None)
 
 
 def _block_scale(like: Tensor, size: int, factors: tuple[float, ...]) -> Tensor:

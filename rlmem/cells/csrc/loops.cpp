@@ -1,0 +1,440 @@
+// The time loops of rlmem's research cells, compiled: the same ATen calls as their Python
+// loops (rlmem/cells/tarnn.py, rlmem/cells/attention_scan.py), without an interpreter between
+// them. At batch 16 a small op costs about as much to call from Python as to run; here it is
+// called from C++. Loaded by rlmem/cells/extension.py, which falls back to the Python loops when
+// this file cannot be built. CPU only: the caller checks the device.
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/lerp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sigmoid_backward.h>
+#include <ATen/ops/sign.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tanh_backward.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <ATen/ops/arange.h>
+
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+// Which steps reset some batch item: resets is a (T, B) bool CPU tensor.
+std::vector<bool> reset_steps(const Tensor& resets) {
+  const Tensor flags = resets.contiguous();
+  const bool* data = flags.data_ptr<bool>();
+  const int64_t steps = flags.size(0), batch = flags.size(1);
+  std::vector<bool> any(steps, false);
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (data[t * batch + b]) {
+        any[t] = true;
+        break;
+      }
+    }
+  }
+  return any;
+}
+
+// φ's kernel h of rlmem.cells.activations.FastForm: 0 is σ, 1 is relu.
+enum class Inner : int64_t { sigmoid = 0, relu = 1 };
+
+void inner_(Tensor& value, Inner inner) {
+  if (inner == Inner::sigmoid) {
+    value.sigmoid_();
+  } else {
+    value.relu_();
+  }
+}
+
+// h'(u) from h(u), written into out.
+void inner_derivative(const Tensor& h, Tensor& out, Inner inner) {
+  if (inner == Inner::sigmoid) {
+    at::mul_out(out, h, h);
+    at::sub_out(out, h, out);  // σ - σ²
+  } else {
+    at::sign_out(out, h);
+  }
+}
+
+// --- TARNN (rlmem.cells.tarnn._TARNNScan) ------------------------------------------------------
+
+// Forward: inputs (T, B, 3D) already in the fast form, s0 (B, D), resets (T, B) bool,
+// weight_s_t (D, 3D), weight_u_t (D, D), eta (K,). Writes y, beta (T, B, D) and the Euler
+// states z_k, inner values h_k and targets e_k (T, K, B, D) into the buffers given.
+void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
+                   const Tensor& weight_s_t, const Tensor& weight_u_t, const Tensor& eta,
+                   bool coupled, int64_t inner_kind, double scale_out, const Tensor& y,
+                   const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
+                   const Tensor& targets) {
+  const Inner inner = static_cast<Inner>(inner_kind);
+  const int64_t steps = inputs.size(0), batch = s0.size(0), size = s0.size(1);
+  const int64_t half = size / 2, euler_steps = eta.size(0);
+  const std::vector<bool> any_reset = reset_steps(resets);
+  const Tensor eta_column = eta.view({-1, 1, 1});
+  Tensor eta_beta = at::empty({euler_steps, batch, size}, s0.options());
+  Tensor s = s0;
+  for (int64_t t = 0; t < steps; ++t) {
+    if (any_reset[t]) {
+      s = s.masked_fill(resets[t].unsqueeze(1), 0.0);
+    }
+    const Tensor gates = at::addmm(inputs[t], s, weight_s_t);
+    const Tensor drive_b = gates.narrow(1, size, size), drive_w = gates.narrow(1, 2 * size, size);
+    Tensor beta = beta_all[t];
+    at::sigmoid_out(beta, gates.narrow(1, 0, size));
+    at::mul_out(eta_beta, eta_column, beta);
+    const Tensor euler_t = euler[t], inner_t = inner_all[t], targets_t = targets[t];
+    euler_t[0].copy_(s);
+    for (int64_t k = 0; k < euler_steps; ++k) {
+      const Tensor z = euler_t[k];
+      Tensor h = inner_t[k];
+      at::addmm_out(h, drive_w, z, weight_u_t);
+      inner_(h, inner);
+      Tensor target = targets_t[k];
+      at::add_out(target, drive_b, h, scale_out);  // F_k + z_k
+      if (coupled) {
+        target.narrow(1, 0, half).add_(z.narrow(1, half, half));
+      }
+      Tensor next = k + 1 < euler_steps ? euler_t[k + 1] : y[t];
+      at::lerp_out(next, z, target, eta_beta[k]);  // z_k + η_k β ⊙ F_k
+    }
+    s = y[t];
+  }
+}
+
+// Backward: walks the steps in reverse (see _TARNNScan.backward). weight_s (3D, D) and
+// weight_u (D, D) carry m. Returns the gradients of the gates (T, B, 3D, before the gain),
+// of s0, of U (before the gain) and Σ_t β ⊙ F_k ⊙ z̄_{k+1} (K, B, D).
+std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
+    const Tensor& grad_y, const Tensor& resets, const Tensor& weight_s, const Tensor& weight_u,
+    const Tensor& eta, const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
+    const Tensor& targets, bool coupled, int64_t inner_kind) {
+  const Inner inner = static_cast<Inner>(inner_kind);
+  const int64_t time_steps = grad_y.size(0), batch = grad_y.size(1), size = grad_y.size(2);
+  const int64_t half = size / 2, steps = eta.size(0);
+  const std::vector<bool> any_reset = reset_steps(resets);
+  const Tensor eta_column = eta.view({-1, 1, 1});
+  const auto options = grad_y.options();
+  Tensor grad_z = at::empty({steps, batch, size}, options);  // z̄_{k+1}
+  Tensor q = at::empty({steps, batch, size}, options);  // η_k β ⊙ z̄_{k+1}
+  Tensor grad_pre = at::empty({steps, batch, size}, options);  // h'_k ⊙ q_k
+  Tensor slope_inner = at::empty({steps, batch, size}, options);  // h'_k
+  Tensor eta_beta = at::empty({steps, batch, size}, options);
+  Tensor step_slope = at::empty({steps, batch, size}, options);  // F_k
+  Tensor grad_slope = at::empty({steps, batch, size}, options);  // F_k ⊙ z̄_{k+1}
+  Tensor grad_beta = at::empty({batch, size}, options);
+  Tensor beta_slope = at::empty({batch, size}, options);
+  Tensor grad_gates = at::empty({time_steps, batch, 3 * size}, options);
+  Tensor grad_weight_u = at::zeros(weight_u.sizes(), weight_u.options());
+  Tensor grad_next = at::zeros({batch, size}, options);
+  Tensor grad_eta_terms = at::zeros({steps, batch, size}, options);
+  const Tensor grad_pre_rows = grad_pre.view({-1, size}).t();
+  const Tensor grad_slope_rows_t = grad_slope.view({steps, -1}).t();
+  Tensor grad_beta_flat = grad_beta.view({-1});
+  for (int64_t t = time_steps - 1; t >= 0; --t) {
+    const Tensor beta = beta_all[t];
+    at::mul_out(eta_beta, eta_column, beta);
+    Tensor last = grad_z[steps - 1];
+    at::add_out(last, grad_y[t], grad_next);
+    inner_derivative(inner_all[t], slope_inner, inner);
+    for (int64_t k = steps - 1; k >= 0; --k) {
+      Tensor q_k = q[k], grad_pre_k = grad_pre[k];
+      const Tensor grad_z_k = grad_z[k];
+      at::mul_out(q_k, eta_beta[k], grad_z_k);
+      at::mul_out(grad_pre_k, q_k, slope_inner[k]);
+      Tensor carried = k ? grad_z[k - 1] : grad_next;
+      at::sub_out(carried, grad_z_k, q_k);  // Aᵀ q_k, the -I part
+      if (coupled) {
+        carried.narrow(1, half, size - half).add_(q_k.narrow(1, 0, half));
+      }
+      carried.addmm_(grad_pre_k, weight_u);
+    }
+    const Tensor step_euler = euler[t];
+    at::sub_out(step_slope, targets[t], step_euler);
+    at::mul_out(grad_slope, step_slope, grad_z);
+    at::mv_out(grad_beta_flat, grad_slope_rows_t, eta);
+    grad_eta_terms.addcmul_(grad_slope, beta);
+    Tensor grad_gates_t = grad_gates[t];
+    at::mul_out(beta_slope, beta, beta);
+    at::sub_out(beta_slope, beta, beta_slope);  // σ'
+    Tensor grad_gate_beta = grad_gates_t.narrow(1, 0, size);
+    at::mul_out(grad_gate_beta, grad_beta, beta_slope);
+    Tensor grad_gate_b = grad_gates_t.narrow(1, size, size);
+    at::sum_out(grad_gate_b, q, {0});
+    Tensor grad_gate_w = grad_gates_t.narrow(1, 2 * size, size);
+    at::sum_out(grad_gate_w, grad_pre, {0});
+    grad_weight_u.addmm_(grad_pre_rows, step_euler.view({-1, size}));
+    grad_next.addmm_(grad_gates_t, weight_s);
+    if (any_reset[t]) {
+      grad_next.masked_fill_(resets[t].unsqueeze(1), 0.0);
+    }
+  }
+  return {grad_gates, grad_next, grad_weight_u, grad_eta_terms};
+}
+
+
+// --- the attentive cells' base recurrence (rlmem.cells.attention_scan._Base) -------------------
+
+// One base recurrence over the buffers of _Base: act (T or 1, B, 4, H) and partner (T + 1 or 2,
+// B, 4, H) for the LSTM (act[k] = [i, f, σ(z_g), o], partner[k] = [g, c_{k-1}, 2i, tanh c_k]),
+// nothing for the tanh-RNN. Every tanh pre-activation is doubled: tanh(x) = 2σ(2x) - 1.
+struct Base {
+  bool lstm, save;
+  Tensor act, partner, minus_one;
+
+  int64_t row(int64_t k) const { return save ? k : k % 2; }
+
+  void reset(int64_t k, const Tensor& reset) const {  // reset: (B, 1) bool
+    if (lstm) {
+      partner[row(k)].select(1, 1).masked_fill_(reset, 0.0);
+    }
+  }
+
+  // Writes h_k into h from the base block of z ((B, 4, H) for the LSTM).
+  void forward(int64_t k, const Tensor& z, Tensor h) const {
+    if (!lstm) {
+      at::sigmoid_out(h, z);
+      at::add_out(h, minus_one, h, 2.0);
+      return;
+    }
+    Tensor a = act[save ? k : 0];
+    const Tensor p = partner[row(k)];
+    at::sigmoid_out(a, z);
+    const Tensor i = a.select(1, 0), f = a.select(1, 1), g_sigmoid = a.select(1, 2),
+                 o = a.select(1, 3);
+    Tensor g = p.select(1, 0), i_twice = p.select(1, 2), tanh_c = p.select(1, 3);
+    const Tensor c_prev = p.select(1, 1);
+    Tensor c = partner[save ? k + 1 : 1 - k % 2].select(1, 1);
+    at::add_out(g, minus_one, g_sigmoid, 2.0);
+    at::add_out(i_twice, i, i);
+    at::mul_out(c, f, c_prev).addcmul_(i, g);
+    at::add_out(tanh_c, c, c).sigmoid_();
+    at::add_out(tanh_c, minus_one, tanh_c, 2.0);
+    at::mul_out(h, o, tanh_c);
+  }
+
+  // Writes the gradient of the base block of z into dz and returns that of c_{k-1} (undefined
+  // for the RNN). h is h_k; d_act is (B, 4, H) scratch; dc_out (B, H) scratch, not dc's.
+  Tensor backward(int64_t k, const Tensor& h, const Tensor& dh, const Tensor& dc, Tensor dz,
+                  Tensor& d_act, Tensor dc_out) const {
+    if (!lstm) {
+      at::tanh_backward_out(dz, dh, h);
+      dz.mul_(0.5);  // z is the doubled pre-activation
+      return Tensor();
+    }
+    const Tensor a = act[k], p = partner[k];
+    const Tensor f = a.select(1, 1), o = a.select(1, 3), tanh_c = p.select(1, 3);
+    at::tanh_backward_out(dc_out, dh.mul(o), tanh_c);
+    if (dc.defined()) {
+      dc_out.add_(dc);
+    }
+    Tensor d_three = d_act.narrow(1, 0, 3), d_o = d_act.select(1, 3);
+    at::mul_out(d_three, p.narrow(1, 0, 3), dc_out.unsqueeze(1));
+    at::mul_out(d_o, tanh_c, dh);
+    at::sigmoid_backward_out(dz, d_act, a);
+    return dc_out.mul_(f);
+  }
+};
+
+// --- relevancy screening (rlmem.cells.attention_scan._screened_forward / _backward) -----------
+
+// The forward loop over the buffers _screened_forward prepared. Returns the slots as they were
+// before each reset (one clone per step that resets some item, in order), when saving.
+std::vector<Tensor> screened_forward(
+    const Tensor& xp, const Tensor& s0, const Tensor& resets, const Tensor& recurrent_t,
+    const Tensor& key_t, const Tensor& score_vector, const Tensor& slot_data,
+    const Tensor& z_in, const Tensor& z, const Tensor& entering, const Tensor& e,
+    const Tensor& attention, const Tensor& history, const Tensor& targets,
+    const Tensor& evicted, const Tensor& candidate, const Tensor& y, const Tensor& act,
+    const Tensor& partner, const Tensor& minus_one, int64_t nu, bool lstm, bool save) {
+  const int64_t steps = xp.size(0), batch = s0.size(0), hidden = s0.size(1);
+  const int64_t slots = attention.size(2), gates = lstm ? 4 * hidden : hidden;
+  const int64_t wide = 2 * hidden, width = slot_data.size(2);
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  const std::vector<bool> any_reset = reset_steps(resets);
+  const Base base{lstm, save, act, partner, minus_one};
+  const Tensor rows_of_slots = slot_data.view({-1, width});
+  const Tensor mask = slot_data.select(2, wide + 1), rank = slot_data.select(2, wide + 2);
+  const Tensor content_all = slot_data.narrow(1, 0, slots).narrow(2, 0, hidden);
+  const Tensor keys_all = slot_data.narrow(1, 0, slots).narrow(2, hidden, hidden);
+  const Tensor mask_all = mask.narrow(1, 0, slots);
+  const Tensor score_rank_short = slot_data.narrow(1, 0, nu).narrow(2, wide, 3).slice(2, 0, 3, 2);
+  const Tensor rank_relevant = rank.narrow(1, nu, slots - nu);
+  const Tensor meta_all = slot_data.narrow(1, 0, slots).narrow(2, wide, 4);
+  const Tensor first_row = at::arange(batch, resets.options().dtype(at::kLong)).mul_(slots + 1);
+  const Tensor relevant_rows = first_row.add(nu), scratch_rows = first_row.add(slots);
+  Tensor z_in_base = z_in.narrow(1, 0, gates);
+  const Tensor z_base = lstm ? z.narrow(1, 0, gates).view({batch, 4, hidden})
+                             : z.narrow(1, 0, gates);
+  const Tensor z_query = z.narrow(1, gates, hidden).unsqueeze(1);
+  std::vector<Tensor> ring_rows;
+  for (int64_t p = 0; p < std::min(nu, steps); ++p) {
+    ring_rows.push_back(first_row.add(p));
+  }
+  std::vector<Tensor> before_reset;
+  Tensor s = s0;
+  Tensor z_out = z;
+  Tensor candidate_out = candidate;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t p = k % nu;
+    const Tensor slot_p = slot_data.select(1, p);
+    if (any_reset[k]) {
+      const Tensor reset = resets[k].view({batch, 1});
+      s = s.masked_fill(reset, 0.0);
+      base.reset(k, reset);
+      if (save) {
+        before_reset.push_back(slot_data.clone());
+      }
+      slot_data.masked_fill_(reset.unsqueeze(2), 0.0);
+      mask.masked_fill_(reset, minus_inf);
+      rank.masked_fill_(reset, minus_inf);
+    }
+    z_in_base.copy_(xp[k]);
+    at::addmm_out(z_out, z_in, s, recurrent_t);
+    // h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen).
+    auto lowest_slot = at::min(rank_relevant, 1);
+    Tensor target = targets[k];
+    at::where_out(target, at::gt(slot_p.select(1, wide + 2), std::get<0>(lowest_slot)),
+                  std::get<1>(lowest_slot).add_(relevant_rows), scratch_rows);
+    if (save) {
+      Tensor evicted_k = evicted[k];
+      at::index_select_out(evicted_k, rows_of_slots, 0, target);
+    }
+    rows_of_slots.index_copy_(0, target,
+                              at::index_select_out(candidate_out, rows_of_slots, 0,
+                                                   ring_rows[p]));
+    // h_t enters S in the slot just vacated.
+    base.forward(k, z_base, slot_p.narrow(1, 0, hidden));
+    Tensor keys_p = slot_p.narrow(1, hidden, hidden);
+    at::mm_out(keys_p, slot_p.narrow(1, 0, hidden), key_t);
+    slot_p.narrow(1, wide, 4).copy_(entering[k]);
+    Tensor e_k = e[save ? k : 0];
+    at::add_out(e_k, keys_all, z_query).sigmoid_();
+    Tensor attention_k = attention[k];
+    at::_softmax_out(attention_k, at::matmul(e_k, score_vector).add_(mask_all), 1, false);
+    Tensor y_row = y[k].unsqueeze(1);
+    at::baddbmm_out(y_row, slot_data.narrow(1, p, 1).narrow(2, 0, hidden),
+                    attention_k.unsqueeze(1), content_all);
+    s = y[k];
+    score_rank_short.add_(attention_k.narrow(1, 0, nu).unsqueeze(2));
+    history[k].copy_(meta_all);
+  }
+  return before_reset;
+}
+
+// The backward loop of _screened_backward. grad (B, ν+ρ+1, 2H+1) holds the gradient of what
+// each slot holds; slot_data the forward's final slots, restored step by step. Returns the
+// gradients of s0 and c0 (undefined without the LSTM or without a gradient).
+std::tuple<Tensor, Tensor> screened_backward(
+    const Tensor& g_y_or_empty, const Tensor& g_c_or_empty, const Tensor& resets,
+    const Tensor& recurrent, const Tensor& key, const Tensor& score_vector,
+    const Tensor& attention, const Tensor& e, const Tensor& targets, const Tensor& evicted,
+    const std::vector<Tensor>& before_reset, const Tensor& slot_data, const Tensor& grad,
+    const Tensor& dz, const Tensor& d_logits, const Tensor& d_keys_h, const Tensor& h_buffer,
+    const Tensor& d_pre_buffer, const Tensor& d_act_buffer, const Tensor& dc_buffers,
+    const Tensor& grad_candidate, const Tensor& restored, const Tensor& act,
+    const Tensor& partner, int64_t nu, bool lstm) {
+  const int64_t steps = attention.size(0), batch = attention.size(1), slots = attention.size(2);
+  const int64_t hidden = key.size(0), gates = lstm ? 4 * hidden : hidden;
+  const int64_t wide = 2 * hidden;
+  const std::vector<bool> any_reset = reset_steps(resets);
+  const Base base{lstm, true, act, partner, Tensor()};
+  const bool has_g_y = g_y_or_empty.numel() > 0;
+  const Tensor rows_of_grad = grad.view({-1, wide + 1});
+  const Tensor rows_of_slots = slot_data.view({-1, slot_data.size(2)});
+  const Tensor memory_columns = slot_data.narrow(1, 0, slots).narrow(2, 0, hidden).transpose(1, 2);
+  const Tensor grad_content = grad.narrow(1, 0, slots).narrow(2, 0, hidden);
+  const Tensor grad_keys = grad.narrow(1, 0, slots).narrow(2, hidden, hidden);
+  const Tensor first_row = at::arange(batch, resets.options().dtype(at::kLong)).mul_(slots + 1);
+  std::vector<Tensor> ring_rows;
+  for (int64_t p = 0; p < std::min(nu, steps); ++p) {
+    ring_rows.push_back(first_row.add(p));
+  }
+  Tensor d_pre = d_pre_buffer, d_act = d_act_buffer, grad_candidate_out = grad_candidate,
+         restored_out = restored;
+  Tensor ds = has_g_y ? g_y_or_empty[steps - 1] : at::zeros({batch, hidden}, key.options());
+  Tensor dc = g_c_or_empty.numel() > 0 ? g_c_or_empty : Tensor();
+  int64_t reset_index = static_cast<int64_t>(before_reset.size());
+  for (int64_t k = steps - 1; k >= 0; --k) {
+    const int64_t p = k % nu;
+    const Tensor weights_k = attention[k], ds_row = ds.unsqueeze(1);
+    const Tensor d_weights = at::bmm(ds_row, memory_columns).view({batch, slots});
+    Tensor d_logits_k = d_logits[k];
+    at::_softmax_backward_data_out(d_logits_k, d_weights, weights_k, 1, weights_k.scalar_type());
+    at::sigmoid_backward_out(d_pre, d_logits_k.unsqueeze(2), e[k]);
+    Tensor dz_k = dz[k];
+    Tensor dz_query = dz_k.narrow(1, gates, hidden);
+    at::sum_out(dz_query, d_pre, 1).mul_(score_vector);
+    grad_keys.addcmul_(d_pre, score_vector);
+    grad_content.addcmul_(weights_k.unsqueeze(2), ds_row);
+    // Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes back
+    // to p with the gradient it gathered at its target, which held nothing before.
+    const Tensor grad_p = grad.select(1, p);
+    Tensor d_keys_k = d_keys_h[k];
+    d_keys_k.copy_(grad_p.narrow(1, hidden, hidden));
+    const Tensor dh = at::addmm(ds.add(grad_p.narrow(1, 0, hidden)), d_keys_k, key);
+    const Tensor target = targets[k];
+    rows_of_grad.index_copy_(0, ring_rows[p],
+                             at::index_select_out(grad_candidate_out, rows_of_grad, 0, target));
+    rows_of_grad.index_fill_(0, target, 0.0);
+    Tensor h = h_buffer[k];
+    h.copy_(slot_data.select(1, p).narrow(1, 0, hidden));
+    rows_of_slots.index_copy_(0, ring_rows[p],
+                              at::index_select_out(restored_out, rows_of_slots, 0, target));
+    rows_of_slots.index_copy_(0, target, evicted[k]);
+    if (any_reset[k]) {
+      slot_data.copy_(before_reset[--reset_index]);
+    }
+    Tensor dz_base = lstm ? dz_k.narrow(1, 0, gates).view({batch, 4, hidden})
+                          : dz_k.narrow(1, 0, gates);
+    dc = base.backward(k, h, dh, dc, dz_base, d_act, dc_buffers[k % 2].view({batch, hidden}));
+    const bool carried = has_g_y && k > 0;
+    if (any_reset[k]) {
+      const Tensor reset = resets[k].view({batch, 1});
+      ds = at::mm(dz_k, recurrent).masked_fill_(reset, 0.0);
+      if (carried) {
+        ds.add_(g_y_or_empty[k - 1]);
+      }
+      grad.masked_fill_(reset.unsqueeze(2), 0.0);
+      if (dc.defined()) {
+        dc = dc.masked_fill(reset, 0.0);
+      }
+    } else if (carried) {
+      ds = at::addmm(g_y_or_empty[k - 1], dz_k, recurrent);
+    } else {
+      ds = at::mm(dz_k, recurrent);
+    }
+  }
+  return {ds, dc.defined() ? dc.clone() : at::empty({0}, key.options())};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(rlmem_loops, m) {
+  m.def("tarnn_forward", &tarnn_forward);
+  m.def("tarnn_backward", &tarnn_backward);
+  m.def("screened_forward", &screened_forward);
+  m.def("screened_backward", &screened_backward);
+}

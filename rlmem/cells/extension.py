@@ -1,0 +1,69 @@
+"""The compiled time loops (``rlmem/cells/csrc/loops.cpp``), built at first use, and the fallback.
+
+The research cells' hand-written loops (TARNN's, and the attentive cells' engines in
+:mod:`rlmem.cells.attention_scan`) make dozens of small ATen calls per time step; at batch 16
+calling one from Python costs about as much as running it. ``loops.cpp`` makes the same calls
+from C++. It is compiled with :func:`torch.utils.cpp_extension.load` the first time a cell
+needs it in a process (a few tens of seconds, once: the build is cached in torch's extension
+directory, ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, and rebuilt only when the
+source changes), so ``pip install -e .`` needs no build step.
+
+Where it cannot be used, the cells run their Python loops, which compute the same thing:
+
+- ``RLMEM_NO_EXTENSION=1`` in the environment (read at every call, so a test can switch);
+- a tensor on a device other than the CPU (the Python loops are the GPU path);
+- a failed build (no compiler, say): one warning, then the Python loops for the rest of the
+  process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DISABLE_VARIABLE = "RLMEM_NO_EXTENSION"
+"""Set to a value other than ``""`` or ``"0"`` to run the Python loops only."""
+
+SOURCE = Path(__file__).with_name("csrc") / "loops.cpp"
+"""The C++ source of the compiled loops."""
+
+LIBRARY = "rlmem_loops"
+"""The name the ops are registered under: ``torch.ops.rlmem_loops``."""
+
+
+def enabled() -> bool:
+    """Whether the environment allows the compiled loops (``RLMEM_NO_EXTENSION`` unset or 0)."""
+    return os.environ.get(DISABLE_VARIABLE, "") in ("", "0")
+
+
+@functools.cache
+def _build() -> Any | None:
+    """Compile (or load from the cache) ``loops.cpp`` once per process; ``None`` if it fails."""
+    try:
+        from torch.utils import cpp_extension
+
+        cpp_extension.load(LIBRARY, [str(SOURCE)], extra_cflags=["-O3"],
+                           is_python_module=False, verbose=False)
+        return getattr(torch.ops, LIBRARY)
+    except Exception as error:  # any failure to build means the fallback, not a crash
+        lines = str(error).strip().splitlines() or [""]
+        reason = next((line for line in lines if "error" in line.lower()), lines[0])
+        warnings.warn(f"rlmem: the compiled time loops could not be built "
+                      f"({type(error).__name__}: {reason.strip()[:300]}); the cells "
+                      f"run their Python loops (set {DISABLE_VARIABLE}=1 to skip the build)",
+                      RuntimeWarning, stacklevel=3)
+        return None
+
+
+def ops(like: Tensor) -> Any | None:
+    """The compiled ops for tensors like ``like``, or ``None`` for the Python loops: when
+    disabled, off the CPU, or when the build failed."""
+    if like.device.type != "cpu" or not enabled():
+        return None
+    return _build()
