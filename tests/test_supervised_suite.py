@@ -1,0 +1,182 @@
+"""experiments/supervised: the suite's commands and the aggregate's RESULTS.md.
+
+The aggregate is fed tiny real runs (2 iterations, hidden 8) laid out as the suite lays them out,
+so every number it prints comes from a ``results.json`` a run wrote.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rlmem.runs.lock import RunLock
+from rlmem.schema.memory import CONF_DIR
+from rlmem.supervised import run
+
+SUITE_DIR = Path(__file__).resolve().parent.parent / "experiments" / "supervised"
+TINY = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every=1",
+        "log_every=1", "checkpoint_every=1", "progress_bar=false"]
+RELSTM = "kerg2020_table1_transfer_copy_relstm"
+LSTM = "kerg2020_table1_transfer_copy_lstm"
+ADDING = "kag2020_adding_irnn_T200"
+
+
+def load(name: str) -> ModuleType:
+    """A script of experiments/supervised, under a name no other suite's script has."""
+    spec = importlib.util.spec_from_file_location(f"supervised_{name}", SUITE_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scripts() -> Iterator[dict[str, ModuleType]]:
+    """rows.py, suite.py and aggregate.py (which import their siblings by bare name)."""
+    sys.path.insert(0, str(SUITE_DIR))
+    try:
+        yield {name: load(name) for name in ("rows", "suite", "aggregate")}
+    finally:
+        sys.path.remove(str(SUITE_DIR))
+
+
+def commands(output: str) -> list[str]:
+    """The command lines of a dry run, whether it would run them or skip them."""
+    return [line.removeprefix("# ") for line in output.splitlines()
+            if line.removeprefix("# ").startswith("python -m rlmem.supervised")]
+
+
+def test_the_dry_run_lists_every_run_in_priority_order(
+        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str]) -> None:
+    assert scripts["suite"].main(["--dry-run"]) == 0
+    listed = commands(capsys.readouterr().out)
+    expected = [f"python -m rlmem.supervised +preset={row.preset} seed={seed} "
+                f"progress_bar=false run_dir=experiments/supervised/runs/{row.preset}/seed{seed}"
+                for row in scripts["rows"].ROWS for seed in range(row.seeds)]
+    assert listed == expected
+    assert [line.split()[3:5] for line in listed[:7]] == [
+        [f"+preset={RELSTM}", "seed=0"], [f"+preset={RELSTM}", "seed=1"],
+        [f"+preset={RELSTM}", "seed=2"], [f"+preset={LSTM}", "seed=0"],
+        [f"+preset={LSTM}", "seed=1"], [f"+preset={LSTM}", "seed=2"],
+        ["+preset=kerg2020_table2_denoise_relstm", "seed=0"]]
+    presets = {row.preset for row in scripts["rows"].ROWS}
+    assert presets == {path.stem for path in (CONF_DIR / "preset").glob("*.yaml")}
+
+
+def test_the_filters_narrow_the_runs_and_overrides_follow(
+        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    scripts["suite"].main(["--dry-run", "--only", "headline", "--seeds", "1", "--runs",
+                           str(tmp_path), "--", "device=cpu"])
+    assert commands(capsys.readouterr().out) == [
+        f"python -m rlmem.supervised +preset={preset} seed=1 progress_bar=false "
+        f"run_dir={tmp_path / preset / 'seed1'} device=cpu" for preset in (RELSTM, LSTM)]
+    scripts["suite"].main(["--dry-run", "--only", "adding", "--presets", ADDING, RELSTM])
+    assert [line.split()[3] for line in commands(capsys.readouterr().out)] == [
+        f"+preset={ADDING}"]
+
+
+def tiny_run(runs: Path, preset: str, seed: int = 0) -> Path:
+    """A real run of ``preset`` at 2 iterations and hidden 8, where the suite puts it."""
+    run_dir = runs / preset / f"seed{seed}"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="supervised",
+                      overrides=[f"+preset={preset}", f"seed={seed}", *TINY,
+                                 f"run_dir={run_dir}"])
+    run(cfg, run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """relstm seed 0 and the adding row finished; lstm seed 0 stopped before its results (a
+    killed run: checkpoint and progress, no results.json)."""
+    root = tmp_path_factory.mktemp("runs")
+    tiny_run(root, RELSTM)
+    tiny_run(root, ADDING)
+    (tiny_run(root, LSTM) / "results.json").unlink()
+    return root
+
+
+def test_the_dry_run_skips_finished_and_running_runs(
+        scripts: dict[str, ModuleType], runs: Path,
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    overrides = ["--", *TINY]
+    with RunLock(copy / RELSTM / "seed1"):  # another process runs seed 1
+        scripts["suite"].main(["--dry-run", "--only", "headline", "--seeds", "0", "1",
+                               "--runs", str(copy), *overrides])
+    lines = capsys.readouterr().out.splitlines()
+    by_run = dict(zip(lines[::2], lines[1::2], strict=True))
+    assert by_run[f"# {RELSTM} seed 0: finished: 2 iterations, target not met"].startswith("# ")
+    running = next(line for line in by_run if line.startswith(f"# {RELSTM} seed 1"))
+    assert "running now (PID" in running and by_run[running].startswith("# ")
+    assert not by_run[f"# {LSTM} seed 0: in progress at iteration 2"].startswith("#")
+    assert not by_run[f"# {LSTM} seed 1: not started"].startswith("#")
+    # A budget raised on the command line turns a finished run back into one to resume.
+    scripts["suite"].main(["--dry-run", "--presets", ADDING, "--runs", str(copy), "--",
+                           *TINY, "iterations=3"])
+    assert capsys.readouterr().out.splitlines()[0] == f"# {ADDING} seed 0: in progress at " \
+        "iteration 2"
+
+
+def test_the_aggregate_renders_results_from_the_runs(
+        scripts: dict[str, ModuleType], runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    scripts["aggregate"].main(["--runs", str(runs), "--out", str(out)])
+    text = out.read_text()
+    relstm = json.loads((runs / RELSTM / "seed0" / "results.json").read_text())["eval"]
+    adding = json.loads((runs / ADDING / "seed0" / "results.json").read_text())["eval"]
+    summary = next(line for line in text.splitlines() if f"[{RELSTM}]" in line)
+    assert "| 1/3 |" in summary and f"{100 * relstm['accuracy@T100']:.1f}%" in summary
+    assert "| 100% |" in summary  # the paper's, beside ours
+    assert "12.5% (CE 0.1733)" in summary  # the memoryless baseline
+    assert f"{adding['mse@T200']:.4f}" in text and "MSE 0.167" in text
+    transfer = next(line for line in text.splitlines() if line.startswith("| relstm | 1/3"))
+    assert f"{100 * relstm['accuracy@T5000']:.1f}% (99%)" in transfer
+    assert f"- `{LSTM}` seed 0: in progress at iteration 2" in text
+    assert f"- `{RELSTM}` seed 1: not started" in text
+    lstm_summary = next(line for line in text.splitlines() if f"[{LSTM}]" in line)
+    assert "| 0/3 | — |" in lstm_summary  # an unfinished run is not a result
+    heatmap = runs / RELSTM / "seed0" / "attention_T5000.png"
+    assert heatmap.exists() and (runs / RELSTM / "seed0" / "attention.png").exists()
+    target = text.split("[attention at T=5000](", 1)[1].split(")", 1)[0]
+    assert (out.parent / target).resolve() == heatmap.resolve()
+    assert (tmp_path / "curves.png").exists()
+    assert "{{" not in text and "kerg2020_table2_denoise_memlstm" in text  # every row listed
+
+
+def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() -> None:
+    """At T=5000 the heatmap is drawn in blocks of steps: a block row is the attention its steps
+    paid, averaged over them, so rows still sum to what was paid and the block of an attended
+    state is where the weight lands."""
+    import torch
+
+    from rlmem.tasks.figures import attention_matrix
+
+    generator = torch.Generator().manual_seed(0)
+    steps, slots, block = 50, 4, 7
+    attention = torch.rand(steps, slots, generator=generator).softmax(dim=-1)
+    slot_time = torch.randint(0, steps, (steps, slots), generator=generator)
+    slot_time[:, 0] = -1  # an empty slot receives nothing
+    full = attention_matrix(attention, slot_time)
+    pooled = attention_matrix(attention, slot_time, block)
+    assert pooled.shape == (8, 8)
+    for i in range(pooled.shape[0]):
+        rows = full[i * block:(i + 1) * block]
+        for j in range(pooled.shape[1]):
+            expected = rows[:, j * block:(j + 1) * block].sum() / len(rows)
+            assert pooled[i, j] == pytest.approx(expected, rel=1e-5, abs=1e-7)
+    paid = attention[:, 1:].sum(dim=1)
+    assert pooled.sum(axis=1)[:-1] == pytest.approx(
+        [float(paid[i * block:(i + 1) * block].mean()) for i in range(7)], rel=1e-5)
