@@ -81,26 +81,39 @@ def plan(rows: Sequence[Row], seeds: Sequence[int] | None, runs: Path,
     return jobs
 
 
-def budget(row: Row, overrides: Sequence[str]) -> int:
-    """The ``iterations`` a run of ``row`` gets with ``overrides`` (the preset's, unless
-    overridden)."""
-    register_supervised_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="supervised", overrides=[f"+preset={row.preset}", *overrides])
-    return int(cfg.iterations)
-
-
-def status_of(job: Job, overrides: Sequence[str]) -> RunStatus:
-    """Where ``job`` stands; the budget is composed only when a ``results.json`` is there."""
-    has_results = (job.run_dir / "results.json").exists()
-    return run_status(job.run_dir, budget(job.row, overrides) if has_results else None)
-
-
-class Runner:
-    """Runs jobs one at a time per worker; the first interrupted run stops the rest."""
+class Budgets:
+    """The ``iterations`` a run of each row gets with the suite's overrides (the preset's,
+    unless overridden): composed once per row, one composition at a time (Hydra's
+    initialisation is process-wide, and the runners are threads)."""
 
     def __init__(self, overrides: Sequence[str]) -> None:
         self.overrides = list(overrides)
+        self.known: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, row: Row) -> int:
+        with self.lock:
+            if row.preset not in self.known:
+                register_supervised_configs()
+                with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                    cfg = compose(config_name="supervised",
+                                  overrides=[f"+preset={row.preset}", *self.overrides])
+                self.known[row.preset] = int(cfg.iterations)
+            return self.known[row.preset]
+
+    def status(self, job: Job) -> RunStatus:
+        """Where ``job`` stands; the budget is composed only when a ``results.json`` is
+        there."""
+        has_results = (job.run_dir / "results.json").exists()
+        return run_status(job.run_dir, self(job.row) if has_results else None)
+
+
+class Runner:
+    """Runs a job in its own process, skipping finished and locked runs; the first
+    interrupted run stops the jobs not yet started."""
+
+    def __init__(self, overrides: Sequence[str]) -> None:
+        self.budgets = Budgets(overrides)
         self.stop = threading.Event()
         self.failed: list[str] = []
         self.lock = threading.Lock()
@@ -108,7 +121,7 @@ class Runner:
     def __call__(self, job: Job) -> None:
         if self.stop.is_set():
             return
-        status = status_of(job, self.overrides)
+        status = self.budgets.status(job)
         if status.state is State.finished:
             print(f"[suite] {job.label}: {status.describe()}; skipped", flush=True)
             return
@@ -131,14 +144,14 @@ class Runner:
                 self.failed.append(job.label)
             print(f"[suite] {job.label}: FAILED (exit {code}); see {shown(log)}", flush=True)
         else:
-            print(f"[suite] {job.label}: {status_of(job, self.overrides).describe()}",
-                  flush=True)
+            print(f"[suite] {job.label}: {self.budgets.status(job).describe()}", flush=True)
 
 
 def dry_run(jobs: Sequence[Job], overrides: Sequence[str]) -> None:
     """Print each job's command, commented out when the suite would skip it."""
+    budgets = Budgets(overrides)
     for job in jobs:
-        status = status_of(job, overrides)
+        status = budgets.status(job)
         skip = status.state is State.finished or status.holder is not None
         print(f"# {job.label}: {status.describe()}")
         print(("# " if skip else "") + " ".join(job.command))
@@ -175,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for job, future in zip(jobs, futures, strict=True):
                 if (error := future.exception()) is not None:  # e.g. a preset that fails
-                    runner.failed.append(f"{job.label} ({type(error).__name__}: {error})")
+                    with runner.lock:
+                        runner.failed.append(f"{job.label} ({type(error).__name__}: {error})")
         except KeyboardInterrupt:  # the runs got the same SIGINT and stop at a checkpoint
             runner.stop.set()
             print("[suite] interrupted: waiting for the running runs to checkpoint", flush=True)
