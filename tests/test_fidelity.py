@@ -6,6 +6,7 @@ Each test writes the paper's formula by hand, in float64, and compares the cell 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import warnings
 from pathlib import Path
@@ -18,6 +19,8 @@ from torch import Tensor
 from rlmem.cells import make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.cells.memlstm import MemoryOverflowWarning
+from rlmem.cells.modrelu import ModReLU
+from rlmem.cells.relevancy import BaseNonlinearity, ReLRNN
 
 IN, H = 3, 6
 OVERFLOW = "past capacity="
@@ -215,3 +218,76 @@ def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
     assert OVERFLOW not in evaluate_tiny(tmp_path, "+eval_memory.capacity=250")
     report = json.loads((tmp_path / "eval" / "DoorKey-5x5.json").read_text())
     assert report["eval_memory"] == {"capacity": 250}
+
+
+# --- ReLRNN: modReLU (Arjovsky et al., 2016; Kerg et al., 2020, Tables 6 and 8) -------------
+
+def test_modrelu_is_the_papers_formula() -> None:
+    torch.manual_seed(0)
+    modrelu = ModReLU(5).double()
+    with torch.no_grad():
+        modrelu.bias.copy_(torch.tensor([-0.5, -0.1, 0.0, 0.2, 1.0], dtype=torch.float64))
+    z = torch.randn(7, 5, dtype=torch.float64)
+    expected = torch.relu(z.abs() + modrelu.bias) * z / z.abs()
+    torch.testing.assert_close(modrelu(z), expected, atol=1e-15, rtol=0)
+    assert modrelu(torch.zeros(1, 5, dtype=torch.float64)).abs().sum() == 0
+
+
+def relrnn_by_hand(cell: ReLRNN, x: Tensor) -> Tensor:
+    r"""Eq. 1 with modReLU, and attention over every state so far (no state has left S yet):
+    :math:`h_t = \mathrm{modReLU}(V s_{t-1} + U x_t + b)`,
+    :math:`s_t = h_t + \sum_i \mathrm{softmax}_i(v_a^\top \tanh(W_a s_{t-1} + b_a + U_a h_i))
+    h_i`."""
+    attention = cell.attention
+    s = torch.zeros(x.shape[1], cell.hidden_size, dtype=torch.float64)
+    states, outputs = [], []
+    for x_t in x:
+        z = s @ cell.recurrent_map.weight.T + x_t @ cell.input_map.weight.T + cell.input_map.bias
+        h = torch.relu(z.abs() + cell.modrelu.bias) * torch.sign(z)
+        states.append(h)
+        memory = torch.stack(states, dim=1)  # (B, t, H)
+        query = s @ attention.query.weight.T + attention.query.bias
+        logits = (torch.tanh(query[:, None] + memory @ attention.key.weight.T)
+                  @ attention.score.weight.T).squeeze(-1)
+        s = h + (torch.softmax(logits, dim=1)[..., None] * memory).sum(1)
+        outputs.append(s)
+    return torch.stack(outputs)
+
+
+def test_relrnn_modrelu_computes_eq1_and_trains_its_bias() -> None:
+    torch.manual_seed(0)
+    cell = make_cell("relrnn", input_size=IN, hidden_size=H, short_term=6, relevant=2,
+                     nonlinearity=BaseNonlinearity.modrelu).double()
+    assert isinstance(cell, ReLRNN) and not cell.runs_engine()
+    with torch.no_grad():
+        cell.modrelu.bias.copy_(0.3 * torch.randn(H, dtype=torch.float64))
+    x = torch.randn(5, 3, IN, dtype=torch.float64)
+    y, _ = cell(x)
+    torch.testing.assert_close(y, relrnn_by_hand(cell, x), atol=1e-12, rtol=0)
+    y.pow(2).sum().backward()
+    assert cell.modrelu.bias.grad is not None and cell.modrelu.bias.grad.abs().min() > 0
+    tanh = make_cell("relrnn", input_size=IN, hidden_size=H, nonlinearity="tanh")  # type: ignore[arg-type]
+    assert isinstance(tanh, ReLRNN) and tanh.runs_engine() and not hasattr(tanh, "modrelu")
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("irnn", {"K": 2, "rank": 3}),
+    ("relrnn", {"nonlinearity": BaseNonlinearity.modrelu}),
+])
+def test_new_options_reset_exactly_and_carry_state_across_chunks(name: str,
+                                                                 options: dict[str, object]
+                                                                 ) -> None:
+    """After a reset a batch item computes what a fresh run of its episode computes; a chunked
+    run computes what one call computes."""
+    torch.manual_seed(0)
+    cell = make_cell(name, input_size=IN, hidden_size=H, **options).double()
+    x = torch.randn(14, 2, IN, dtype=torch.float64)
+    resets = torch.zeros(14, 2, dtype=torch.bool)
+    resets[6, 0] = True
+    y = cell(x, None, resets)[0]
+    torch.testing.assert_close(y[6:, :1], cell(x[6:, :1])[0], atol=1e-12, rtol=0)
+    y_chunks, state = [], None
+    for begin, end in itertools.pairwise((0, 1, 5, 9, 14)):
+        out, state = cell(x[begin:end], state, resets[begin:end])
+        y_chunks.append(out)
+    torch.testing.assert_close(torch.cat(y_chunks), y, atol=1e-12, rtol=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, NamedTuple
 
 import torch
@@ -25,6 +26,8 @@ from rlmem.cells.attention_scan import (
     wants_engine,
 )
 from rlmem.cells.base import Cell
+from rlmem.cells.modrelu import ModReLU
+from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
 
 _MEMORY_FIELDS: list[tuple[str, type]] = [
@@ -48,6 +51,16 @@ screened memory (see ``_MEMORY_FIELDS``)."""
 ReLRNNState = NamedTuple("ReLRNNState", [("s", Tensor), *_MEMORY_FIELDS])
 ReLRNNState.__doc__ = """State of :class:`ReLRNN`: the macro-state ``s`` :math:`s_{t-1}`,
 ``(B, H)``, and the screened memory (see ``_MEMORY_FIELDS``)."""
+
+
+class BaseNonlinearity(Enum):
+    """φ of ReLRNN's base recurrence, Eq. 1."""
+
+    tanh = "tanh"
+    """tanh (Kerg et al., Table 5: copy)."""
+    modrelu = "modrelu"
+    """modReLU with a learned bias per unit (:class:`~rlmem.cells.modrelu.ModReLU`; Kerg et
+    al., Tables 6 and 8: denoise and sequential MNIST)."""
 
 
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
@@ -102,8 +115,9 @@ class _RelevancyScreening(Cell):
     A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
     the loop, a hand-written backward), in the parameters' dtype even under autocast. The same
     math also runs one step at a time through :meth:`step`: for a rollout's few steps without
-    autograd (its prepared weights kept between calls), and for parameters other than float32
-    and float64.
+    autograd (its prepared weights kept between calls), for parameters other than float32
+    and float64, and for the options the engine does not implement (ReLRNN's ``modrelu``),
+    which train through autograd step by step, several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -115,6 +129,11 @@ class _RelevancyScreening(Cell):
         self.short_term = short_term
         self.relevant = relevant
         self.attention = AdditiveAttention(hidden_size)
+
+    def runs_engine(self) -> bool:
+        """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
+        options (a tanh or LSTM base); else :meth:`step` runs."""
+        return True
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         hidden, nu, rho = self.hidden_size, self.short_term, self.relevant
@@ -222,7 +241,7 @@ class _RelevancyScreening(Cell):
         w_in, bias, weights = self._weights()
         xp = project(x, w_in, bias)
         result = None
-        if wants_engine(x.shape[0], (xp, *weights, *state)):
+        if self.runs_engine() and wants_engine(x.shape[0], (xp, *weights, *state)):
             result = screened_scan(
                 xp, weights, state.s, getattr(state, "c", None), state.short,
                 state.short_score, state.short_valid, state.short_time, state.relevant,
@@ -291,15 +310,22 @@ class ReLSTM(_RelevancyScreening):
 
 @register("relrnn")
 class ReLRNN(_RelevancyScreening):
-    __doc__ = f"""Relevancy-screening RNN (ReLRNN, Kerg et al. 2020), on a tanh-RNN base.
+    __doc__ = f"""Relevancy-screening RNN (ReLRNN, Kerg et al. 2020), on a simple-RNN base.
 
-    The base recurrence is Eq. 1, :math:`h_t = \\tanh(V s_{{t-1}} + U x_t + b)`.
+    The base recurrence is Eq. 1, :math:`h_t = \\phi(V s_{{t-1}} + U x_t + b)`, with φ tanh
+    (copy, Table 5) or modReLU (denoise and sequential MNIST, Tables 6 and 8),
+    :math:`\\mathrm{{modReLU}}(z)_i = \\mathrm{{sign}}(z_i) \\max(|z_i| + b^m_i, 0)` with a
+    learned bias :math:`b^m` of its own (:class:`~rlmem.cells.modrelu.ModReLU`; Eq. 1's
+    :math:`b` is kept, a shift of z before the magnitude is taken). Only tanh runs through
+    the chunk engine; modReLU runs :meth:`step` under autograd, several times slower to train.
     {_RelevancyScreening.__doc__}
     Args:
         input_size: features of each input.
         hidden_size: size of :math:`h`, :math:`s` and each memory slot.
         short_term: ν, the length of the short-term buffer.
         relevant: ρ, the capacity of the relevant set.
+        nonlinearity: φ, :attr:`BaseNonlinearity.tanh` or :attr:`BaseNonlinearity.modrelu`; a
+            member or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -309,15 +335,30 @@ class ReLRNN(_RelevancyScreening):
     state_type = ReLRNNState
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5) -> None:
+                 relevant: int = 5,
+                 nonlinearity: BaseNonlinearity = BaseNonlinearity.tanh) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
+        self.nonlinearity = enum_option(BaseNonlinearity, nonlinearity, "ReLRNN",
+                                        "nonlinearity")
         self.input_map = nn.Linear(input_size, hidden_size)  # U and b
         self.recurrent_map = nn.Linear(hidden_size, hidden_size, bias=False)  # V
+        if self.nonlinearity is BaseNonlinearity.modrelu:
+            self.modrelu = ModReLU(hidden_size)
+
+    def runs_engine(self) -> bool:
+        return super().runs_engine() and self.nonlinearity is BaseNonlinearity.tanh
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self.nonlinearity is BaseNonlinearity.modrelu:
+            return self.input_map.weight, self.input_map.bias, self.recurrent_map.weight
         # tanh(V s + U x + b) = 2σ(2V s + 2U x + 2b) - 1
         return (2.0 * self.input_map.weight, 2.0 * self.input_map.bias,
                 2.0 * self.recurrent_map.weight)
 
     def base_step(self, z: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
+        if self.nonlinearity is BaseNonlinearity.modrelu:
+            return self.modrelu(z), {}
         return 2.0 * torch.sigmoid(z) - 1.0, {}
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, nonlinearity={self.nonlinearity.name}"
