@@ -242,16 +242,18 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
         met = [run.results["converged_at"] for run in finished if run.results]
         paper = PAPER.get(row.preset)
         reached = f"{sum(m is not None for m in met)}/{len(finished)}" if finished else "—"
+        cross_entropy = "—" if row.task is Task.adding else mean_of(result.values("ce", T), "ce")
         lines.append([
             link(row.preset_file, out, row.preset), row.cell, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
-            per_seed(values, result.score), (paper.scores.get(T, "—") if paper else "—"),
-            baseline(result), f"{target_text(result)}: {reached}",
+            per_seed(values, result.score), cross_entropy,
+            (paper.scores.get(T, "—") if paper else "—"), baseline(result),
+            f"{target_text(result)}: {reached}",
             ", ".join("—" if m is None else str(m) for m in met) or "—",
             ", ".join(minutes(run.cpu_s) for run in finished) or "—"])
     return table(["preset", "cell", "task", "seeds finished", "ours (mean ± sd)", "per seed",
-                  "paper", "naive baseline", "target met", "iterations to target",
-                  "CPU min per run"], lines, ["---"] * 3 + ["---:"] * 3 + ["---"] * 2
+                  "ours: CE", "paper", "naive baseline", "target met", "iterations to target",
+                  "CPU min per run"], lines, ["---"] * 3 + ["---:"] * 4 + ["---"] * 2
                  + ["---:"] * 3)
 
 
@@ -276,7 +278,7 @@ def transfer(results: Sequence[RowResult]) -> list[str]:
                   "≥ 99% at every T"], lines, ["---"] + ["---:"] * (len(TRANSFER_TS) + 2))
 
 
-def seeds(results: Sequence[RowResult]) -> list[str]:
+def seed_table(results: Sequence[RowResult]) -> list[str]:
     """Every run: where it stands and its final evaluation."""
     lines = []
     for result in results:
@@ -386,7 +388,7 @@ def plot(results: Sequence[RowResult], out: Path) -> Path:
 
 def render(results: Sequence[RowResult], out: Path) -> str:
     sections = {"summary": summary(results, out), "transfer": transfer(results),
-                "per_seed": seeds(results), "in_progress": in_progress(results),
+                "per_seed": seed_table(results), "in_progress": in_progress(results),
                 "figures": figures(results, out), "settings": settings(results)}
     text = TEMPLATE.read_text()
     for name, lines in sections.items():
