@@ -16,11 +16,11 @@ import torch
 from cli_runner import TINY_PPO, run_cli
 from torch import Tensor
 
-from rlmem.cells import make_cell
+from rlmem.cells import Cell, make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.cells.modrelu import ModReLU
-from rlmem.cells.relevancy import BaseNonlinearity, ReLRNN
+from rlmem.cells.relevancy import UNIFORM_SHARE, BaseNonlinearity, ReLRNN, Screening, screen
 
 IN, H = 3, 6
 OVERFLOW = "past capacity="
@@ -270,9 +270,66 @@ def test_relrnn_modrelu_computes_eq1_and_trains_its_bias() -> None:
     assert isinstance(tanh, ReLRNN) and tanh.runs_engine() and not hasattr(tanh, "modrelu")
 
 
+# --- ReLSTM: R starts with the first ρ states (Algorithm 1) unless screened by share ---------
+
+MARKED = (5, 8)
+"""Steps whose input marks them; attention on the example below singles out their states."""
+
+
+def marked_example(name: str, screening: Screening) -> Cell:
+    r"""A cell, hidden size 2, whose state :math:`h_t` depends on :math:`x_t` alone, ±c in its
+    first unit for an input of ±1, and whose attention logit is about ±10 on a state of ±c:
+    attention all but ignores unmarked states next to marked ones, and splits exactly evenly
+    among unmarked ones."""
+    cell = make_cell(name, input_size=1, hidden_size=2, short_term=2, relevant=2,
+                     screening=screening).double()
+    with torch.no_grad():
+        for parameter in cell.parameters():
+            parameter.zero_()
+        if isinstance(cell, ReLRNN):
+            cell.input_map.weight[0, 0] = 10.0  # h = tanh(10 x) ≈ ±1
+            key_gain = 3.0
+        else:  # LSTM: g = tanh(10 x), a closed forget gate, i = o = 1/2: h = tanh(g / 2) / 2
+            lstm = cell.base.cell
+            lstm.weight_ih[2 * 2, 0] = 10.0  # block g, unit 0
+            lstm.bias_ih[2:4] = -1000.0  # block f: σ = 0 exactly, so c_t = i g
+            key_gain = 20.0
+        cell.attention.key.weight[0, 0] = key_gain
+        cell.attention.score.weight[0, 0] = 10.0
+    return cell
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn"])
+def test_normalised_screening_starts_r_empty_of_the_first_states(name: str) -> None:
+    x = -torch.ones(12, 1, 1, dtype=torch.float64)
+    x[list(MARKED)] = 1.0
+    admitted = {}
+    for screening in Screening:
+        out = marked_example(name, screening).forward_aux(x)
+        state = out.state
+        admitted[screening] = set(state.relevant_time[state.relevant_valid].tolist())
+        if screening is Screening.normalised:  # R stays empty until the first marked state
+            first_entry = MARKED[0] + 2  # leaves S (ν = 2) and enters R at this step
+            assert not out.aux.traces["relevant_valid"][:first_entry].any()
+    # Algorithm 1: the first state keeps the score its few competitors inflated; the second
+    # is replaced by the first marked state, whose score beats it.
+    assert admitted[Screening.algorithm1] == {0, MARKED[0]}
+    assert admitted[Screening.normalised] == set(MARKED)
+
+
+def test_screen_admits_to_a_free_slot_only_above_the_floor() -> None:
+    relevant, score = torch.zeros(1, 2, 1), torch.zeros(1, 2)
+    valid, time = torch.zeros(1, 2, dtype=torch.bool), torch.zeros(1, 2, dtype=torch.long)
+    args = (torch.ones(1, 1), torch.tensor([0.9]), torch.tensor([True]), torch.tensor([3]))
+    assert screen(relevant, score, valid, time, *args)[2].any()  # Algorithm 1: any state
+    assert not screen(relevant, score, valid, time, *args, floor=UNIFORM_SHARE)[2].any()
+
+
 @pytest.mark.parametrize(("name", "options"), [
     ("irnn", {"K": 2, "rank": 3}),
     ("relrnn", {"nonlinearity": BaseNonlinearity.modrelu}),
+    ("relrnn", {"screening": Screening.normalised}),
+    ("relstm", {"screening": Screening.normalised, "short_term": 2, "relevant": 2}),
 ])
 def test_new_options_reset_exactly_and_carry_state_across_chunks(name: str,
                                                                  options: dict[str, object]

@@ -53,6 +53,27 @@ ReLRNNState.__doc__ = """State of :class:`ReLRNN`: the macro-state ``s`` :math:`
 ``(B, H)``, and the screened memory (see ``_MEMORY_FIELDS``)."""
 
 
+class Screening(Enum):
+    """How a state leaving the short-term buffer S is screened into the relevant set R."""
+
+    algorithm1 = "algorithm1"
+    r"""Algorithm 1 as written: relevance :math:`\beta(i)` is the attention a state received
+    over its ν steps in S; it enters R into a free slot, or by beating the lowest score in
+    R. R therefore starts with the first ρ states of every sequence."""
+    normalised = "normalised"
+    r"""An ablation: each attention weight is counted relative to the uniform share of its
+    step, :math:`\hat\beta(i) = \frac{1}{\nu}\sum_{j=i}^{i+\nu-1} \alpha_{i,j}\,|M_j|`
+    (1 for a state that drew exactly its share), and an empty slot of R holds the
+    score 1: a state enters R only if it drew more than its share, and beats the lowest
+    score in R when R is full. Early states gain nothing from the few slots they compete
+    with, and R fills only with states that attention singled out."""
+
+
+UNIFORM_SHARE = 1.0
+""":class:`Screening.normalised`'s relevance of a state that drew exactly its uniform share of
+attention, and the score an empty slot of R holds."""
+
+
 class BaseNonlinearity(Enum):
     """φ of ReLRNN's base recurrence, Eq. 1."""
 
@@ -64,11 +85,13 @@ class BaseNonlinearity(Enum):
 
 
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
-           candidate_score: Tensor, candidate_valid: Tensor,
-           candidate_time: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+           candidate_score: Tensor, candidate_valid: Tensor, candidate_time: Tensor,
+           floor: float = float("-inf")) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The screening rule C(i): a state leaving S enters R if R has a free slot, or if its
     relevance beats the lowest score in R, whose state it then replaces.
 
+    ``floor`` is the score an empty slot counts as: ``-inf`` (Algorithm 1) lets any state into
+    a free slot; :data:`UNIFORM_SHARE` (:class:`Screening.normalised`) only one that beats it.
     The selection is not differentiable; the stored state stays in the autograd graph.
 
     Shapes:
@@ -81,7 +104,8 @@ def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candida
     has_free = free.any(dim=-1)
     lowest_score, lowest = score.masked_fill(free, float("inf")).min(dim=-1)
     slot = torch.where(has_free, free.to(torch.uint8).argmax(dim=-1), lowest)
-    enter = candidate_valid & (has_free | (candidate_score > lowest_score))
+    bar = torch.where(has_free, torch.full_like(lowest_score, floor), lowest_score)
+    enter = candidate_valid & (candidate_score > bar)
     write = F.one_hot(slot, relevant.shape[1]).bool() & enter.unsqueeze(-1)
     return (torch.where(write.unsqueeze(-1), candidate.unsqueeze(1), relevant),
             torch.where(write, candidate_score.unsqueeze(-1), score),
@@ -106,34 +130,40 @@ class _RelevancyScreening(Cell):
     free slot or if :math:`\beta(i)` beats the lowest score in R (see :func:`screen`). Memory and
     compute per step are O(ν+ρ), independent of the sequence length.
 
-    Faithful to the paper but easy to miss: R is empty at the start of every episode, so the
-    first ρ states to leave S enter it whatever their score, and early states share attention
-    with few slots, which inflates their relevance. R therefore starts with the first ρ states
-    of every sequence (on copy with ν = ρ = 10, exactly the ten symbols to recall). Keep that in
-    mind when comparing with ``lstm`` on copy.
+    **R starts with the first ρ states of every sequence**, whatever their relevance. This is
+    faithful to Algorithm 1 but easy to miss: R is empty at the start of every episode, so the
+    first ρ states to leave S enter its free slots without competing, and early states share
+    attention with few slots, which inflates their relevance against later candidates. On
+    copy with ν = ρ = 10 those first states are exactly the ten symbols to recall, so part of
+    relstm's advantage over ``lstm`` on copy comes from this rule rather than from learned
+    relevance. ``screening=normalised`` (:class:`Screening`) is the ablation that measures
+    it: relevance counted relative to the uniform share of attention, and a state admitted
+    to R only if it drew more than that share, so R starts empty of the first states unless
+    attention singled them out.
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
     the loop, a hand-written backward), in the parameters' dtype even under autocast. The same
     math also runs one step at a time through :meth:`step`: for a rollout's few steps without
     autograd (its prepared weights kept between calls), for parameters other than float32
-    and float64, and for the options the engine does not implement (ReLRNN's ``modrelu``),
-    which train through autograd step by step, several times slower.
+    and float64, and for the options the engine does not implement (``screening=normalised``,
+    ReLRNN's ``modrelu``), which train through autograd step by step, several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5) -> None:
+                 relevant: int = 5, screening: Screening = Screening.algorithm1) -> None:
         super().__init__(input_size, hidden_size)
         if short_term < 1 or relevant < 1:
             raise ValueError(f"{type(self).__name__}: need short_term ≥ 1 and relevant ≥ 1, got "
                              f"short_term={short_term}, relevant={relevant}")
         self.short_term = short_term
         self.relevant = relevant
+        self.screening = enum_option(Screening, screening, type(self).__name__, "screening")
         self.attention = AdditiveAttention(hidden_size)
 
     def runs_engine(self) -> bool:
         """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
-        options (a tanh or LSTM base); else :meth:`step` runs."""
-        return True
+        options (Algorithm 1's screening and a tanh or LSTM base); else :meth:`step` runs."""
+        return self.screening is Screening.algorithm1
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
         hidden, nu, rho = self.hidden_size, self.short_term, self.relevant
@@ -197,10 +227,11 @@ class _RelevancyScreening(Cell):
         true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
 
         # h_{t-ν} leaves S (slot 0 is the oldest) and is screened into R, as by screen(): with
-        # empty slots ranked -inf, the first free slot, else the first lowest score, is the
-        # target.
-        lowest, slot = state.relevant_score.masked_fill(~state.relevant_valid,
-                                                        float("-inf")).min(dim=1)
+        # empty slots ranked at the floor (-inf in Algorithm 1), the first free slot, else the
+        # first lowest score, is the target.
+        normalised = self.screening is Screening.normalised
+        floor = UNIFORM_SHARE if normalised else float("-inf")
+        lowest, slot = state.relevant_score.masked_fill(~state.relevant_valid, floor).min(dim=1)
         enter = state.short_valid[:, 0] & (state.short_score[:, 0] > lowest)
         write = (slot.unsqueeze(1) == torch.arange(self.relevant, device=h.device)) & \
             enter.unsqueeze(1)
@@ -218,9 +249,12 @@ class _RelevancyScreening(Cell):
         weights_t, read = self.attention.attend_doubled(
             query, memory, torch.matmul(memory, weights.key.t()), valid, weights.score)
         s = h + read
+        received = weights_t[:, :self.short_term].detach()
+        if normalised:  # relative to the uniform share 1/|M_t|, averaged over the ν steps
+            received = received * (valid.sum(dim=1, keepdim=True) / self.short_term)
         new_state = state._replace(
             s=s, t=state.t + 1, **base_fields,
-            short=short, short_score=short_score + weights_t[:, :self.short_term].detach(),
+            short=short, short_score=short_score + received,
             short_valid=short_valid, short_time=short_time,
             relevant=relevant, relevant_score=relevant_score,
             relevant_valid=relevant_valid, relevant_time=relevant_time)
@@ -269,7 +303,8 @@ class _RelevancyScreening(Cell):
         }
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, short_term={self.short_term}, relevant={self.relevant}"
+        return (f"{super().extra_repr()}, short_term={self.short_term}, "
+                f"relevant={self.relevant}, screening={self.screening.name}")
 
 
 @register("relstm")
@@ -284,6 +319,8 @@ class ReLSTM(_RelevancyScreening):
         short_term: ν, the length of the short-term buffer (paper: 5 for RL, 10 for copy).
         relevant: ρ, the capacity of the relevant set (paper: 5 for RL, 10 for copy).
         forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
+        screening: :attr:`Screening.algorithm1` (the paper's; R starts with the first ρ
+            states) or the ablation :attr:`Screening.normalised`; a member or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -296,8 +333,10 @@ class ReLSTM(_RelevancyScreening):
     state_type = ReLSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5, forget_bias: float = 1.0) -> None:
-        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
+                 relevant: int = 5, forget_bias: float = 1.0,
+                 screening: Screening = Screening.algorithm1) -> None:
+        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
+                         screening=screening)
         self.base = LSTMBase(input_size, hidden_size, forget_bias)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -326,6 +365,8 @@ class ReLRNN(_RelevancyScreening):
         relevant: ρ, the capacity of the relevant set.
         nonlinearity: φ, :attr:`BaseNonlinearity.tanh` or :attr:`BaseNonlinearity.modrelu`; a
             member or its name.
+        screening: :attr:`Screening.algorithm1` (the paper's) or the ablation
+            :attr:`Screening.normalised`; a member or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -335,9 +376,10 @@ class ReLRNN(_RelevancyScreening):
     state_type = ReLRNNState
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5,
-                 nonlinearity: BaseNonlinearity = BaseNonlinearity.tanh) -> None:
-        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant)
+                 relevant: int = 5, nonlinearity: BaseNonlinearity = BaseNonlinearity.tanh,
+                 screening: Screening = Screening.algorithm1) -> None:
+        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
+                         screening=screening)
         self.nonlinearity = enum_option(BaseNonlinearity, nonlinearity, "ReLRNN",
                                         "nonlinearity")
         self.input_map = nn.Linear(input_size, hidden_size)  # U and b
