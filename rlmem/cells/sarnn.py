@@ -49,7 +49,8 @@ class SARNN(Cell):
 
     with :math:`W_u = \mathrm{diag}(w_u)`. The loss adds the update budget
     :math:`\lambda \sum_t \tilde u_t` (Eq. 9; summed over steps and neurons, averaged over the
-    batch), returned as the aux loss ``budget``. The slope follows
+    batch), returned as the aux loss ``budget``; the paper's λ converts as described under
+    "λ and Eq. 9" below. The slope follows
     :math:`\alpha = \min(\alpha_{max}, 1 + 0.04 \cdot \text{epoch})` through :meth:`anneal`,
     with ``progress · anneal_epochs`` standing in for the epoch. The reported metric is
     Skip % (Eq. 10), the fraction of neuron updates skipped.
@@ -60,11 +61,32 @@ class SARNN(Cell):
     written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`. The time loop
     runs in :class:`_SARNNScan`, with a hand-written backward pass.
 
+    λ and Eq. 9: the paper's objective is, per sequence i of length T,
+    :math:`\mathcal L_{task}^{(i)} + \lambda_{paper} \sum_{t=1}^{T} \tilde u^{(i)}_t`, averaged
+    over the N sequences, with one task loss per sequence (its tasks classify or regress a
+    whole sequence). Here ``budget`` is :math:`\lambda \frac1B \sum_b \sum_{t \in
+    \text{call}} \sum_{n=1}^{H} \tilde u_{t,b,n}`: summed over the L steps of one call (one
+    chunk) and over the neurons (the ℓ1 norm of :math:`\tilde u_t \ge 0`; an implementation
+    that averages over neurons has H times our λ), averaged over the batch. So:
+
+    - a per-sequence task loss and a call that covers the sequence (``rlmem.supervised`` on
+      adding: the MSE of the last output): Eq. 9 term for term, :math:`\lambda =
+      \lambda_{paper}`;
+    - a task loss that is a mean over steps, as copy's and denoise's cross-entropy and the PPO
+      loss (a mean over a minibatch's steps) are: per step the budget weighs
+      :math:`\lambda L` against a loss of weight 1, while Eq. 9 over a sequence loss that
+      counts each step once (their sum) weighs :math:`\lambda_{paper}`. Use
+      :math:`\lambda = \lambda_{paper} / L`, with L the steps per call: the sequence length
+      (copy's T + 2·recall) in ``rlmem.supervised``, ``agent.recurrence`` (the chunk) in our
+      PPO. sb3-contrib's RecurrentPPO calls the cell on its sequences (a rollout split at
+      episode starts, padded at the end to the longest in the minibatch), so there L is that
+      padded length, which varies, and the budget also counts the padded steps.
+
     Args:
         input_size: features of each input.
         hidden_size: H, neurons of the GRU.
         lam: λ, weight of the update budget (the paper: 0 is a reasonable default; 1e-4–2e-3
-            in its tables).
+            in its tables, for per-sequence losses: see "λ and Eq. 9" to convert).
         slope_max: the largest slope α of the annealing schedule (paper: 5).
         slope_rate: slope increase per epoch (paper: 0.04).
         anneal_epochs: the number of epochs that training progress 0 → 1 stands for.
