@@ -1123,6 +1123,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
     d_key = (d_chunk_keys.view(-1, hidden).t() @ chunk.view(-1, hidden)).mul_(0.5)
     d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
+    dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), d_query_bias, ds, dc,
             d_memory, d_keys)
@@ -1188,3 +1189,44 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
         any_reset, n_in, resets, t0, valid, xp, *weights, s0, c0, memory, keys)
     return FullResult(y=y, c=c, memory=memory, keys=keys, t=t, valid=valid,
                       traces=dict(zip(_FULL_TRACES, traces, strict=True)))
+
+
+class _FullFields(NamedTuple):
+    """MemLSTM's state fields, for :func:`rlmem.cells.base.reset_state`."""
+
+    s: Tensor
+    c: Tensor
+    t: Tensor
+    memory: Tensor
+    keys: Tensor
+    valid: Tensor
+
+
+def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, memory: Tensor,
+              keys: Tensor, valid: Tensor, resets: Tensor, used: int) -> FullResult | None:
+    """MemLSTM's step for one rollout step without autograd, compiled (``full_step`` in
+    ``rlmem/cells/csrc/loops.cpp``): :meth:`rlmem.cells.memlstm.MemLSTM.step` attending over the
+    slots ``[0, used)``, which must hold every state of every batch item. ``None`` where it does
+    not apply (more than one step, autograd, another dtype, no compiled loops), for the caller to
+    run the step in Python.
+
+    Shapes: as :func:`full_scan`, with ``T = 1``.
+    """
+    native = extension.ops(xp)
+    tensors = (xp, *weights, s, c, memory, keys)
+    if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
+            or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
+        return None
+    if bool(resets.any()):  # on the CPU, reading the flag costs no sync
+        s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
+                                                   resets[0])
+    batch, hidden = s.shape
+    # The attention's (B, used, H) scratch: recycled, a fresh block costs page faults.
+    scratch = WORKSPACE.take(batch * used * hidden, xp.dtype, xp.device)
+    y, c, t, memory, keys, valid, attention, slot_time = native.full_step(
+        xp[0], s, c, t, memory, keys, valid, weights.recurrent, weights.key, weights.score,
+        weights.query_bias, used, scratch)
+    WORKSPACE.give(scratch)
+    return FullResult(y=y.unsqueeze(0), c=c, memory=memory, keys=keys, t=t, valid=valid,
+                      traces={"attention": attention.unsqueeze(0),
+                              "slot_time": slot_time.unsqueeze(0)})

@@ -19,6 +19,7 @@ from rlmem.cells.attention_scan import (
     Weights,
     episode_time,
     full_scan,
+    full_step,
     outside_autocast,
     prepared,
     project,
@@ -175,6 +176,9 @@ class MemLSTM(Cell):
             # A few steps (a rollout): the slots the longest episode can reach by the end of
             # the chunk, found with one host sync before the loop.
             used = min(int(state.t.max()) + x.shape[0], self.capacity)
+            result = full_step(xp, weights, state.s, state.c, state.t, state.memory,
+                               state.keys, state.valid, resets, used)
+        if result is None:
             return short_scan(lambda x_t, state_t: self._step(x_t, state_t, weights, used),
                               xp, state, resets)
         new_state = MemLSTMState(result.y[-1], result.c, result.t, result.memory, result.keys,

@@ -430,6 +430,52 @@ std::tuple<Tensor, Tensor> screened_backward(
   return {ds, dc.defined() ? dc.clone() : at::empty({0}, key.options())};
 }
 
+// --- MemLSTM's rollout step (rlmem.cells.memlstm.MemLSTM._step, without autograd) -------------
+
+// One step of MemLSTM attending over the slots [0, used): the caller guarantees that no batch
+// item holds a state beyond them. x_t (B, 4H) is a step of project_input; recurrent (4H + H, H)
+// is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. e is scratch of at least
+// B * used * H elements (recycled by the caller: a fresh block of that size costs page faults).
+// Returns s, c, t, memory, keys, valid, the attention (B, capacity) and the slot times.
+std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& c,
+                              const Tensor& t, const Tensor& memory, const Tensor& keys,
+                              const Tensor& valid, const Tensor& recurrent, const Tensor& key,
+                              const Tensor& score, const Tensor& query_bias, int64_t used,
+                              const Tensor& e) {
+  const int64_t batch = s.size(0), hidden = s.size(1), capacity = memory.size(1);
+  const int64_t gates = 4 * hidden;
+  const Tensor recurrent_t = recurrent.t();
+  const Tensor z = at::addmm(x_t, s, recurrent_t.narrow(1, 0, gates));
+  const Tensor query = at::addmm(query_bias, s, recurrent_t.narrow(1, gates, hidden));
+  // The LSTM step in the doubled form (LSTMBase.step_doubled).
+  const Tensor act = z.sigmoid();
+  const Tensor i = act.narrow(1, 0, hidden), f = act.narrow(1, hidden, hidden),
+               g = act.narrow(1, 2 * hidden, hidden), o = act.narrow(1, 3 * hidden, hidden);
+  const Tensor c_new = f.mul(c).add_(i.mul(g.mul(2.0).sub_(1.0)));
+  const Tensor h = o.mul(c_new.mul(2.0).sigmoid_().mul_(2.0).sub_(1.0));
+  // h_t and U_a h_t go into slot t mod capacity of copies of the memory.
+  const Tensor flat = at::arange(batch, t.options()).mul_(capacity).add_(t.remainder(capacity));
+  const Tensor memory_new = memory.clone(), keys_new = keys.clone(), valid_new = valid.clone();
+  memory_new.view({-1, hidden}).index_copy_(0, flat, h);
+  keys_new.view({-1, hidden}).index_copy_(0, flat, at::mm(h, key.mul(0.5).t()));
+  valid_new.view({-1}).index_fill_(0, flat, true);
+  // Additive attention over the used slots (AdditiveAttention.attend_doubled, key_scale 2).
+  Tensor pre = e.narrow(0, 0, batch * used * hidden).view({batch, used, hidden});
+  at::add_out(pre, query.unsqueeze(1), keys_new.narrow(1, 0, used), 2.0);
+  const Tensor logits = at::matmul(pre.sigmoid_(), score)
+                            .masked_fill_(valid_new.narrow(1, 0, used).logical_not(),
+                                          -std::numeric_limits<double>::infinity());
+  const Tensor weights = at::_softmax(logits, -1, false);
+  const Tensor read = at::bmm(weights.unsqueeze(1), memory_new.narrow(1, 0, used)).squeeze(1);
+  Tensor attention = at::zeros({batch, capacity}, s.options());
+  attention.narrow(1, 0, used).copy_(weights);
+  const Tensor t_column = t.unsqueeze(1);
+  const Tensor slot_time = t_column.sub(t_column.sub(at::arange(capacity, t.options()))
+                                            .remainder_(capacity))
+                               .masked_fill_(valid_new.logical_not(), -1);
+  return {h.add(read), c_new, t.add(1), memory_new, keys_new, valid_new, attention, slot_time};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(rlmem_loops, m) {
@@ -437,4 +483,5 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("tarnn_backward", &tarnn_backward);
   m.def("screened_forward", &screened_forward);
   m.def("screened_backward", &screened_backward);
+  m.def("full_step", &full_step);
 }
