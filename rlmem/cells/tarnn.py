@@ -35,7 +35,8 @@ class TARNN(Cell):
     .. math::
         \dot z = F(z) = \beta \odot (A z + B u_m + \phi(U z + W u_m)), \qquad z(0) = s_{m-1}
 
-    by K Euler steps (Eq. 6) :math:`z^k = z^{k-1} + \eta_k F(z^{k-1})`, and :math:`s_m = z^K`.
+    by K Euler steps (Eq. 6) :math:`z^k = z^{k-1} + \eta_k F(z^{k-1})` for
+    :math:`k = 1, \dots, K` from :math:`z^0 = s_{m-1}`, and :math:`s_m = z^K`.
     Where :math:`\beta_j \approx 0` the state is frozen and the input skipped; where
     :math:`\beta_j \approx 1` it moves to the equilibrium. ``A`` is fixed: ``identity`` is
     :math:`-I`, ``coupled`` is :math:`[A]_{ii} = -1, [A]_{i, i+D/2} = 1`.
@@ -47,6 +48,15 @@ class TARNN(Cell):
     blocks acting on :math:`s_{m-1}`), is returned as the aux loss ``omega``.
 
     Initialisation (A.4): weights from N(0, 0.1²), the bias of β at −3, other biases 0.
+
+    K counts Euler *updates*. Eq. 6 as printed indexes the states instead:
+    :math:`z^1 = s_{m-1}`, :math:`z^k = z^{k-1} + \eta F(z^{k-1})` for :math:`1 < k < K`,
+    :math:`s_m = z^K`; read literally (with :math:`k \le K`, so that :math:`z^K` exists) that
+    is K − 1 updates. We keep K updates: with the literal count, K = 1 would return
+    :math:`s_{m-1}` and ignore the input, while the paper's appendix says one Euler step gives
+    the vanilla RNN (A = −I, β = 1, η = 1); and K then means what it means for ``irnn`` and
+    ``ernn`` (K = 1: one update). To run the paper's literal count, set K to its K − 1 (its
+    A.4 uses K = 5: ``K=4`` here); the default K = 5 is one update more.
 
     How it is computed (the equations above, rearranged; the parameters keep their names). With
     :math:`B = [B_1, B_2]` and :math:`W = [W_1, W_2]` split into the blocks acting on
