@@ -171,6 +171,7 @@ class Workspace:
         self.limit = limit
         """Bytes of free blocks kept at most."""
         self._free: list[Tensor] = []
+        self._held: list[Tensor] = []
         self._lock = threading.Lock()
 
     def take(self, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -183,6 +184,31 @@ class Workspace:
             if fits:
                 return self._free.pop(min(fits)[1])
         return torch.empty(numel, dtype=dtype, device=device)
+
+    HELD = 8
+    """Blocks of :meth:`take_unshared` kept at most."""
+
+    def take_unshared(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+                      use_count: Callable[[Tensor], int]) -> Tensor:
+        """A tensor of ``shape`` for an output that outlives the call (a rollout state's
+        memory), of undefined content: a view of a block kept here, reused once nothing else
+        shares the block's storage (``use_count(block) == 1``, the compiled
+        ``storage_use_count``). A state dropped by its caller so gives its pages to the next
+        step's, instead of each step faulting in fresh ones.
+        """
+        if device.type != "cpu":
+            return torch.empty(shape, dtype=dtype, device=device)
+        inference = torch.is_inference_mode_enabled()  # such blocks stay in inference mode
+        with self._lock:
+            for block in self._held:
+                if (block.shape == shape and block.dtype == dtype
+                        and block.is_inference() == inference and use_count(block) == 1):
+                    return block.view(shape)
+            block = torch.empty(shape, dtype=dtype, device=device)
+            self._held.append(block)
+            if len(self._held) > self.HELD:
+                self._held.pop(0)
+            return block.view(shape)
 
     def give(self, *blocks: Tensor) -> None:
         """Return blocks from :meth:`take`; nothing may use them afterwards."""
@@ -1221,12 +1247,17 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])
     batch, hidden = s.shape
-    # The attention's (B, used, H) scratch: recycled, a fresh block costs page faults.
+    # The attention's (B, used, H) scratch and the new memory and keys: recycled, fresh
+    # blocks of that size cost as much in page faults as the step itself.
     scratch = WORKSPACE.take(batch * used * hidden, xp.dtype, xp.device)
-    y, c, t, memory, keys, valid, attention, slot_time = native.full_step(
+    memory_out, keys_out = (WORKSPACE.take_unshared(memory.shape, memory.dtype, memory.device,
+                                                    native.storage_use_count)
+                            for _ in range(2))
+    y, c, t, valid, attention, slot_time = native.full_step(
         xp[0], s, c, t, memory, keys, valid, weights.recurrent, weights.key, weights.score,
-        weights.query_bias, used, scratch)
+        weights.query_bias, used, scratch, memory_out, keys_out)
     WORKSPACE.give(scratch)
+    memory, keys = memory_out, keys_out
     return FullResult(y=y.unsqueeze(0), c=c, memory=memory, keys=keys, t=t, valid=valid,
                       traces={"attention": attention.unsqueeze(0),
                               "slot_time": slot_time.unsqueeze(0)})

@@ -436,12 +436,14 @@ std::tuple<Tensor, Tensor> screened_backward(
 // item holds a state beyond them. x_t (B, 4H) is a step of project_input; recurrent (4H + H, H)
 // is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. e is scratch of at least
 // B * used * H elements (recycled by the caller: a fresh block of that size costs page faults).
-// Returns s, c, t, memory, keys, valid, the attention (B, capacity) and the slot times.
+// memory_new and keys_new (B, capacity, H) receive the new memory and keys. Returns s, c, t,
+// valid, the attention (B, capacity) and the slot times.
 std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& c,
                               const Tensor& t, const Tensor& memory, const Tensor& keys,
                               const Tensor& valid, const Tensor& recurrent, const Tensor& key,
                               const Tensor& score, const Tensor& query_bias, int64_t used,
-                              const Tensor& e) {
+                              const Tensor& e, const Tensor& memory_new,
+                              const Tensor& keys_new) {
   const int64_t batch = s.size(0), hidden = s.size(1), capacity = memory.size(1);
   const int64_t gates = 4 * hidden;
   const Tensor recurrent_t = recurrent.t();
@@ -455,7 +457,9 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
   const Tensor h = o.mul(c_new.mul(2.0).sigmoid_().mul_(2.0).sub_(1.0));
   // h_t and U_a h_t go into slot t mod capacity of copies of the memory.
   const Tensor flat = at::arange(batch, t.options()).mul_(capacity).add_(t.remainder(capacity));
-  const Tensor memory_new = memory.clone(), keys_new = keys.clone(), valid_new = valid.clone();
+  memory_new.copy_(memory);
+  keys_new.copy_(keys);
+  const Tensor valid_new = valid.clone();
   memory_new.view({-1, hidden}).index_copy_(0, flat, h);
   keys_new.view({-1, hidden}).index_copy_(0, flat, at::mm(h, key.mul(0.5).t()));
   valid_new.view({-1}).index_fill_(0, flat, true);
@@ -473,7 +477,12 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
   const Tensor slot_time = t_column.sub(t_column.sub(at::arange(capacity, t.options()))
                                             .remainder_(capacity))
                                .masked_fill_(valid_new.logical_not(), -1);
-  return {h.add(read), c_new, t.add(1), memory_new, keys_new, valid_new, attention, slot_time};
+  return {h.add(read), c_new, t.add(1), valid_new, attention, slot_time};
+}
+
+// How many tensors share the storage of this one (1: only this one).
+int64_t storage_use_count(const Tensor& tensor) {
+  return static_cast<int64_t>(tensor.storage().use_count());
 }
 
 }  // namespace
@@ -484,4 +493,5 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("screened_forward", &screened_forward);
   m.def("screened_backward", &screened_backward);
   m.def("full_step", &full_step);
+  m.def("storage_use_count", &storage_use_count);
 }
