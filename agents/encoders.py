@@ -1,5 +1,5 @@
 """Encoders of MiniGrid observations, shared by our PPO model and the sb3-contrib policy (the
-encoders of other envs' fields are in :mod:`rlmem.agents.field_encoders`).
+encoders of other envs' fields are in :mod:`rlmem.agents.ppo.field_encoders`).
 
 Both follow ``rl-starter-files`` (Willems, 2020), the MiniGrid recipe the ReLSTM paper builds on:
 a three-layer conv net on the 7×7×3 egocentric grid encoding, and a word embedding plus GRU on
@@ -9,31 +9,20 @@ instead of fed as raw floats (``raw`` stays selectable for parity with the paper
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import Tensor, nn
 
+from rlmem.agents.encodings import GRID_ENCODINGS
 from rlmem.envs.encoding import PAD
-
-GRID_ENCODINGS = ("embedding", "onehot", "raw")
-"""How the grid's (object, colour, state) indices enter the conv net; see :class:`ImageEncoder`."""
 
 GRID_VOCABULARY = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX))
 """How many values each channel of MiniGrid's grid encoding takes: objects, colours, states."""
 
-LEGACY_GRID_ENCODING = "raw"
-"""The encoding of runs whose config records none: every run before the choice existed."""
-
 EMBEDDING_SIZE = 8
 """Features per channel of the ``embedding`` grid encoding (so 24 conv input channels)."""
-
-
-def recorded_grid_encoding(config: Mapping[str, Any]) -> str:
-    """The grid encoding a run's saved config was trained with (old runs record none: raw)."""
-    return str(config.get("grid_encoding", LEGACY_GRID_ENCODING))
 
 
 class ImageEncoder(nn.Module):

@@ -6,11 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 from gymnasium.vector import VectorEnv
 
-from rlmem.agents.model import ActorCritic
-from rlmem.agents.observation import observation_to_tensors
+from rlmem.agents.episodes import EpisodeTracker
 
 
 @dataclass
@@ -69,31 +67,6 @@ class Actor(Protocol):
         ``observation[b]`` starts an episode (its memory is re-initialised first)."""
 
 
-class PPOActor:
-    """Our PPO's :class:`ActorCritic` as an :class:`Actor`, one batched step at a time.
-
-    Args:
-        model: the actor-critic, on ``device``, in eval mode.
-        device: where the model lives.
-    """
-
-    def __init__(self, model: ActorCritic, device: torch.device) -> None:
-        self.model = model
-        self.device = device
-
-    def initial_state(self, num_envs: int) -> Any:
-        return self.model.initial_state(num_envs, device=self.device)
-
-    @torch.no_grad()
-    def act(self, observation: Any, state: Any, resets: np.ndarray,
-            greedy: bool) -> tuple[np.ndarray, Any]:
-        inputs = {key: value.unsqueeze(0)
-                  for key, value in observation_to_tensors(observation, self.device).items()}
-        out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))
-        action, _ = out.head.sample(out.action_params[0], greedy=greedy)
-        return out.head.env_action(action), out.state
-
-
 def evaluate_policy(actor: Actor, envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
                     quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
     """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
@@ -116,25 +89,19 @@ def evaluate_policy(actor: Actor, envs: VectorEnv, episodes: int, *, greedy: boo
     observation, _ = envs.reset(seed=seed)
     state = actor.initial_state(num_envs)
     resets = np.ones(num_envs, dtype=bool)
-    running_return = np.zeros(num_envs)
-    running_length = np.zeros(num_envs, dtype=np.int64)
+    tracker = EpisodeTracker(num_envs)
     counts = np.zeros(num_envs, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
     while (counts < quotas).any():
         action, state = actor.act(observation, state, resets, greedy)
         observation, reward, terminated, truncated, _ = envs.step(action)
-        running_return += reward
-        running_length += 1
-        done = terminated | truncated
-        for index in np.flatnonzero(done):
-            if counts[index] < quotas[index]:
-                returns.append(float(running_return[index]))
-                lengths.append(int(running_length[index]))
-                counts[index] += 1
-        running_return[done] = 0.0
-        running_length[done] = 0
-        resets = done
+        resets = terminated | truncated
+        for episode in tracker.step(reward, resets):
+            if counts[episode.env] < quotas[episode.env]:
+                returns.append(episode.episode_return)
+                lengths.append(episode.length)
+                counts[episode.env] += 1
     values = np.asarray(returns)
     result = EvaluationResult(float(values.mean()), float(values.std()),
                               float((values > 0).mean()), float(np.mean(lengths)), len(values))

@@ -27,9 +27,10 @@ import torch
 from minigrid.wrappers import ImgObsWrapper
 from omegaconf import OmegaConf
 
-from rlmem.agents.model import ActorCritic
-from rlmem.agents.ppo import PPO, PPOConfig
-from rlmem.agents.rollout import RolloutCollector
+from rlmem.agents.ppo import PPOConfig
+from rlmem.agents.ppo.collector import RolloutCollector
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
 from rlmem.envs import env_spec, make_vector_env
 
@@ -51,7 +52,7 @@ def ours(env: str, num_envs: int, memory: str) -> Callable[[], None]:
     collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
 
     def update() -> None:
-        ppo.update(collector.collect(config.frames_per_env, config.recurrence), progress=0.0)
+        ppo.update(collector.collect(config.frames_per_env, config.recurrence))
 
     return update
 

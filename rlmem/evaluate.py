@@ -11,6 +11,7 @@ Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,15 +22,9 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from rlmem.agents.encoders import recorded_grid_encoding
-from rlmem.agents.evaluation import (
-    Actor,
-    EvaluationResult,
-    PPOActor,
-    episode_quotas,
-    evaluate_policy,
-)
-from rlmem.agents.model import ActorCritic
+from rlmem.agents.evaluation import EvaluationResult, episode_quotas, evaluate_policy
+from rlmem.agents.registry import AGENTS
+from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import (
     ENVS,
     EnvOptions,
@@ -67,7 +62,8 @@ def short_name(name: str) -> str:
 
 
 def load_run(run: Path) -> Checkpoint:
-    """The checkpoint of an RL run directory, with a clear error when there is none."""
+    """The checkpoint of an RL run directory, its config's derived values decided (an older run
+    may have left them to be), with a clear error when there is none."""
     path = run / CHECKPOINT_NAME
     if not run.is_dir():
         raise ValueError(f"run={run}: no such run directory")
@@ -80,44 +76,10 @@ def load_run(run: Path) -> Checkpoint:
                                                                      dict) else "?"
         raise ValueError(f"run={run} is a supervised run (task={task}), not an RL agent; its "
                          "results are in its progress.csv and its test metrics")
-    if config["agent"]["name"] not in ACTOR_LOADERS:
+    if config["agent"]["name"] not in AGENTS:
         raise ValueError(f"run={run} was trained by agent={config['agent']['name']}; "
-                         f"rlmem.evaluate evaluates {', '.join(ACTOR_LOADERS)} runs")
-    return checkpoint
-
-
-def ppo_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, action_space: Any,
-              device: torch.device, eval_memory: dict[str, Any]) -> Actor:
-    """Our PPO's model, rebuilt from the run's recorded config (with ``eval_memory`` over its
-    memory) and weights, for the evaluation env's spaces."""
-    config = checkpoint.config
-    model = ActorCritic(observation_space, action_space, {**config["memory"], **eval_memory},
-                        grid_encoding=recorded_grid_encoding(config),
-                        # Runs before the key had no Discrete observations: any value fits.
-                        discrete_encoding=config.get("discrete_encoding", "onehot"))
-    try:
-        model.load_state_dict(checkpoint.states["model"])
-    except RuntimeError as error:
-        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; only "
-                         f"weight-free hyperparameters may differ:\n{error}") from None
-    return PPOActor(model.to(device).eval(), device)
-
-
-def sb3_actor(run: Path, checkpoint: Checkpoint, observation_space: Any, action_space: Any,
-              device: torch.device, eval_memory: dict[str, Any]) -> Actor:
-    """The RecurrentPPO of an ``agent=sb3`` run."""
-    from rlmem.agents.sb3.actor import SB3Actor  # stable-baselines3 only when needed
-    from rlmem.agents.sb3.train import load_model
-
-    if eval_memory:
-        raise ValueError("eval_memory applies to agent=ppo runs; this is an agent=sb3 run")
-    model = load_model(run, device=device)
-    model.policy.set_training_mode(False)
-    return SB3Actor(model)
-
-
-ACTOR_LOADERS = {"ppo": ppo_actor, "sb3": sb3_actor}
-"""How each trainer's run becomes an :class:`~rlmem.agents.evaluation.Actor`."""
+                         f"rlmem.evaluate evaluates {', '.join(AGENTS)} runs")
+    return dataclasses.replace(checkpoint, config=with_derived_values(config))
 
 
 def evaluation_env(requested: str | None, config: dict[str, Any]) -> str:
@@ -171,8 +133,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     options = EnvOptions.from_config(config)
     observation_space, action_space, minigrid = check_interface(run, name, config, options)
     eval_memory = dict(cfg.eval_memory)
-    actor = ACTOR_LOADERS[config["agent"]["name"]](run, checkpoint, observation_space,
-                                                   action_space, device, eval_memory)
+    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
+    actor = load_actor(run, checkpoint, observation_space, action_space, device, eval_memory)
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
@@ -201,18 +163,25 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
               "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
               "eval_memory": eval_memory,
               **result.as_dict(), "returns": returns}
-    out_dir = run / "eval"
+    gifs = recorder[0].recorded if recorder else []
+    return name, result, write_results(run / "eval", safe_file_name(name), report, gifs)
+
+
+def write_results(out_dir: Path, stem: str, report: dict[str, Any],
+                  gifs: list[Any]) -> Path | None:
+    """Write ``<stem>.json`` and ``<stem>_<i>.gif`` into ``out_dir``; return the JSON's path,
+    or None after printing why it could not be written."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for index, frames in enumerate(recorder[0].recorded if recorder else []):
-            write_gif(frames, out_dir / f"{safe_file_name(name)}_{index}.gif")
-        target = out_dir / f"{safe_file_name(name)}.json"
+        for index, frames in enumerate(gifs):
+            write_gif(frames, out_dir / f"{stem}_{index}.gif")
+        target = out_dir / f"{stem}.json"
         target.write_text(json.dumps(report, indent=2))
     except OSError as error:
         print(f"rlmem.evaluate: could not write the results into {out_dir}: {error}",
               file=sys.stderr, flush=True)
-        return name, result, None
-    return name, result, target
+        return None
+    return target
 
 
 def safe_file_name(name: str) -> str:

@@ -17,18 +17,17 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rlmem.agents.trainers import get_trainer
 from rlmem.runs import reported_as_cli_errors
 from rlmem.schema.train import check_train_config, register_train_configs
 
 register_train_configs()
 
+
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    """Validate ``cfg``, then hand it to the trainer of ``cfg.agent.name``."""
+    """Check ``cfg``, then hand it to the trainer of its agent."""
     with reported_as_cli_errors("rlmem.train"):
-        check_train_config(cfg)
-        trainer = get_trainer(cfg.agent.name)
+        trainer = check_train_config(cfg).agent.trainer()
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         # In a multirun the sweep's subdir decides; record where the run really is.
         cfg.run_dir = str(run_dir)

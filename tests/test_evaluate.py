@@ -10,7 +10,7 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 
-from rlmem.agents import ppo_train
+from rlmem.agents.ppo import train as ppo_train
 from rlmem.evaluate import IncompatibleEnvError, evaluate_run
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR

@@ -19,7 +19,8 @@ from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from rlmem.agents import ppo_train
+from rlmem.agents.ppo import train as ppo_train
+from rlmem.agents.ppo import update as ppo_update
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import (
     CheckpointWriteError,
@@ -120,7 +121,7 @@ def test_divergence_never_saves_a_checkpoint_that_cannot_act(overrides: tuple[st
 
 
 def test_sampling_from_non_finite_logits_is_reported_as_divergence() -> None:
-    from rlmem.agents.rollout import sample_actions
+    from rlmem.agents.ppo.heads import sample_actions
 
     with pytest.raises(NonFiniteLossError, match="action logits are NaN or infinite"):
         sample_actions(torch.tensor([[0.0, float("nan")]]))
@@ -200,13 +201,13 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path: Path,
 # 7 ---------------------------------------------------------------------------------------------
 def test_nan_at_the_first_update_says_no_checkpoint_exists(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_gae = ppo_train.PPO.update.__globals__["compute_gae"]
+    real_gae = ppo_update.compute_gae
 
     def diverging_gae(*args: Any, **kwargs: Any) -> Any:
         advantages, returns = real_gae(*args, **kwargs)
         return advantages * float("nan"), returns
 
-    monkeypatch.setitem(ppo_train.PPO.update.__globals__, "compute_gae", diverging_gae)
+    monkeypatch.setattr(ppo_update, "compute_gae", diverging_gae)
     with pytest.raises(NonFiniteLossError, match="No checkpoint was written yet"):
         ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
     assert not (tmp_path / "checkpoint.pt").exists()

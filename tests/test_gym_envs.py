@@ -21,19 +21,19 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from rlmem.agents import model as model_module
-from rlmem.agents import ppo_train
 from rlmem.agents.encoders import ImageEncoder, MissionEncoder
-from rlmem.agents.field_encoders import DiscreteEncoder, PixelEncoder, VectorEncoder
-from rlmem.agents.heads import (
+from rlmem.agents.ppo import model as model_module
+from rlmem.agents.ppo import train as ppo_train
+from rlmem.agents.ppo.field_encoders import DiscreteEncoder, PixelEncoder, VectorEncoder
+from rlmem.agents.ppo.heads import (
     CategoricalHead,
     GaussianHead,
     MultiCategoricalHead,
     UnsupportedActionSpaceError,
     make_action_head,
 )
-from rlmem.agents.model import ActorCritic
-from rlmem.agents.observation import (
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.observation import (
     UnsupportedObservationSpaceError,
     check_observation_space,
     field_encoder,
@@ -380,7 +380,7 @@ def test_memory_matters_on_cartpole_without_velocities(
     """
     steps = {memory: _balanced_steps(memory, tmp_path / memory) for memory in ("lstm", "relstm")}
     monkeypatch.setattr(model_module, "make_cell_from_config",
-                        lambda memory, input_size: FeedForward(input_size, memory.hidden_size))
+                        lambda memory, input_size: FeedForward(input_size, memory["hidden_size"]))
     steps["feedforward"] = _balanced_steps("lstm", tmp_path / "feedforward")
     print("masked CartPole, steps balanced (best, final mean of 100 episodes):", steps)
     assert steps["lstm"][0] > 300 and steps["relstm"][0] > 300, steps

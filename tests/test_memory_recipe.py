@@ -18,11 +18,12 @@ from hydra import compose, initialize_config_dir
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import nn
 
-from rlmem.agents import ppo_train
-from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder, recorded_grid_encoding
-from rlmem.agents.model import ActorCritic
+from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder
+from rlmem.agents.ppo import train as ppo_train
+from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model
+from rlmem.agents.train_config import with_derived_values
 from rlmem.cells import CELLS, hyperparameters, make_cell
 from rlmem.cells.lstm import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
@@ -143,7 +144,7 @@ def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     assert checkpoint.format == 1 and checkpoint.count("frames") == 256
     assert "grid_encoding" not in checkpoint.config
     assert "forget_bias" not in checkpoint.config["memory"]
-    assert recorded_grid_encoding(checkpoint.config) == "raw"
+    assert with_derived_values(checkpoint.config)["grid_encoding"] == "raw"
     name, result, _ = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
                                                num_envs=2))
     assert name == "MemoryS13" and result.episodes == 2

@@ -8,11 +8,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rlmem.agents.evaluation import PPOActor, episode_quotas, evaluate_policy
-from rlmem.agents.gae import compute_gae
-from rlmem.agents.model import ActorCritic
-from rlmem.agents.ppo import PPO, PPOConfig, check_ppo_config
-from rlmem.agents.rollout import RolloutCollector
+from rlmem.agents.evaluation import episode_quotas, evaluate_policy
+from rlmem.agents.ppo import PPOConfig
+from rlmem.agents.ppo.actor import PPOActor
+from rlmem.agents.ppo.collector import RolloutCollector
+from rlmem.agents.ppo.gae import compute_gae
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.update import PPO
 from rlmem.cells import CELLS, cell_config
 from rlmem.envs import make_env, make_vector_env
 
@@ -98,7 +100,7 @@ def test_a_reset_never_touches_another_envs_memory(name: str) -> None:
     ppo = PPO(model, config)
     for group in ppo.optimizer.param_groups:
         group["lr"] = 0.0
-    metrics = ppo.update(rollout, progress=0.0)
+    metrics = ppo.update(rollout)
     assert metrics["ppo/approx_kl"] < 1e-9 and metrics["ppo/clip_fraction"] == 0.0
     envs.close()
 
@@ -147,4 +149,4 @@ def test_bad_ppo_hyperparameters(key: str, value: float, match: str) -> None:
     config = OmegaConf.structured(PPOConfig())
     config[key] = value
     with pytest.raises(ValueError, match=match):
-        check_ppo_config(config)
+        OmegaConf.to_object(config)  # the config checks itself as it is built

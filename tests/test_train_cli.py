@@ -14,10 +14,11 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.agents import ppo_train
-from rlmem.agents.ppo import NonFiniteLossError, PPOConfig
+from rlmem.agents.ppo import PPOConfig
+from rlmem.agents.ppo import train as ppo_train
+from rlmem.agents.ppo import update as ppo_update
 from rlmem.cells import CELLS
-from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.runs import CheckpointMismatchError, NonFiniteLossError, load_checkpoint
 from rlmem.runs import episodes as episodes_module
 from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
 from rlmem.schema.memory import CONF_DIR
@@ -118,7 +119,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _compose(*TINY_PPO, "frames=96")
     calls = []
-    real_gae = ppo_train.PPO.update.__globals__["compute_gae"]
+    real_gae = ppo_update.compute_gae
 
     def diverging_gae(*args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
         calls.append(1)
@@ -127,7 +128,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
             advantages = advantages * float("nan")
         return advantages, returns
 
-    monkeypatch.setitem(ppo_train.PPO.update.__globals__, "compute_gae", diverging_gae)
+    monkeypatch.setattr(ppo_update, "compute_gae", diverging_gae)
     with pytest.raises(NonFiniteLossError, match="last good checkpoint"):
         ppo_train.train(cfg, tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
+
+from rlmem.agents.sb3.train import model_from_checkpoint
+from rlmem.runs import Checkpoint
 
 
 class SB3Actor:
@@ -31,3 +37,19 @@ class SB3Actor:
         actions, state = self.model.predict(observation, state=state, episode_start=resets,
                                             deterministic=greedy)
         return np.asarray(actions), state
+
+
+def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Space[Any],
+               action_space: spaces.Space[Any], device: torch.device,
+               eval_memory: dict[str, Any]) -> SB3Actor:
+    """The RecurrentPPO of an ``agent=sb3`` run (its own spaces: the evaluation env has been
+    checked to have the same).
+
+    Raises:
+        ValueError: ``eval_memory`` is given (the sb3 policy rebuilds its cell as trained).
+    """
+    if eval_memory:
+        raise ValueError("eval_memory applies to agent=ppo runs; this is an agent=sb3 run")
+    model = model_from_checkpoint(checkpoint, device=device)
+    model.policy.set_training_mode(False)
+    return SB3Actor(model)

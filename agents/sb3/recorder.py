@@ -9,8 +9,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
-from rlmem.agents.ppo import NonFiniteLossError
-from rlmem.runs import RunLogger
+from rlmem.runs import NonFiniteLossError, RunLogger
 from rlmem.runs.episodes import EpisodeLog
 
 SB3_METRICS: dict[str, tuple[str, float]] = {

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
@@ -27,24 +27,15 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-from rlmem.agents.encoders import recorded_grid_encoding
-from rlmem.agents.ppo_train import RESUME_SECTIONS, env_seed
-from rlmem.agents.ppo_train import RULES as PPO_RULES
+from rlmem.agents.run import env_seed, run_training
 from rlmem.agents.sb3.callback import MemoryCallback
+from rlmem.agents.sb3.config import SB3Config, SB3Policy
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
-from rlmem.envs import make_env, resolved_mission
-from rlmem.runs import (
-    CHECKPOINT_NAME,
-    Checkpoint,
-    ResumeRules,
-    RunLogger,
-    RunSession,
-    load_checkpoint,
-    open_run,
-)
-from rlmem.schema.sb3 import check_sb3_config
+from rlmem.agents.train_config import with_derived_values
+from rlmem.envs import EnvOptions
+from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 
 VEC_ENVS: dict[str, type[VecEnv]] = {"sync": DummyVecEnv, "async": SubprocVecEnv}
 """SB3's counterpart of each ``vectorization`` of :data:`rlmem.envs.VECTORIZATIONS`."""
@@ -55,13 +46,13 @@ def make_envs(config: Any, num_envs: int, seed: int) -> VecEnv:
 
     ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint).
     """
-    return make_vec_env(functools.partial(make_env, config["env"],
-                                          mission=resolved_mission(config)),
+    return make_vec_env(functools.partial(EnvOptions.from_config(config).make, config["env"]),
                         n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[config["vectorization"]])
 
 
 def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") -> RecurrentPPO:
-    """The RecurrentPPO of a run's config (``agent`` section: :class:`rlmem.schema.sb3.SB3Config`).
+    """The RecurrentPPO of a run's config (``agent`` section:
+    :class:`~rlmem.agents.sb3.config.SB3Config`), derived values decided.
 
     The cell is ``config["memory"]`` (or, with ``agent.policy=sb3_lstm``, sb3-contrib's own
     ``MultiInputLstmPolicy`` of ``memory.hidden_size``); the features extractor is
@@ -72,12 +63,14 @@ def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") ->
     head = [agent["head_size"]]
     policy_kwargs: dict[str, Any] = dict(
         features_extractor_class=MiniGridExtractor, normalize_images=False,
-        features_extractor_kwargs=dict(grid_encoding=recorded_grid_encoding(config)),
+        features_extractor_kwargs=dict(grid_encoding=config["grid_encoding"]),
         net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
         shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
         optimizer_kwargs=dict(eps=agent["adam_eps"]))
     policy: type[RecurrentActorCriticPolicy]
-    if agent.get("policy", "memory") == "sb3_lstm":
+    policy_name = agent.get("policy", SB3Policy.memory)
+    if (SB3Policy[policy_name] if isinstance(policy_name, str) else policy_name) \
+            is SB3Policy.sb3_lstm:
         if memory["name"] != "lstm":
             raise ValueError(f"agent.policy=sb3_lstm is sb3-contrib's own nn.LSTM: it needs "
                              f"memory=lstm, got memory={memory['name']}")
@@ -113,9 +106,16 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
     """
     path = Path(run_dir)
     checkpoint = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
-    config = checkpoint.config
-    if config["agent"]["name"] != "sb3":
-        raise ValueError(f"{path} is an agent={config['agent']['name']} run, not agent=sb3")
+    if checkpoint.config["agent"]["name"] != "sb3":
+        raise ValueError(f"{path} is an agent={checkpoint.config['agent']['name']} run, not "
+                         "agent=sb3")
+    return model_from_checkpoint(checkpoint, env, device)
+
+
+def model_from_checkpoint(checkpoint: Checkpoint, env: VecEnv | None = None,
+                          device: torch.device | str = "cpu") -> RecurrentPPO:
+    """The RecurrentPPO of an ``agent=sb3`` checkpoint (see :func:`load_model`)."""
+    config = with_derived_values(checkpoint.config)
     model = build_model(config, env if env is not None else make_envs(config, 1, config["seed"]),
                         device)
     model.policy.load_state_dict(checkpoint.states["policy"])
@@ -124,31 +124,20 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
     return model
 
 
-RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
-                    same=PPO_RULES.same)
-"""As for our PPO's runs."""
-
-
-def train(cfg: Any, run_dir: Path) -> None:
+def train(cfg: DictConfig, run_dir: Path) -> None:
     """Train (or resume) RecurrentPPO with an rlmem cell as configured by ``cfg``.
 
     Raises:
         rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
-        rlmem.agents.ppo.NonFiniteLossError: the weights diverged; the last good checkpoint is
-            kept.
+        rlmem.runs.NonFiniteLossError: the weights diverged; the last good checkpoint is kept.
     """
-    check_sb3_config(cfg.agent)
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(config, dict)
-    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
-        if not run.finished:
-            _train(cfg, config, run)
+    run_training(cfg, run_dir, _train)
 
 
-def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
+def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     start = run.checkpoint
     frames, updates = (start.count("frames"), start.count("updates")) if start else (0, 0)
-    env = make_envs(config, cfg.num_envs, env_seed(cfg.seed, updates))
+    env = make_envs(config, config["num_envs"], env_seed(config["seed"], updates))
     model = build_model(config, env, run.device)
     # RecurrentPPO's own logger prints and writes nothing: RunRecorder writes the run's files.
     model.set_logger(Logger(folder=None, output_formats=[]))
@@ -166,14 +155,14 @@ def _train(cfg: Any, config: dict[str, Any], run: RunSession) -> None:
             rng={"torch": torch.get_rng_state()}))
 
     logger = RunLogger(run.run_dir, "frames", resume_step=frames if start is not None else None)
-    recorder = RunRecorder(logger, save, frames, updates, cfg.frames, cfg.progress_bar,
-                           should_stop=lambda: run.stop_requested)
+    recorder = RunRecorder(logger, save, frames, updates, config["frames"],
+                           config["progress_bar"], should_stop=lambda: run.stop_requested)
     try:
-        if frames < cfg.frames:
+        if frames < config["frames"]:
             # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
             callbacks = [MemoryCallback(), recorder] \
                 if isinstance(model.policy, MemoryPolicy) else [recorder]
-            model.learn(cfg.frames - frames, callback=callbacks,
+            model.learn(config["frames"] - frames, callback=callbacks,
                         reset_num_timesteps=start is None)
     finally:
         logger.close()

@@ -49,6 +49,9 @@ class ResumeRules:
     """The config key the counter runs up to (``frames``, ``iterations``); it may grow."""
     same: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     """Canonical forms of keys with several spellings (an env's short name and its id)."""
+    recorded: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict
+    """A checkpoint's config as this rlmem would record it (an older run may have left a value
+    undecided that is decided today); compared instead of the checkpoint's own."""
 
 
 @dataclass
@@ -107,7 +110,8 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
         checkpoint = None
         if path.exists() and config.get("resume", True):
             checkpoint = load_checkpoint(path, map_location=device)
-            check_compatible(checkpoint.config, config, rules.sections, same=rules.same)
+            check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
+                             same=rules.same)
         elif path.exists():
             path.unlink()
         done = checkpoint is not None and checkpoint.count(rules.counter) >= config[rules.budget]

@@ -9,12 +9,25 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from rlmem.agents.heads import ActionHead, make_action_head
-from rlmem.agents.observation import field_encoder, observation_fields
+from rlmem.agents.ppo.heads import ActionHead, make_action_head
+from rlmem.agents.ppo.observation import (
+    check_observation_space,
+    field_encoder,
+    observation_fields,
+)
 from rlmem.cells import Aux, Cell, make_cell_from_config
 
 RESERVED_NAMES = frozenset({"memory", "actor", "critic", "action"})
 """The model's own parts; an observation field of one of these names gets another module name."""
+
+
+def check_spaces(observation_space: spaces.Space[Any], action_space: spaces.Space[Any],
+                 grid_encoding: str, discrete_encoding: str) -> None:
+    """Raise a :class:`ValueError` unless :class:`ActorCritic` can encode every field of
+    ``observation_space`` (feeding its memory something) and has a head for ``action_space``.
+    Nothing is allocated."""
+    check_observation_space(observation_space, grid_encoding, discrete_encoding)
+    make_action_head(action_space)
 
 
 class PolicyOutput(NamedTuple):
@@ -45,24 +58,24 @@ class ActorCritic(nn.Module):
     """Field encoders -> memory cell -> [cell output, after-memory fields] -> actor and critic.
 
     Each observation field gets its encoder by its space's type
-    (:func:`rlmem.agents.observation.field_encoder`). The memory reads the fields' features
+    (:func:`rlmem.agents.ppo.observation.field_encoder`). The memory reads the fields' features
     concatenated; fields visible at every step (MiniGrid's mission) join after the memory, as in
     rl-starter-files. Each encoder is a submodule named after its field, so a MiniGrid model's
     parameters are ``image.*``, ``mission.*``, ``memory.*``, ``actor.*``, ``critic.*``, as in
     every checkpoint since rlmem 0.1. The action head follows the action space
-    (:func:`rlmem.agents.heads.make_action_head`); the categorical one has no parameters.
+    (:func:`rlmem.agents.ppo.heads.make_action_head`); the categorical one has no parameters.
 
     Args:
-        observation_space: any space :func:`~rlmem.agents.observation.check_observation_space`
+        observation_space: any space :func:`~rlmem.agents.ppo.observation.check_observation_space`
             accepts, e.g. a MiniGrid Dict with ``image`` and optionally ``mission``
             (:class:`rlmem.envs.MiniGridObservation`).
         action_space: Discrete, MultiDiscrete or Box; an int ``n`` means ``Discrete(n)``.
         memory: a memory config (``name``, ``hidden_size``, the cell's hyperparameters).
         head_size: hidden units of the actor and critic MLPs.
         grid_encoding: how MiniGrid's grid indices enter the conv net
-            (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
+            (:data:`rlmem.agents.encodings.GRID_ENCODINGS`).
         discrete_encoding: how Discrete/MultiDiscrete fields are encoded
-            (:data:`rlmem.agents.field_encoders.DISCRETE_ENCODINGS`).
+            (:data:`rlmem.agents.encodings.DISCRETE_ENCODINGS`).
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
@@ -127,7 +140,7 @@ class ActorCritic(nn.Module):
         """Run a time-major batch of observations through the model.
 
         Args:
-            observation: the fields (:func:`rlmem.agents.observation.observation_fields`).
+            observation: the fields (:func:`rlmem.agents.ppo.observation.observation_fields`).
             state: the memory state before time step 0.
             resets: ``resets[t, b]`` means ``observation[t, b]`` starts an episode: the memory
                 of ``b`` is re-initialised before it, and only that of ``b``.

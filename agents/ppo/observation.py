@@ -31,7 +31,7 @@ from gymnasium import spaces
 from torch import Tensor, nn
 
 from rlmem.agents.encoders import ImageEncoder, MissionEncoder
-from rlmem.agents.field_encoders import (
+from rlmem.agents.ppo.field_encoders import (
     DiscreteEncoder,
     PixelEncoder,
     VectorEncoder,
@@ -67,6 +67,12 @@ def observation_to_tensors(observation: Any, device: torch.device) -> dict[str, 
     """A batch of observations from a vector env as tensors on ``device``, by field."""
     return {key: torch.as_tensor(value, device=device)
             for key, value in observation_arrays(observation).items()}
+
+
+def add_time(observation: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A batch of observations as a sequence of one step: each field ``(B, ...)`` ->
+    ``(1, B, ...)``."""
+    return {key: value.unsqueeze(0) for key, value in observation.items()}
 
 
 def stack_observations(observations: list[Any], device: torch.device) -> dict[str, Tensor]:

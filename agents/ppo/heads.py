@@ -1,6 +1,6 @@
 """Action heads: the policy's distribution over an action space, chosen by the space's type.
 
-The actor MLP of :class:`~rlmem.agents.model.ActorCritic` outputs :attr:`ActionHead.num_params`
+The actor MLP of :class:`~rlmem.agents.ppo.model.ActorCritic` outputs :attr:`ActionHead.num_params`
 numbers per step; the head turns them into actions and log-probabilities, in the rollout
 (:meth:`ActionHead.sample`), in the PPO loss (:meth:`ActionHead.log_prob_entropy`) and towards
 the env (:meth:`ActionHead.env_action`). :func:`make_action_head` is the one place that picks a

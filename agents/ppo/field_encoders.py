@@ -2,7 +2,7 @@
 preprocessing (``preprocess_obs``) and extractors (``FlattenExtractor``, ``NatureCNN``).
 
 MiniGrid's own fields have their encoders in :mod:`rlmem.agents.encoders`;
-:func:`rlmem.agents.observation.field_encoder` picks one for each field by its space's type.
+:func:`rlmem.agents.ppo.observation.field_encoder` picks one for each field by its space's type.
 Each encoder maps a flat batch ``(N, *field shape)`` to ``(N, output_size)`` features, and says
 with :attr:`after_memory` whether its features enter the memory (False) or join the memory's
 output (True: for what is visible at every step).
@@ -23,8 +23,7 @@ from stable_baselines3.common.preprocessing import (
 from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
 from torch import Tensor, nn
 
-DISCRETE_ENCODINGS = ("onehot", "embedding")
-"""How Discrete and MultiDiscrete observations enter the model; see :class:`DiscreteEncoder`."""
+from rlmem.agents.encodings import DISCRETE_ENCODINGS
 
 VECTOR_FEATURES = 64
 """Features of :class:`VectorEncoder` (the size of MiniGrid's grid encoding)."""

@@ -1,0 +1,77 @@
+"""The agent contract: what ``python -m rlmem.train agent=<name>`` and ``rlmem.evaluate`` need
+of an agent.
+
+An agent is one package under ``agents/`` (``rlmem.agents.<name>``) whose ``__init__`` imports
+its config: a dataclass subclassing :class:`AgentConfig`, registered with
+:func:`rlmem.agents.registry.register_agent`. The config is torch-free, so composing a run's
+config imports no model code; it checks its own values in ``__post_init__`` (OmegaConf's
+``to_object`` runs it, so a bad value fails before any work), and it says how the agent trains
+(:meth:`AgentConfig.trainer`), how a trained run plays (:meth:`AgentConfig.actor_loader`) and
+which envs it can train on (:meth:`AgentConfig.check_run`). The modules behind the first two are
+imported only when they are asked for, so our PPO never imports sb3-contrib.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from gymnasium import spaces
+from omegaconf import MISSING
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlmem.agents.evaluation import Actor
+    from rlmem.runs import Checkpoint
+
+Trainer = Callable[[Any, Path], None]
+"""``train(cfg, run_dir)``: ``cfg`` is the composed
+:class:`~rlmem.agents.train_config.TrainConfig` (a DictConfig), ``run_dir`` the run directory."""
+
+ActorLoader = Callable[
+    [Path, "Checkpoint", spaces.Space[Any], spaces.Space[Any], "torch.device", dict[str, Any]],
+    "Actor"]
+"""``load(run_dir, checkpoint, observation_space, action_space, device, eval_memory)``: the
+trained agent of a run, for an env of these spaces, as an :class:`~rlmem.agents.evaluation.Actor`.
+The checkpoint's config has its derived values decided
+(:func:`~rlmem.agents.train_config.with_derived_values`)."""
+
+
+@dataclass(frozen=True)
+class EnvProbe:
+    """A run's env, as one env made with the run's options shows it."""
+
+    name: str
+    """The env as the run names it."""
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
+    minigrid: bool
+    """The observations are MiniGrid's encoding (:class:`rlmem.envs.MiniGridObservation`)."""
+
+
+@dataclass
+class AgentConfig:
+    """The config of a registered agent (``agent=<name>``, ``conf/agent/<name>.yaml``)."""
+
+    name: str = MISSING
+    """The agent's registered name (``agent=<name>``)."""
+
+    supports_stop_return: ClassVar[bool] = False
+    """The trainer honours the run's ``stop_return``."""
+
+    @classmethod
+    def trainer(cls) -> Trainer:
+        """The function that trains (or resumes) a run of this agent."""
+        raise NotImplementedError(f"{cls.__name__} names no trainer")
+
+    @classmethod
+    def actor_loader(cls) -> ActorLoader:
+        """The function that turns a trained run of this agent into an actor."""
+        raise NotImplementedError(f"{cls.__name__} names no actor loader")
+
+    def check_run(self, config: Mapping[str, Any], env: EnvProbe) -> None:
+        """Raise a :class:`ValueError` naming the env when this agent cannot train the run
+        ``config`` (resolved, derived values decided) on ``env``; by default every env fits."""

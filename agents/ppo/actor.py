@@ -1,0 +1,60 @@
+"""A trained run of our PPO as the :class:`~rlmem.agents.evaluation.Actor` that evaluation plays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.observation import add_time, observation_to_tensors
+from rlmem.runs import Checkpoint
+
+
+class PPOActor:
+    """Our PPO's :class:`ActorCritic` as an :class:`~rlmem.agents.evaluation.Actor`, one batched
+    step at a time.
+
+    Args:
+        model: the actor-critic, on ``device``, in eval mode.
+        device: where the model lives.
+    """
+
+    def __init__(self, model: ActorCritic, device: torch.device) -> None:
+        self.model = model
+        self.device = device
+
+    def initial_state(self, num_envs: int) -> Any:
+        return self.model.initial_state(num_envs, device=self.device)
+
+    @torch.no_grad()
+    def act(self, observation: Any, state: Any, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, Any]:
+        inputs = add_time(observation_to_tensors(observation, self.device))
+        out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))
+        action, _ = out.head.sample(out.action_params[0], greedy=greedy)
+        return out.head.env_action(action), out.state
+
+
+def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Space[Any],
+               action_space: spaces.Space[Any], device: torch.device,
+               eval_memory: dict[str, Any]) -> PPOActor:
+    """The model of a run, rebuilt from its recorded config (with ``eval_memory`` over its
+    memory) and weights, for an env of these spaces.
+
+    Raises:
+        ValueError: ``eval_memory`` changes the shapes of the weights.
+    """
+    config = checkpoint.config
+    model = ActorCritic(observation_space, action_space, {**config["memory"], **eval_memory},
+                        grid_encoding=config["grid_encoding"],
+                        discrete_encoding=config["discrete_encoding"])
+    try:
+        model.load_state_dict(checkpoint.states["model"])
+    except RuntimeError as error:
+        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; only "
+                         f"weight-free hyperparameters may differ:\n{error}") from None
+    return PPOActor(model.to(device).eval(), device)

@@ -1,0 +1,137 @@
+"""A rollout of our PPO and its sequence layout: BPTT chunks, in minibatches of whole chunks.
+
+The rollout records its chunk length (``recurrence``) and the memory state at the start of
+every chunk, so it alone decides how it is cut: :meth:`Rollout.chunks` lays it out as chunks
+and :meth:`ChunkBatch.minibatches` deals them out, as sb3-contrib's recurrent buffer ``get``
+does for RecurrentPPO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def stack_states(states: list[Any]) -> Any:
+    """Stack a list of memory states (NamedTuples) field by field on a new leading dim."""
+    return type(states[0])(*(torch.stack(fields) for fields in zip(*states, strict=True)))
+
+
+def select_state(state: Any, index: Tensor) -> Any:
+    """The batch items ``index`` of every field of a memory state (fields may be of any dtype)."""
+    return type(state)(*(value[index] for value in state))
+
+
+def _chunks(value: Tensor, recurrence: int) -> Tensor:
+    """``(T, B, ...)`` -> ``(recurrence, T / recurrence * B, ...)``: time within a chunk first,
+    then chunk ``k`` of env ``b`` at column ``k * B + b`` (the layout of ``chunk_states``
+    flattened)."""
+    steps, batch = value.shape[:2]
+    chunked = value.reshape(steps // recurrence, recurrence, batch, *value.shape[2:])
+    return chunked.transpose(0, 1).reshape(recurrence, -1, *value.shape[2:])
+
+
+@dataclass(frozen=True)
+class ChunkBatch:
+    """Whole chunks of ``L`` consecutive steps of one env each, as the columns of time-major
+    tensors: column ``n`` is replayed from ``start_state[n]``, and ``resets`` re-initialise the
+    memory inside it.
+
+    Shapes:
+        - observations[key]: ``(L, N, *field shape)``
+        - resets, old_log_probs, old_values, advantages, returns: ``(L, N)``
+        - actions: ``(L, N, *head.action_shape)``
+        - start_state: each field ``(N, ...)``
+    """
+
+    observations: dict[str, Tensor]
+    resets: Tensor
+    start_state: Any
+    """The memory state before each chunk's first step, as it was in the rollout."""
+    actions: Tensor
+    old_log_probs: Tensor
+    """Log-probabilities of the actions under the rollout policy."""
+    old_values: Tensor
+    """Values under the rollout policy."""
+    advantages: Tensor
+    returns: Tensor
+
+    @property
+    def num_chunks(self) -> int:
+        """``N``."""
+        return self.resets.shape[1]
+
+    def select(self, index: Tensor) -> ChunkBatch:
+        """The chunks ``index``."""
+        return ChunkBatch({key: value[:, index] for key, value in self.observations.items()},
+                          self.resets[:, index], select_state(self.start_state, index),
+                          self.actions[:, index], self.old_log_probs[:, index],
+                          self.old_values[:, index], self.advantages[:, index],
+                          self.returns[:, index])
+
+    def minibatches(self, batch_size: int) -> Iterator[ChunkBatch]:
+        """One pass over the chunks in a random order (``torch.randperm``), ``batch_size``
+        frames of whole chunks per minibatch (at least one chunk; the last may be smaller)."""
+        chunks_per_batch = max(1, batch_size // self.resets.shape[0])
+        order = torch.randperm(self.num_chunks, device=self.resets.device)
+        for index in order.split(chunks_per_batch):
+            yield self.select(index)
+
+
+@dataclass
+class Rollout:
+    """``T`` steps of ``B`` envs, time-major, on the training device.
+
+    ``resets[t, b]`` marks ``observations[t, b]`` as the first observation of an episode, so the
+    memory of ``b`` (and only of ``b``) is re-initialised before it. ``chunk_states[k]`` is the
+    memory state before step ``k * recurrence``, as it was during the rollout (no gradient).
+    """
+
+    observations: dict[str, Tensor]
+    """Each field ``(T, B, ...)``."""
+    resets: Tensor
+    """``(T, B)`` bool."""
+    actions: Tensor
+    """``(T, B, *head.action_shape)``, as the head stores them (long indices, or a Gaussian's
+    unclipped sample)."""
+    log_probs: Tensor
+    """Log-probability of the action under the rollout policy, ``(T, B)``."""
+    values: Tensor
+    """``V(o_t)`` under the rollout policy, ``(T, B)``."""
+    rewards: Tensor
+    """``(T, B)``."""
+    terminated: Tensor
+    """``(T, B)`` bool: the episode ended at ``t``."""
+    truncated: Tensor
+    """``(T, B)`` bool: the episode was cut by a time limit at ``t``."""
+    final_values: Tensor
+    """``V`` of the last observation of an episode truncated at ``t`` (else 0), ``(T, B)``."""
+    last_values: Tensor
+    """``V`` of the observation after step ``T - 1``, ``(B,)``."""
+    recurrence: int
+    """The BPTT chunk length ``L``; ``T`` is a multiple of it."""
+    chunk_states: Any
+    """Memory state before every ``recurrence``-th step; each field ``(T / recurrence, B, ...)``."""
+    episode_returns: list[float] = field(default_factory=list)
+    """Returns of the episodes that ended during the rollout."""
+    episode_lengths: list[int] = field(default_factory=list)
+    """Lengths of the episodes that ended during the rollout."""
+
+    def chunks(self, advantages: Tensor, returns: Tensor) -> ChunkBatch:
+        """The rollout as chunks of ``recurrence`` steps, with its ``advantages`` and
+        ``returns`` (``(T, B)`` each): chunk ``k`` of env ``b`` is column ``k * B + b``."""
+        length = self.recurrence
+        return ChunkBatch(
+            observations={key: _chunks(value, length) for key, value in self.observations.items()},
+            resets=_chunks(self.resets, length),
+            start_state=type(self.chunk_states)(*(value.flatten(0, 1)
+                                                  for value in self.chunk_states)),
+            actions=_chunks(self.actions, length),
+            old_log_probs=_chunks(self.log_probs, length),
+            old_values=_chunks(self.values, length),
+            advantages=_chunks(advantages, length),
+            returns=_chunks(returns, length))

@@ -1,0 +1,119 @@
+"""The training run of our PPO: envs, model, updates, logging, checkpoints and resuming.
+
+Called by ``python -m rlmem.train agent=ppo`` (:meth:`rlmem.agents.ppo.PPOConfig.trainer`).
+The run directory receives ``config.yaml`` (resolved, derived values decided),
+``progress.csv`` and TensorBoard events (one row per update: ``return_mean`` over the episodes
+that ended during the update, ``return_recent`` over the last 100 episodes) and
+``checkpoint.pt`` (after every update, atomically, so a killed run loses at most one update and
+a non-finite loss leaves the last good one in place).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from rlmem.agents.ppo.collector import RolloutCollector
+from rlmem.agents.ppo.config import PPOConfig
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.update import PPO
+from rlmem.agents.run import env_seed, run_training
+from rlmem.envs import EnvOptions, describe_space
+from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
+from rlmem.runs.checkpoint import on_disk
+from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+
+
+def train(cfg: DictConfig, run_dir: Path) -> None:
+    """Train (or resume) our PPO as configured by ``cfg`` into ``run_dir``.
+
+    Raises:
+        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
+        NonFiniteLossError: the loss, the weights or the policy diverged; the last good
+            checkpoint is kept.
+    """
+    frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
+    if cfg.frames % frames_per_update:
+        updates_needed = -(-cfg.frames // frames_per_update)
+        print(f"frames={cfg.frames} is not a whole number of updates of num_envs={cfg.num_envs} "
+              f"× agent.frames_per_env={cfg.agent.frames_per_env}: training "
+              f"{updates_needed * frames_per_update} frames ({updates_needed} updates).",
+              flush=True)
+    run_training(cfg, run_dir, _train)
+
+
+def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
+    torch.manual_seed(config["seed"])
+    envs = EnvOptions.from_config(config).make_vector(config["env"], config["num_envs"],
+                                                      config["vectorization"])
+    model = ActorCritic(envs.single_observation_space, envs.single_action_space,
+                        config["memory"], grid_encoding=config["grid_encoding"],
+                        discrete_encoding=config["discrete_encoding"]).to(run.device)
+    ppo = PPO(model, agent)
+    frames, updates, episodes = _restore(run.checkpoint, model, ppo)
+    collector = RolloutCollector(envs, model, run.device, seed=env_seed(config["seed"], updates))
+    save = functools.partial(_save, run, config, model, ppo, episodes, spaces={
+        "observation": describe_space(envs.single_observation_space),
+        "action": describe_space(envs.single_action_space)})
+    frames_per_update = config["num_envs"] * agent.frames_per_env
+    logger = RunLogger(run.run_dir, "frames",
+                       resume_step=frames if run.checkpoint is not None else None)
+    bar = tqdm(total=config["frames"], initial=min(frames, config["frames"]), unit="frames",
+               disable=not config["progress_bar"], dynamic_ncols=True)
+    try:
+        while (frames < config["frames"] and not episodes.reached(config["stop_return"])
+               and not run.stop_requested):
+            clock = time.perf_counter()
+            rollout = collector.collect(agent.frames_per_env, agent.recurrence)
+            model.memory.anneal(frames / config["frames"])  # e.g. SA-RNN's slope schedule
+            metrics = ppo.update(rollout)
+            frames, updates = frames + frames_per_update, updates + 1
+            row = {"frames": frames, "updates": updates,
+                   "fps": frames_per_update / (time.perf_counter() - clock),
+                   **episodes.columns(rollout.episode_returns, rollout.episode_lengths),
+                   **metrics}
+            # The row first: a run killed before the checkpoint resumes from the previous one,
+            # and the logger drops the rows past it, so progress.csv never has a gap.
+            logger.log(row)
+            save(frames, updates)
+            bar.update(min(frames, config["frames"]) - bar.n)
+            bar.set_postfix(fps=f"{row['fps']:.0f}", ret=f"{row['return_recent']:.3f}")
+        if episodes.reached(config["stop_return"]):
+            print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
+                  f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
+                  f"{config['stop_return']}.", flush=True)
+    except NonFiniteLossError as error:
+        raise NonFiniteLossError(f"{error} Training stopped at {frames} frames. "
+                                 f"{on_disk(run.checkpoint_path)}") from error
+    finally:
+        bar.close()
+        logger.close()
+        envs.close()
+
+
+def _restore(start: Checkpoint | None, model: ActorCritic,
+             ppo: PPO) -> tuple[int, int, EpisodeLog]:
+    """Load a checkpoint's weights, optimizer and RNG state; return its frames, updates and
+    recent returns (zeros and an empty log for a fresh run)."""
+    if start is None:
+        return 0, 0, EpisodeLog()
+    model.load_state_dict(start.states["model"])
+    ppo.load_state_dict({"optimizer": start.states["optimizer"]})
+    torch.set_rng_state(start.rng["torch"].cpu())
+    return (start.count("frames"), start.count("updates"),
+            EpisodeLog(start.extras.get("recent_returns", [])))
+
+
+def _save(run: RunSession, config: dict[str, Any], model: ActorCritic, ppo: PPO,
+          episodes: EpisodeLog, frames: int, updates: int, *, spaces: dict[str, str]) -> None:
+    run.save(Checkpoint(
+        config=config, progress={"frames": frames, "updates": updates},
+        states={"model": model.state_dict(), **ppo.state_dict()},
+        rng={"torch": torch.get_rng_state()},
+        extras={"recent_returns": list(episodes.recent), "spaces": spaces}))

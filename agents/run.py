@@ -1,0 +1,61 @@
+"""What every RL trainer's run shares: the prologue (checks, the recorded config, the run
+directory), the rules of resuming, and the env seeds.
+
+A trainer writes only its loop::
+
+    def train(cfg, run_dir):
+        run_training(cfg, run_dir, _train)
+
+    def _train(config, agent, run):   # the recorded config, the agent's typed config, the run
+        ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from rlmem.agents.train_config import TrainConfig, recorded_config, with_derived_values
+from rlmem.envs import env_spec
+from rlmem.runs import ResumeRules, RunSession, open_run
+
+RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
+                   "grid_encoding", "discrete_encoding", "seed")
+"""Keys that must match a checkpoint to resume from it (``frames`` may grow). ``transfer_env``
+is not one: it only names where the run is evaluated."""
+
+RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
+                    same={"env": lambda name: env_spec(name).id}, recorded=with_derived_values)
+"""A run resumes a checkpoint of the same config; ``frames`` may grow, an env may be named by
+its short name or its gymnasium id, and a checkpoint that left a value undecided (an older
+run's ``mission: null``) is compared with what it decides to."""
+
+Loop = Callable[[dict[str, Any], Any, RunSession], None]
+"""``loop(config, agent, run)``: the recorded config (:func:`recorded_config`), the agent's
+typed config, and the run, which has not reached its frames."""
+
+
+def env_seed(seed: int, updates: int) -> int:
+    """The seed of the envs' first reset when (re)starting after ``updates`` updates; distinct
+    runs' seeds do not overlap across their envs as ``seed + env index`` would."""
+    return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
+
+
+def run_training(cfg: DictConfig, run_dir: Path, loop: Loop) -> None:
+    """Check ``cfg`` (before the run directory is touched), record it, and run ``loop`` in
+    ``run_dir`` unless the run has already reached its frames.
+
+    Raises:
+        ValueError: a value of ``cfg`` is out of range.
+        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
+    """
+    typed = OmegaConf.to_object(cfg)  # every config dataclass checks its own values
+    assert isinstance(typed, TrainConfig)
+    config = recorded_config(cfg)
+    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
+        if not run.finished:
+            loop(config, typed.agent, run)

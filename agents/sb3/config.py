@@ -1,0 +1,91 @@
+"""The config of ``agent=sb3``: sb3-contrib's RecurrentPPO with a :class:`MemoryPolicy`.
+
+Keys shared with our PPO (:class:`rlmem.agents.ppo.PPOConfig`) have the same names and meaning,
+so one experiment runs through either trainer. RecurrentPPO has no ``recurrence``: it
+backpropagates through whole sequences (episodes cut at minibatch boundaries). This module does
+not import stable-baselines3 or torch, so composing a config never needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from rlmem.agents.base import ActorLoader, EnvProbe, Trainer
+from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
+from rlmem.agents.registry import register_agent
+
+
+class SB3Policy(Enum):
+    """The policies ``agent=sb3`` can train."""
+
+    memory = "memory"
+    """rlmem's MemoryPolicy with the configured cell."""
+    sb3_lstm = "sb3_lstm"
+    """sb3-contrib's own MultiInputLstmPolicy (an nn.LSTM of memory.hidden_size, torch's init):
+    needs memory=lstm, and serves as the outside reference."""
+
+
+@register_agent("sb3")
+@dataclass
+class SB3Config(PPOHyperparameters):
+    """Hyperparameters of ``agent=sb3``: the shared ones (with RecurrentPPO's names n_steps,
+    n_epochs, clip_range, ent_coef and vf_coef; its minibatch sequences are padded to the
+    longest one), plus the policy's options."""
+
+    name: str = "sb3"
+    """Trainer name (``agent=sb3``)."""
+    policy: SB3Policy = SB3Policy.memory
+    """memory: rlmem's MemoryPolicy with the configured cell; sb3_lstm: sb3-contrib's own
+    MultiInputLstmPolicy (an nn.LSTM of memory.hidden_size, torch's init), needs memory=lstm
+    and serves as the outside reference."""
+    head_size: int = 64
+    """Hidden units of the actor and critic MLPs on top of the memory (net_arch)."""
+    shared_lstm: bool = False
+    """The critic reads the actor's memory output, detached (sb3-contrib's shared_lstm)."""
+    enable_critic_lstm: bool = True
+    """The critic has its own memory cell (sb3-contrib's default); false with shared_lstm
+    false gives a feed-forward critic."""
+    ortho_init: bool = True
+    """SB3's orthogonal initialisation of the extractor and heads (never of the cell)."""
+    target_kl: float | None = None
+    """Stop an update's epochs early when the approximate KL exceeds 1.5 × this; null: never."""
+
+    def __post_init__(self) -> None:
+        """Raise a :class:`ValueError` naming the key when a value is out of range or two values
+        conflict."""
+        super().__post_init__()
+        if self.head_size <= 0:
+            raise ValueError(f"agent.head_size must be positive, got {self.head_size}")
+        if self.batch_size <= 1:
+            # RecurrentPPO standardises advantages with a std over the minibatch.
+            raise ValueError(f"agent.batch_size must be at least 2, got {self.batch_size}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise ValueError(f"agent.target_kl must be positive or null, got {self.target_kl}")
+        if self.shared_lstm and self.enable_critic_lstm:
+            raise ValueError("agent.shared_lstm=true needs agent.enable_critic_lstm=false: the "
+                             "critic either shares the actor's memory, has its own, or has none")
+
+    @classmethod
+    def trainer(cls) -> Trainer:
+        from rlmem.agents.sb3.train import train  # stable-baselines3 only when this agent trains
+
+        return train
+
+    @classmethod
+    def actor_loader(cls) -> ActorLoader:
+        from rlmem.agents.sb3.actor import load_actor
+
+        return load_actor
+
+    def check_run(self, config: Mapping[str, Any], env: EnvProbe) -> None:
+        """The features extractor is :class:`~rlmem.agents.sb3.MiniGridExtractor`: MiniGrid
+        envs made by name alone."""
+        if not env.minigrid or config["env_kwargs"] or config["wrappers"]:
+            raise ValueError(
+                f"agent=sb3 trains MiniGrid envs made by name alone (its features extractor "
+                f"is MiniGridExtractor); env={env.name}"
+                f"{' is not a MiniGrid env' if not env.minigrid else ''}"
+                f"{' with env_kwargs/wrappers' if env.minigrid else ''}: use agent=ppo")

@@ -1,0 +1,124 @@
+"""The config of an RL run (``python -m rlmem.train``), whichever agent trains it, and the values
+it derives.
+
+:class:`TrainConfig` checks its own values when it is built (OmegaConf's ``to_object``, which
+also builds and so checks the agent's config). What the config leaves to be derived is decided
+once, by :func:`with_derived_values`, and recorded in the run's ``config.yaml`` and checkpoint;
+evaluation and resuming read it from there. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from rlmem.agents.base import AgentConfig
+from rlmem.agents.encodings import DISCRETE_ENCODINGS, GRID_ENCODINGS
+from rlmem.agents.registry import AGENTS
+from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
+from rlmem.runs.checkpoint import LEGACY_VALUES
+
+
+@dataclass
+class TrainConfig:
+    """``python -m rlmem.train env=DoorKey-5x5 memory=relstm``."""
+
+    env: str = "DoorKey-5x5"
+    """Short env name (DoorKey-5x5, MemoryS7, ...; see rlmem.envs.ENVS), any registered
+    gymnasium id (CartPole-v1, MiniGrid-Empty-8x8-v0), or module:EnvId (imports module first)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of gymnasium.make, e.g. +env_kwargs.max_steps=100; the transfer and
+    evaluation envs get them too."""
+    wrappers: list[Any] = field(default_factory=list)
+    """Gymnasium wrappers applied in order after gymnasium.make: import paths
+    ("gymnasium.wrappers:TimeLimit", "my_module:MyWrapper") or {target: <path>, kwargs: {...}};
+    the transfer and evaluation envs get them too. MiniGrid's observation encoding comes after
+    them."""
+    transfer_env: str | None = None
+    """The env rlmem.evaluate env=transfer plays: any env with the same observation and action
+    spaces. null: the paired target of a short name (DoorKey-5x5 -> DoorKey-16x16)."""
+    memory: Any = MISSING
+    """The memory cell and its hyperparameters (``conf/memory/``), e.g. ``memory=relstm``."""
+    agent: Any = MISSING
+    """The trainer and its hyperparameters (``conf/agent/``): ``ppo`` (ours) or ``sb3``."""
+    seed: int = 0
+    """Seeds the weights, the action sampling and the envs."""
+    frames: int = 300_000
+    """Total env frames (over all envs); a resumed run continues up to this number."""
+    stop_return: float | None = None
+    """Stop early once the mean return of the last 1000 episodes reaches this; null trains all
+    ``frames`` (agent=ppo only)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N."""
+    num_envs: int = 16
+    """Parallel envs."""
+    vectorization: str = "sync"
+    """sync (all envs in this process) or async (one process per env)."""
+    mission: bool | None = None
+    """Encode the mission text; null does so when the env's mission varies between episodes.
+    The run records what was decided (true or false)."""
+    grid_encoding: str = "embedding"
+    """How MiniGrid's grid indices enter the conv net: embedding, onehot or raw (the paper's
+    rl-starter-files recipe); see rlmem.agents.encoders.ImageEncoder."""
+    discrete_encoding: str = "onehot"
+    """How Discrete and MultiDiscrete observations are encoded: onehot or embedding; see
+    rlmem.agents.ppo.field_encoders.DiscreteEncoder."""
+    torch_threads: int = 1
+    """torch intra-op threads; 1 is fastest for the small batched ops of a rollout."""
+    run_dir: str = MISSING
+    """The run directory (defaults to runs/<agent>/<env>/<memory>/seed<seed>)."""
+    resume: bool = True
+    """Continue from the run directory's checkpoint when there is one; false starts afresh."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        """Raise a :class:`ValueError`/:class:`KeyError` naming the key when a value is invalid
+        (types are checked by the schema; the envs themselves by
+        :func:`rlmem.schema.train.check_envs`)."""
+        env_spec(self.env)
+        if self.transfer_env is not None:
+            env_spec(self.transfer_env)
+        for key in ("frames", "num_envs", "torch_threads"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
+        if (self.stop_return is not None and isinstance(self.agent, AgentConfig)
+                and not self.agent.supports_stop_return):
+            able = ", ".join(f"agent={name}" for name, config in AGENTS.items()
+                             if config.supports_stop_return)
+            raise ValueError(f"stop_return is supported by {able} only, not "
+                             f"agent={self.agent.name}")
+        for key, valid in (("grid_encoding", GRID_ENCODINGS),
+                           ("discrete_encoding", DISCRETE_ENCODINGS),
+                           ("vectorization", tuple(VECTORIZATIONS))):
+            if getattr(self, key) not in valid:
+                raise ValueError(f"{key}={getattr(self, key)!r}; use one of {', '.join(valid)}")
+        for spec in parse_wrappers(self.wrappers):
+            spec.resolve()
+
+
+LEGACY_KEYS = ("grid_encoding", "discrete_encoding", "wrappers")
+"""Keys of :class:`TrainConfig` that older runs did not record; they read as their
+:data:`~rlmem.runs.checkpoint.LEGACY_VALUES` entry (rlmem 0.1 fed the grid as raw floats)."""
+
+
+def with_derived_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config (resolved, or as a checkpoint recorded it) with every derived value
+    decided: a null ``mission`` becomes whether the env's mission varies, and the keys an older
+    run did not record (:data:`LEGACY_KEYS`) take the value they had then."""
+    derived = dict(config)
+    for key in LEGACY_KEYS:
+        derived.setdefault(key, LEGACY_VALUES[key])
+    derived["mission"] = resolved_mission(derived)
+    return derived
+
+
+def recorded_config(cfg: DictConfig) -> dict[str, Any]:
+    """What a run records of its composed config ``cfg``: resolved, enum members as their
+    names, derived values decided (:func:`with_derived_values`)."""
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(config, dict)
+    return with_derived_values({str(key): value for key, value in config.items()})

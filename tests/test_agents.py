@@ -1,0 +1,77 @@
+"""The agent registry: every agent is one package with a torch-free config that checks itself,
+found by the CLIs through the registry, and the values a run derives are recorded."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from rlmem.agents.base import AgentConfig
+from rlmem.agents.registry import AGENTS, get_agent, register_agent
+from rlmem.agents.train_config import recorded_config, with_derived_values
+from rlmem.runs import load_checkpoint
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import register_train_configs
+
+OLD_RUN = Path(__file__).parent / "fixtures" / "run_v0_1_raw_lstm"
+
+
+def test_composing_any_agents_config_imports_neither_torch_nor_sb3() -> None:
+    code = ("import sys; import rlmem.agents; from rlmem.agents.registry import AGENTS; "
+            "assert sorted(AGENTS) == ['ppo', 'sb3'], AGENTS; "
+            "print(sorted(m for m in ('torch', 'stable_baselines3', 'sb3_contrib') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_every_agent_has_a_yaml_spelling_out_its_defaults_and_its_entry_points(name: str
+                                                                                ) -> None:
+    yaml = OmegaConf.load(CONF_DIR / "agent" / f"{name}.yaml")
+    del yaml["defaults"]
+    defaults = OmegaConf.structured(AGENTS[name]())
+    assert OmegaConf.to_container(yaml) == OmegaConf.to_container(defaults, enum_to_str=True)
+    assert callable(AGENTS[name].trainer()) and callable(AGENTS[name].actor_loader())
+
+
+def test_registration_checks_the_config_class() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register_agent("ppo")(AGENTS["sb3"])
+    with pytest.raises(ValueError, match=r"Renamed.name must default to 'renamed', got 'ppo'"):
+        register_agent("renamed")(dataclasses.make_dataclass("Renamed", [], bases=(AGENTS["ppo"],)))
+    with pytest.raises(TypeError, match="must be a dataclass subclassing AgentConfig"):
+        register_agent("plain")(type("Plain", (), {}))
+    assert "renamed" not in AGENTS and "plain" not in AGENTS
+    with pytest.raises(KeyError, match="unknown agent 'nope'; valid agents: ppo, sb3"):
+        get_agent("nope")
+    assert issubclass(get_agent("ppo"), AgentConfig)
+
+
+def test_an_old_run_reads_with_its_derived_values_decided() -> None:
+    """rlmem 0.1 recorded ``mission: null`` and no grid or discrete encoding: they read as what
+    the run did (MemoryS7's mission never varies; raw grid floats; no wrappers)."""
+    config = load_checkpoint(OLD_RUN / "checkpoint.pt").config
+    assert config["mission"] is None and "grid_encoding" not in config
+    derived = with_derived_values(config)
+    assert derived["mission"] is False
+    assert (derived["grid_encoding"], derived["discrete_encoding"], derived["wrappers"]) == (
+        "raw", "onehot", [])
+    assert with_derived_values(derived) == derived
+
+
+@pytest.mark.parametrize(("env", "mission"), [("GoToDoor-5x5", True), ("MemoryS7", False),
+                                              ("CartPole-v1", False)])
+def test_a_run_records_whether_it_encodes_the_mission(env: str, mission: bool) -> None:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"env={env}"])
+    assert cfg.mission is None  # left to be derived from the env
+    assert recorded_config(cfg)["mission"] is mission
