@@ -4,7 +4,7 @@
 (:class:`~rlmem.agents.train_config.TrainConfig`), ``rlmem/conf/agent/<name>.yaml`` from
 ``schema/agent/<name>`` (the config of every registered agent, :data:`rlmem.agents.registry.AGENTS`)
 and ``rlmem/conf/memory/<cell>.yaml`` from ``schema/memory/<cell>`` (outside the selectable
-groups: ``agent=ppo_schema`` is no choice). A misspelt key or a value of the wrong type fails
+groups: ``agent=<name>_schema`` is no choice). A misspelt key or a value of the wrong type fails
 when Hydra composes the config; a value out of range when the config is built
 (:func:`check_train_config`), before any env or model is built.
 """
