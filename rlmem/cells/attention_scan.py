@@ -888,6 +888,9 @@ class _FullTape(NamedTuple):
     resets: Tensor
     reset_steps: list[bool]
     blocks: tuple[Tensor, ...]
+    native: Any  # the compiled ops if the forward ran them (the backward then does too)
+    e_block: Tensor  # the buffers behind e and attention, for the compiled backward
+    w_block: Tensor
 
 
 def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], int]:
@@ -897,62 +900,23 @@ def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], i
     return [bool(flag) for flag in flags[:-1]], int(flags[-1])
 
 
-def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
-                  keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor,
-                  any_reset: list[bool], n_in: int, *,
-                  save: bool) -> tuple[FullResult, _FullTape | None]:
-    steps, batch, _ = xp.shape
-    hidden, capacity = s0.shape[1], memory.shape[1]
-    device = xp.device
-    gates = 4 * hidden
-    # Entries of the chunk, as columns of the per-step attention: the first n_in incoming
-    # slots (slot order), then h_0..h_{T-1}. Until the
-    # chunk has written capacity states, a step reads the incoming slots and h_0..h_k; from
-    # then on every incoming slot has been overwritten and it reads its last capacity states.
-    windows = []
-    for k in range(steps):
-        first = max(0, k + 1 - capacity)
-        windows.append((n_in if first == 0 else 0, first, k + 1))
+def _full_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], base: _Base,
+               weights: Weights, memory: Tensor, keys: Tensor, chunk: Tensor,
+               chunk_keys: Tensor, z_in: Tensor, z: Tensor, mask: Tensor,
+               weights_full: Tensor, y: Tensor, e_block: Tensor, w_block: Tensor,
+               windows: list[tuple[int, int, int]],
+               save: bool) -> tuple[list[Tensor], list[Tensor]]:
+    """The forward loop of :func:`_full_forward` in Python, over its buffers (the compiled
+    ``full_forward`` is the same loop); returns the per-step views of ``e`` and of the
+    attention weights that the backward reads."""
+    steps, batch, hidden = y.shape
+    gates, n_in = base.gates, windows[0][0]
     widths = [incoming + end - first for incoming, first, end in windows]
-    columns = n_in + steps
-    shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
-              "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
-              "w": (sum(widths) * batch,),
-              "weights_full": (steps, batch, columns), "mask": (steps, batch, n_in + steps),
-              "z": (batch, gates + hidden), "z_in": (batch, gates + hidden),
-              **_Base.shapes(True, steps, batch, hidden, save)}
-    block, buffers = _carve(shapes, xp.dtype, device)
-    base = _Base(True, steps, hidden, c0, save, buffers)
     recurrent_t, score_vector = weights.recurrent.t(), weights.score
-    key = weights.key * 0.5  # U_a itself: MemLSTM's state keeps U_a h (exact, a power of 2)
-    key_t = key.t()
-    chunk, chunk_keys = buffers["chunk"], buffers["chunk_keys"]
-    weights_full = buffers["weights_full"].zero_()
-    z, z_in = buffers["z"], buffers["z_in"]
+    key_t = (weights.key * 0.5).t()
     z_base, query = z[:, :gates].view(batch, 4, hidden), z[:, gates:].unsqueeze(1)
-    z_in[:, gates:] = weights.query_bias  # z's input terms: the step's xp, the query bias
     z_in_base = z_in[:, :gates]
-
-    # Which entries each step may attend to, as a mask added to its logits (0 or -inf): an
-    # entry is a state of the step's episode at most capacity - 1 steps older than the step.
-    time = episode_time(t0, resets)  # (T, B)
-    segment = resets.long().cumsum(dim=0)  # episodes started inside the chunk, so far
-    columns_in = torch.arange(n_in, device=device)
-    slot_step = t0.unsqueeze(1) - 1 - torch.remainder(t0.unsqueeze(1) - 1 - columns_in, capacity)
-    incoming_ok = (valid[:, :n_in].unsqueeze(0) & (segment == 0).unsqueeze(2)
-                   & (time.unsqueeze(2) - slot_step.unsqueeze(0) < capacity))
-    entry = torch.arange(steps, device=device)
-    age = entry.view(steps, 1, 1) - entry.view(1, 1, steps)  # step k minus entry k'
-    chunk_ok = ((age >= 0) & (age < capacity)
-                & (segment.unsqueeze(2) == segment.t().unsqueeze(0)))
-    mask = buffers["mask"]
-    mask[..., :n_in] = 0.0
-    mask[..., :n_in].masked_fill_(~incoming_ok, float("-inf"))
-    mask[..., n_in:] = 0.0
-    mask[..., n_in:].masked_fill_(~chunk_ok, float("-inf"))
-
-    y = xp.new_empty(steps, batch, hidden)
-    e_block, w_block, offset, e_steps, w_steps = buffers["e"], buffers["w"], 0, [], []
+    offset, e_steps, w_steps = 0, [], []
     for width in widths:
         e_steps.append(e_block[offset * hidden:(offset + width * batch) * hidden].view(
             batch, width, hidden))
@@ -991,6 +955,75 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
         else:
             torch.baddbmm(chunk[:, k:k + 1], rows, chunk[:, first:end], out=y_rows[k])
         s = y_rows[k].squeeze(1)
+
+    return e_steps, w_steps
+
+
+def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
+                  keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor,
+                  any_reset: list[bool], n_in: int, *,
+                  save: bool) -> tuple[FullResult, _FullTape | None]:
+    steps, batch, _ = xp.shape
+    hidden, capacity = s0.shape[1], memory.shape[1]
+    device = xp.device
+    gates = 4 * hidden
+    # Entries of the chunk, as columns of the per-step attention: the first n_in incoming
+    # slots (slot order), then h_0..h_{T-1}. Until the
+    # chunk has written capacity states, a step reads the incoming slots and h_0..h_k; from
+    # then on every incoming slot has been overwritten and it reads its last capacity states.
+    windows = []
+    for k in range(steps):
+        first = max(0, k + 1 - capacity)
+        windows.append((n_in if first == 0 else 0, first, k + 1))
+    widths = [incoming + end - first for incoming, first, end in windows]
+    columns = n_in + steps
+    shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
+              "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
+              "w": (sum(widths) * batch,),
+              "weights_full": (steps, batch, columns), "mask": (steps, batch, n_in + steps),
+              "z": (batch, gates + hidden), "z_in": (batch, gates + hidden),
+              **_Base.shapes(True, steps, batch, hidden, save)}
+    block, buffers = _carve(shapes, xp.dtype, device)
+    base = _Base(True, steps, hidden, c0, save, buffers, views=extension.ops(xp) is None)
+    recurrent_t, score_vector = weights.recurrent.t(), weights.score
+    key = weights.key * 0.5  # U_a itself: MemLSTM's state keeps U_a h (exact, a power of 2)
+    key_t = key.t()
+    chunk, chunk_keys = buffers["chunk"], buffers["chunk_keys"]
+    weights_full = buffers["weights_full"].zero_()
+    z, z_in = buffers["z"], buffers["z_in"]
+    z_in[:, gates:] = weights.query_bias  # z's input terms: the step's xp, the query bias
+
+    # Which entries each step may attend to, as a mask added to its logits (0 or -inf): an
+    # entry is a state of the step's episode at most capacity - 1 steps older than the step.
+    time = episode_time(t0, resets)  # (T, B)
+    segment = resets.long().cumsum(dim=0)  # episodes started inside the chunk, so far
+    columns_in = torch.arange(n_in, device=device)
+    slot_step = t0.unsqueeze(1) - 1 - torch.remainder(t0.unsqueeze(1) - 1 - columns_in, capacity)
+    incoming_ok = (valid[:, :n_in].unsqueeze(0) & (segment == 0).unsqueeze(2)
+                   & (time.unsqueeze(2) - slot_step.unsqueeze(0) < capacity))
+    entry = torch.arange(steps, device=device)
+    age = entry.view(steps, 1, 1) - entry.view(1, 1, steps)  # step k minus entry k'
+    chunk_ok = ((age >= 0) & (age < capacity)
+                & (segment.unsqueeze(2) == segment.t().unsqueeze(0)))
+    mask = buffers["mask"]
+    mask[..., :n_in] = 0.0
+    mask[..., :n_in].masked_fill_(~incoming_ok, float("-inf"))
+    mask[..., n_in:] = 0.0
+    mask[..., n_in:].masked_fill_(~chunk_ok, float("-inf"))
+
+    y = xp.new_empty(steps, batch, hidden)
+    native = extension.ops(xp)
+    e_steps: list[Tensor] = []
+    w_steps: list[Tensor] = []
+    if native is not None:
+        native.full_forward(xp, s0, resets, recurrent_t, key_t, score_vector,
+                            memory.contiguous(), keys.contiguous(), chunk, chunk_keys, z_in, z,
+                            mask, weights_full, y, buffers["e"], buffers["w"], buffers["act"],
+                            buffers["partner"], buffers["minus_one"], n_in, save)
+    else:
+        e_steps, w_steps = _full_loop(xp, s0, resets, any_reset, base, weights, memory, keys,
+                                      chunk, chunk_keys, z_in, z, mask, weights_full, y,
+                                      buffers["e"], buffers["w"], windows, save)
 
     # The final state: slot j holds the episode's latest step ≡ j (mod capacity).
     had_reset = resets.any(dim=0)
@@ -1039,7 +1072,8 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
         WORKSPACE.give(block)
         return result, None
     tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
-                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,))
+                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,),
+                     native, buffers["e"], buffers["w"])
     return result, tape
 
 
@@ -1056,38 +1090,17 @@ def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor) ->
     return out[:-1].view(batch, capacity, hidden)
 
 
-def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
-                   g_memory: Tensor | None, g_keys: Tensor | None
-                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
-                              Tensor, Tensor]:
-    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
-    base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
+def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
+                        d_chunk: Tensor, d_chunk_keys: Tensor, d_memory: Tensor,
+                        d_keys: Tensor, d_score_rows: Tensor,
+                        buffers: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+    """The backward loop of :func:`_full_backward` in Python, over its buffers (the compiled
+    ``full_backward`` is the same loop); returns the gradients of ``s0`` and ``c0``."""
+    base, y, chunk = tape.base, tape.y, tape.chunk
     steps, batch, hidden = y.shape
-    capacity = tape.memory.shape[1]
-    n_in = tape.windows[0][0]
-    gates = base.gates
-    recurrent, score_vector = weights.recurrent, weights.score
-    key = weights.key * 0.5
-    widest = max(incoming + end - first for incoming, first, end in tape.windows)
-    block, buffers = _carve({
-        "d_chunk": (batch, steps, hidden), "d_chunk_keys": (batch, steps, hidden),
-        "d_logits": (batch * widest,), "d_pre": (batch * widest * hidden,),
-        "d_act": (batch, 4, hidden), "dc": (2, batch, 1, hidden),
-        "dz": (steps, batch, recurrent.shape[0]), "s_prev": (steps, batch, hidden)},
-        y.dtype, y.device)
-    d_chunk, d_chunk_keys = buffers["d_chunk"].zero_(), buffers["d_chunk_keys"].zero_()
-    keep = tape.keep_incoming
-    zero = y.new_zeros(())
-    # The final state's gradient: kept incoming slots pass it to the incoming state, the
-    # surviving entries of the chunk to their states.
-    d_memory = (torch.where(keep, g_memory, zero) if g_memory is not None
-                else y.new_zeros(batch, capacity, hidden))
-    d_keys = (torch.where(keep, g_keys, zero) if g_keys is not None
-              else y.new_zeros(batch, capacity, hidden))
-    for grad, into in ((g_memory, d_chunk), (g_keys, d_chunk_keys)):
-        if grad is not None:
-            rows = torch.cat([grad.reshape(-1, hidden), grad.new_zeros(1, hidden)])
-            torch.index_select(rows, 0, tape.survivor_rows, out=into.view(-1, hidden))
+    n_in, gates = tape.windows[0][0], base.gates
+    recurrent, score_vector = tape.weights.recurrent, tape.weights.score
+    key = tape.weights.key * 0.5
     d_act = buffers["d_act"]
     d_act_parts = (d_act[:, :3], d_act[:, 3])
     dc_buffers = buffers["dc"].unbind(0)
@@ -1099,7 +1112,6 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     memory_columns = tape.memory[:, :n_in].transpose(1, 2)
     g_y_steps = g_y.unbind(0) if g_y is not None else None
     softmax_backward = torch.ops.aten._softmax_backward_data.out
-    d_score_rows = y.new_zeros(batch, 1, hidden)  # Σ dlogit_i e_i per batch item
     ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
     dc = g_c
     for k in reversed(range(steps)):
@@ -1143,6 +1155,55 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
             ds = torch.addmm(g_y_steps[k - 1], dz_steps[k], recurrent)
         else:
             ds = torch.mm(dz_steps[k], recurrent)
+
+    return ds, dc
+
+
+def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
+                   g_memory: Tensor | None, g_keys: Tensor | None
+                   ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
+                              Tensor, Tensor]:
+    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
+    base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
+    steps, batch, hidden = y.shape
+    capacity = tape.memory.shape[1]
+    n_in = tape.windows[0][0]
+    gates = base.gates
+    recurrent, score_vector = weights.recurrent, weights.score
+    key = weights.key * 0.5
+    widest = max(incoming + end - first for incoming, first, end in tape.windows)
+    block, buffers = _carve({
+        "d_chunk": (batch, steps, hidden), "d_chunk_keys": (batch, steps, hidden),
+        "d_logits": (batch * widest,), "d_pre": (batch * widest * hidden,),
+        "d_act": (batch, 4, hidden), "dc": (2, batch, 1, hidden),
+        "dz": (steps, batch, recurrent.shape[0]), "s_prev": (steps, batch, hidden)},
+        y.dtype, y.device)
+    d_chunk, d_chunk_keys = buffers["d_chunk"].zero_(), buffers["d_chunk_keys"].zero_()
+    keep = tape.keep_incoming
+    zero = y.new_zeros(())
+    # The final state's gradient: kept incoming slots pass it to the incoming state, the
+    # surviving entries of the chunk to their states.
+    d_memory = (torch.where(keep, g_memory, zero) if g_memory is not None
+                else y.new_zeros(batch, capacity, hidden))
+    d_keys = (torch.where(keep, g_keys, zero) if g_keys is not None
+              else y.new_zeros(batch, capacity, hidden))
+    for grad, into in ((g_memory, d_chunk), (g_keys, d_chunk_keys)):
+        if grad is not None:
+            rows = torch.cat([grad.reshape(-1, hidden), grad.new_zeros(1, hidden)])
+            torch.index_select(rows, 0, tape.survivor_rows, out=into.view(-1, hidden))
+    dz = buffers["dz"]
+    d_score_rows = y.new_zeros(batch, 1, hidden)  # Σ dlogit_i e_i per batch item
+    if tape.native is not None:
+        empty = y.new_empty(0)
+        ds, dc = tape.native.full_backward(
+            g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
+            recurrent, key, score_vector, tape.memory.contiguous(), chunk, tape.e_block,
+            tape.w_block, n_in, d_chunk, d_chunk_keys, d_memory, d_keys, d_score_rows, dz,
+            buffers["d_logits"], buffers["d_act"], buffers["dc"], base.act, base.partner)
+        dc = dc if dc.numel() else None
+    else:
+        ds, dc = _full_backward_loop(tape, g_y, g_c, d_chunk, d_chunk_keys, d_memory, d_keys,
+                                     d_score_rows, buffers)
 
     s_prev = _previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
     d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
