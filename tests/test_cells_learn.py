@@ -10,11 +10,11 @@ from rlmem.tasks import SequenceModel, make_task
 
 SEQ_LEN, BATCH, ITERATIONS, LR = 30, 64, 400, 1e-2  # lr of the TARNN and iRNN papers
 
-OVERRIDES: dict[str, dict[str, int]] = {
-    # SiRNN (K=1, η=1e-2, the paper's defaults) only reaches 0.160 MSE in this budget: its
-    # state is η-scaled and nearly memoryless at initialisation. K=5 reaches 0.006
-    # (benchmarks/irnn_steps.py).
-    "irnn": {"K": 5},
+OVERRIDES: dict[str, dict[str, float]] = {
+    # iRNN's default, Eq. 8 with a full U, stays at 0.16 MSE in this budget (also with K=5);
+    # SiRNN in the paper's low-rank form (P = U = I + VH) with η starting at 1 reaches 0.007
+    # (the IncrementalRNN docstring lists the variants measured).
+    "irnn": {"K": 1, "rank": 8, "eta": 1.0},
 }
 
 
