@@ -180,3 +180,23 @@ def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() ->
     paid = attention[:, 1:].sum(dim=1)
     assert pooled.sum(axis=1)[:-1] == pytest.approx(
         [float(paid[i * block:(i + 1) * block].mean()) for i in range(7)], rel=1e-5)
+
+
+def test_a_headline_run_started_before_the_screening_option_resumes(
+        runs: Path, tmp_path: Path) -> None:
+    """The suite resumes runs already under way: a relstm checkpoint written before
+    ``memory.screening`` existed (Algorithm 1 was the only screening) resumes as
+    ``screening=algorithm1``."""
+    import torch
+
+    run_dir = tmp_path / RELSTM / "seed0"
+    shutil.copytree(runs / RELSTM / "seed0", run_dir)
+    payload = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    del payload["config"]["memory"]["screening"]
+    torch.save(payload, run_dir / "checkpoint.pt")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="supervised",
+                      overrides=[f"+preset={RELSTM}", "seed=0", *TINY, "iterations=3",
+                                 "figures=false", f"run_dir={run_dir}"])
+    assert cfg.memory.screening.name == "algorithm1"
+    assert run(cfg, run_dir).iteration == 3

@@ -70,6 +70,8 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_memlstm": Paper(
         f"{KERG}, Table 1, MemRNN", dict(zip(TRANSFER_TS, ("99%", "99%", "99%", "92%", "OOM"),
                                             strict=True))),
+    "kerg2020_table1_transfer_copy_relstm_normalised_screening": Paper(
+        "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
     "kerg2020_table2_denoise_lstm": Paper(f"{KERG}, Table 2, LSTM", {100: "82%"}),
     "kerg2020_table2_denoise_relrnn": Paper(f"{KERG}, Table 2, ReLRNN", {100: "100%"}),
@@ -244,7 +246,7 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
         reached = f"{sum(m is not None for m in met)}/{len(finished)}" if finished else "—"
         cross_entropy = "—" if row.task is Task.adding else mean_of(result.values("ce", T), "ce")
         lines.append([
-            link(row.preset_file, out, row.preset), row.cell, f"{row.task.value}, T={T}",
+            link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
             per_seed(values, result.score), cross_entropy,
             (paper.scores.get(T, "—") if paper else "—"), baseline(result),
@@ -272,7 +274,7 @@ def transfer(results: Sequence[RowResult]) -> list[str]:
             cells.append(f"{ours} ({paper.scores.get(T, '—') if paper else '—'})")
         every = [all(run.results["eval"][key] >= 0.99 for key in run.results["eval"]
                      if key.startswith("accuracy@")) for run in result.finished if run.results]
-        lines.append([result.row.cell, f"{len(result.finished)}/{result.row.seeds}", *cells,
+        lines.append([result.row.label, f"{len(result.finished)}/{result.row.seeds}", *cells,
                       f"{sum(every)}/{len(every)}" if every else "—"])
     return table(["cell", "seeds finished", *(f"T={T}" for T in TRANSFER_TS),
                   "≥ 99% at every T"], lines, ["---"] + ["---:"] * (len(TRANSFER_TS) + 2))

@@ -40,6 +40,13 @@ class Row:
     seeds: int = 1
     headline: bool = False
     """The issue's headline rows: three seeds, figures linked from RESULTS.md."""
+    variant: str = ""
+    """What sets the row apart from another of the same cell and task (an ablation)."""
+
+    @property
+    def label(self) -> str:
+        """The cell, and the variant if any: how the tables name the row."""
+        return f"{self.cell} ({self.variant})" if self.variant else self.cell
 
     @property
     def preset_file(self) -> Path:
@@ -75,6 +82,9 @@ ROWS: tuple[Row, ...] = (
     Row("zhang2019_adding_ernn_T750", Task.adding, "ernn"),
     Row("kag2021_adding_lstm_T200", Task.adding, "lstm"),
     Row("kag2021_adding_lstm_T750", Task.adding, "lstm"),
+    # Not in the paper: relstm without R's free start (screening=normalised); the slowest row.
+    Row("kerg2020_table1_transfer_copy_relstm_normalised_screening", Task.transfer_copy,
+        "relstm", variant="normalised screening"),
 )
 """Every row, in the order the suite runs them."""
 
