@@ -54,22 +54,20 @@ TARNN_FIG2 = "Kag & Saligrama (2021), Fig. 2 and §4 (A)"
 IRNN_FIG4 = "Kag, Zhang & Saligrama (2020), Fig. 4 and §4.3.1"
 TRANSFER_TS = (100, 200, 400, 2000, 5000)
 
+def table1(model: str, *scores: str) -> Paper:
+    """A row of the ReLSTM paper's Table 1: recall at T = 100, 200, 400, 2000, 5000."""
+    return Paper(f"{KERG}, Table 1, {model}", dict(zip(TRANSFER_TS, scores, strict=True)))
+
+
 PAPER: dict[str, Paper] = {
     # The ReLSTM paper (papers/relstm-relevancy-screening.txt), recall accuracy after training
     # at T = 100: Table 1 (transfer copy) and Table 2 (denoise, its T = 100 column). Its
     # MemRNN and ReLRNN have an RNN base (our memlstm has an LSTM base).
-    "kerg2020_table1_transfer_copy_relstm": Paper(
-        f"{KERG}, Table 1, ReLLSTM", dict(zip(TRANSFER_TS, ("100%", "99%", "99%", "99%", "99%"),
-                                             strict=True))),
-    "kerg2020_table1_transfer_copy_lstm": Paper(
-        f"{KERG}, Table 1, LSTM (its Table 4: 100% at T = 100)",
-        dict(zip(TRANSFER_TS, ("99%", "64%", "48%", "19%", "14%"), strict=True))),
-    "kerg2020_table1_transfer_copy_relrnn": Paper(
-        f"{KERG}, Table 1, ReLRNN", dict(zip(TRANSFER_TS, ("100%", "99%", "99%", "99%", "99%"),
-                                            strict=True))),
-    "kerg2020_table1_transfer_copy_memlstm": Paper(
-        f"{KERG}, Table 1, MemRNN", dict(zip(TRANSFER_TS, ("99%", "99%", "99%", "92%", "OOM"),
-                                            strict=True))),
+    "kerg2020_table1_transfer_copy_relstm": table1("ReLLSTM", "100%", "99%", "99%", "99%", "99%"),
+    "kerg2020_table1_transfer_copy_lstm": table1(
+        "LSTM (its Table 4: 100% at T = 100)", "99%", "64%", "48%", "19%", "14%"),
+    "kerg2020_table1_transfer_copy_relrnn": table1("ReLRNN", "100%", "99%", "99%", "99%", "99%"),
+    "kerg2020_table1_transfer_copy_memlstm": table1("MemRNN", "99%", "99%", "99%", "92%", "OOM"),
     "kerg2020_table1_transfer_copy_relstm_normalised_screening": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
@@ -343,9 +341,15 @@ def figures(results: Sequence[RowResult], out: Path) -> list[str]:
 
 
 def settings(results: Sequence[RowResult]) -> list[str]:
-    return [f"- **{result.row.preset}** ({result.row.seeds} seed"
-            f"{'s' if result.row.seeds > 1 else ''}): {result.preset.comment}  \n"
-            f"  `{' '.join(result.preset.settings)}`" for result in results]
+    """Each row's preset: its comment, the paper's numbers' source, and its keys."""
+    lines = []
+    for result in results:
+        row, paper = result.row, PAPER.get(result.row.preset)
+        lines.append(f"- **{row.preset}** ({row.seeds} seed{'s' if row.seeds > 1 else ''}): "
+                     f"{result.preset.comment} *Paper's numbers:* "
+                     f"{paper.source if paper else 'none'}.  \n"
+                     f"  `{' '.join(result.preset.settings)}`")
+    return lines
 
 
 def progress_curve(run: RunStatus, key: str) -> tuple[list[float], list[float]]:
