@@ -561,9 +561,9 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
         empty = xp.new_empty(0)
         saved = native.screened_forward(
             xp, s0, resets, recurrent_t, key_t, score_vector, slot_data, z_in, z, entering, e,
-            attention, history, targets, evicted if evicted is not None else empty, candidate,
-            y, buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"],
-            nu, lstm, save)
+            attention, history, targets, evicted if evicted is not None else empty, y,
+            buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"], nu,
+            lstm, save)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
     else:
@@ -733,8 +733,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
             g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
             recurrent, key, score_vector, tape.attention, tape.e, tape.targets, tape.evicted,
             [tape.before_reset[k] for k in sorted(tape.before_reset)], tape.slot_data, grad,
-            dz, d_logits, d_keys_h, buffers["h"], buffers["d_pre"], buffers["d_act"],
-            buffers["dc"], buffers["grad_candidate"], buffers["restored"],
+            dz, d_logits, d_keys_h, buffers["h"], buffers["d_act"], buffers["dc"],
             base.act if base.lstm else empty, base.partner if base.lstm else empty, nu,
             base.lstm)
         dc = dc if dc.numel() else None

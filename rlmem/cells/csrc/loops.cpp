@@ -325,6 +325,99 @@ struct Base {
 };
 
 // --- relevancy screening (rlmem.cells.attention_scan._screened_forward / _backward) -----------
+//
+// The slots are rows of slot_data (B, ν+ρ+1, width): [m_i, 2 U_a m_i, score, mask, rank, episode
+// step, padding], S as a ring (its oldest state in slot k mod ν at step k), then R, then a scratch
+// slot that takes the write of a candidate that does not enter R.
+
+// The screening C(i): the state leaving S from slot p enters R at the lowest-ranked slot (a free
+// one ranks -inf, the first lowest wins) if it ranks above it, else goes to the scratch slot.
+// Records the target row, what it held (evicted, if not null) and moves the candidate there.
+template <typename T>
+void screen(T* slots_data, int64_t* targets, T* evicted, int64_t p, int64_t nu, int64_t slots,
+            int64_t width, int64_t wide, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t first_row = b * (slots + 1);
+    T* rows = slots_data + first_row * width;
+    int64_t lowest = nu;
+    for (int64_t i = nu + 1; i < slots; ++i) {
+      if (rows[i * width + wide + 2] < rows[lowest * width + wide + 2]) {
+        lowest = i;
+      }
+    }
+    const int64_t target = rows[p * width + wide + 2] > rows[lowest * width + wide + 2]
+                               ? lowest : slots;
+    targets[b] = first_row + target;
+    if (evicted != nullptr) {
+      std::copy_n(rows + target * width, width, evicted + b * width);
+    }
+    std::copy_n(rows + p * width, width, rows + target * width);
+  }
+}
+
+// The new state's meta data into slot p, and e_i = 2 U_a m_i + (2 W_a s + 2 b_a) for every slot
+// (the sigmoid follows).
+template <typename T>
+void screened_pre(T* slots_data, const T* query, int64_t query_stride, const T* entering, T* e,
+                  int64_t p, int64_t slots, int64_t width, int64_t hidden, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    T* rows = slots_data + b * (slots + 1) * width;
+    std::copy_n(entering + b * 4, 4, rows + p * width + 2 * hidden);
+    const T* q = query + b * query_stride;
+    for (int64_t i = 0; i < slots; ++i) {
+      const T* key = rows + i * width + hidden;
+      T* out = e + (b * slots + i) * hidden;
+      for (int64_t h = 0; h < hidden; ++h) {
+        out[h] = key[h] + q[h];
+      }
+    }
+  }
+}
+
+// Logits σ(.)·2 v_a plus the mask, softmax over the slots, s = h + Σ_i w_i m_i, the attention
+// added to the scores (and ranks) of S, and the slots' meta data recorded for the traces.
+template <typename T>
+void screened_attend(T* slots_data, const T* e, const T* score, T* attention, T* history,
+                     T* y, int64_t p, int64_t nu, int64_t slots, int64_t width, int64_t hidden,
+                     int64_t batch) {
+  const int64_t wide = 2 * hidden;
+  for (int64_t b = 0; b < batch; ++b) {
+    T* rows = slots_data + b * (slots + 1) * width;
+    T* w = attention + b * slots;
+    T largest = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < slots; ++i) {
+      const T* e_i = e + (b * slots + i) * hidden;
+      T logit = 0;
+      for (int64_t h = 0; h < hidden; ++h) {
+        logit += e_i[h] * score[h];
+      }
+      w[i] = logit + rows[i * width + wide + 1];
+      largest = std::max(largest, w[i]);
+    }
+    T total = 0;
+    for (int64_t i = 0; i < slots; ++i) {
+      w[i] = std::exp(w[i] - largest);
+      total += w[i];
+    }
+    T* out = y + b * hidden;
+    std::copy_n(rows + p * width, hidden, out);
+    for (int64_t i = 0; i < slots; ++i) {
+      w[i] /= total;
+      const T weight = w[i];
+      const T* m = rows + i * width;
+      for (int64_t h = 0; h < hidden; ++h) {
+        out[h] += weight * m[h];
+      }
+    }
+    for (int64_t i = 0; i < nu; ++i) {
+      rows[i * width + wide] += w[i];
+      rows[i * width + wide + 2] += w[i];
+    }
+    for (int64_t i = 0; i < slots; ++i) {
+      std::copy_n(rows + i * width + wide, 4, history + (b * slots + i) * 4);
+    }
+  }
+}
 
 // The forward loop over the buffers _screened_forward prepared. Returns the slots as they were
 // before each reset (one clone per step that resets some item, in order), when saving.
@@ -333,36 +426,21 @@ std::vector<Tensor> screened_forward(
     const Tensor& key_t, const Tensor& score_vector, const Tensor& slot_data,
     const Tensor& z_in, const Tensor& z, const Tensor& entering, const Tensor& e,
     const Tensor& attention, const Tensor& history, const Tensor& targets,
-    const Tensor& evicted, const Tensor& candidate, const Tensor& y, const Tensor& act,
-    const Tensor& partner, const Tensor& minus_one, int64_t nu, bool lstm, bool save) {
+    const Tensor& evicted, const Tensor& y, const Tensor& act, const Tensor& partner,
+    const Tensor& minus_one, int64_t nu, bool lstm, bool save) {
   const int64_t steps = xp.size(0), batch = s0.size(0), hidden = s0.size(1);
   const int64_t slots = attention.size(2), gates = lstm ? 4 * hidden : hidden;
   const int64_t wide = 2 * hidden, width = slot_data.size(2);
   const double minus_inf = -std::numeric_limits<double>::infinity();
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{lstm, save, act, partner, minus_one};
-  const Tensor rows_of_slots = slot_data.view({-1, width});
   const Tensor mask = slot_data.select(2, wide + 1), rank = slot_data.select(2, wide + 2);
-  const Tensor content_all = slot_data.narrow(1, 0, slots).narrow(2, 0, hidden);
-  const Tensor keys_all = slot_data.narrow(1, 0, slots).narrow(2, hidden, hidden);
-  const Tensor mask_all = mask.narrow(1, 0, slots);
-  const Tensor score_rank_short = slot_data.narrow(1, 0, nu).narrow(2, wide, 3).slice(2, 0, 3, 2);
-  const Tensor rank_relevant = rank.narrow(1, nu, slots - nu);
-  const Tensor meta_all = slot_data.narrow(1, 0, slots).narrow(2, wide, 4);
-  const Tensor first_row = at::arange(batch, resets.options().dtype(at::kLong)).mul_(slots + 1);
-  const Tensor relevant_rows = first_row.add(nu), scratch_rows = first_row.add(slots);
   Tensor z_in_base = z_in.narrow(1, 0, gates);
   const Tensor z_base = lstm ? z.narrow(1, 0, gates).view({batch, 4, hidden})
                              : z.narrow(1, 0, gates);
-  const Tensor z_query = z.narrow(1, gates, hidden).unsqueeze(1);
-  std::vector<Tensor> ring_rows;
-  for (int64_t p = 0; p < std::min(nu, steps); ++p) {
-    ring_rows.push_back(first_row.add(p));
-  }
   std::vector<Tensor> before_reset;
   Tensor s = s0;
   Tensor z_out = z;
-  Tensor candidate_out = candidate;
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t p = k % nu;
     const Tensor slot_p = slot_data.select(1, p);
@@ -380,34 +458,98 @@ std::vector<Tensor> screened_forward(
     z_in_base.copy_(xp[k]);
     at::addmm_out(z_out, z_in, s, recurrent_t);
     // h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen).
-    auto lowest_slot = at::min(rank_relevant, 1);
-    Tensor target = targets[k];
-    at::where_out(target, at::gt(slot_p.select(1, wide + 2), std::get<0>(lowest_slot)),
-                  std::get<1>(lowest_slot).add_(relevant_rows), scratch_rows);
-    if (save) {
-      Tensor evicted_k = evicted[k];
-      at::index_select_out(evicted_k, rows_of_slots, 0, target);
-    }
-    rows_of_slots.index_copy_(0, target,
-                              at::index_select_out(candidate_out, rows_of_slots, 0,
-                                                   ring_rows[p]));
+    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screen", [&] {
+      screen<scalar_t>(slot_data.data_ptr<scalar_t>(), targets[k].data_ptr<int64_t>(),
+                       save ? evicted[k].data_ptr<scalar_t>() : nullptr, p, nu, slots, width,
+                       wide, batch);
+    });
     // h_t enters S in the slot just vacated.
     base.forward(k, z_base, slot_p.narrow(1, 0, hidden));
     Tensor keys_p = slot_p.narrow(1, hidden, hidden);
     at::mm_out(keys_p, slot_p.narrow(1, 0, hidden), key_t);
-    slot_p.narrow(1, wide, 4).copy_(entering[k]);
     Tensor e_k = e[save ? k : 0];
-    at::add_out(e_k, keys_all, z_query).sigmoid_();
-    Tensor attention_k = attention[k];
-    at::_softmax_out(attention_k, at::matmul(e_k, score_vector).add_(mask_all), 1, false);
-    Tensor y_row = y[k].unsqueeze(1);
-    at::baddbmm_out(y_row, slot_data.narrow(1, p, 1).narrow(2, 0, hidden),
-                    attention_k.unsqueeze(1), content_all);
+    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_pre", [&] {
+      screened_pre<scalar_t>(slot_data.data_ptr<scalar_t>(), z.data_ptr<scalar_t>() + gates,
+                             z.stride(0), entering[k].data_ptr<scalar_t>(),
+                             e_k.data_ptr<scalar_t>(), p, slots, width, hidden, batch);
+    });
+    e_k.sigmoid_();
+    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_attend", [&] {
+      screened_attend<scalar_t>(slot_data.data_ptr<scalar_t>(), e_k.data_ptr<scalar_t>(),
+                                score_vector.data_ptr<scalar_t>(),
+                                attention[k].data_ptr<scalar_t>(), history[k].data_ptr<scalar_t>(),
+                                y[k].data_ptr<scalar_t>(), p, nu, slots, width, hidden, batch);
+    });
     s = y[k];
-    score_rank_short.add_(attention_k.narrow(1, 0, nu).unsqueeze(2));
-    history[k].copy_(meta_all);
   }
   return before_reset;
+}
+
+// The attention's backward at one step, over the slots as step k saw them: d_weights_i = ds·m_i,
+// the softmax's backward (into d_logits), and the gradients of what the slots hold
+// (grad rows [m_i, 2 U_a m_i, score]: d m_i += w_i ds, d(2 U_a m_i) += 2 v_a ⊙ dp_i) and of the
+// query (Σ_i 2 v_a ⊙ dp_i), with dp_i = dlogit_i σ'(e_i).
+template <typename T>
+void screened_attend_backward(const T* ds, const T* weights, const T* e, const T* score,
+                              const T* slots_data, T* grad, T* d_logits, T* d_query,
+                              int64_t d_query_stride, int64_t slots, int64_t width,
+                              int64_t hidden, int64_t batch) {
+  const int64_t grad_width = 2 * hidden + 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* ds_b = ds + b * hidden;
+    const T* w_b = weights + b * slots;
+    const T* rows = slots_data + b * (slots + 1) * width;
+    T* grad_rows = grad + b * (slots + 1) * grad_width;
+    T* dl = d_logits + b * slots;
+    T weighted = 0;
+    for (int64_t i = 0; i < slots; ++i) {
+      const T* m = rows + i * width;
+      T* dm = grad_rows + i * grad_width;
+      const T weight = w_b[i];
+      T dot = 0;
+      for (int64_t h = 0; h < hidden; ++h) {
+        dot += ds_b[h] * m[h];
+        dm[h] += weight * ds_b[h];
+      }
+      dl[i] = dot;
+      weighted += dot * weight;
+    }
+    T* dq = d_query + b * d_query_stride;
+    for (int64_t h = 0; h < hidden; ++h) {
+      dq[h] = 0;
+    }
+    for (int64_t i = 0; i < slots; ++i) {
+      dl[i] = w_b[i] * (dl[i] - weighted);
+      const T d_logit = dl[i];
+      const T* e_i = e + (b * slots + i) * hidden;
+      T* dk = grad_rows + i * grad_width + hidden;
+      for (int64_t h = 0; h < hidden; ++h) {
+        const T dp = d_logit * (T(1) - e_i[h]) * e_i[h];
+        dq[h] += dp;
+        dk[h] += dp * score[h];
+      }
+    }
+    for (int64_t h = 0; h < hidden; ++h) {
+      dq[h] *= score[h];
+    }
+  }
+}
+
+// Undoes the writes of step k, to the gradients and to the slots: h_k (copied into h) leaves
+// slot p with its gradient, the candidate comes back to p from its target with the gradient it
+// gathered there, and the target gets back what it held (evicted) and no gradient.
+template <typename T>
+void screened_undo(T* slots_data, T* grad, const int64_t* targets, const T* evicted, T* h,
+                   int64_t p, int64_t slots, int64_t width, int64_t hidden, int64_t batch) {
+  const int64_t grad_width = 2 * hidden + 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t row_p = b * (slots + 1) + p, target = targets[b];
+    std::copy_n(grad + target * grad_width, grad_width, grad + row_p * grad_width);
+    std::fill_n(grad + target * grad_width, grad_width, T(0));
+    std::copy_n(slots_data + row_p * width, hidden, h + b * hidden);
+    std::copy_n(slots_data + target * width, width, slots_data + row_p * width);
+    std::copy_n(evicted + b * width, width, slots_data + target * width);
+  }
 }
 
 // The backward loop of _screened_backward. grad (B, ν+ρ+1, 2H+1) holds the gradient of what
@@ -419,8 +561,7 @@ std::tuple<Tensor, Tensor> screened_backward(
     const Tensor& attention, const Tensor& e, const Tensor& targets, const Tensor& evicted,
     const std::vector<Tensor>& before_reset, const Tensor& slot_data, const Tensor& grad,
     const Tensor& dz, const Tensor& d_logits, const Tensor& d_keys_h, const Tensor& h_buffer,
-    const Tensor& d_pre_buffer, const Tensor& d_act_buffer, const Tensor& dc_buffers,
-    const Tensor& grad_candidate, const Tensor& restored, const Tensor& act,
+    const Tensor& d_act_buffer, const Tensor& dc_buffers, const Tensor& act,
     const Tensor& partner, int64_t nu, bool lstm) {
   const int64_t steps = attention.size(0), batch = attention.size(1), slots = attention.size(2);
   const int64_t hidden = key.size(0), gates = lstm ? 4 * hidden : hidden;
@@ -428,48 +569,34 @@ std::tuple<Tensor, Tensor> screened_backward(
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{lstm, true, act, partner, Tensor()};
   const bool has_g_y = g_y_or_empty.numel() > 0;
-  const Tensor rows_of_grad = grad.view({-1, wide + 1});
-  const Tensor rows_of_slots = slot_data.view({-1, slot_data.size(2)});
-  const Tensor memory_columns = slot_data.narrow(1, 0, slots).narrow(2, 0, hidden).transpose(1, 2);
-  const Tensor grad_content = grad.narrow(1, 0, slots).narrow(2, 0, hidden);
-  const Tensor grad_keys = grad.narrow(1, 0, slots).narrow(2, hidden, hidden);
-  const Tensor first_row = at::arange(batch, resets.options().dtype(at::kLong)).mul_(slots + 1);
-  std::vector<Tensor> ring_rows;
-  for (int64_t p = 0; p < std::min(nu, steps); ++p) {
-    ring_rows.push_back(first_row.add(p));
-  }
-  Tensor d_pre = d_pre_buffer, d_act = d_act_buffer, grad_candidate_out = grad_candidate,
-         restored_out = restored;
-  Tensor ds = has_g_y ? g_y_or_empty[steps - 1] : at::zeros({batch, hidden}, key.options());
+  const int64_t width = slot_data.size(2);
+  Tensor d_act = d_act_buffer;
+  Tensor ds = has_g_y ? g_y_or_empty[steps - 1].contiguous()
+                      : at::zeros({batch, hidden}, key.options());
   Tensor dc = g_c_or_empty.numel() > 0 ? g_c_or_empty : Tensor();
   int64_t reset_index = static_cast<int64_t>(before_reset.size());
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t p = k % nu;
-    const Tensor weights_k = attention[k], ds_row = ds.unsqueeze(1);
-    const Tensor d_weights = at::bmm(ds_row, memory_columns).view({batch, slots});
-    Tensor d_logits_k = d_logits[k];
-    at::_softmax_backward_data_out(d_logits_k, d_weights, weights_k, 1, weights_k.scalar_type());
-    at::sigmoid_backward_out(d_pre, d_logits_k.unsqueeze(2), e[k]);
     Tensor dz_k = dz[k];
-    Tensor dz_query = dz_k.narrow(1, gates, hidden);
-    at::sum_out(dz_query, d_pre, 1).mul_(score_vector);
-    grad_keys.addcmul_(d_pre, score_vector);
-    grad_content.addcmul_(weights_k.unsqueeze(2), ds_row);
+    AT_DISPATCH_FLOATING_TYPES(key.scalar_type(), "screened_attend_backward", [&] {
+      screened_attend_backward<scalar_t>(
+          ds.data_ptr<scalar_t>(), attention[k].data_ptr<scalar_t>(), e[k].data_ptr<scalar_t>(),
+          score_vector.data_ptr<scalar_t>(), slot_data.data_ptr<scalar_t>(),
+          grad.data_ptr<scalar_t>(), d_logits[k].data_ptr<scalar_t>(),
+          dz_k.data_ptr<scalar_t>() + gates, dz_k.stride(0), slots, width, hidden, batch);
+    });
     // Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes back
     // to p with the gradient it gathered at its target, which held nothing before.
     const Tensor grad_p = grad.select(1, p);
     Tensor d_keys_k = d_keys_h[k];
     d_keys_k.copy_(grad_p.narrow(1, hidden, hidden));
     const Tensor dh = at::addmm(ds.add(grad_p.narrow(1, 0, hidden)), d_keys_k, key);
-    const Tensor target = targets[k];
-    rows_of_grad.index_copy_(0, ring_rows[p],
-                             at::index_select_out(grad_candidate_out, rows_of_grad, 0, target));
-    rows_of_grad.index_fill_(0, target, 0.0);
     Tensor h = h_buffer[k];
-    h.copy_(slot_data.select(1, p).narrow(1, 0, hidden));
-    rows_of_slots.index_copy_(0, ring_rows[p],
-                              at::index_select_out(restored_out, rows_of_slots, 0, target));
-    rows_of_slots.index_copy_(0, target, evicted[k]);
+    AT_DISPATCH_FLOATING_TYPES(key.scalar_type(), "screened_undo", [&] {
+      screened_undo<scalar_t>(slot_data.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(),
+                              targets[k].data_ptr<int64_t>(), evicted[k].data_ptr<scalar_t>(),
+                              h.data_ptr<scalar_t>(), p, slots, width, hidden, batch);
+    });
     if (any_reset[k]) {
       slot_data.copy_(before_reset[--reset_index]);
     }
