@@ -61,28 +61,98 @@ std::vector<bool> reset_steps(const Tensor& resets) {
   return any;
 }
 
-// φ's kernel h of rlmem.cells.activations.FastForm: 0 is σ, 1 is relu.
-enum class Inner : int64_t { sigmoid = 0, relu = 1 };
+// --- TARNN (rlmem.cells.tarnn._TARNNScan) ------------------------------------------------------
 
-void inner_(Tensor& value, Inner inner) {
-  if (inner == Inner::sigmoid) {
+// An Euler step after h = φ's kernel of (W u + U z): target e = B u + m h (+ z's upper half in
+// the lower half's rows, the coupled A) and z_next = z + η_k β ⊙ (e - z).
+template <typename T>
+void tarnn_euler(const T* z, const T* h, const T* drive_b, int64_t drive_stride,
+                 const T* eta_beta, T* target, T* next, T scale_out, bool coupled,
+                 int64_t batch, int64_t size) {
+  const int64_t half = size / 2;
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* z_b = z + b * size;
+    const T* h_b = h + b * size;
+    const T* u_b = drive_b + b * drive_stride;
+    const T* w_b = eta_beta + b * size;
+    T* e_b = target + b * size;
+    T* n_b = next + b * size;
+    for (int64_t d = 0; d < size; ++d) {
+      T e = u_b[d] + scale_out * h_b[d];
+      if (coupled && d < half) {
+        e += z_b[d + half];
+      }
+      e_b[d] = e;
+      n_b[d] = z_b[d] + w_b[d] * (e - z_b[d]);
+    }
+  }
+}
+
+// One Euler step of the backward, before the product with U: q_k = η_k β ⊙ z̄_{k+1},
+// ā_k = h'_k ⊙ q_k and carried = z̄_{k+1} - q_k (+ q_k's lower half in the upper half's rows,
+// Aᵀ for the coupled A), to which the caller adds ā_k U.
+template <typename T>
+void tarnn_euler_backward(const T* grad_z, const T* eta_beta, const T* slope, T* q, T* grad_pre,
+                          T* carried, bool coupled, int64_t n, int64_t size) {
+  const int64_t half = size / 2;
+  for (int64_t i = 0; i < n; ++i) {
+    const T q_i = eta_beta[i] * grad_z[i];
+    q[i] = q_i;
+    grad_pre[i] = q_i * slope[i];
+    carried[i] = grad_z[i] - q_i;
+  }
+  if (coupled) {
+    for (int64_t b = 0; b < n / size; ++b) {
+      for (int64_t d = 0; d < half; ++d) {
+        carried[b * size + d + half] += q[b * size + d];
+      }
+    }
+  }
+}
+
+// What sums over the Euler steps at one time step: with F_k = e_k - z_k, β̄ = Σ_k η_k F_k ⊙ z̄_{k+1}
+// into the β block of grad_gates (times σ'), Σ_k q_k and Σ_k ā_k into its B u and W u blocks,
+// and Σ β ⊙ F_k ⊙ z̄_{k+1} added to grad_eta_terms[k].
+template <typename T>
+void tarnn_step_sums(const T* targets, const T* euler, const T* grad_z, const T* q,
+                     const T* grad_pre, const T* beta, const T* eta, T* grad_gates,
+                     T* grad_eta_terms, int64_t steps, int64_t batch, int64_t size) {
+  const int64_t n = batch * size;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t d = 0; d < size; ++d) {
+      const int64_t i = b * size + d;
+      T grad_beta = 0, sum_q = 0, sum_pre = 0;
+      for (int64_t k = 0; k < steps; ++k) {
+        const T slope = (targets[k * n + i] - euler[k * n + i]) * grad_z[k * n + i];
+        grad_beta += eta[k] * slope;
+        grad_eta_terms[k * n + i] += slope * beta[i];
+        sum_q += q[k * n + i];
+        sum_pre += grad_pre[k * n + i];
+      }
+      T* row = grad_gates + b * 3 * size;
+      row[d] = grad_beta * (beta[i] - beta[i] * beta[i]);
+      row[size + d] = sum_q;
+      row[2 * size + d] = sum_pre;
+    }
+  }
+}
+
+// h'(u) from h(u): σ - σ² for the sigmoid, 1 where positive for relu.
+template <typename T>
+void inner_derivative(const T* h, T* out, bool sigmoid, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = sigmoid ? h[i] - h[i] * h[i] : (h[i] > T(0) ? T(1) : T(0));
+  }
+}
+
+// φ's kernel h of rlmem.cells.activations.FastForm: 0 is σ, 1 is relu.
+void inner_(Tensor& value, bool sigmoid) {
+  if (sigmoid) {
     value.sigmoid_();
   } else {
     value.relu_();
   }
 }
-
-// h'(u) from h(u), written into out.
-void inner_derivative(const Tensor& h, Tensor& out, Inner inner) {
-  if (inner == Inner::sigmoid) {
-    at::mul_out(out, h, h);
-    at::sub_out(out, h, out);  // σ - σ²
-  } else {
-    at::sign_out(out, h);
-  }
-}
-
-// --- TARNN (rlmem.cells.tarnn._TARNNScan) ------------------------------------------------------
 
 // Forward: inputs (T, B, 3D) already in the fast form, s0 (B, D), resets (T, B) bool,
 // weight_s_t (D, 3D), weight_u_t (D, D), eta (K,). Writes y, beta (T, B, D) and the Euler
@@ -92,9 +162,9 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
                    bool coupled, int64_t inner_kind, double scale_out, const Tensor& y,
                    const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
                    const Tensor& targets) {
-  const Inner inner = static_cast<Inner>(inner_kind);
+  const bool sigmoid = inner_kind == 0;
   const int64_t steps = inputs.size(0), batch = s0.size(0), size = s0.size(1);
-  const int64_t half = size / 2, euler_steps = eta.size(0);
+  const int64_t euler_steps = eta.size(0);
   const std::vector<bool> any_reset = reset_steps(resets);
   const Tensor eta_column = eta.view({-1, 1, 1});
   Tensor eta_beta = at::empty({euler_steps, batch, size}, s0.options());
@@ -104,7 +174,7 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
       s = s.masked_fill(resets[t].unsqueeze(1), 0.0);
     }
     const Tensor gates = at::addmm(inputs[t], s, weight_s_t);
-    const Tensor drive_b = gates.narrow(1, size, size), drive_w = gates.narrow(1, 2 * size, size);
+    const Tensor drive_w = gates.narrow(1, 2 * size, size);
     Tensor beta = beta_all[t];
     at::sigmoid_out(beta, gates.narrow(1, 0, size));
     at::mul_out(eta_beta, eta_column, beta);
@@ -114,14 +184,15 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
       const Tensor z = euler_t[k];
       Tensor h = inner_t[k];
       at::addmm_out(h, drive_w, z, weight_u_t);
-      inner_(h, inner);
-      Tensor target = targets_t[k];
-      at::add_out(target, drive_b, h, scale_out);  // F_k + z_k
-      if (coupled) {
-        target.narrow(1, 0, half).add_(z.narrow(1, half, half));
-      }
-      Tensor next = k + 1 < euler_steps ? euler_t[k + 1] : y[t];
-      at::lerp_out(next, z, target, eta_beta[k]);  // z_k + η_k β ⊙ F_k
+      inner_(h, sigmoid);
+      const Tensor next = k + 1 < euler_steps ? euler_t[k + 1] : y[t];
+      AT_DISPATCH_FLOATING_TYPES(s0.scalar_type(), "tarnn_euler", [&] {
+        tarnn_euler<scalar_t>(z.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
+                              gates.data_ptr<scalar_t>() + size, gates.stride(0),
+                              eta_beta[k].data_ptr<scalar_t>(), targets_t[k].data_ptr<scalar_t>(),
+                              next.data_ptr<scalar_t>(), static_cast<scalar_t>(scale_out),
+                              coupled, batch, size);
+      });
     }
     s = y[t];
   }
@@ -134,69 +205,54 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
     const Tensor& grad_y, const Tensor& resets, const Tensor& weight_s, const Tensor& weight_u,
     const Tensor& eta, const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
     const Tensor& targets, bool coupled, int64_t inner_kind) {
-  const Inner inner = static_cast<Inner>(inner_kind);
+  const bool sigmoid = inner_kind == 0;
   const int64_t time_steps = grad_y.size(0), batch = grad_y.size(1), size = grad_y.size(2);
-  const int64_t half = size / 2, steps = eta.size(0);
+  const int64_t steps = eta.size(0), n = batch * size;
   const std::vector<bool> any_reset = reset_steps(resets);
   const Tensor eta_column = eta.view({-1, 1, 1});
+  const Tensor eta_values = eta.contiguous();
   const auto options = grad_y.options();
   Tensor grad_z = at::empty({steps, batch, size}, options);  // z̄_{k+1}
   Tensor q = at::empty({steps, batch, size}, options);  // η_k β ⊙ z̄_{k+1}
   Tensor grad_pre = at::empty({steps, batch, size}, options);  // h'_k ⊙ q_k
   Tensor slope_inner = at::empty({steps, batch, size}, options);  // h'_k
   Tensor eta_beta = at::empty({steps, batch, size}, options);
-  Tensor step_slope = at::empty({steps, batch, size}, options);  // F_k
-  Tensor grad_slope = at::empty({steps, batch, size}, options);  // F_k ⊙ z̄_{k+1}
-  Tensor grad_beta = at::empty({batch, size}, options);
-  Tensor beta_slope = at::empty({batch, size}, options);
   Tensor grad_gates = at::empty({time_steps, batch, 3 * size}, options);
   Tensor grad_weight_u = at::zeros(weight_u.sizes(), weight_u.options());
   Tensor grad_next = at::zeros({batch, size}, options);
   Tensor grad_eta_terms = at::zeros({steps, batch, size}, options);
   const Tensor grad_pre_rows = grad_pre.view({-1, size}).t();
-  const Tensor grad_slope_rows_t = grad_slope.view({steps, -1}).t();
-  Tensor grad_beta_flat = grad_beta.view({-1});
   for (int64_t t = time_steps - 1; t >= 0; --t) {
     const Tensor beta = beta_all[t];
     at::mul_out(eta_beta, eta_column, beta);
     Tensor last = grad_z[steps - 1];
     at::add_out(last, grad_y[t], grad_next);
-    inner_derivative(inner_all[t], slope_inner, inner);
-    for (int64_t k = steps - 1; k >= 0; --k) {
-      Tensor q_k = q[k], grad_pre_k = grad_pre[k];
-      const Tensor grad_z_k = grad_z[k];
-      at::mul_out(q_k, eta_beta[k], grad_z_k);
-      at::mul_out(grad_pre_k, q_k, slope_inner[k]);
-      Tensor carried = k ? grad_z[k - 1] : grad_next;
-      at::sub_out(carried, grad_z_k, q_k);  // Aᵀ q_k, the -I part
-      if (coupled) {
-        carried.narrow(1, half, size - half).add_(q_k.narrow(1, 0, half));
+    const Tensor inner_t = inner_all[t];
+    AT_DISPATCH_FLOATING_TYPES(grad_y.scalar_type(), "tarnn_backward_step", [&] {
+      using T = scalar_t;
+      inner_derivative<T>(inner_t.data_ptr<T>(), slope_inner.data_ptr<T>(), sigmoid,
+                          steps * n);
+      for (int64_t k = steps - 1; k >= 0; --k) {
+        Tensor carried = k ? grad_z[k - 1] : grad_next;
+        tarnn_euler_backward<T>(grad_z.data_ptr<T>() + k * n, eta_beta.data_ptr<T>() + k * n,
+                                slope_inner.data_ptr<T>() + k * n, q.data_ptr<T>() + k * n,
+                                grad_pre.data_ptr<T>() + k * n, carried.data_ptr<T>(), coupled,
+                                n, size);
+        carried.addmm_(grad_pre[k], weight_u);
       }
-      carried.addmm_(grad_pre_k, weight_u);
-    }
-    const Tensor step_euler = euler[t];
-    at::sub_out(step_slope, targets[t], step_euler);
-    at::mul_out(grad_slope, step_slope, grad_z);
-    at::mv_out(grad_beta_flat, grad_slope_rows_t, eta);
-    grad_eta_terms.addcmul_(grad_slope, beta);
-    Tensor grad_gates_t = grad_gates[t];
-    at::mul_out(beta_slope, beta, beta);
-    at::sub_out(beta_slope, beta, beta_slope);  // σ'
-    Tensor grad_gate_beta = grad_gates_t.narrow(1, 0, size);
-    at::mul_out(grad_gate_beta, grad_beta, beta_slope);
-    Tensor grad_gate_b = grad_gates_t.narrow(1, size, size);
-    at::sum_out(grad_gate_b, q, {0});
-    Tensor grad_gate_w = grad_gates_t.narrow(1, 2 * size, size);
-    at::sum_out(grad_gate_w, grad_pre, {0});
-    grad_weight_u.addmm_(grad_pre_rows, step_euler.view({-1, size}));
-    grad_next.addmm_(grad_gates_t, weight_s);
+      tarnn_step_sums<T>(targets[t].data_ptr<T>(), euler[t].data_ptr<T>(), grad_z.data_ptr<T>(),
+                         q.data_ptr<T>(), grad_pre.data_ptr<T>(), beta.data_ptr<T>(),
+                         eta_values.data_ptr<T>(), grad_gates[t].data_ptr<T>(),
+                         grad_eta_terms.data_ptr<T>(), steps, batch, size);
+    });
+    grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
+    grad_next.addmm_(grad_gates[t], weight_s);
     if (any_reset[t]) {
       grad_next.masked_fill_(resets[t].unsqueeze(1), 0.0);
     }
   }
   return {grad_gates, grad_next, grad_weight_u, grad_eta_terms};
 }
-
 
 // The LSTM step's elementwise part, after act = σ(z) (B, 4, H) = [i, f, σ(z_g), o]: writes
 // partner = [g, c_{k-1}, 2i, 2 c_k] (B, 4, H) and c_k into c (rows c_stride apart); the
