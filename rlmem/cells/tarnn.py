@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
 from rlmem.cells import activations, extension, fastloop
+from rlmem.cells.attention_scan import WORKSPACE
 from rlmem.cells.base import Cell
 from rlmem.cells.registry import register
 
@@ -253,12 +254,18 @@ class _TARNNScan(torch.autograd.Function):
         if native is not None:
             time_steps = inputs.shape[0]
             y, beta_all = inputs.new_empty(2, time_steps, batch, size).unbind(0)
-            saved = inputs.new_empty(3, time_steps, steps, batch, size)
+            # z_k, h_k and e_k of every step: recycled, fresh pages of this size cost more
+            # than the loop's elementwise work
+            numel = 3 * time_steps * steps * batch * size
+            block = WORKSPACE.take(numel, inputs.dtype, inputs.device)
+            saved = block[:numel].view(3, time_steps, steps, batch, size)
             native.tarnn_forward(inputs, s0, resets, weight_s_t, weight_u_t, eta, coupled,
                                  int(form.kernel), form.scale_out, y, beta_all, *saved)
             ctx.mark_non_differentiable(beta_all)
-            ctx.save_for_backward(weight_s, weight_u, eta, beta_all, saved)
-            ctx.resets = resets
+            ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
+            ctx.resets, ctx.saved, ctx.block = resets, saved, block
+            if not any(ctx.needs_input_grad):
+                WORKSPACE.give(block)
             return y, beta_all
         eta_column = eta.view(-1, 1, 1)
         masks = fastloop.reset_masks(resets)
@@ -298,7 +305,7 @@ class _TARNNScan(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, _grad_beta: Tensor | None) -> tuple[Tensor | None,
                                                                                 ...]:
-        weight_s, weight_u, eta, beta_all, *saved = ctx.saved_tensors
+        weight_s, weight_u, eta, beta_all = ctx.saved_tensors
         coupled, form = ctx.coupled, ctx.form
         time_steps, batch, size = grad_y.shape
         half, steps = size // 2, len(eta)
@@ -308,12 +315,18 @@ class _TARNNScan(torch.autograd.Function):
         weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_out))[:, None]
         weight_u = weight_u * form.scale_out
         if ctx.native is not None:
-            euler, inner, targets = saved[0]
+            if ctx.saved is None:
+                raise RuntimeError("TARNN's chunk can be backpropagated once: its backward "
+                                   "recycles the forward's buffers (no retain_graph)")
+            euler, inner, targets = ctx.saved
+            ctx.saved = None
             grad_gates, grad_next, grad_weight_u, grad_eta_terms = ctx.native.tarnn_backward(
                 grad_y.contiguous(), ctx.resets, weight_s, weight_u, eta, beta_all, euler,
                 inner, targets, coupled, int(form.kernel))
-            return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
-                           grad_eta_terms, euler[:, 0])
+            result = _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
+                             grad_eta_terms, euler[:, 0])
+            WORKSPACE.give(ctx.block)
+            return result
         masks = ctx.masks
         betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
         eta_column = eta.view(-1, 1, 1)

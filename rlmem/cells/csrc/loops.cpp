@@ -78,12 +78,15 @@ void tarnn_euler(const T* z, const T* h, const T* drive_b, int64_t drive_stride,
     T* e_b = target + b * size;
     T* n_b = next + b * size;
     for (int64_t d = 0; d < size; ++d) {
-      T e = u_b[d] + scale_out * h_b[d];
-      if (coupled && d < half) {
-        e += z_b[d + half];
+      e_b[d] = u_b[d] + scale_out * h_b[d];
+    }
+    if (coupled) {
+      for (int64_t d = 0; d < half; ++d) {
+        e_b[d] += z_b[d + half];
       }
-      e_b[d] = e;
-      n_b[d] = z_b[d] + w_b[d] * (e - z_b[d]);
+    }
+    for (int64_t d = 0; d < size; ++d) {
+      n_b[d] = z_b[d] + w_b[d] * (e_b[d] - z_b[d]);
     }
   }
 }
@@ -116,24 +119,31 @@ void tarnn_euler_backward(const T* grad_z, const T* eta_beta, const T* slope, T*
 template <typename T>
 void tarnn_step_sums(const T* targets, const T* euler, const T* grad_z, const T* q,
                      const T* grad_pre, const T* beta, const T* eta, T* grad_gates,
-                     T* grad_eta_terms, int64_t steps, int64_t batch, int64_t size) {
+                     T* grad_eta_terms, T* scratch, int64_t steps, int64_t batch, int64_t size) {
   const int64_t n = batch * size;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t d = 0; d < size; ++d) {
-      const int64_t i = b * size + d;
-      T grad_beta = 0, sum_q = 0, sum_pre = 0;
-      for (int64_t k = 0; k < steps; ++k) {
-        const T slope = (targets[k * n + i] - euler[k * n + i]) * grad_z[k * n + i];
-        grad_beta += eta[k] * slope;
-        grad_eta_terms[k * n + i] += slope * beta[i];
-        sum_q += q[k * n + i];
-        sum_pre += grad_pre[k * n + i];
-      }
-      T* row = grad_gates + b * 3 * size;
-      row[d] = grad_beta * (beta[i] - beta[i] * beta[i]);
-      row[size + d] = sum_q;
-      row[2 * size + d] = sum_pre;
+  T *grad_beta = scratch, *sum_q = scratch + n, *sum_pre = scratch + 2 * n;
+  std::fill_n(scratch, 3 * n, T(0));
+  for (int64_t k = 0; k < steps; ++k) {
+    const T *e_k = targets + k * n, *z_k = euler + k * n, *g_k = grad_z + k * n;
+    const T *q_k = q + k * n, *p_k = grad_pre + k * n;
+    T* terms = grad_eta_terms + k * n;
+    const T eta_k = eta[k];
+    for (int64_t i = 0; i < n; ++i) {
+      const T slope = (e_k[i] - z_k[i]) * g_k[i];
+      grad_beta[i] += eta_k * slope;
+      terms[i] += slope * beta[i];
+      sum_q[i] += q_k[i];
+      sum_pre[i] += p_k[i];
     }
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    T* row = grad_gates + b * 3 * size;
+    const T* beta_b = beta + b * size;
+    for (int64_t d = 0; d < size; ++d) {
+      row[d] = grad_beta[b * size + d] * (beta_b[d] - beta_b[d] * beta_b[d]);
+    }
+    std::copy_n(sum_q + b * size, size, row + size);
+    std::copy_n(sum_pre + b * size, size, row + 2 * size);
   }
 }
 
@@ -221,6 +231,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
   Tensor grad_weight_u = at::zeros(weight_u.sizes(), weight_u.options());
   Tensor grad_next = at::zeros({batch, size}, options);
   Tensor grad_eta_terms = at::zeros({steps, batch, size}, options);
+  Tensor sums = at::empty({3, batch, size}, options);
   const Tensor grad_pre_rows = grad_pre.view({-1, size}).t();
   for (int64_t t = time_steps - 1; t >= 0; --t) {
     const Tensor beta = beta_all[t];
@@ -243,7 +254,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
       tarnn_step_sums<T>(targets[t].data_ptr<T>(), euler[t].data_ptr<T>(), grad_z.data_ptr<T>(),
                          q.data_ptr<T>(), grad_pre.data_ptr<T>(), beta.data_ptr<T>(),
                          eta_values.data_ptr<T>(), grad_gates[t].data_ptr<T>(),
-                         grad_eta_terms.data_ptr<T>(), steps, batch, size);
+                         grad_eta_terms.data_ptr<T>(), sums.data_ptr<T>(), steps, batch, size);
     });
     grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
     grad_next.addmm_(grad_gates[t], weight_s);
