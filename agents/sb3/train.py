@@ -68,9 +68,8 @@ def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") ->
         shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
         optimizer_kwargs=dict(eps=agent["adam_eps"]))
     policy: type[RecurrentActorCriticPolicy]
-    policy_name = agent.get("policy", SB3Policy.memory)
-    if (SB3Policy[policy_name] if isinstance(policy_name, str) else policy_name) \
-            is SB3Policy.sb3_lstm:
+    # A recorded config holds the policy's name, a composed one the member.
+    if SB3Policy(agent.get("policy", SB3Policy.memory)) is SB3Policy.sb3_lstm:
         if memory["name"] != "lstm":
             raise ValueError(f"agent.policy=sb3_lstm is sb3-contrib's own nn.LSTM: it needs "
                              f"memory=lstm, got memory={memory['name']}")
