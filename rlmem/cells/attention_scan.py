@@ -1048,6 +1048,34 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     # slot t_k mod capacity) and an invalid entry has weight 0, so summing the weights into
     # slots gives each slot its state's weight. At step k slot j holds the episode step
     # t_k - ((t_k - j) mod capacity) if the chunk wrote it in this episode, else incoming j.
+    if native is not None:
+        episode_start = torch.where(resets, entry.unsqueeze(1), -1).cummax(dim=0).values
+        attention, slot_time = native.full_traces(weights_full, time, episode_start, valid,
+                                                  n_in, capacity)
+    else:
+        attention, slot_time = _full_traces(weights_full, time, resets, valid, n_in, capacity)
+    traces = {"attention": attention, "slot_time": slot_time}
+    result = FullResult(y=y, c=base.final_c(), memory=final_memory, keys=final_keys,
+                        t=t_final, valid=final_valid[:-1].view(batch, capacity), traces=traces)
+    if not save:
+        WORKSPACE.give(block)
+        return result, None
+    tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
+                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,),
+                     native, buffers["e"], buffers["w"])
+    return result, tape
+
+
+def _full_traces(weights_full: Tensor, time: Tensor, resets: Tensor, valid: Tensor,
+                 n_in: int, capacity: int) -> tuple[Tensor, Tensor]:
+    """MemLSTM's traces in slot order from the weights over a chunk's entries: the attention
+    each slot's state received and the episode step each slot holds (the compiled
+    ``full_traces`` computes the same)."""
+    steps, batch, _ = weights_full.shape
+    device = weights_full.device
+    columns_in = torch.arange(n_in, device=device)
+    entry = torch.arange(steps, device=device)
+    slots = torch.arange(capacity, device=device)
     entry_slot = torch.cat([columns_in.expand(batch, n_in),
                             torch.remainder(time.t(), capacity)], dim=1)
     attention = weights_full.new_zeros(steps, batch, capacity).scatter_add_(
@@ -1064,16 +1092,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     empty = written.logical_or_(kept).logical_not_()
     slot_time = torch.sub(time.unsqueeze(2), age).masked_fill_(empty, -1)
     WORKSPACE.give(trace_block, flag_block)
-    traces = {"attention": attention, "slot_time": slot_time}
-    result = FullResult(y=y, c=base.final_c(), memory=final_memory, keys=final_keys,
-                        t=t_final, valid=final_valid[:-1].view(batch, capacity), traces=traces)
-    if not save:
-        WORKSPACE.give(block)
-        return result, None
-    tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
-                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,),
-                     native, buffers["e"], buffers["w"])
-    return result, tape
+    return attention, slot_time
 
 
 def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor) -> Tensor:

@@ -946,6 +946,55 @@ std::tuple<Tensor, Tensor> full_backward(
   return {ds, dc.defined() ? dc.clone() : at::empty({0}, key.options())};
 }
 
+// MemLSTM's traces in slot order (see _full_forward): the attention each slot's state received
+// at each step, and the episode step each slot holds (-1 when empty), from the weights over the
+// chunk's entries (T, B, n_in + T), the episode time (T, B), the step each item's episode
+// started in the chunk (-1 if before it) and the incoming valid slots.
+std::tuple<Tensor, Tensor> full_traces(const Tensor& weights_full, const Tensor& time,
+                                       const Tensor& episode_start, const Tensor& valid,
+                                       int64_t n_in, int64_t capacity) {
+  const int64_t steps = time.size(0), batch = time.size(1), columns = n_in + steps;
+  Tensor attention = at::zeros({steps, batch, capacity}, weights_full.options());
+  Tensor slot_time = at::empty({steps, batch, capacity}, time.options());
+  const Tensor time_rows = time.contiguous(), start_rows = episode_start.contiguous();
+  const Tensor valid_rows = valid.contiguous();
+  const int64_t* t_data = time_rows.data_ptr<int64_t>();
+  const int64_t* start = start_rows.data_ptr<int64_t>();
+  const bool* valid_data = valid_rows.data_ptr<bool>();
+  int64_t* slot_data = slot_time.data_ptr<int64_t>();
+  AT_DISPATCH_FLOATING_TYPES(weights_full.scalar_type(), "full_traces", [&] {
+    const scalar_t* w = weights_full.data_ptr<scalar_t>();
+    scalar_t* a = attention.data_ptr<scalar_t>();
+    for (int64_t k = 0; k < steps; ++k) {
+      const Window win = window(k, n_in, capacity);
+      for (int64_t b = 0; b < batch; ++b) {
+        const scalar_t* w_kb = w + (k * batch + b) * columns;
+        scalar_t* a_kb = a + (k * batch + b) * capacity;
+        for (int64_t i = 0; i < win.incoming; ++i) {
+          a_kb[i] += w_kb[i];
+        }
+        for (int64_t j = win.first; j < win.end; ++j) {
+          const int64_t slot = ((t_data[j * batch + b] % capacity) + capacity) % capacity;
+          a_kb[slot] += w_kb[n_in + j];
+        }
+      }
+    }
+  });
+  for (int64_t k = 0; k < steps; ++k) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t t_kb = t_data[k * batch + b], start_kb = start[k * batch + b];
+      const int64_t seen = k + 1 - std::max<int64_t>(start_kb, 0);
+      int64_t* out = slot_data + (k * batch + b) * capacity;
+      for (int64_t j = 0; j < capacity; ++j) {
+        const int64_t age = (((t_kb - j) % capacity) + capacity) % capacity;
+        const bool held = age < seen || (start_kb < 0 && valid_data[b * capacity + j]);
+        out[j] = held ? t_kb - age : -1;
+      }
+    }
+  }
+  return {attention, slot_time};
+}
+
 // --- MemLSTM's rollout step (rlmem.cells.memlstm.MemLSTM._step, without autograd) -------------
 
 // One step of MemLSTM attending over the slots [0, used): the caller guarantees that no batch
@@ -1010,6 +1059,7 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("screened_backward", &screened_backward);
   m.def("full_forward", &full_forward);
   m.def("full_backward", &full_backward);
+  m.def("full_traces", &full_traces);
   m.def("full_step", &full_step);
   m.def("storage_use_count", &storage_use_count);
 }
