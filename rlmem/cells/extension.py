@@ -48,7 +48,7 @@ def _build() -> Any | None:
     try:
         from torch.utils import cpp_extension
 
-        cpp_extension.load(LIBRARY, [str(SOURCE)], extra_cflags=["-O3"],
+        cpp_extension.load(LIBRARY, [str(SOURCE)], extra_cflags=["-O3", "-fopenmp-simd"],
                            is_python_module=False, verbose=False)
         return getattr(torch.ops, LIBRARY)
     except Exception as error:  # any failure to build means the fallback, not a crash

@@ -77,6 +77,7 @@ void tarnn_euler(const T* z, const T* h, const T* drive_b, int64_t drive_stride,
     const T* w_b = eta_beta + b * size;
     T* e_b = target + b * size;
     T* n_b = next + b * size;
+    #pragma omp simd
     for (int64_t d = 0; d < size; ++d) {
       e_b[d] = u_b[d] + scale_out * h_b[d];
     }
@@ -85,6 +86,7 @@ void tarnn_euler(const T* z, const T* h, const T* drive_b, int64_t drive_stride,
         e_b[d] += z_b[d + half];
       }
     }
+    #pragma omp simd
     for (int64_t d = 0; d < size; ++d) {
       n_b[d] = z_b[d] + w_b[d] * (e_b[d] - z_b[d]);
     }
@@ -98,6 +100,7 @@ template <typename T>
 void tarnn_euler_backward(const T* grad_z, const T* eta_beta, const T* slope, T* q, T* grad_pre,
                           T* carried, bool coupled, int64_t n, int64_t size) {
   const int64_t half = size / 2;
+  #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const T q_i = eta_beta[i] * grad_z[i];
     q[i] = q_i;
@@ -128,6 +131,7 @@ void tarnn_step_sums(const T* targets, const T* euler, const T* grad_z, const T*
     const T *q_k = q + k * n, *p_k = grad_pre + k * n;
     T* terms = grad_eta_terms + k * n;
     const T eta_k = eta[k];
+    #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const T slope = (e_k[i] - z_k[i]) * g_k[i];
       grad_beta[i] += eta_k * slope;
@@ -139,6 +143,7 @@ void tarnn_step_sums(const T* targets, const T* euler, const T* grad_z, const T*
   for (int64_t b = 0; b < batch; ++b) {
     T* row = grad_gates + b * 3 * size;
     const T* beta_b = beta + b * size;
+    #pragma omp simd
     for (int64_t d = 0; d < size; ++d) {
       row[d] = grad_beta[b * size + d] * (beta_b[d] - beta_b[d] * beta_b[d]);
     }
@@ -277,6 +282,7 @@ void lstm_cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
     T* g = partner + b * 4 * hidden;
     const T* c_prev = g + hidden;
     T *i_twice = g + 2 * hidden, *c_twice = g + 3 * hidden, *c_b = c + b * c_stride;
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       g[h] = T(2) * g_sigmoid[h] - T(1);
       i_twice[h] = i[h] + i[h];
@@ -295,6 +301,7 @@ void lstm_output(const T* act, T* partner, T* out, int64_t out_stride, int64_t b
     const T* o = act + (b * 4 + 3) * hidden;
     T* tanh_c = partner + (b * 4 + 3) * hidden;
     T* h_b = out + b * out_stride;
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       tanh_c[h] = T(2) * tanh_c[h] - T(1);
       h_b[h] = o[h] * tanh_c[h];
@@ -434,6 +441,7 @@ void screened_pre(T* slots_data, const T* query, int64_t query_stride, const T* 
     for (int64_t i = 0; i < slots; ++i) {
       const T* key = rows + i * width + hidden;
       T* out = e + (b * slots + i) * hidden;
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] = key[h] + q[h];
       }
@@ -455,6 +463,7 @@ void screened_attend(T* slots_data, const T* e, const T* score, T* attention, T*
     for (int64_t i = 0; i < slots; ++i) {
       const T* e_i = e + (b * slots + i) * hidden;
       T logit = 0;
+      #pragma omp simd reduction(+ : logit)
       for (int64_t h = 0; h < hidden; ++h) {
         logit += e_i[h] * score[h];
       }
@@ -472,6 +481,7 @@ void screened_attend(T* slots_data, const T* e, const T* score, T* attention, T*
       w[i] /= total;
       const T weight = w[i];
       const T* m = rows + i * width;
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] += weight * m[h];
       }
@@ -574,6 +584,7 @@ void screened_attend_backward(const T* ds, const T* weights, const T* e, const T
       T* dm = grad_rows + i * grad_width;
       const T weight = w_b[i];
       T dot = 0;
+      #pragma omp simd reduction(+ : dot)
       for (int64_t h = 0; h < hidden; ++h) {
         dot += ds_b[h] * m[h];
         dm[h] += weight * ds_b[h];
@@ -582,6 +593,7 @@ void screened_attend_backward(const T* ds, const T* weights, const T* e, const T
       weighted += dot * weight;
     }
     T* dq = d_query + b * d_query_stride;
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       dq[h] = 0;
     }
@@ -590,12 +602,14 @@ void screened_attend_backward(const T* ds, const T* weights, const T* e, const T
       const T d_logit = dl[i];
       const T* e_i = e + (b * slots + i) * hidden;
       T* dk = grad_rows + i * grad_width + hidden;
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         const T dp = d_logit * (T(1) - e_i[h]) * e_i[h];
         dq[h] += dp;
         dk[h] += dp * score[h];
       }
     }
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       dq[h] *= score[h];
     }
@@ -732,6 +746,7 @@ void full_pre(const T* query, int64_t query_stride, const T* keys, const T* chun
     for (int64_t i = 0; i < width; ++i) {
       const T* key = window_row(keys, chunk_keys, b, i, w, capacity, steps, hidden);
       T* out = e + (b * width + i) * hidden;
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] = q[h] + T(2) * key[h];
       }
@@ -752,6 +767,7 @@ void full_attend(const T* e, const T* score, const T* mask, int64_t mask_stride,
     for (int64_t i = 0; i < width; ++i) {
       const T* e_i = e + (b * width + i) * hidden;
       T logit = 0;
+      #pragma omp simd reduction(+ : logit)
       for (int64_t h = 0; h < hidden; ++h) {
         logit += e_i[h] * score[h];
       }
@@ -766,6 +782,7 @@ void full_attend(const T* e, const T* score, const T* mask, int64_t mask_stride,
     }
     T* out = y + b * hidden;
     const T* own = chunk + (b * steps + k) * hidden;
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       out[h] = own[h];
     }
@@ -774,6 +791,7 @@ void full_attend(const T* e, const T* score, const T* mask, int64_t mask_stride,
       weights_full[b * full_stride + column + i] = row[i];
       const T weight = row[i];
       const T* m = window_row(memory, chunk, b, i, w, capacity, steps, hidden);
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] += weight * m[h];
       }
@@ -854,6 +872,7 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
       T* dm = window_row(d_memory, d_chunk, b, i, w, capacity, steps, hidden);
       const T weight = w_b[i];
       T dot = 0;
+      #pragma omp simd reduction(+ : dot)
       for (int64_t h = 0; h < hidden; ++h) {
         dot += ds_b[h] * m[h];
         dm[h] += weight * ds_b[h];
@@ -863,6 +882,7 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
     }
     T* dq = d_query + b * d_query_stride;
     T* dsc = d_score + b * hidden;
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       dq[h] = 0;
     }
@@ -870,6 +890,7 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
       const T d_logit = w_b[i] * (dl[i] - weighted);
       const T* e_i = e + (b * width + i) * hidden;
       T* dk = window_row(d_keys, d_chunk_keys, b, i, w, capacity, steps, hidden);
+      #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         const T dp = d_logit * (T(1) - e_i[h]) * e_i[h];
         dq[h] += dp;
@@ -877,6 +898,7 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
         dsc[h] += d_logit * e_i[h];
       }
     }
+    #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
       dq[h] *= score[h];
     }
