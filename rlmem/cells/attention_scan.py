@@ -1340,3 +1340,56 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     return FullResult(y=y.unsqueeze(0), c=c, memory=memory, keys=keys, t=t, valid=valid,
                       traces={"attention": attention.unsqueeze(0),
                               "slot_time": slot_time.unsqueeze(0)})
+
+
+class _ScreenedFields(NamedTuple):
+    """The screened cells' state fields, for :func:`rlmem.cells.base.reset_state`."""
+
+    s: Tensor
+    c: Tensor
+    t: Tensor
+    short: Tensor
+    short_score: Tensor
+    short_valid: Tensor
+    short_time: Tensor
+    relevant: Tensor
+    relevant_score: Tensor
+    relevant_valid: Tensor
+    relevant_time: Tensor
+
+
+def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, short: Tensor,
+                  short_score: Tensor, short_valid: Tensor, short_time: Tensor,
+                  relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
+                  relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult | None:
+    """Relevancy screening's step for one rollout step without autograd, compiled
+    (``screened_step`` in ``rlmem/cells/csrc/loops.cpp``): the cell's :meth:`step`, Algorithm
+    1's screening on a tanh or LSTM base. ``None`` where it does not apply (more than one
+    step, autograd, another dtype, no compiled loops), for the caller to run the step in
+    Python.
+
+    Shapes: as :func:`screened_scan`, with ``T = 1``.
+    """
+    native = extension.ops(xp)
+    tensors = (xp, *weights, s0, c0, short, short_score, relevant, relevant_score)
+    if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
+            or (torch.is_grad_enabled()
+                and any(t is not None and t.requires_grad for t in tensors))):
+        return None
+    empty = xp.new_empty(0)
+    fields = _ScreenedFields(s0, c0 if c0 is not None else s0, t0, short, short_score,
+                             short_valid, short_time, relevant, relevant_score,
+                             relevant_valid, relevant_time)
+    if bool(resets.any()):  # on the CPU, reading the flag costs no sync
+        fields = reset_state(fields, resets[0])
+    (y, c, t, short, short_score, short_valid, short_time, relevant, relevant_score,
+     relevant_valid, relevant_time, attention, slot_time) = native.screened_step(
+        xp[0], fields.s, fields.c if c0 is not None else empty, *fields[2:], *weights)
+    traces = {"attention": attention, "slot_time": slot_time,
+              "relevant_valid": relevant_valid, "relevant_score": relevant_score}
+    return ScreenedResult(
+        y=y.unsqueeze(0), c=c if c0 is not None else None, t=t, short=short,
+        short_score=short_score, short_valid=short_valid, short_time=short_time,
+        relevant=relevant, relevant_score=relevant_score, relevant_valid=relevant_valid,
+        relevant_time=relevant_time,
+        traces={key: value.unsqueeze(0) for key, value in traces.items()})

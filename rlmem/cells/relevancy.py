@@ -22,6 +22,7 @@ from rlmem.cells.attention_scan import (
     prepared,
     project,
     screened_scan,
+    screened_step,
     short_scan,
     wants_engine,
 )
@@ -277,6 +278,12 @@ class _RelevancyScreening(Cell):
         result = None
         if self.runs_engine() and wants_engine(x.shape[0], (xp, *weights, *state)):
             result = screened_scan(
+                xp, weights, state.s, getattr(state, "c", None), state.short,
+                state.short_score, state.short_valid, state.short_time, state.relevant,
+                state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
+                resets)
+        if result is None and self.runs_engine():
+            result = screened_step(
                 xp, weights, state.s, getattr(state, "c", None), state.short,
                 state.short_score, state.short_valid, state.short_time, state.relevant,
                 state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
