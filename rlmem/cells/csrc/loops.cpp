@@ -1185,6 +1185,61 @@ std::vector<Tensor> screened_step(const Tensor& x_t, const Tensor& s, const Tens
           relevant, relevant_score, relevant_valid, relevant_time, attention, slot_time};
 }
 
+// e = 2 W_a s + 2 b_a + 2 U_a m_i over the used slots [0, used) of (B, capacity, H) keys U_a m.
+template <typename T>
+void full_step_pre(const T* query, const T* keys, T* e, int64_t used, int64_t capacity,
+                   int64_t hidden, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* q = query + b * hidden;
+    for (int64_t i = 0; i < used; ++i) {
+      const T* key = keys + (b * capacity + i) * hidden;
+      T* out = e + (b * used + i) * hidden;
+      #pragma omp simd
+      for (int64_t h = 0; h < hidden; ++h) {
+        out[h] = q[h] + T(2) * key[h];
+      }
+    }
+  }
+}
+
+// From e = σ(.) (B, used, H): logits e_i · 2 v_a over the valid slots, softmax into attention
+// (B, capacity), and s = h + Σ_i w_i m_i.
+template <typename T>
+void full_step_attend(const T* e, const T* score, const bool* valid, const T* memory,
+                      const T* h, T* attention, T* s, int64_t used, int64_t capacity,
+                      int64_t hidden, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    T* w = attention + b * capacity;
+    T largest = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < used; ++i) {
+      const T* e_i = e + (b * used + i) * hidden;
+      T logit = 0;
+      #pragma omp simd reduction(+ : logit)
+      for (int64_t k = 0; k < hidden; ++k) {
+        logit += e_i[k] * score[k];
+      }
+      w[i] = valid[b * capacity + i] ? logit : -std::numeric_limits<T>::infinity();
+      largest = std::max(largest, w[i]);
+    }
+    T total = 0;
+    for (int64_t i = 0; i < used; ++i) {
+      w[i] = std::exp(w[i] - largest);
+      total += w[i];
+    }
+    T* s_b = s + b * hidden;
+    std::copy_n(h + b * hidden, hidden, s_b);
+    for (int64_t i = 0; i < used; ++i) {
+      w[i] /= total;
+      const T weight = w[i];
+      const T* m = memory + (b * capacity + i) * hidden;
+      #pragma omp simd
+      for (int64_t k = 0; k < hidden; ++k) {
+        s_b[k] += weight * m[k];
+      }
+    }
+  }
+}
+
 // --- MemLSTM's rollout step (rlmem.cells.memlstm.MemLSTM._step, without autograd) -------------
 
 // One step of MemLSTM attending over the slots [0, used): the caller guarantees that no batch
@@ -1219,20 +1274,26 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
   keys_new.view({-1, hidden}).index_copy_(0, flat, at::mm(h, key.mul(0.5).t()));
   valid_new.view({-1}).index_fill_(0, flat, true);
   // Additive attention over the used slots (AdditiveAttention.attend_doubled, key_scale 2).
-  Tensor pre = e.narrow(0, 0, batch * used * hidden).view({batch, used, hidden});
-  at::add_out(pre, query.unsqueeze(1), keys_new.narrow(1, 0, used), 2.0);
-  const Tensor logits = at::matmul(pre.sigmoid_(), score)
-                            .masked_fill_(valid_new.narrow(1, 0, used).logical_not(),
-                                          -std::numeric_limits<double>::infinity());
-  const Tensor weights = at::_softmax(logits, -1, false);
-  const Tensor read = at::bmm(weights.unsqueeze(1), memory_new.narrow(1, 0, used)).squeeze(1);
+  Tensor pre = e.narrow(0, 0, batch * used * hidden);
   Tensor attention = at::zeros({batch, capacity}, s.options());
-  attention.narrow(1, 0, used).copy_(weights);
+  Tensor s_new = at::empty({batch, hidden}, s.options());
+  const Tensor queries = query.contiguous(), valid_rows = valid_new.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_pre", [&] {
+    full_step_pre<scalar_t>(queries.data_ptr<scalar_t>(), keys_new.data_ptr<scalar_t>(),
+                            pre.data_ptr<scalar_t>(), used, capacity, hidden, batch);
+  });
+  pre.sigmoid_();
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_attend", [&] {
+    full_step_attend<scalar_t>(pre.data_ptr<scalar_t>(), score.data_ptr<scalar_t>(),
+                               valid_rows.data_ptr<bool>(), memory_new.data_ptr<scalar_t>(),
+                               h.data_ptr<scalar_t>(), attention.data_ptr<scalar_t>(),
+                               s_new.data_ptr<scalar_t>(), used, capacity, hidden, batch);
+  });
   const Tensor t_column = t.unsqueeze(1);
   const Tensor slot_time = t_column.sub(t_column.sub(at::arange(capacity, t.options()))
                                             .remainder_(capacity))
                                .masked_fill_(valid_new.logical_not(), -1);
-  return {h.add(read), c_new, t.add(1), valid_new, attention, slot_time};
+  return {s_new, c_new, t.add(1), valid_new, attention, slot_time};
 }
 
 // How many tensors share the storage of this one (1: only this one).
