@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from rlmem.cells import make_cell
-from rlmem.cells.relevancy import screen
 from rlmem.cells.sarnn import SARNN
+from rlmem.cells.screening import screen
 
 
 def test_sarnn_mask_is_binary_and_slope_anneals() -> None:

@@ -20,7 +20,8 @@ from rlmem.cells import Cell, make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.cells.modrelu import ModReLU
-from rlmem.cells.relevancy import UNIFORM_SHARE, BaseNonlinearity, ReLRNN, Screening, screen
+from rlmem.cells.relrnn import BaseNonlinearity, ReLRNN
+from rlmem.cells.screening import UNIFORM_SHARE, Screening, screen
 
 IN, H = 3, 6
 OVERFLOW = "past capacity="

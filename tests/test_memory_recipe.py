@@ -25,7 +25,7 @@ from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model
 from rlmem.agents.train_config import with_derived_values
 from rlmem.cells import CELLS, hyperparameters, make_cell
-from rlmem.cells.lstm import GRU_UPDATE_GATE, LSTM_FORGET_GATE
+from rlmem.cells.gate_bias import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint

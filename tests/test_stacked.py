@@ -10,7 +10,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from rlmem.cells import Stacked, make_cell, make_cell_from_config
-from rlmem.cells.lstm import GRU, LSTM
+from rlmem.cells.gru import GRU
+from rlmem.cells.lstm import LSTM
 from rlmem.schema.memory import CONF_DIR, register_memory_configs
 
 T, B, IN, H = 9, 3, 5, 6

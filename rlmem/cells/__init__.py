@@ -7,7 +7,7 @@
 """
 
 # Importing a cell module registers its cells.
-from rlmem.cells import ernn, irnn, lstm, memlstm, relevancy, sarnn, tarnn  # noqa: F401
+from rlmem.cells import ernn, gru, irnn, lstm, memlstm, relrnn, relstm, sarnn, tarnn  # noqa: F401
 from rlmem.cells.base import Aux, Cell, CellOutput, State, reset_state, scan
 from rlmem.cells.registry import (
     CELLS,

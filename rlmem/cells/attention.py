@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.lstm import LSTM_FORGET_GATE, init_gate_bias
+from rlmem.cells.gate_bias import LSTM_FORGET_GATE, init_gate_bias
 
 LSTM_GATE_G = 2
 """Block of the cell-input gate ``g`` (the one under a tanh) in torch's LSTM weights."""

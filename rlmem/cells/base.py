@@ -20,9 +20,12 @@ explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
 from __future__ import annotations
 
 import abc
+import functools
 import math
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -30,6 +33,61 @@ from torch import Tensor, nn
 
 State = NamedTuple
 """A cell's recurrent state: a NamedTuple of tensors with the batch on dim 0 of each."""
+
+
+@dataclass(frozen=True, init=False)
+class Dims:
+    """The shape of one state field per batch item, and its dtype, declared on the field.
+
+    A cell's state is declared once, as a NamedTuple whose fields carry their ``Dims``;
+    :meth:`Cell.initial_state`, the shape checks and sb3's packing read them from there::
+
+        class MyState(NamedTuple):
+            h: Annotated[Tensor, Dims("hidden_size")]             # (B, hidden_size)
+            slots: Annotated[Tensor, Dims("capacity", "hidden_size")]
+            t: Annotated[Tensor, Dims(dtype=torch.long)]          # (B,) long
+
+    Attributes:
+        sizes: each an int, or the name of an argument of the cell's ``__init__``
+            (``"hidden_size"``, a hyperparameter), whose value the cell keeps as the attribute
+            of that name; registration checks that the names exist.
+        dtype: the field's dtype; ``None`` means the dtype of the floating fields (the
+            parameters').
+    """
+
+    sizes: tuple[str | int, ...]
+    dtype: torch.dtype | None
+
+    def __init__(self, *sizes: str | int, dtype: torch.dtype | None = None) -> None:
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "dtype", dtype)
+
+
+@functools.cache
+def state_dims(state_type: type) -> Mapping[str, Dims]:
+    """The :class:`Dims` of each field of a NamedTuple state class, in field order.
+
+    Raises:
+        TypeError: ``state_type`` is not a NamedTuple class, or a field is not annotated
+            ``Annotated[Tensor, Dims(...)]`` (exactly one ``Dims``), naming the field.
+    """
+    fields = getattr(state_type, "_fields", None)
+    if not isinstance(state_type, type) or not issubclass(state_type, tuple) or fields is None:
+        raise TypeError(f"a cell's state_type must be a NamedTuple class, got {state_type!r}")
+    try:
+        hints = typing.get_type_hints(state_type, include_extras=True)
+    except NameError as error:
+        raise TypeError(f"{state_type.__name__}: an annotation does not resolve "
+                        f"({error})") from error
+    dims: dict[str, Dims] = {}
+    for key in fields:
+        found = [item for item in getattr(hints.get(key), "__metadata__", ())
+                 if isinstance(item, Dims)]
+        if len(found) != 1:
+            raise TypeError(f"{state_type.__name__}.{key}: declare its shape once, as "
+                            f"`{key}: Annotated[Tensor, Dims(...)]`")
+        dims[key] = found[0]
+    return MappingProxyType(dims)
 
 StepFn = Callable[[Tensor, Any], tuple[Tensor, Any, dict[str, Tensor]]]
 """``step(x_t, state) -> (y_t, new_state, per-step traces)``: one time step of a cell."""
@@ -113,9 +171,9 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor,
 class Cell(nn.Module, abc.ABC):
     """Base class of every rlmem memory cell.
 
-    A subclass defines its :attr:`state_type` (a NamedTuple class), :meth:`state_shapes` and
-    :meth:`step`. It may override :meth:`aux_losses`, :meth:`diagnostics`, :meth:`anneal` and,
-    for a fused kernel, :meth:`_scan`.
+    A subclass defines its :attr:`state_type` (a NamedTuple class whose fields declare their
+    :class:`Dims`) and :meth:`step`. It may override :meth:`aux_losses`, :meth:`diagnostics`,
+    :meth:`anneal` and, for a fused kernel, :meth:`_scan`.
 
     Args:
         input_size: features of each input ``x[t, b]``.
@@ -123,7 +181,7 @@ class Cell(nn.Module, abc.ABC):
     """
 
     state_type: ClassVar[type]
-    """The NamedTuple class of this cell's state."""
+    """The NamedTuple class of this cell's state; each field annotated with its :class:`Dims`."""
 
     name: ClassVar[str] = ""
     """Registry name, set by :func:`rlmem.cells.registry.register`."""
@@ -144,9 +202,12 @@ class Cell(nn.Module, abc.ABC):
 
     # --- state -------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        """Per-field shape without the batch dim, and dtype (``None``: the parameters' dtype)."""
+        """Per-field shape without the batch dim, and dtype (``None``: the parameters' dtype),
+        from the :class:`Dims` of :attr:`state_type`'s fields, in field order."""
+        return {key: (tuple(size if isinstance(size, int) else getattr(self, size)
+                            for size in dims.sizes), dims.dtype)
+                for key, dims in state_dims(self.state_type).items()}
 
     def initial_state(self, batch_size: int, device: torch.device | str | None = None,
                       dtype: torch.dtype | None = None) -> Any:

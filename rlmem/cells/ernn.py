@@ -6,20 +6,19 @@ Neuronal Time-Delayed Self-Feedback Improves Accuracy and Stability", arXiv:1903
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells import activations, fastloop
-from rlmem.cells.base import Cell
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 
 
 class ERNNState(NamedTuple):
-    h: Tensor
+    h: Annotated[Tensor, Dims("hidden_size")]
     """Hidden state :math:`h_{t-1}`, ``(B, D)``."""
 
 
@@ -95,9 +94,6 @@ class ERNN(Cell):
         weight, bias = self.W.weight, self.W.bias
         return functional.linear(x, weight + self.U.weight @ weight,
                                  bias + self.U.weight @ bias)
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {"h": ((self.hidden_size,), None)}
 
     def step(self, x_t: Tensor, state: ERNNState) -> tuple[Tensor, ERNNState,
                                                            dict[str, Tensor]]:

@@ -8,9 +8,9 @@ Manifold: A Panacea for Vanishing and Exploding Gradients?", ICLR 2020.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -18,13 +18,13 @@ from torch.nn import functional as F
 
 from rlmem.cells import activations, fastloop
 from rlmem.cells.attention_scan import prepared
-from rlmem.cells.base import Cell
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
 
 
 class IRNNState(NamedTuple):
-    h: Tensor
+    h: Annotated[Tensor, Dims("hidden_size")]
     """Hidden state :math:`h_{k-1}`, ``(B, D)``."""
 
 
@@ -201,9 +201,6 @@ class IncrementalRNN(Cell):
         transition = self.transition() if transition is None else transition
         total = g + h
         return self.phi(transition(total) + drive) - self.alpha * total
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {"h": ((self.hidden_size,), None)}
 
     def project_input(self, x: Tensor) -> Tensor:
         """The drive :math:`d_k` for every step at once: :math:`W x_k + b` (Eq. 5) or

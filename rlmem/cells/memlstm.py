@@ -7,8 +7,7 @@ Align and Translate", 2014; used as the MemRNN/MemLSTM baseline of Kerg et al. (
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor
@@ -26,7 +25,7 @@ from rlmem.cells.attention_scan import (
     short_scan,
     wants_engine,
 )
-from rlmem.cells.base import Cell
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 
 
@@ -35,17 +34,17 @@ class MemoryOverflowWarning(UserWarning):
 
 
 class MemLSTMState(NamedTuple):
-    s: Tensor
+    s: Annotated[Tensor, Dims("hidden_size")]
     """Macro-state :math:`s_{t-1}`, ``(B, H)``."""
-    c: Tensor
+    c: Annotated[Tensor, Dims("hidden_size")]
     """LSTM cell state, ``(B, H)``."""
-    t: Tensor
+    t: Annotated[Tensor, Dims(dtype=torch.long)]
     """Steps consumed since the episode started, ``(B,)`` long; slot ``t mod capacity`` is next."""
-    memory: Tensor
+    memory: Annotated[Tensor, Dims("capacity", "hidden_size")]
     """Every past state :math:`h_i` of the episode, ``(B, capacity, H)``."""
-    keys: Tensor
+    keys: Annotated[Tensor, Dims("capacity", "hidden_size")]
     """Cached :math:`U_a h_i`, ``(B, capacity, H)``: each step projects only its new state."""
-    valid: Tensor
+    valid: Annotated[Tensor, Dims("capacity", dtype=torch.bool)]
     """Which slots hold a state, ``(B, capacity)`` bool."""
 
 
@@ -101,12 +100,6 @@ class MemLSTM(Cell):
         self.attention = AdditiveAttention(hidden_size)
         self.overflow_warned = False
         """Whether this cell has warned that an episode outgrew ``capacity``."""
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        hidden, slots = self.hidden_size, self.capacity
-        return {"s": ((hidden,), None), "c": ((hidden,), None), "t": ((), torch.long),
-                "memory": ((slots, hidden), None), "keys": ((slots, hidden), None),
-                "valid": ((slots,), torch.bool)}
 
     def _weights(self) -> tuple[Tensor, Tensor, Weights]:
         """The transposed input weight and the bias of :meth:`project_input`, and the engine's

@@ -6,8 +6,7 @@ State Neurons in Recurrent Networks", CIKM 2020.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -15,13 +14,13 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
 from rlmem.cells import fastloop
-from rlmem.cells.base import Cell
-from rlmem.cells.lstm import GRU_UPDATE_GATE, init_gate_bias
+from rlmem.cells.base import Cell, Dims
+from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
 
 
 class SARNNState(NamedTuple):
-    h: Tensor
+    h: Annotated[Tensor, Dims("hidden_size")]
     """Hidden state :math:`h_{t-1}`, ``(B, H)``."""
 
 
@@ -122,9 +121,6 @@ class SARNN(Cell):
     def anneal(self, progress: float) -> None:
         epoch = min(max(progress, 0.0), 1.0) * self.anneal_epochs
         self.slope.fill_(min(self.slope_max, 1.0 + self.slope_rate * epoch))
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {"h": ((self.hidden_size,), None)}
 
     def project_input(self, x: Tensor) -> Tensor:
         r"""The input terms of every step at once, in blocks ``[n, u, r, z]``.

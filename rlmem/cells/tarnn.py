@@ -5,8 +5,7 @@ Reference: A. Kag, V. Saligrama. "Time Adaptive Recurrent Neural Network", CVPR 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -15,14 +14,14 @@ from torch.nn import functional
 
 from rlmem.cells import activations, extension, fastloop
 from rlmem.cells.attention_scan import WORKSPACE
-from rlmem.cells.base import Cell
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 
 A_FORMS = ("identity", "coupled")
 
 
 class TARNNState(NamedTuple):
-    s: Tensor
+    s: Annotated[Tensor, Dims("hidden_size")]
     """Hidden state :math:`s_{m-1}`, ``(B, D)``."""
 
 
@@ -124,9 +123,6 @@ class TARNN(Cell):
             nn.init.normal_(linear.weight, std=0.1)
         nn.init.zeros_(self.W.bias)
         nn.init.constant_(self.W_x.bias, -3.0)
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {"s": ((self.hidden_size,), None)}
 
     # --- the recurrence, rearranged --------------------------------------------------------
 

@@ -1,4 +1,6 @@
-"""Relevancy screening: ReLSTM and ReLRNN (Kerg et al., 2020), paper §2 and Algorithm 1.
+"""Relevancy screening (Kerg et al., 2020, §2 and Algorithm 1): the base class of ReLSTM and
+ReLRNN (:mod:`rlmem.cells.relstm`, :mod:`rlmem.cells.relrnn`), the screening rule and the
+fields of the screened memory that both cells' states hold.
 
 Reference: G. Kerg, B. Kanuparthi, A. Goyal, K. Goyette, Y. Bengio, G. Lajoie. "Learning
 Long-term Dependencies Using Cognitive Inductive Biases in Self-attention RNNs", 2020.
@@ -7,15 +9,14 @@ Long-term Dependencies Using Cognitive Inductive Biases in Self-attention RNNs",
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Annotated, Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn import functional as F
 
-from rlmem.cells.attention import AdditiveAttention, LSTMBase
+from rlmem.cells.attention import AdditiveAttention
 from rlmem.cells.attention_scan import (
     Weights,
     outside_autocast,
@@ -26,32 +27,31 @@ from rlmem.cells.attention_scan import (
     short_scan,
     wants_engine,
 )
-from rlmem.cells.base import Cell
-from rlmem.cells.modrelu import ModReLU
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
-from rlmem.cells.registry import register
 
-_MEMORY_FIELDS: list[tuple[str, type]] = [
-    ("t", Tensor),  # steps consumed since the episode started, (B,) long (labels for figures)
-    ("short", Tensor),  # short-term buffer S of the last ν states h, oldest first, (B, ν, H)
-    ("short_score", Tensor),  # attention each buffered state has received so far, (B, ν)
-    ("short_valid", Tensor),  # which buffer slots hold a state, (B, ν) bool
-    ("short_time", Tensor),  # episode step at which each buffered state was made, (B, ν) long
-    ("relevant", Tensor),  # relevant set R, (B, ρ, H)
-    ("relevant_score", Tensor),  # relevance β(i) of each state in R, frozen on entry, (B, ρ)
-    ("relevant_valid", Tensor),  # which slots of R hold a state, (B, ρ) bool
-    ("relevant_time", Tensor),  # episode step at which each state in R was made, (B, ρ) long
-]
-"""The fields of the screened memory, shared by both cells' states."""
-
-ReLSTMState = NamedTuple("ReLSTMState", [("s", Tensor), ("c", Tensor), *_MEMORY_FIELDS])
-ReLSTMState.__doc__ = """State of :class:`ReLSTM`: the macro-state ``s`` :math:`s_{t-1}` (the
-output, and what the recurrence reads), the LSTM cell state ``c``, each ``(B, H)``, and the
-screened memory (see ``_MEMORY_FIELDS``)."""
-
-ReLRNNState = NamedTuple("ReLRNNState", [("s", Tensor), *_MEMORY_FIELDS])
-ReLRNNState.__doc__ = """State of :class:`ReLRNN`: the macro-state ``s`` :math:`s_{t-1}`,
-``(B, H)``, and the screened memory (see ``_MEMORY_FIELDS``)."""
+# The fields of the screened memory, in both cells' states (one alias each, so that both
+# NamedTuples declare a field's shape and dtype the same way).
+MacroState = Annotated[Tensor, Dims("hidden_size")]
+"""The macro-state :math:`s_{t-1}`: the output, and what the recurrence reads, ``(B, H)``."""
+EpisodeStep = Annotated[Tensor, Dims(dtype=torch.long)]
+"""Steps consumed since the episode started, ``(B,)`` long (labels for figures)."""
+ShortTerm = Annotated[Tensor, Dims("short_term", "hidden_size")]
+"""The short-term buffer S of the last ν states h, oldest first, ``(B, ν, H)``."""
+ShortTermScore = Annotated[Tensor, Dims("short_term")]
+"""The attention each buffered state has received so far, ``(B, ν)``."""
+ShortTermValid = Annotated[Tensor, Dims("short_term", dtype=torch.bool)]
+"""Which buffer slots hold a state, ``(B, ν)`` bool."""
+ShortTermTime = Annotated[Tensor, Dims("short_term", dtype=torch.long)]
+"""The episode step at which each buffered state was made, ``(B, ν)`` long."""
+Relevant = Annotated[Tensor, Dims("relevant", "hidden_size")]
+"""The relevant set R, ``(B, ρ, H)``."""
+RelevantScore = Annotated[Tensor, Dims("relevant")]
+"""The relevance β(i) of each state in R, frozen on entry, ``(B, ρ)``."""
+RelevantValid = Annotated[Tensor, Dims("relevant", dtype=torch.bool)]
+"""Which slots of R hold a state, ``(B, ρ)`` bool."""
+RelevantTime = Annotated[Tensor, Dims("relevant", dtype=torch.long)]
+"""The episode step at which each state in R was made, ``(B, ρ)`` long."""
 
 
 class Screening(Enum):
@@ -73,16 +73,6 @@ class Screening(Enum):
 UNIFORM_SHARE = 1.0
 """:class:`Screening.normalised`'s relevance of a state that drew exactly its uniform share of
 attention, and the score an empty slot of R holds."""
-
-
-class BaseNonlinearity(Enum):
-    """φ of ReLRNN's base recurrence, Eq. 1."""
-
-    tanh = "tanh"
-    """tanh (Kerg et al., Table 5: copy)."""
-    modrelu = "modrelu"
-    """modReLU with a learned bias per unit (:class:`~rlmem.cells.modrelu.ModReLU`; Kerg et
-    al., Tables 6 and 8: denoise and sequential MNIST)."""
 
 
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
@@ -114,8 +104,9 @@ def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candida
             torch.where(write, candidate_time.unsqueeze(-1), time))
 
 
-class _RelevancyScreening(Cell):
-    r"""Relevancy screening on a recurrent base; subclasses give the base recurrence.
+class RelevancyScreening(Cell):
+    r"""Relevancy screening on a recurrent base; subclasses give the base recurrence and the
+    state: its base fields, then the screened memory (:data:`EpisodeStep` and the fields after).
 
     One step (Algorithm 1), with :math:`s_{t-1}` the previous macro-state:
 
@@ -165,21 +156,6 @@ class _RelevancyScreening(Cell):
         """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
         options (Algorithm 1's screening and a tanh or LSTM base); else :meth:`step` runs."""
         return self.screening is Screening.algorithm1
-
-    def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        hidden, nu, rho = self.hidden_size, self.short_term, self.relevant
-        shapes: dict[str, tuple[tuple[int, ...], torch.dtype | None]] = {
-            "s": ((hidden,), None)}
-        if "c" in self.state_type._fields:
-            shapes["c"] = ((hidden,), None)
-        shapes.update({
-            "t": ((), torch.long),
-            "short": ((nu, hidden), None), "short_score": ((nu,), None),
-            "short_valid": ((nu,), torch.bool), "short_time": ((nu,), torch.long),
-            "relevant": ((rho, hidden), None), "relevant_score": ((rho,), None),
-            "relevant_valid": ((rho,), torch.bool), "relevant_time": ((rho,), torch.long),
-        })
-        return shapes
 
     # --- the base recurrence, in the doubled form of rlmem.cells.attention ------------------
 
@@ -245,10 +221,10 @@ class _RelevancyScreening(Cell):
         short_valid = torch.cat([state.short_valid[:, 1:], true], dim=1)
         short_time = torch.cat([state.short_time[:, 1:], state.t.unsqueeze(1)], dim=1)
 
-        memory = torch.cat([short, relevant], dim=1)
+        slots = torch.cat([short, relevant], dim=1)
         valid = torch.cat([short_valid, relevant_valid], dim=1)
         weights_t, read = self.attention.attend_doubled(
-            query, memory, torch.matmul(memory, weights.key.t()), valid, weights.score)
+            query, slots, torch.matmul(slots, weights.key.t()), valid, weights.score)
         s = h + read
         received = weights_t[:, :self.short_term].detach()
         if normalised:  # relative to the uniform share 1/|M_t|, averaged over the ν steps
@@ -312,102 +288,3 @@ class _RelevancyScreening(Cell):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, short_term={self.short_term}, "
                 f"relevant={self.relevant}, screening={self.screening.name}")
-
-
-@register("relstm")
-class ReLSTM(_RelevancyScreening):
-    __doc__ = f"""Relevancy-screening LSTM (ReLLSTM, Kerg et al. 2020), on an LSTM base.
-
-    The base recurrence is :math:`(h_t, c_t) = \\mathrm{{LSTMCell}}(x_t, (s_{{t-1}}, c_{{t-1}}))`.
-    {_RelevancyScreening.__doc__}
-    Args:
-        input_size: features of each input.
-        hidden_size: size of :math:`h`, :math:`s` and each memory slot.
-        short_term: ν, the length of the short-term buffer (paper: 5 for RL, 10 for copy).
-        relevant: ρ, the capacity of the relevant set (paper: 5 for RL, 10 for copy).
-        forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
-        screening: :attr:`Screening.algorithm1` (the paper's; R starts with the first ρ
-            states) or the ablation :attr:`Screening.normalised`; a member or its name.
-
-    Shapes:
-        - x: ``(T, B, input_size)``; resets: ``(T, B)``
-        - output: ``(T, B, hidden_size)``, the macro-states :math:`s_t`
-        - state: :class:`ReLSTMState`; traces ``attention`` ``(T, B, ν+ρ)`` over ``[S, R]``,
-          ``slot_time`` ``(T, B, ν+ρ)`` (episode step each slot holds, -1 when empty),
-          ``relevant_valid`` and ``relevant_score`` ``(T, B, ρ)``
-    """
-
-    state_type = ReLSTMState
-
-    def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5, forget_bias: float = 1.0,
-                 screening: Screening = Screening.algorithm1) -> None:
-        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
-                         screening=screening)
-        self.base = LSTMBase(input_size, hidden_size, forget_bias)
-
-    def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        return self.base.doubled()
-
-    def base_step(self, z: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
-        h, c = self.base.step_doubled(z, state.c)
-        return h, {"c": c}
-
-
-@register("relrnn")
-class ReLRNN(_RelevancyScreening):
-    __doc__ = f"""Relevancy-screening RNN (ReLRNN, Kerg et al. 2020), on a simple-RNN base.
-
-    The base recurrence is Eq. 1, :math:`h_t = \\phi(V s_{{t-1}} + U x_t + b)`, with φ tanh
-    (copy, Table 5) or modReLU (denoise and sequential MNIST, Tables 6 and 8),
-    :math:`\\mathrm{{modReLU}}(z)_i = \\mathrm{{sign}}(z_i) \\max(|z_i| + b^m_i, 0)` with a
-    learned bias :math:`b^m` of its own (:class:`~rlmem.cells.modrelu.ModReLU`; Eq. 1's
-    :math:`b` is kept, a shift of z before the magnitude is taken). Only tanh runs through
-    the chunk engine; modReLU runs :meth:`step` under autograd, several times slower to train.
-    {_RelevancyScreening.__doc__}
-    Args:
-        input_size: features of each input.
-        hidden_size: size of :math:`h`, :math:`s` and each memory slot.
-        short_term: ν, the length of the short-term buffer.
-        relevant: ρ, the capacity of the relevant set.
-        nonlinearity: φ, :attr:`BaseNonlinearity.tanh` or :attr:`BaseNonlinearity.modrelu`; a
-            member or its name.
-        screening: :attr:`Screening.algorithm1` (the paper's) or the ablation
-            :attr:`Screening.normalised`; a member or its name.
-
-    Shapes:
-        - x: ``(T, B, input_size)``; resets: ``(T, B)``
-        - output: ``(T, B, hidden_size)``; state: :class:`ReLRNNState`; traces as ReLSTM
-    """
-
-    state_type = ReLRNNState
-
-    def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5, nonlinearity: BaseNonlinearity = BaseNonlinearity.tanh,
-                 screening: Screening = Screening.algorithm1) -> None:
-        super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
-                         screening=screening)
-        self.nonlinearity = enum_option(BaseNonlinearity, nonlinearity, "ReLRNN",
-                                        "nonlinearity")
-        self.input_map = nn.Linear(input_size, hidden_size)  # U and b
-        self.recurrent_map = nn.Linear(hidden_size, hidden_size, bias=False)  # V
-        if self.nonlinearity is BaseNonlinearity.modrelu:
-            self.modrelu = ModReLU(hidden_size)
-
-    def runs_engine(self) -> bool:
-        return super().runs_engine() and self.nonlinearity is BaseNonlinearity.tanh
-
-    def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        if self.nonlinearity is BaseNonlinearity.modrelu:
-            return self.input_map.weight, self.input_map.bias, self.recurrent_map.weight
-        # tanh(V s + U x + b) = 2σ(2V s + 2U x + 2b) - 1
-        return (2.0 * self.input_map.weight, 2.0 * self.input_map.bias,
-                2.0 * self.recurrent_map.weight)
-
-    def base_step(self, z: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
-        if self.nonlinearity is BaseNonlinearity.modrelu:
-            return self.modrelu(z), {}
-        return 2.0 * torch.sigmoid(z) - 1.0, {}
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, nonlinearity={self.nonlinearity.name}"
