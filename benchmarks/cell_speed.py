@@ -4,6 +4,8 @@
     python benchmarks/cell_speed.py --batch 16 --cells lstm tarnn sarnn
     python benchmarks/cell_speed.py --check                # exit 1 if a cell is above its bound
     python benchmarks/cell_speed.py --modes rollout --device cuda
+    python benchmarks/cell_speed.py --clock cpu --fallback    # on a loaded machine; and the
+                                                              # Python loops beside the compiled
 
 Two measurements, each printed as a markdown table of ms per step and the ratio to ``lstm``:
 
@@ -22,11 +24,17 @@ only comparable within itself.
 
 ``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
 above its bound (cells without a bound are reported, not checked).
+
+``--clock cpu`` times with the process's CPU time instead of the wall clock: on a machine
+shared with other jobs, the time this process waits for a core then does not count (cache
+contention still does). ``--fallback`` adds a row ``name (python)`` per cell with compiled
+loops (``rlmem/cells/csrc``), timed with ``RLMEM_NO_EXTENSION=1``: the Python loops they replace.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import statistics
 import sys
@@ -36,7 +44,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlmem.cells import CELLS, Cell, make_cell
+from rlmem.cells import CELLS, Cell, extension, make_cell
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -48,6 +56,23 @@ ROLLOUT_BOUND = 2.5
 """Largest allowed ratio to lstm of one T=1 forward call, for every cell."""
 
 BASELINE = "lstm"
+
+COMPILED = ("tarnn", "relstm", "relrnn", "memlstm")
+"""Cells whose loops ``--fallback`` also times in Python (they run ``rlmem/cells/csrc``)."""
+
+FALLBACK = " (python)"
+"""Suffix of a ``--fallback`` row's name."""
+
+
+class Clock(enum.Enum):
+    """What a sample's duration is measured with."""
+
+    WALL = "wall"
+    CPU = "cpu"
+
+    def now(self) -> float:
+        """Seconds, from :func:`time.perf_counter` or :func:`time.process_time`."""
+        return time.perf_counter() if self is Clock.WALL else time.process_time()
 
 Timer = Callable[[], float]
 """Runs one sample of a measurement and returns its seconds per step (or per call)."""
@@ -83,23 +108,25 @@ def build(name: str, batch: int, hidden: int, steps: int,
     return cell, x, resets
 
 
-def train_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor) -> Timer:
+def train_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor,
+                clock: Clock = Clock.WALL) -> Timer:
     """Seconds per time step of one forward + backward over the whole sequence."""
 
     def sample() -> float:
         synchronize(x.device)
-        start = time.perf_counter()
+        start = clock.now()
         out = cell.forward_aux(x, None, resets)
         (out.output.sum() + out.aux.total_loss()).backward()
         synchronize(x.device)
-        seconds = time.perf_counter() - start
+        seconds = clock.now() - start
         cell.zero_grad(set_to_none=True)
         return seconds / x.shape[0]
 
     return sample
 
 
-def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int) -> Timer:
+def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int,
+                  clock: Clock = Clock.WALL) -> Timer:
     """Seconds per call of the rollout step ``cell(x[:1], state, resets[:1])``, no grad."""
     x_t, resets_t = x[:1], resets[:1]
     with torch.no_grad():
@@ -109,13 +136,37 @@ def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int)
         nonlocal state
         with torch.no_grad():
             synchronize(x.device)
-            start = time.perf_counter()
+            start = clock.now()
             for _ in range(calls):
                 _, state = cell(x_t, state, resets_t)
             synchronize(x.device)
-            return (time.perf_counter() - start) / calls
+            return (clock.now() - start) / calls
 
     return sample
+
+
+def python_loops(timer: Timer) -> Timer:
+    """``timer`` with the compiled loops disabled (``RLMEM_NO_EXTENSION=1``) while it runs."""
+
+    def sample() -> float:
+        previous = os.environ.get(extension.DISABLE_VARIABLE)
+        os.environ[extension.DISABLE_VARIABLE] = "1"
+        try:
+            return timer()
+        finally:
+            if previous is None:
+                del os.environ[extension.DISABLE_VARIABLE]
+            else:
+                os.environ[extension.DISABLE_VARIABLE] = previous
+
+    return sample
+
+
+def with_fallback(timers: dict[str, Timer], make: Callable[[str], Timer]) -> dict[str, Timer]:
+    """``timers`` and, for each cell with compiled loops, ``name (python)`` timing the Python
+    loops (on a timer of its own from ``make``)."""
+    extra = {name + FALLBACK: python_loops(make(name)) for name in timers if name in COMPILED}
+    return {**timers, **extra}
 
 
 def round_robin(timers: dict[str, Timer], repeats: int) -> dict[str, list[float]]:
@@ -147,19 +198,31 @@ def summarise(samples: dict[str, list[float]],
 
 
 def measure_train(names: Sequence[str], batch: int, hidden: int, steps: int, repeats: int,
-                  device: torch.device) -> list[Row]:
+                  device: torch.device, clock: Clock = Clock.WALL,
+                  fallback: bool = False) -> list[Row]:
     """Forward + backward per step, at ``steps`` steps per sequence."""
-    timers = {name: train_timer(*build(name, batch, hidden, steps, device)) for name in names}
+    def make(name: str) -> Timer:
+        return train_timer(*build(name, batch, hidden, steps, device), clock)
+
+    timers = {name: make(name) for name in names}
+    if fallback:
+        timers = with_fallback(timers, make)
     return summarise(round_robin(timers, repeats), TRAIN_BOUNDS.get)
 
 
 def measure_rollout(names: Sequence[str], batch: int, hidden: int, repeats: int, calls: int,
-                    device: torch.device) -> list[Row]:
+                    device: torch.device, clock: Clock = Clock.WALL,
+                    fallback: bool = False) -> list[Row]:
     """One T=1 forward call under ``torch.no_grad()``, the state fed back."""
-    timers = {name: rollout_timer(*build(name, batch, hidden, 8, device), calls)
-              for name in names}
+    def make(name: str) -> Timer:
+        return rollout_timer(*build(name, batch, hidden, 8, device), calls, clock)
+
+    timers = {name: make(name) for name in names}
+    if fallback:
+        timers = with_fallback(timers, make)
     return summarise(round_robin(timers, repeats),
-                     lambda name: None if name == BASELINE else ROLLOUT_BOUND)
+                     lambda name: None if name == BASELINE or name not in CELLS
+                     else ROLLOUT_BOUND)
 
 
 def print_table(title: str, unit: str, rows: list[Row]) -> bool:
@@ -198,21 +261,31 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--check", action="store_true",
                         help="exit with status 1 if a cell is above its bound")
+    parser.add_argument("--clock", choices=[clock.value for clock in Clock],
+                        default=Clock.WALL.value,
+                        help="wall: elapsed time; cpu: this process's CPU time (a loaded "
+                             "machine)")
+    parser.add_argument("--fallback", action="store_true",
+                        help="also time the Python loops of the cells with compiled ones")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    clock = Clock(args.clock)
     names = [BASELINE, *(name for name in args.cells if name != BASELINE)]
 
     print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), median of "
-          f"{args.repeats} round-robin repeats; load average at start: {load()}")
+          f"{args.repeats} round-robin repeats, {clock.value} clock; load average at start: "
+          f"{load()}")
     within = True
     for batch in args.batch:
         if "train" in args.modes:
-            rows = measure_train(names, batch, args.hidden, args.steps, args.repeats, device)
+            rows = measure_train(names, batch, args.hidden, args.steps, args.repeats, device,
+                                 clock, args.fallback)
             within &= print_table(f"Forward + backward, batch {batch}, T={args.steps}", "step",
                                   rows)
         if "rollout" in args.modes:
-            rows = measure_rollout(names, batch, args.hidden, args.repeats, args.calls, device)
+            rows = measure_rollout(names, batch, args.hidden, args.repeats, args.calls, device,
+                                   clock, args.fallback)
             within &= print_table(f"Rollout step (T=1 forward, no grad), batch {batch}", "call",
                                   rows)
     print(f"\nload average at end: {load()}")
