@@ -152,11 +152,11 @@ class ActorCritic(nn.Module):
             - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
         steps, batch = resets.shape
-        memory = self.memory.forward_aux(self._encode(self.memory_fields, observation, steps,
-                                                      batch), state, resets)
-        embedding = memory.output
+        cell_output = self.memory.forward_aux(self._encode(self.memory_fields, observation,
+                                                           steps, batch), state, resets)
+        embedding = cell_output.output
         if self.context_fields:
             embedding = torch.cat(
                 [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
         return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
-                            memory.state, memory.aux, self.action)
+                            cell_output.state, cell_output.aux, self.action)

@@ -94,8 +94,9 @@ class StatePacker:
 
     Args:
         state_type: the cell's NamedTuple state class (``cell.state_type``).
-        state_shapes: ``cell.state_shapes()``: per field, the shape without the batch dim and
-            the dtype (``None``: ``float_dtype``).
+        state_shapes: ``cell.state_shapes()``: per field of ``state_type``, in its order (both
+            come from the state's one declaration, :class:`~rlmem.cells.Dims`), the shape
+            without the batch dim and the dtype (``None``: ``float_dtype``).
         float_dtype: the dtype of the fields whose dtype is ``None`` (the policy's dtype).
 
     Raises:
@@ -126,9 +127,6 @@ class StatePacker:
             stop = start + math.prod(shape) * codec.words_per_item
             fields.append(_Field(name, tuple(shape), dtype, start, stop, codec))
             start = stop
-        if tuple(field.name for field in fields) != tuple(state_type._fields):
-            raise ValueError(f"state_shapes lists {[field.name for field in fields]} but "
-                             f"{state_type.__name__} has fields {list(state_type._fields)}")
         self._fields = fields
         self.words = start
         """float32 words that one environment's state occupies."""

@@ -4,16 +4,24 @@
 >>> cell = make_cell("relstm", input_size=8, hidden_size=16, short_term=5, relevant=5)
 >>> y, state = cell(torch.zeros(10, 4, 8))  # doctest: +SKIP
 >>> stack = make_cell("lstm", input_size=8, hidden_size=16, num_layers=2, dropout=0.1)
+
+Importing this package registers every cell: each public module of the package is imported,
+then the cells of installed plugins (the entry-point group ``rlmem.cells``); see
+:mod:`rlmem.cells.registry`. A new cell is one file, listed nowhere else.
 """
 
-# Importing a cell module registers its cells.
-from rlmem.cells import ernn, gru, irnn, lstm, memlstm, relrnn, relstm, sarnn, tarnn  # noqa: F401
-from rlmem.cells.base import Aux, Cell, CellOutput, State, reset_state, scan
+import sys
+
+from rlmem.cells.base import Aux, Cell, CellOutput, Dims, State, reset_state, scan
 from rlmem.cells.registry import (
     CELLS,
+    ENTRY_POINT_GROUP,
+    CellPluginError,
     cell_config,
     get_cell_class,
     hyperparameters,
+    load_package_cells,
+    load_plugins,
     make_cell,
     make_cell_from_config,
     register,
@@ -22,9 +30,12 @@ from rlmem.cells.stacked import Stacked
 
 __all__ = [
     "CELLS",
+    "ENTRY_POINT_GROUP",
     "Aux",
     "Cell",
     "CellOutput",
+    "CellPluginError",
+    "Dims",
     "Stacked",
     "State",
     "cell_config",
@@ -36,3 +47,7 @@ __all__ = [
     "reset_state",
     "scan",
 ]
+
+# Last, so that a plugin can import what it needs from this package while it loads.
+load_package_cells(sys.modules[__name__])
+load_plugins()

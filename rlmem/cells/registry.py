@@ -1,8 +1,19 @@
-"""The registry of cells: ``CELLS``, :func:`register`, :func:`make_cell` and typed configs.
+"""The registry of cells: ``CELLS``, :func:`register`, :func:`make_cell`, typed configs, and
+where cells come from.
+
+A new cell is one file. Its class, decorated with :func:`register`, enters :data:`CELLS` when
+its module is imported, and two loaders import them all when :mod:`rlmem.cells` is imported:
+
+- :func:`load_package_cells`: every public module of the :mod:`rlmem.cells` package;
+- :func:`load_plugins`: the entry-point group :data:`ENTRY_POINT_GROUP` of every installed
+  distribution, so that a cell in the user's own package shows up in ``memory=``, the CLIs and
+  the contract tests (``tests/test_cells.py``).
 
 A cell's ``__init__`` signature is the single source of its hyperparameters: their names, types
-and defaults. :func:`cell_config` turns it into the typed dataclass that backs the cell's Hydra
-config (``rlmem/conf/memory/<name>.yaml``), so the two cannot drift apart.
+and defaults. :func:`register` checks it (``(self, input_size, hidden_size, *, ...)``, each
+hyperparameter keyword-only, annotated and defaulted) and fails naming the cell and the
+parameter. :func:`cell_config` turns it into the typed dataclass that Hydra stores as the cell's
+``memory=<name>`` config (:mod:`rlmem.schema.memory`), so the two cannot drift apart.
 
 Every cell also stacks: ``num_layers`` and ``dropout`` (:class:`~rlmem.cells.stacked.Stacked`)
 are arguments of :func:`make_cell` and fields of every cell's config.
@@ -11,15 +22,28 @@ are arguments of :func:`make_cell` and fields of every cell's config.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
+import importlib.metadata
 import inspect
+import pkgutil
+import re
+import types
 import typing
 from typing import Any, TypeVar
 
-from rlmem.cells.base import Cell
+from omegaconf import OmegaConf
+
+from rlmem.cells.base import Cell, state_dims
 from rlmem.cells.stacked import Stacked, check_stack
 
 CELLS: dict[str, type[Cell]] = {}
 """Registered cells, by name."""
+
+ENTRY_POINT_GROUP = "rlmem.cells"
+"""The entry-point group of cell plugins. An entry point names a module whose import registers
+its cells (``my_rnn = my_package.my_rnn``), or a :class:`Cell` subclass, registered under the
+entry point's name (``my_rnn = my_package.cells:MyRNN``)."""
 
 DEFAULT_HIDDEN_SIZE = 64
 """The hidden size of a memory config that does not set one (the ReLSTM paper's RL setting)."""
@@ -29,24 +53,141 @@ _RUNTIME_ARGS = ("self", "input_size", "hidden_size")
 _STACK_ARGS: dict[str, tuple[type, Any]] = {"num_layers": (int, 1), "dropout": (float, 0.0)}
 """What :func:`make_cell` and every config take besides the cell's own hyperparameters."""
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A cell name: usable as ``memory=<name>``, a run directory and a metric prefix."""
+
 C = TypeVar("C", bound=type[Cell])
 
 
+class CellPluginError(ImportError):
+    """A cell plugin (an entry point of :data:`ENTRY_POINT_GROUP`) failed to load."""
+
+
 def register(name: str) -> typing.Callable[[C], C]:
-    """Class decorator: add a :class:`Cell` subclass to :data:`CELLS` under ``name``."""
+    """Class decorator: add a :class:`Cell` subclass to :data:`CELLS` under ``name``.
+
+    Raises:
+        ValueError: ``name`` is taken or is not an identifier.
+        TypeError: the class's ``__init__`` or state does not follow the contract
+            (:func:`check_cell_class`), naming the cell and the parameter or field.
+    """
 
     def decorator(cls: C) -> C:
         if name in CELLS:
             raise ValueError(f"a cell named {name!r} is already registered ({CELLS[name]})")
-        clash = sorted(set(hyperparameters(cls)) & set(_STACK_ARGS))
-        if clash:
-            raise ValueError(f"cell {name!r}: hyperparameter(s) {clash} are reserved for "
-                             f"stacking (make_cell's num_layers and dropout)")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"cell name {name!r} must be an identifier (letters, digits, _)")
+        check_cell_class(name, cls)
         cls.name = name
         CELLS[name] = cls
         return cls
 
     return decorator
+
+
+def check_cell_class(name: str, cls: type) -> None:
+    """Check a cell class against the contract that its config and state are derived from.
+
+    - ``cls`` subclasses :class:`Cell`;
+    - ``__init__(self, input_size, hidden_size, *, ...)``: every hyperparameter keyword-only
+      (else it would be left out of the config), annotated with a type the config can hold,
+      with a default of that type, and not one of ``name``, ``num_layers``, ``dropout``;
+    - :attr:`Cell.state_type` is a NamedTuple whose fields declare their
+      :class:`~rlmem.cells.base.Dims`, each size an int or an argument of ``__init__``.
+
+    Raises:
+        TypeError: naming the cell and the parameter or state field at fault.
+        ValueError: a hyperparameter reserved for stacking or for the config's ``name``.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Cell)):
+        raise TypeError(f"cell {name!r}: {cls!r} is not a subclass of rlmem.cells.Cell")
+    parameters = list(inspect.signature(cls.__init__).parameters.values())
+    leading = [parameter.name for parameter in parameters[:len(_RUNTIME_ARGS)]]
+    if tuple(leading) != _RUNTIME_ARGS or any(
+            parameter.kind is parameter.KEYWORD_ONLY for parameter in parameters[:3]):
+        raise TypeError(f"cell {name!r}: {cls.__name__}.__init__ must start with (self, "
+                        f"input_size, hidden_size, *, ...), got ({', '.join(leading)}, ...)")
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except NameError as error:
+        raise TypeError(f"cell {name!r}: an annotation of {cls.__name__}.__init__ does not "
+                        f"resolve ({error})") from error
+    for parameter in parameters[len(_RUNTIME_ARGS):]:
+        _check_hyperparameter(name, parameter, hints.get(parameter.name))
+    sizes = {*_RUNTIME_ARGS[1:], *hyperparameters(cls)}
+    try:
+        declared = state_dims(getattr(cls, "state_type", None))
+    except TypeError as error:
+        raise TypeError(f"cell {name!r}: {error}") from error
+    for key, dims in declared.items():
+        unknown = [size for size in dims.sizes if isinstance(size, str) and size not in sizes]
+        if unknown:
+            raise TypeError(f"cell {name!r}: state field {key!r} is sized by {unknown}, which "
+                            f"name no argument of {cls.__name__}.__init__ "
+                            f"({', '.join(sorted(sizes))})")
+
+
+def _check_hyperparameter(name: str, parameter: inspect.Parameter, hint: Any) -> None:
+    """One hyperparameter of cell ``name``: keyword-only, annotated, defaulted, configurable."""
+    where = f"cell {name!r}: hyperparameter {parameter.name!r}"
+    if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+        raise TypeError(f"cell {name!r}: __init__ takes {parameter}; every hyperparameter must "
+                        f"be a named keyword-only argument (it becomes a config field)")
+    if parameter.kind is not parameter.KEYWORD_ONLY:
+        raise TypeError(f"{where} must be keyword-only (after `*` in __init__), with a type "
+                        f"and a default; otherwise it would be left out of the config")
+    if hint is None or parameter.default is parameter.empty:
+        raise TypeError(f"{where} needs a type annotation and a default: its config field "
+                        f"is typed and defaulted by them")
+    if parameter.name in ("name", *_STACK_ARGS):
+        raise ValueError(f"{where} is reserved: {parameter.name} is a field of every memory "
+                         f"config (the cell's name, make_cell's num_layers and dropout)")
+    probe = dataclasses.make_dataclass("Probe", [(
+        parameter.name, _config_type(hint), dataclasses.field(default=parameter.default))])
+    try:
+        OmegaConf.structured(probe)
+    except Exception as error:  # OmegaConf's errors for unsupported types and bad defaults vary
+        raise TypeError(f"{where}: its type {getattr(hint, '__name__', hint)} or default "
+                        f"{parameter.default!r} does not fit a typed config "
+                        f"({type(error).__name__}: {str(error).splitlines()[0]})") from error
+
+
+def load_package_cells(package: types.ModuleType) -> None:
+    """Import every public module of ``package`` (:mod:`rlmem.cells`), registering its cells.
+
+    A new cell module is found without being listed anywhere. Private modules (``_name``) and
+    subpackages are skipped; the helpers and engines that are public modules are imported by
+    the cells anyway, so importing them here costs nothing.
+    """
+    for module in pkgutil.iter_modules(package.__path__):
+        if not module.ispkg and not module.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+
+
+def load_plugins() -> None:
+    """Register the cells of installed distributions' :data:`ENTRY_POINT_GROUP` entry points.
+
+    Idempotent: a module is imported once, and a class already registered is skipped.
+
+    Raises:
+        CellPluginError: an entry point fails to load, or names neither a module nor a
+            :class:`Cell` subclass; the message names the entry point and its distribution.
+    """
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = entry_point.load()
+            if isinstance(loaded, type) and issubclass(loaded, Cell):
+                if loaded not in CELLS.values():
+                    register(entry_point.name)(loaded)
+            elif not isinstance(loaded, types.ModuleType):
+                raise TypeError(f"it names {loaded!r}, neither a module of cells nor a Cell "
+                                f"subclass")
+        except Exception as error:
+            source = f", from {entry_point.dist.name}" if entry_point.dist else ""
+            raise CellPluginError(
+                f"cell plugin {entry_point.name!r} ({entry_point.value}{source}, entry-point "
+                f"group {ENTRY_POINT_GROUP!r}) failed to load: {type(error).__name__}: "
+                f"{error}") from error
 
 
 def get_cell_class(name: str) -> type[Cell]:
@@ -104,34 +245,33 @@ def _config_type(annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return type(typing.get_args(annotation)[0])
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         inner = _config_type(args[0]) if len(args) == 1 else Any
         return typing.Optional[inner]  # noqa: UP045 - OmegaConf wants typing.Optional
     return annotation
 
 
-_CONFIGS: dict[str, type] = {}
-
-
 def cell_config(name: str) -> type:
     """The typed dataclass of cell ``name``'s Hydra config: ``name``, ``hidden_size``,
     ``num_layers``, ``dropout`` and the cell's hyperparameters with their defaults. The input
     size is derived at run time and is deliberately not part of it."""
-    if name not in _CONFIGS:
-        cls = get_cell_class(name)
-        hints = typing.get_type_hints(cls.__init__)
-        fields: list[tuple[str, Any, Any]] = [
-            ("name", str, dataclasses.field(default=name)),
-            ("hidden_size", int, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
-            *((key, kind, dataclasses.field(default=default))
-              for key, (kind, default) in _STACK_ARGS.items()),
-        ]
-        for key, parameter in hyperparameters(cls).items():
-            fields.append((key, _config_type(hints[key]),
-                           dataclasses.field(default=parameter.default)))
-        _CONFIGS[name] = dataclasses.make_dataclass(f"{cls.__name__}Config", fields)
-    return _CONFIGS[name]
+    return _config_of(get_cell_class(name))
+
+
+@functools.cache
+def _config_of(cls: type[Cell]) -> type:
+    hints = typing.get_type_hints(cls.__init__)
+    fields: list[tuple[str, Any, Any]] = [
+        ("name", str, dataclasses.field(default=cls.name)),
+        ("hidden_size", int, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
+        *((key, kind, dataclasses.field(default=default))
+          for key, (kind, default) in _STACK_ARGS.items()),
+    ]
+    for key, parameter in hyperparameters(cls).items():
+        fields.append((key, _config_type(hints[key]),
+                       dataclasses.field(default=parameter.default)))
+    return dataclasses.make_dataclass(f"{cls.__name__}Config", fields)
 
 
 def make_cell_from_config(config: Any, *, input_size: int) -> Cell:

@@ -77,7 +77,8 @@ class SupervisedConfig:
     task: Any = MISSING
     """The task: ``copy``, ``transfer_copy``, ``denoise`` or ``adding`` (``conf/task/``)."""
     memory: Any = MISSING
-    """The memory cell and its hyperparameters (``conf/memory/``), e.g. ``memory=relstm``."""
+    """The memory cell and its hyperparameters (any registered cell,
+    :mod:`rlmem.schema.memory`), e.g. ``memory=relstm``."""
     seq_len: int = 100
     """The delay ``T`` the model trains at (copy/denoise feed ``T + 20`` steps)."""
     batch_size: int = 128
@@ -131,7 +132,7 @@ class SupervisedConfig:
 
 
 def register_supervised_configs() -> None:
-    """Store ``supervised_schema``, ``schema/task/<name>`` and the memory schemas."""
+    """Store ``supervised_schema``, ``schema/task/<name>`` and ``memory/<cell>``."""
     register_memory_configs()
     store = ConfigStore.instance()
     store.store(name="supervised_schema", node=SupervisedConfig)

@@ -2,11 +2,12 @@
 
 ``rlmem/conf/train.yaml`` starts from ``train_schema``
 (:class:`~rlmem.agents.train_config.TrainConfig`), ``rlmem/conf/agent/<name>.yaml`` from
-``schema/agent/<name>`` (the config of every registered agent, :data:`rlmem.agents.registry.AGENTS`)
-and ``rlmem/conf/memory/<cell>.yaml`` from ``schema/memory/<cell>`` (outside the selectable
-groups: ``agent=<name>_schema`` is no choice). A misspelt key or a value of the wrong type fails
-when Hydra composes the config; a value out of range when the config is built
-(:func:`check_train_config`), before any env or model is built.
+``schema/agent/<name>`` (the config of every registered agent,
+:data:`rlmem.agents.registry.AGENTS`; outside the selectable groups: ``agent=<name>_schema`` is no
+choice), and ``memory=<cell>`` selects the typed config of any registered cell
+(:mod:`rlmem.schema.memory`). A misspelt key or a value of the wrong type fails when Hydra
+composes the config; a value out of range when the config is built (:func:`check_train_config`),
+before any env or model is built.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["TrainConfig", "check_envs", "check_train_config", "register_train_co
 
 
 def register_train_configs() -> None:
-    """Store ``train_schema``, ``schema/agent/<name>`` and the memory schemas (idempotent)."""
+    """Store ``train_schema``, ``schema/agent/<name>`` and ``memory/<cell>`` (idempotent)."""
     register_memory_configs()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)

@@ -10,8 +10,8 @@
 
 from rlmem.tasks import adding, copy, denoise  # noqa: F401  (register the tasks)
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch
-from rlmem.tasks.evaluate import evaluate, predict
 from rlmem.tasks.figures import write_figures
+from rlmem.tasks.held_out import evaluate, predict
 from rlmem.tasks.model import SequenceModel
 from rlmem.tasks.registry import TASKS, make_task, make_task_from_config, register_task
 from rlmem.tasks.trainer import (

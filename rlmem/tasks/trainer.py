@@ -21,8 +21,9 @@ from tqdm import tqdm
 
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
+from rlmem.tasks.amp import autocast
 from rlmem.tasks.base import SequenceTask
-from rlmem.tasks.evaluate import autocast, evaluate
+from rlmem.tasks.held_out import evaluate
 from rlmem.tasks.model import SequenceModel
 
 

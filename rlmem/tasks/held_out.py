@@ -1,26 +1,20 @@
-"""Evaluation of a sequence model on fresh batches, at the training ``T`` or at transfer ``T``."""
+"""A sequence model's metrics on held-out batches: one fixed batch per ``T``, at the training
+``T`` or at transfer ``T``, drawn from its own generator (:func:`eval_generator`)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 
 import torch
 from torch import Tensor
 
+from rlmem.tasks.amp import autocast
 from rlmem.tasks.base import SequenceTask, TaskBatch
 from rlmem.tasks.model import SequenceModel
 
 EVAL_CHUNK = 256
 """Steps per forward call at evaluation: bounds the traces a cell keeps (MemLSTM's attention
 trace grows as ``L × B × L``) without changing the result, since the state is carried over."""
-
-
-def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """bf16 autocast on ``device`` when ``enabled``, else a no-op."""
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 def eval_generator(device: torch.device, seed: int, seq_len: int) -> torch.Generator:
