@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gymnasium import spaces
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig
 
 if TYPE_CHECKING:
     import torch
@@ -27,17 +27,18 @@ if TYPE_CHECKING:
     from rlmem.agents.evaluation import Actor
     from rlmem.runs import Checkpoint
 
-Trainer = Callable[[Any, Path], None]
+Trainer = Callable[[DictConfig, Path], None]
 """``train(cfg, run_dir)``: ``cfg`` is the composed
 :class:`~rlmem.agents.train_config.TrainConfig` (a DictConfig), ``run_dir`` the run directory."""
 
 ActorLoader = Callable[
     [Path, "Checkpoint", spaces.Space[Any], spaces.Space[Any], "torch.device", dict[str, Any]],
-    "Actor"]
+    "Actor[Any]"]
 """``load(run_dir, checkpoint, observation_space, action_space, device, eval_memory)``: the
 trained agent of a run, for an env of these spaces, as an :class:`~rlmem.agents.evaluation.Actor`.
 The checkpoint's config has its derived values decided
-(:func:`~rlmem.agents.train_config.with_derived_values`)."""
+(:func:`~rlmem.agents.train_config.with_derived_values`). The actor's memory is its own
+business (evaluation hands it back unread), hence ``Any``."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Encoders of MiniGrid observations, shared by our PPO model and the sb3-contrib policy (the
-encoders of other envs' fields are in :mod:`rlmem.agents.ppo.field_encoders`).
+"""The contract of an observation field's encoder (:class:`FieldEncoder`), and the encoders of
+MiniGrid observations, shared by our PPO model and the sb3-contrib policy (the encoders of other
+envs' fields are in :mod:`rlmem.agents.ppo.field_encoders`).
 
 Both follow ``rl-starter-files`` (Willems, 2020), the MiniGrid recipe the ReLSTM paper builds on:
 a three-layer conv net on the 7×7×3 egocentric grid encoding, and a word embedding plus GRU on
@@ -25,7 +26,23 @@ EMBEDDING_SIZE = 8
 """Features per channel of the ``embedding`` grid encoding (so 24 conv input channels)."""
 
 
-class ImageEncoder(nn.Module):
+class FieldEncoder(nn.Module):
+    """The encoder of one observation field: a flat batch ``(N, *field shape)`` to
+    ``(N, output_size)`` features.
+
+    Shapes:
+        - input: ``(N, *field shape)``; output: ``(N, output_size)``
+    """
+
+    output_size: int
+    """Features per observation."""
+
+    after_memory: ClassVar[bool] = False
+    """Whether the features join the memory's output (True: for what is visible at every step)
+    instead of entering the memory (False)."""
+
+
+class ImageEncoder(FieldEncoder):
     """The grid's indices made into features, then
     Conv(2×2,16)-ReLU-MaxPool(2×2)-Conv(2×2,32)-ReLU-Conv(2×2,64)-ReLU, flattened.
 
@@ -51,6 +68,11 @@ class ImageEncoder(nn.Module):
 
     after_memory: ClassVar[bool] = False
     """The grid feeds the memory."""
+
+    offsets: Tensor
+    """Per channel, the first row of its values in the one table (not the ``raw`` encoding)."""
+    indicators: Tensor
+    """The identity over the table's rows (the ``onehot`` encoding only)."""
 
     def __init__(self, image_shape: tuple[int, int, int], encoding: str = "embedding") -> None:
         super().__init__()
@@ -107,7 +129,7 @@ class ImageEncoder(nn.Module):
         return f"image_shape={self.image_shape}, encoding={self.encoding!r}"
 
 
-class MissionEncoder(nn.Module):
+class MissionEncoder(FieldEncoder):
     """Word embedding, then a GRU over the tokens; the output is the GRU state after the last
     non-padding token.
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlmem.agents.episodes import EpisodeTracker
+from rlmem.envs import Observation
+
+State = TypeVar("State")
+"""An actor's memory of a batch of envs; evaluation only hands it back to the actor."""
 
 
 @dataclass
@@ -54,20 +58,20 @@ def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:
     return quotas
 
 
-class Actor(Protocol):
+class Actor(Protocol[State]):
     """What evaluation needs of a trained agent, whichever trainer made it."""
 
-    def initial_state(self, num_envs: int) -> Any:
+    def initial_state(self, num_envs: int) -> State:
         """The memory of ``num_envs`` envs before their first step."""
 
-    def act(self, observation: Any, state: Any, resets: np.ndarray,
-            greedy: bool) -> tuple[np.ndarray, Any]:
+    def act(self, observation: Observation, state: State, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, State]:
         """Actions for a batch of observations (a vector env's: a dict of arrays for a Dict
         space, else an array), and the memory after them; ``resets[b]`` says that
         ``observation[b]`` starts an episode (its memory is re-initialised first)."""
 
 
-def evaluate_policy(actor: Actor, envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
+def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
                     quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
     """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from rlmem.agents.base import AgentConfig
 from rlmem.agents.train_config import TrainConfig, recorded_config, with_derived_values
 from rlmem.envs import env_spec
 from rlmem.runs import ResumeRules, RunSession, open_run
@@ -34,7 +35,10 @@ RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
 its short name or its gymnasium id, and a checkpoint that left a value undecided (an older
 run's ``mission: null``) is compared with what it decides to."""
 
-Loop = Callable[[dict[str, Any], Any, RunSession], None]
+Agent = TypeVar("Agent", bound=AgentConfig)
+"""The config class of the agent a loop trains."""
+
+Loop = Callable[[dict[str, Any], Agent, RunSession], None]
 """``loop(config, agent, run)``: the recorded config (:func:`recorded_config`), the agent's
 typed config, and the run, which has not reached its frames."""
 
@@ -45,7 +49,7 @@ def env_seed(seed: int, updates: int) -> int:
     return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
 
 
-def run_training(cfg: DictConfig, run_dir: Path, loop: Loop) -> None:
+def run_training(cfg: DictConfig, run_dir: Path, loop: Loop[Agent]) -> None:
     """Check ``cfg`` (before the run directory is touched), record it, and run ``loop`` in
     ``run_dir`` unless the run has already reached its frames.
 

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.encodings import DISCRETE_ENCODINGS, GRID_ENCODINGS
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
+from rlmem.runs import resolved_config
 from rlmem.runs.checkpoint import LEGACY_VALUES
 
 
@@ -119,6 +120,4 @@ def with_derived_values(config: Mapping[str, Any]) -> dict[str, Any]:
 def recorded_config(cfg: DictConfig) -> dict[str, Any]:
     """What a run records of its composed config ``cfg``: resolved, enum members as their
     names, derived values decided (:func:`with_derived_values`)."""
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(config, dict)
-    return with_derived_values({str(key): value for key, value in config.items()})
+    return with_derived_values(resolved_config(cfg))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from rlmem.cells import make_cell
+from rlmem.cells import make_cell_from_config
 from rlmem.tasks import SequenceModel, make_task
 
 SEQ_LEN, BATCH, ITERATIONS, LR = 30, 64, 400, 1e-2
@@ -20,8 +20,9 @@ def test_mse(**hparams: float) -> float:
     """Train iRNN with ``hparams`` and return its test MSE."""
     torch.manual_seed(0)
     task = make_task("adding")
-    model = SequenceModel(make_cell("irnn", input_size=task.input_size, hidden_size=32,
-                                    **hparams), task.output_size, task.categorical)
+    memory = {"name": "irnn", "hidden_size": 32, **hparams}
+    model = SequenceModel(make_cell_from_config(memory, input_size=task.input_size),
+                          task.output_size, task.categorical)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     generator = torch.Generator().manual_seed(0)
     for _ in range(ITERATIONS):

@@ -21,11 +21,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import torch
 from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecEnv
 
 from rlmem.agents.sb3 import MemoryCallback, MiniGridExtractor, MultiInputMemoryPolicy
 from rlmem.cells import CELLS
@@ -53,8 +56,8 @@ class _RolloutTimer(BaseCallback):
         return True
 
 
-def build(contender: str, env: Any, args: argparse.Namespace) -> tuple[RecurrentPPO,
-                                                                       list[BaseCallback]]:
+def build(contender: str, env: VecEnv, args: argparse.Namespace) -> tuple[RecurrentPPO,
+                                                                          list[BaseCallback]]:
     """The RecurrentPPO model of ``contender`` and the callbacks it needs."""
     common: dict[str, Any] = dict(features_extractor_class=MiniGridExtractor,
                                   normalize_images=False,
@@ -70,7 +73,7 @@ def build(contender: str, env: Any, args: argparse.Namespace) -> tuple[Recurrent
 
 
 def measure(contender: str, args: argparse.Namespace,
-            env_fn: Callable[[], Any]) -> dict[str, float | str]:
+            env_fn: Callable[[], gym.Env]) -> dict[str, float | str]:
     """Train ``contender`` for ``args.frames`` frames after one warm-up update; time it."""
     env = make_vec_env(env_fn, n_envs=args.n_envs, seed=args.seed)
     model, callbacks = build(contender, env, args)
@@ -82,11 +85,13 @@ def measure(contender: str, args: argparse.Namespace,
     seconds = time.perf_counter() - start
     frames = model.num_timesteps - start_frames
     env.close()
+    policy = model.policy
+    assert isinstance(policy, RecurrentActorCriticPolicy)  # both contenders' policies are one
     return {"contender": contender, "frames": frames, "seconds": round(seconds, 2),
             "fps": round(frames / seconds, 1),
             "rollout_fps": round(frames / timer.rollout_seconds, 1),
             "update_share": round(1 - timer.rollout_seconds / seconds, 3),
-            "packed_hidden": model.policy.lstm_actor.hidden_size}
+            "packed_hidden": policy.lstm_actor.hidden_size}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                      f"{', '.join(sorted(CELLS))}")
     torch.set_num_threads(args.threads)
 
-    def env_fn() -> Any:
+    def env_fn() -> gym.Env:
         return make_env(args.env)
 
     results = []

@@ -28,6 +28,7 @@ from rlmem.envs.recording import EpisodeRecorder, write_gif
 from rlmem.envs.registry import ENVS, EnvSpec, env_spec, transfer_target
 from rlmem.envs.spaces import (
     IncompatibleEnvError,
+    Observation,
     describe_space,
     interface_mismatch,
     space_signature,
@@ -46,6 +47,7 @@ __all__ = [
     "IncompatibleEnvError",
     "MiniGridObservation",
     "MissionSpace",
+    "Observation",
     "WrapperSpec",
     "apply_wrappers",
     "describe_space",

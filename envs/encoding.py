@@ -133,11 +133,12 @@ class MiniGridObservation(gym.ObservationWrapper):
             fields["mission"] = MissionSpace(0, len(VOCABULARY) - 1, (MISSION_LENGTH,),
                                              np.int64)
         self.observation_space = spaces.Dict(fields)
+        self._mission = mission
         self._tokens: dict[str, np.ndarray] = {}
 
     def observation(self, observation: dict[str, Any]) -> dict[str, np.ndarray]:
         encoded = {"image": observation["image"]}
-        if "mission" in self.observation_space.spaces:
+        if self._mission:
             text = observation["mission"]
             if text not in self._tokens:  # missions repeat: tokenise each text once
                 self._tokens[text] = tokenize(text)

@@ -15,7 +15,8 @@ from rlmem.envs.encoding import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.registry import env_spec
 from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
-VECTORIZATIONS: dict[str, type[VectorEnv]] = {"sync": SyncVectorEnv, "async": AsyncVectorEnv}
+VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
+    "sync": SyncVectorEnv, "async": AsyncVectorEnv}
 """``sync`` steps the envs in this process (fastest for cheap envs such as MiniGrid on few
 cores); ``async`` gives each env its own process."""
 

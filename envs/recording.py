@@ -29,8 +29,9 @@ class EpisodeRecorder(gym.Wrapper):
 
     def __init__(self, env: gym.Env, episodes: int, tile_size: int = 16) -> None:
         super().__init__(env)
-        self._minigrid = isinstance(env.unwrapped, MiniGridEnv)
-        if not self._minigrid and env.render_mode != "rgb_array":
+        unwrapped = env.unwrapped
+        self._minigrid = unwrapped if isinstance(unwrapped, MiniGridEnv) else None
+        if self._minigrid is None and env.render_mode != "rgb_array":
             raise ValueError(f"recording GIFs of {env} needs render_mode='rgb_array', got "
                              f"{env.render_mode!r}")
         self.episodes = episodes
@@ -39,8 +40,8 @@ class EpisodeRecorder(gym.Wrapper):
         self._frames: list[np.ndarray] | None = None
 
     def _frame(self) -> np.ndarray:
-        if self._minigrid:
-            return self.env.unwrapped.get_frame(highlight=True, tile_size=self.tile_size)
+        if self._minigrid is not None:
+            return self._minigrid.get_frame(highlight=True, tile_size=self.tile_size)
         return np.asarray(self.env.render())
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:

@@ -4,13 +4,20 @@ A trained agent can act in another env (its transfer target, or any env) when th
 observation and action spaces have the same structure: the same field names, space types,
 shapes and dtypes, and the same numbers of discrete values. Box bounds may differ (a wider
 track, a longer corridor): the weights do not depend on them.
+
+An observation of such a space (or a vector env's batch of them) is an :data:`Observation`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
+import numpy as np
 from gymnasium import spaces
+
+Observation: TypeAlias = np.ndarray | dict[str, np.ndarray]
+"""An observation, or a vector env's batch of them, as the agents read it: an array, or a Dict
+space's arrays by key (SB3's ``predict`` takes the same)."""
 
 
 class IncompatibleEnvError(ValueError):

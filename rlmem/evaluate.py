@@ -12,16 +12,19 @@ Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import hydra
 import numpy as np
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from rlmem.agents.base import EnvProbe
 from rlmem.agents.evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import with_derived_values
@@ -99,20 +102,21 @@ def evaluation_env(requested: str | None, config: dict[str, Any]) -> str:
 
 
 def check_interface(run: Path, name: str, config: dict[str, Any],
-                    options: EnvOptions) -> tuple[Any, Any, bool]:
-    """The observation space, action space and MiniGrid-ness of env ``name``, after checking
-    that its spaces are those of the env the run was trained on.
+                    options: EnvOptions) -> EnvProbe:
+    """Env ``name`` as one env made with the run's ``options`` shows it, after checking that its
+    spaces are those of the env the run was trained on.
 
     Raises:
         IncompatibleEnvError: they are not; the message says what differs.
     """
     trained_on = config["env"]
-    trained = options.probe(trained_on)
-    probed = options.probe(name)
-    mismatch = interface_mismatch(probed[0], probed[1], trained[0], trained[1])
+    trained = EnvProbe(trained_on, *options.probe(trained_on))
+    probed = EnvProbe(name, *options.probe(name))
+    mismatch = interface_mismatch(probed.observation_space, probed.action_space,
+                                  trained.observation_space, trained.action_space)
     if mismatch:
-        kind = (f" is not a MiniGrid env like {trained_on} and" if trained[2] and not probed[2]
-                else "")
+        kind = (f" is not a MiniGrid env like {trained_on} and"
+                if trained.minigrid and not probed.minigrid else "")
         raise IncompatibleEnvError(f"env={name}{kind} {mismatch}: the agent in {run} was "
                                    f"trained on {trained_on} and cannot act in it")
     return probed
@@ -131,26 +135,27 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     torch.set_num_threads(cfg.torch_threads)
 
     options = EnvOptions.from_config(config)
-    observation_space, action_space, minigrid = check_interface(run, name, config, options)
+    probe = check_interface(run, name, config, options)
     eval_memory = dict(cfg.eval_memory)
     load_actor = AGENTS[config["agent"]["name"]].actor_loader()
-    actor = load_actor(run, checkpoint, observation_space, action_space, device, eval_memory)
+    actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space, device,
+                       eval_memory)
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
     recorder: list[EpisodeRecorder] = []
 
-    def make(index: int) -> Any:
+    def make(index: int) -> gym.Env:
         if index == 0 and cfg.gif:
             # MiniGrid draws its own frames; any other env renders them.
-            env = options.make(name, **({} if minigrid else {"render_mode": "rgb_array"}))
-            env = EpisodeRecorder(env, cfg.gif, tile_size=cfg.gif_tile_size)
-            recorder.append(env)
-            return env
+            env = options.make(name, **({} if probe.minigrid else {"render_mode": "rgb_array"}))
+            recording = EpisodeRecorder(env, cfg.gif, tile_size=cfg.gif_tile_size)
+            recorder.append(recording)
+            return recording
         return options.make(name)
 
-    envs = make_vector_env(name, num_envs, env_fns=[lambda i=i: make(i)
-                                                    for i in range(num_envs)])
+    envs = make_vector_env(name, num_envs, env_fns=[functools.partial(make, index)
+                                                    for index in range(num_envs)])
     seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
     torch.manual_seed(seed)
     try:
@@ -168,7 +173,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
 
 
 def write_results(out_dir: Path, stem: str, report: dict[str, Any],
-                  gifs: list[Any]) -> Path | None:
+                  gifs: list[list[np.ndarray]]) -> Path | None:
     """Write ``<stem>.json`` and ``<stem>_<i>.gif`` into ``out_dir``; return the JSON's path,
     or None after printing why it could not be written."""
     try:
@@ -191,10 +196,11 @@ def safe_file_name(name: str) -> str:
 
 
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
-def main(cfg: Any) -> None:
+def main(cfg: DictConfig) -> None:
     """Evaluate and print one summary line."""
     with reported_as_cli_errors("rlmem.evaluate"):
-        typed: EvaluateConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        typed = OmegaConf.to_object(cfg)
+        assert isinstance(typed, EvaluateConfig)  # the schema of conf/evaluate.yaml
         name, result, written = evaluate_run(typed)
     print(f"{name}: {result.summary()}", flush=True)
     if written is None:

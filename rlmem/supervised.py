@@ -23,7 +23,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
-from rlmem.runs import ResumeRules, RunSession, open_run, reported_as_cli_errors
+from rlmem.runs import (
+    ResumeRules,
+    RunSession,
+    open_run,
+    reported_as_cli_errors,
+    resolved_config,
+)
 from rlmem.schema.supervised import (
     OptimizerName,
     check_supervised_config,
@@ -52,7 +58,7 @@ RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer",
 register_supervised_configs()
 
 
-def _optimizer_name(value: Any) -> OptimizerName:
+def _optimizer_name(value: OptimizerName | str) -> OptimizerName:
     return value if isinstance(value, OptimizerName) else OptimizerName(str(value))
 
 
@@ -72,8 +78,7 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     task.check_seq_len(cfg.seq_len)
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
-    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    assert isinstance(config, dict)
+    config = resolved_config(cfg)
     with open_run(run_dir, config, RULES, program="rlmem.supervised") as session:
         return _run(cfg, config, task, session)
 

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors
+from rlmem.envs import Observation
 from rlmem.runs import Checkpoint
 
 
@@ -31,7 +32,7 @@ class PPOActor:
         return self.model.initial_state(num_envs, device=self.device)
 
     @torch.no_grad()
-    def act(self, observation: Any, state: Any, resets: np.ndarray,
+    def act(self, observation: Observation, state: Any, resets: np.ndarray,
             greedy: bool) -> tuple[np.ndarray, Any]:
         inputs = add_time(observation_to_tensors(observation, self.device))
         out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))

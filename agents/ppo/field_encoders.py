@@ -3,14 +3,13 @@ preprocessing (``preprocess_obs``) and extractors (``FlattenExtractor``, ``Natur
 
 MiniGrid's own fields have their encoders in :mod:`rlmem.agents.encoders`;
 :func:`rlmem.agents.ppo.observation.field_encoder` picks one for each field by its space's type.
-Each encoder maps a flat batch ``(N, *field shape)`` to ``(N, output_size)`` features, and says
-with :attr:`after_memory` whether its features enter the memory (False) or join the memory's
-output (True: for what is visible at every step).
+Each is a :class:`~rlmem.agents.encoders.FieldEncoder`: it maps a flat batch
+``(N, *field shape)`` to ``(N, output_size)`` features, and says with ``after_memory`` whether its
+features enter the memory (False) or join the memory's output (True: for what is visible at every
+step).
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -23,6 +22,7 @@ from stable_baselines3.common.preprocessing import (
 from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
 from torch import Tensor, nn
 
+from rlmem.agents.encoders import FieldEncoder
 from rlmem.agents.encodings import DISCRETE_ENCODINGS
 
 VECTOR_FEATURES = 64
@@ -54,7 +54,7 @@ def _channels_first_shape(space: spaces.Box) -> tuple[int, int, int]:
     return (shape[2], shape[0], shape[1])
 
 
-class VectorEncoder(nn.Module):
+class VectorEncoder(FieldEncoder):
     """A Box of any shape that is not a large image (and MultiBinary): SB3's ``preprocess_obs``
     (as floats; a small uint8 image is scaled to [0, 1]) and ``FlattenExtractor``, then one
     ``Linear``-``Tanh`` layer.
@@ -66,8 +66,6 @@ class VectorEncoder(nn.Module):
     Shapes:
         - input: ``(N, *space.shape)``; output: ``(N, output_size)``
     """
-
-    after_memory: ClassVar[bool] = False
 
     def __init__(self, space: spaces.Box | spaces.MultiBinary,
                  output_size: int = VECTOR_FEATURES) -> None:
@@ -85,7 +83,7 @@ class VectorEncoder(nn.Module):
         return f"shape={tuple(self.space.shape)}"
 
 
-class PixelEncoder(nn.Module):
+class PixelEncoder(FieldEncoder):
     """A Box image (:func:`is_pixel_space`): scaled to [0, 1] by SB3's ``preprocess_obs``,
     channels moved first if they are last, then SB3's ``NatureCNN`` (Mnih et al., 2015).
 
@@ -96,8 +94,6 @@ class PixelEncoder(nn.Module):
     Shapes:
         - input: ``(N, *space.shape)`` uint8; output: ``(N, output_size)``
     """
-
-    after_memory: ClassVar[bool] = False
 
     def __init__(self, space: spaces.Box, output_size: int = PIXEL_FEATURES) -> None:
         super().__init__()
@@ -119,7 +115,7 @@ class PixelEncoder(nn.Module):
         return f"shape={tuple(self.space.shape)}, channels_last={self.channels_last}"
 
 
-class DiscreteEncoder(nn.Module):
+class DiscreteEncoder(FieldEncoder):
     """Discrete and MultiDiscrete observations (any shape, flattened into components).
 
     - ``onehot``: one indicator per (component, value), by SB3's ``preprocess_obs``;
@@ -138,7 +134,10 @@ class DiscreteEncoder(nn.Module):
         - output: ``(N, sum(nvec))`` (onehot) or ``(N, components * 8)`` (embedding)
     """
 
-    after_memory: ClassVar[bool] = False
+    start: Tensor
+    """Each component's first value (the space's ``start``)."""
+    offsets: Tensor
+    """Each component's first row in the ``embedding`` table."""
 
     def __init__(self, space: spaces.Discrete | spaces.MultiDiscrete,
                  encoding: str = "onehot") -> None:

@@ -150,6 +150,9 @@ class MultiCategoricalHead(ActionHead):
         - params: ``(..., sum(nvec))``; actions: ``(..., len(nvec))`` long
     """
 
+    start: Tensor
+    """Each component's first action (the space's ``start``), flattened."""
+
     def __init__(self, space: spaces.MultiDiscrete) -> None:
         super().__init__()
         self.space_shape = tuple(space.shape)

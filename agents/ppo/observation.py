@@ -28,16 +28,16 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import Tensor, nn
+from torch import Tensor
 
-from rlmem.agents.encoders import ImageEncoder, MissionEncoder
+from rlmem.agents.encoders import FieldEncoder, ImageEncoder, MissionEncoder
 from rlmem.agents.ppo.field_encoders import (
     DiscreteEncoder,
     PixelEncoder,
     VectorEncoder,
     is_pixel_space,
 )
-from rlmem.envs import GridSpace, MissionSpace
+from rlmem.envs import GridSpace, MissionSpace, Observation
 
 OBSERVATION_FIELD = "observation"
 """The field name of an observation space that is not a Dict."""
@@ -56,14 +56,15 @@ def observation_fields(space: spaces.Space[Any]) -> dict[str, spaces.Space[Any]]
     return {OBSERVATION_FIELD: space}
 
 
-def observation_arrays(observation: Any) -> Mapping[str, Any]:
+def observation_arrays(observation: Observation) -> Mapping[str, np.ndarray]:
     """An observation (or a batch of them) as its fields, like :func:`observation_fields`."""
     if isinstance(observation, Mapping):
         return observation
     return {OBSERVATION_FIELD: observation}
 
 
-def observation_to_tensors(observation: Any, device: torch.device) -> dict[str, Tensor]:
+def observation_to_tensors(observation: Observation, device: torch.device
+                           ) -> dict[str, Tensor]:
     """A batch of observations from a vector env as tensors on ``device``, by field."""
     return {key: torch.as_tensor(value, device=device)
             for key, value in observation_arrays(observation).items()}
@@ -75,7 +76,8 @@ def add_time(observation: dict[str, Tensor]) -> dict[str, Tensor]:
     return {key: value.unsqueeze(0) for key, value in observation.items()}
 
 
-def stack_observations(observations: list[Any], device: torch.device) -> dict[str, Tensor]:
+def stack_observations(observations: list[Observation], device: torch.device
+                       ) -> dict[str, Tensor]:
     """Single observations (e.g. a vector env's ``final_obs``) stacked into a batch, by field."""
     fields = [observation_arrays(observation) for observation in observations]
     return {key: torch.as_tensor(np.stack([field[key] for field in fields]), device=device)
@@ -83,10 +85,8 @@ def stack_observations(observations: list[Any], device: torch.device) -> dict[st
 
 
 def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
-                  discrete_encoding: str = "onehot") -> nn.Module:
+                  discrete_encoding: str = "onehot") -> FieldEncoder:
     """The encoder of one observation field, chosen by the type of its space (table above).
-
-    The encoder has ``output_size`` and ``after_memory``.
 
     Raises:
         UnsupportedObservationSpaceError: no encoder for this space (Text, Graph, Sequence,
@@ -94,7 +94,8 @@ def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
     """
     # MiniGrid's types first: they are Boxes too.
     if isinstance(space, GridSpace):
-        return ImageEncoder(space.shape, grid_encoding)
+        height, width, channels = space.shape  # MiniGridObservation makes it (view, view, 3)
+        return ImageEncoder((height, width, channels), grid_encoding)
     if isinstance(space, MissionSpace):
         return MissionEncoder(int(space.high.max()) + 1)
     if isinstance(space, spaces.Box) and is_pixel_space(space):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import torch
@@ -11,7 +11,12 @@ from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 
 from rlmem.agents.sb3.train import model_from_checkpoint
+from rlmem.envs import Observation
 from rlmem.runs import Checkpoint
+
+SB3State: TypeAlias = tuple[np.ndarray, ...] | None
+"""``predict``'s memory: the actor's packed ``(h, c)`` arrays, or None before the first step
+(zeros)."""
 
 
 class SB3Actor:
@@ -29,11 +34,11 @@ class SB3Actor:
     def __init__(self, model: RecurrentPPO) -> None:
         self.model = model
 
-    def initial_state(self, num_envs: int) -> Any:
+    def initial_state(self, num_envs: int) -> SB3State:
         return None  # predict starts from zeros
 
-    def act(self, observation: dict[str, np.ndarray], state: Any, resets: np.ndarray,
-            greedy: bool) -> tuple[np.ndarray, Any]:
+    def act(self, observation: Observation, state: SB3State, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, SB3State]:
         actions, state = self.model.predict(observation, state=state, episode_start=resets,
                                             deterministic=greedy)
         return np.asarray(actions), state

@@ -25,16 +25,17 @@ class MemoryCallback(BaseCallback):
     """
 
     def _init_callback(self) -> None:
-        if not isinstance(self.model.policy, MemoryPolicy):
-            raise TypeError(f"MemoryCallback needs a MemoryPolicy, got "
-                            f"{type(self.model.policy).__name__}")
+        policy = self.model.policy
+        if not isinstance(policy, MemoryPolicy):
+            raise TypeError(f"MemoryCallback needs a MemoryPolicy, got {type(policy).__name__}")
+        self.policy = policy
 
     def _on_step(self) -> bool:
         return True
 
     def _on_rollout_end(self) -> None:
         total = max(self.model._total_timesteps, 1)
-        self.model.policy.anneal(min(self.model.num_timesteps / total, 1.0))
+        self.policy.anneal(min(self.model.num_timesteps / total, 1.0))
 
     def _on_rollout_start(self) -> None:
         self._record()
@@ -43,5 +44,5 @@ class MemoryCallback(BaseCallback):
         self._record()
 
     def _record(self) -> None:
-        for key, value in self.model.policy.pop_diagnostics().items():
+        for key, value in self.policy.pop_diagnostics().items():
             self.logger.record(key, value)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from tqdm import tqdm
 
 from rlmem.runs import NonFiniteLossError, RunLogger
@@ -65,6 +66,12 @@ class RunRecorder(BaseCallback):
         self._lengths: list[float] = []
         self._update_start = 0.0
 
+    def _init_callback(self) -> None:
+        if not isinstance(self.model, OnPolicyAlgorithm):
+            raise TypeError(f"RunRecorder records the updates of an on-policy algorithm "
+                            f"(RecurrentPPO), got {type(self.model).__name__}")
+        self.frames_per_update = self.model.n_envs * self.model.n_steps
+
     def _on_training_start(self) -> None:
         self.bar = tqdm(total=self.total_frames, initial=min(self.frames, self.total_frames),
                         unit="frames", disable=not self.show_bar, dynamic_ncols=True)
@@ -102,13 +109,12 @@ class RunRecorder(BaseCallback):
             raise NonFiniteLossError(
                 f"the policy's weights became non-finite in update {self.updates + 1}; the "
                 "last good checkpoint is kept")
-        frames_per_update = self.model.n_envs * self.model.n_steps
-        self.frames += frames_per_update
+        self.frames += self.frames_per_update
         self.updates += 1
         logged = self.model.logger.name_to_value
         row: dict[str, float] = {
             "frames": self.frames, "updates": self.updates,
-            "fps": frames_per_update / (time.perf_counter() - self._update_start),
+            "fps": self.frames_per_update / (time.perf_counter() - self._update_start),
             **self.episodes.columns(self._returns, self._lengths),
         }
         for key, (column, sign) in SB3_METRICS.items():

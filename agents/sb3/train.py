@@ -15,6 +15,7 @@ Running the same command again resumes from the checkpoint.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from omegaconf import DictConfig
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
@@ -37,11 +39,12 @@ from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import EnvOptions
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 
-VEC_ENVS: dict[str, type[VecEnv]] = {"sync": DummyVecEnv, "async": SubprocVecEnv}
+VEC_ENVS: dict[str, type[DummyVecEnv] | type[SubprocVecEnv]] = {
+    "sync": DummyVecEnv, "async": SubprocVecEnv}
 """SB3's counterpart of each ``vectorization`` of :data:`rlmem.envs.VECTORIZATIONS`."""
 
 
-def make_envs(config: Any, num_envs: int, seed: int) -> VecEnv:
+def make_envs(config: Mapping[str, Any], num_envs: int, seed: int) -> VecEnv:
     """``num_envs`` copies of ``config.env`` as an SB3 VecEnv (with SB3's episode Monitor).
 
     ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint).
@@ -50,7 +53,8 @@ def make_envs(config: Any, num_envs: int, seed: int) -> VecEnv:
                         n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[config["vectorization"]])
 
 
-def build_model(config: Any, env: VecEnv, device: torch.device | str = "cpu") -> RecurrentPPO:
+def build_model(config: Mapping[str, Any], env: VecEnv,
+                device: torch.device | str = "cpu") -> RecurrentPPO:
     """The RecurrentPPO of a run's config (``agent`` section:
     :class:`~rlmem.agents.sb3.config.SB3Config`), derived values decided.
 
@@ -159,7 +163,7 @@ def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     try:
         if frames < config["frames"]:
             # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
-            callbacks = [MemoryCallback(), recorder] \
+            callbacks: list[BaseCallback] = [MemoryCallback(), recorder] \
                 if isinstance(model.policy, MemoryPolicy) else [recorder]
             model.learn(config["frames"] - frames, callback=callbacks,
                         reset_num_timesteps=start is None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
@@ -51,7 +51,9 @@ class Run:
 def read_run(path: Path) -> Run:
     run = Run(int(path.name.removeprefix("seed")))
     if (path / "config.yaml").exists():
-        run.stop_return = OmegaConf.load(path / "config.yaml").get("stop_return")
+        config = OmegaConf.load(path / "config.yaml")
+        assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
+        run.stop_return = config.get("stop_return")
     if (path / "progress.csv").exists():
         with (path / "progress.csv").open(newline="") as file:
             for row in csv.DictReader(file):

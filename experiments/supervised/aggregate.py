@@ -138,8 +138,9 @@ def read_preset(row: Row) -> Preset:
     comment = " ".join(line.lstrip("# ").strip() for line in text.splitlines()
                        if line.startswith("#") and "@package" not in line
                        and "python -m" not in line)
-    raw = OmegaConf.to_container(OmegaConf.create(text))
-    assert isinstance(raw, dict)
+    container = OmegaConf.to_container(OmegaConf.create(text))
+    assert isinstance(container, dict)
+    raw = {str(key): value for key, value in container.items()}
     transfer = raw.get("eval_seq_lens")
     if transfer is None and row.task is Task.transfer_copy:  # the task's own lengths
         transfer = OmegaConf.load(TASK_CONF / "transfer_copy.yaml").eval_seq_lens
@@ -204,7 +205,8 @@ def link(path: Path, out: Path, text: str) -> str:
     return f"[{text}]({Path(os.path.relpath(path, out.parent)).as_posix()})"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]],
+          align: Sequence[str]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|",
             *("| " + " | ".join(row) + " |" for row in rows)]
 

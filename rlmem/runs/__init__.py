@@ -21,7 +21,13 @@ from rlmem.runs.errors import (
     reported_as_cli_errors,
 )
 from rlmem.runs.logger import RunLogger
-from rlmem.runs.session import CHECKPOINT_NAME, ResumeRules, RunSession, open_run
+from rlmem.runs.session import (
+    CHECKPOINT_NAME,
+    ResumeRules,
+    RunSession,
+    open_run,
+    resolved_config,
+)
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -43,5 +49,6 @@ __all__ = [
     "open_run",
     "reported_as_cli_errors",
     "resolve_device",
+    "resolved_config",
     "save_checkpoint",
 ]

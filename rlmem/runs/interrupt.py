@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, TypeAlias
+
+SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
+"""What ``signal.signal`` installs and returns: a function, ``SIG_DFL``/``SIG_IGN``, or None
+(a handler not installed from Python)."""
 
 
 class GracefulInterrupt:
@@ -17,7 +22,7 @@ class GracefulInterrupt:
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
+        self._previous: SignalHandler = None
         self._active = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:

@@ -54,11 +54,12 @@ class RunLogger:
         for key, value in row.items():
             if key != self.step_key and math.isfinite(value):
                 self.writer.add_scalar(key, value, step)
-        if self._fields is None or not set(row) <= set(self._fields):
-            self._rewrite_header([*(self._fields or []),
-                                  *(key for key in row if key not in (self._fields or []))])
+        fields = self._fields or []
+        if self._fields is None or not set(row) <= set(fields):
+            fields = [*fields, *(key for key in row if key not in fields)]
+            self._rewrite_header(fields)
         with self.csv_path.open("a", newline="") as file:
-            csv.DictWriter(file, fieldnames=self._fields).writerow(row)
+            csv.DictWriter(file, fieldnames=fields).writerow(row)
 
     def _rewrite_header(self, fields: list[str]) -> None:
         rows = []

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.runs.checkpoint import Checkpoint, check_compatible, load_checkpoint, save_checkpoint
 from rlmem.runs.device import resolve_device
@@ -80,6 +80,14 @@ class RunSession:
         """Write the checkpoint atomically; refuse a non-finite one (see
         :func:`~rlmem.runs.checkpoint.save_checkpoint`)."""
         save_checkpoint(self.checkpoint_path, checkpoint)
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The composed config ``cfg`` as plain data, as a run records it: interpolations resolved,
+    enum members as their names."""
+    config = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(config, dict)  # a DictConfig's container is a dict
+    return {str(key): value for key, value in config.items()}
 
 
 def resume_command(program: str) -> str:

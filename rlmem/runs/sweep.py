@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gymnasium as gym
+from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.cells import CELLS, hyperparameters
 from rlmem.envs import env_spec
@@ -69,8 +70,16 @@ def full_attention(memory: str, envs: Sequence[str]) -> list[str]:
     of a sliding window. Empty for other cells and for labels that are not cells."""
     if memory not in CELLS or "capacity" not in hyperparameters(CELLS[memory]):
         return []
-    longest = max(int(gym.make(env_spec(env).id).unwrapped.max_steps) for env in envs)
+    longest = max(_episode_limit(env) for env in envs)
     return [f"+eval_memory.capacity={longest}"]
+
+
+def _episode_limit(env: str) -> int:
+    """The most steps an episode of the MiniGrid env ``env`` lasts (its ``max_steps``)."""
+    unwrapped = gym.make(env_spec(env).id).unwrapped
+    if not isinstance(unwrapped, MiniGridEnv):
+        raise ValueError(f"{env} is not a MiniGrid env: its episodes have no max_steps")
+    return int(unwrapped.max_steps)
 
 
 def evaluation_command(run: Path, env: str, episodes: int,

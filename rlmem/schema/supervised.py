@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig
 
 from rlmem.schema.memory import register_memory_configs
 
@@ -27,11 +27,18 @@ class OptimizerName(Enum):
 
 
 @dataclass
-class RecallTaskConfig:
-    """Copy or denoise."""
+class TaskConfig:
+    """The config of a registered task (``task=<name>``, ``conf/task/<name>.yaml``): its name
+    and the keyword arguments of its constructor."""
 
     name: str = MISSING
     """Registered task name."""
+
+
+@dataclass
+class RecallTaskConfig(TaskConfig):
+    """Copy or denoise."""
+
     alphabet: int = 8
     """Number of data symbols (8 in Arjovsky et al., 2016); blank and delimiter come on top."""
     recall: int = 10
@@ -55,14 +62,14 @@ class DenoiseTaskConfig(RecallTaskConfig):
 
 
 @dataclass
-class AddingTaskConfig:
+class AddingTaskConfig(TaskConfig):
     """The adding problem; it has no hyperparameters besides ``seq_len``."""
 
     name: str = "adding"
     """Registered task name."""
 
 
-TASK_SCHEMAS: dict[str, type] = {
+TASK_SCHEMAS: dict[str, type[TaskConfig]] = {
     "copy": CopyTaskConfig,
     "denoise": DenoiseTaskConfig,
     "adding": AddingTaskConfig,
@@ -140,7 +147,7 @@ def register_supervised_configs() -> None:
         store.store(group="schema/task", name=name, node=schema)
 
 
-def check_supervised_config(cfg: Any) -> None:
+def check_supervised_config(cfg: DictConfig) -> None:
     """Raise a :class:`ValueError` naming the key when a value is out of range.
 
     Types are checked by the schema; this checks what a type cannot say (positive sizes, ...).
