@@ -13,7 +13,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlmem.envs.encoding import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.registry import env_spec
-from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
+from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_wrappers
 
 VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
     "sync": SyncVectorEnv, "async": AsyncVectorEnv}
@@ -21,7 +21,7 @@ VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
 cores); ``async`` gives each env its own process."""
 
 
-def make_env(name: str, *, mission: bool | None = None, wrappers: Iterable[Any] = (),
+def make_env(name: str, *, mission: bool | None = None, wrappers: Iterable[WrapperItem] = (),
              **kwargs: Any) -> gym.Env:
     """One env by short name, full gymnasium id or ``module:EnvId``.
 
@@ -70,7 +70,7 @@ def resolved_mission(config: Mapping[str, Any]) -> bool:
 def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
                     vectorization: str = "sync",
                     env_fns: list[Callable[[], gym.Env]] | None = None,
-                    wrappers: Iterable[Any] = (),
+                    wrappers: Iterable[WrapperItem] = (),
                     env_kwargs: Mapping[str, Any] | None = None) -> VectorEnv:
     """``num_envs`` copies of an env, auto-reset in the same step.
 

@@ -24,7 +24,7 @@ class IncompatibleEnvError(ValueError):
     """An env's observation or action space differs from the one an agent was trained on."""
 
 
-def space_signature(space: spaces.Space[Any]) -> Any:
+def space_signature(space: spaces.Space[Any]) -> object:
     """The structure of ``space`` that a model's weights depend on, as comparable plain data.
 
     Example: ``{"image": ("GridSpace", (7, 7, 3), "uint8"), ...}`` for a MiniGrid Dict.

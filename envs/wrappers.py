@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import gymnasium as gym
 
@@ -58,7 +58,12 @@ class WrapperSpec:
         return self.resolve()(env, **self.kwargs)
 
 
-def parse_wrappers(items: Iterable[Any]) -> tuple[WrapperSpec, ...]:
+WrapperItem: TypeAlias = str | Mapping[str, Any] | WrapperSpec
+"""One item of a run's ``wrappers``: an import path, a mapping with ``target`` and optionally
+``kwargs``, or a parsed :class:`WrapperSpec`."""
+
+
+def parse_wrappers(items: Iterable[WrapperItem]) -> tuple[WrapperSpec, ...]:
     """The :class:`WrapperSpec` of every item of a run's ``wrappers`` list.
 
     An item is an import path, or a mapping with ``target`` and optionally ``kwargs``.
@@ -81,7 +86,7 @@ def parse_wrappers(items: Iterable[Any]) -> tuple[WrapperSpec, ...]:
     return tuple(specs)
 
 
-def apply_wrappers(env: gym.Env, wrappers: Iterable[Any]) -> gym.Env:
+def apply_wrappers(env: gym.Env, wrappers: Iterable[WrapperItem]) -> gym.Env:
     """``env`` wrapped by each of ``wrappers`` (items as :func:`parse_wrappers` takes), the
     first innermost."""
     for spec in parse_wrappers(wrappers):

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors
+from rlmem.cells import State
 from rlmem.envs import Observation
 from rlmem.runs import Checkpoint
 
@@ -28,12 +29,12 @@ class PPOActor:
         self.model = model
         self.device = device
 
-    def initial_state(self, num_envs: int) -> Any:
+    def initial_state(self, num_envs: int) -> State:
         return self.model.initial_state(num_envs, device=self.device)
 
     @torch.no_grad()
-    def act(self, observation: Observation, state: Any, resets: np.ndarray,
-            greedy: bool) -> tuple[np.ndarray, Any]:
+    def act(self, observation: Observation, state: State, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, State]:
         inputs = add_time(observation_to_tensors(observation, self.device))
         out = self.model(inputs, state, torch.as_tensor(resets, device=self.device).unsqueeze(0))
         action, _ = out.head.sample(out.action_params[0], greedy=greedy)

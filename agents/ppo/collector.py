@@ -13,6 +13,7 @@ from rlmem.agents.episodes import EpisodeTracker, FinishedEpisode
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors, stack_observations
 from rlmem.agents.ppo.rollout import Rollout, select_state, stack_states
+from rlmem.cells import State
 
 
 class RolloutCollector:
@@ -109,7 +110,7 @@ class RolloutCollector:
         self.resets = torch.as_tensor(term | trunc, device=device)
         return self.episodes.step(reward, term | trunc)
 
-    def _final_values(self, info: dict[str, Any], cut: np.ndarray, state: Any) -> Tensor:
+    def _final_values(self, info: dict[str, Any], cut: np.ndarray, state: State) -> Tensor:
         observation = stack_observations(list(info["final_obs"][cut]), self.device)
         index = torch.as_tensor(cut, device=self.device)
         no_reset = torch.zeros(1, len(cut), dtype=torch.bool, device=self.device)

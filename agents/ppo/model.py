@@ -15,7 +15,7 @@ from rlmem.agents.ppo.observation import (
     field_encoder,
     observation_fields,
 )
-from rlmem.cells import Aux, Cell, make_cell_from_config
+from rlmem.cells import Aux, Cell, State, make_cell_from_config
 
 RESERVED_NAMES = frozenset({"memory", "actor", "critic", "action"})
 """The model's own parts; an observation field of one of these names gets another module name."""
@@ -38,7 +38,7 @@ class PolicyOutput(NamedTuple):
     the Gaussian's mean (Box)."""
     value: Tensor
     """State values, ``(T, B)``."""
-    state: Any
+    state: State
     """The memory state after the last step."""
     aux: Aux
     """The memory cell's auxiliary losses, diagnostics and traces."""
@@ -125,7 +125,7 @@ class ActorCritic(nn.Module):
             name, suffix = f"{base}_{suffix}", suffix + 1
         return name
 
-    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> Any:
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
         """The memory's all-zeros state for ``batch_size`` envs."""
         return self.memory.initial_state(batch_size, device=device)
 
@@ -136,7 +136,8 @@ class ActorCritic(nn.Module):
                     .view(steps, batch, -1) for key in keys]
         return features[0] if len(features) == 1 else torch.cat(features, dim=-1)
 
-    def forward(self, observation: dict[str, Tensor], state: Any, resets: Tensor) -> PolicyOutput:
+    def forward(self, observation: dict[str, Tensor], state: State,
+                resets: Tensor) -> PolicyOutput:
         """Run a time-major batch of observations through the model.
 
         Args:

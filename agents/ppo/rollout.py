@@ -10,20 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    from rlmem.cells import State
 
-def stack_states(states: list[Any]) -> Any:
+S = TypeVar("S", bound="State")
+"""A memory state: a cell's NamedTuple of tensors."""
+
+
+def stack_states(states: list[S]) -> S:
     """Stack a list of memory states (NamedTuples) field by field on a new leading dim."""
-    return type(states[0])(*(torch.stack(fields) for fields in zip(*states, strict=True)))
+    return states[0]._make(torch.stack(fields) for fields in zip(*states, strict=True))
 
 
-def select_state(state: Any, index: Tensor) -> Any:
+def select_state(state: S, index: Tensor) -> S:
     """The batch items ``index`` of every field of a memory state (fields may be of any dtype)."""
-    return type(state)(*(value[index] for value in state))
+    return state._make(value[index] for value in state)
 
 
 def _chunks(value: Tensor, recurrence: int) -> Tensor:
@@ -50,7 +56,7 @@ class ChunkBatch:
 
     observations: dict[str, Tensor]
     resets: Tensor
-    start_state: Any
+    start_state: State
     """The memory state before each chunk's first step, as it was in the rollout."""
     actions: Tensor
     old_log_probs: Tensor
@@ -114,8 +120,9 @@ class Rollout:
     """``V`` of the observation after step ``T - 1``, ``(B,)``."""
     recurrence: int
     """The BPTT chunk length ``L``; ``T`` is a multiple of it."""
-    chunk_states: Any
-    """Memory state before every ``recurrence``-th step; each field ``(T / recurrence, B, ...)``."""
+    chunk_states: State | None
+    """Memory state before every ``recurrence``-th step; each field ``(T / recurrence, B, ...)``
+    (None while the rollout is being collected)."""
     episode_returns: list[float] = field(default_factory=list)
     """Returns of the episodes that ended during the rollout."""
     episode_lengths: list[int] = field(default_factory=list)
@@ -124,12 +131,13 @@ class Rollout:
     def chunks(self, advantages: Tensor, returns: Tensor) -> ChunkBatch:
         """The rollout as chunks of ``recurrence`` steps, with its ``advantages`` and
         ``returns`` (``(T, B)`` each): chunk ``k`` of env ``b`` is column ``k * B + b``."""
-        length = self.recurrence
+        length, chunk_states = self.recurrence, self.chunk_states
+        if chunk_states is None:
+            raise ValueError("the rollout has no chunk states yet: it is still being collected")
         return ChunkBatch(
             observations={key: _chunks(value, length) for key, value in self.observations.items()},
             resets=_chunks(self.resets, length),
-            start_state=type(self.chunk_states)(*(value.flatten(0, 1)
-                                                  for value in self.chunk_states)),
+            start_state=chunk_states._make(value.flatten(0, 1) for value in chunk_states),
             actions=_chunks(self.actions, length),
             old_log_probs=_chunks(self.log_probs, length),
             old_values=_chunks(self.values, length),

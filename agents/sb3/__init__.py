@@ -14,7 +14,7 @@ below import stable-baselines3 when first used (PEP 562), so composing ``agent=p
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlmem.agents.sb3.config import SB3Config
 
@@ -47,7 +47,7 @@ _EXPORTS = {
 """Each lazily exported name -> the submodule that defines it."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
