@@ -102,9 +102,10 @@ def check_cell_class(name: str, cls: type) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Cell)):
         raise TypeError(f"cell {name!r}: {cls!r} is not a subclass of rlmem.cells.Cell")
     parameters = list(inspect.signature(cls.__init__).parameters.values())
-    leading = [parameter.name for parameter in parameters[:len(_RUNTIME_ARGS)]]
+    runtime = parameters[:len(_RUNTIME_ARGS)]
+    leading = [parameter.name for parameter in runtime]
     if tuple(leading) != _RUNTIME_ARGS or any(
-            parameter.kind is parameter.KEYWORD_ONLY for parameter in parameters[:3]):
+            parameter.kind is parameter.KEYWORD_ONLY for parameter in runtime):
         raise TypeError(f"cell {name!r}: {cls.__name__}.__init__ must start with (self, "
                         f"input_size, hidden_size, *, ...), got ({', '.join(leading)}, ...)")
     try:
