@@ -24,7 +24,7 @@ from omegaconf import MISSING, DictConfig
 if TYPE_CHECKING:
     import torch
 
-    from rlmem.agents.evaluation import Actor
+    from rlmem.agents.policy_evaluation import Actor
     from rlmem.runs import Checkpoint
 
 Trainer = Callable[[DictConfig, Path], None]
@@ -35,9 +35,9 @@ ActorLoader = Callable[
     [Path, "Checkpoint", spaces.Space[Any], spaces.Space[Any], "torch.device", dict[str, Any]],
     "Actor[Any]"]
 """``load(run_dir, checkpoint, observation_space, action_space, device, eval_memory)``: the
-trained agent of a run, for an env of these spaces, as an :class:`~rlmem.agents.evaluation.Actor`.
-The checkpoint's config has its derived values decided
-(:func:`~rlmem.agents.train_config.with_derived_values`). The actor's memory is its own
+trained agent of a run, for an env of these spaces, as an
+:class:`~rlmem.agents.policy_evaluation.Actor`. The checkpoint's config has its derived values
+decided (:func:`~rlmem.agents.train_config.with_derived_values`). The actor's memory is its own
 business (evaluation hands it back unread), hence ``Any``."""
 
 

@@ -25,7 +25,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import EnvProbe
-from rlmem.agents.evaluation import EvaluationResult, episode_quotas, evaluate_policy
+from rlmem.agents.policy_evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import (

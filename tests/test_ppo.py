@@ -8,7 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rlmem.agents.evaluation import episode_quotas, evaluate_policy
+from rlmem.agents.policy_evaluation import episode_quotas, evaluate_policy
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.actor import PPOActor
 from rlmem.agents.ppo.collector import RolloutCollector

@@ -1,4 +1,5 @@
-"""A trained run of our PPO as the :class:`~rlmem.agents.evaluation.Actor` that evaluation plays."""
+"""A trained run of our PPO as the :class:`~rlmem.agents.policy_evaluation.Actor` that evaluation
+plays."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from rlmem.runs import Checkpoint
 
 
 class PPOActor:
-    """Our PPO's :class:`ActorCritic` as an :class:`~rlmem.agents.evaluation.Actor`, one batched
-    step at a time.
+    """Our PPO's :class:`ActorCritic` as an :class:`~rlmem.agents.policy_evaluation.Actor`, one
+    batched step at a time.
 
     Args:
         model: the actor-critic, on ``device``, in eval mode.

@@ -1,4 +1,5 @@
-"""A trained RecurrentPPO as the :class:`~rlmem.agents.evaluation.Actor` that evaluation plays."""
+"""A trained RecurrentPPO as the :class:`~rlmem.agents.policy_evaluation.Actor` that evaluation
+plays."""
 
 from __future__ import annotations
 
