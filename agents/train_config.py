@@ -42,7 +42,8 @@ class TrainConfig:
     """The env rlmem.evaluate env=transfer plays: any env with the same observation and action
     spaces. null: the paired target of a short name (DoorKey-5x5 -> DoorKey-16x16)."""
     memory: Any = MISSING
-    """The memory cell and its hyperparameters (``conf/memory/``), e.g. ``memory=relstm``."""
+    """The memory cell and its hyperparameters (any registered cell,
+    :mod:`rlmem.schema.memory`), e.g. ``memory=relstm``."""
     agent: Any = MISSING
     """The trainer and its hyperparameters (``conf/agent/``): ``ppo`` (ours) or ``sb3``."""
     seed: int = 0
