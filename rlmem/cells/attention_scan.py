@@ -733,7 +733,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
             g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
             recurrent, key, score_vector, tape.attention, tape.e, tape.targets, tape.evicted,
             [tape.before_reset[k] for k in sorted(tape.before_reset)], tape.slot_data, grad,
-            dz, d_logits, d_keys_h, buffers["h"], buffers["d_act"], buffers["dc"],
+            dz, d_logits, d_keys_h, buffers["h"], buffers["dc"],
             base.act if base.lstm else empty, base.partner if base.lstm else empty, nu,
             base.lstm)
         dc = dc if dc.numel() else None
@@ -1217,7 +1217,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
             g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
             recurrent, key, score_vector, tape.memory.contiguous(), chunk, tape.e_block,
             tape.w_block, n_in, d_chunk, d_chunk_keys, d_memory, d_keys, d_score_rows, dz,
-            buffers["d_logits"], buffers["d_act"], buffers["dc"], base.act, base.partner)
+            buffers["d_logits"], buffers["dc"], base.act, base.partner)
         dc = dc if dc.numel() else None
     else:
         ds, dc = _full_backward_loop(tape, g_y, g_c, d_chunk, d_chunk_keys, d_memory, d_keys,

@@ -379,9 +379,9 @@ struct Base {
   }
 
   // Writes the gradient of the base block of z into dz and returns that of c_{k-1} (undefined
-  // for the RNN). h is h_k; d_act is (B, 4, H) scratch; dc_out (B, H) scratch, not dc's.
+  // for the RNN). h is h_k; dc_out is (B, H) scratch, not dc's.
   Tensor backward(int64_t k, const Tensor& h, const Tensor& dh, const Tensor& dc, Tensor dz,
-                  Tensor& d_act, Tensor dc_out) const {
+                  Tensor dc_out) const {
     if (!lstm) {
       at::tanh_backward_out(dz, dh, h);
       dz.mul_(0.5);  // z is the doubled pre-activation
@@ -643,16 +643,14 @@ std::tuple<Tensor, Tensor> screened_backward(
     const Tensor& attention, const Tensor& e, const Tensor& targets, const Tensor& evicted,
     const std::vector<Tensor>& before_reset, const Tensor& slot_data, const Tensor& grad,
     const Tensor& dz, const Tensor& d_logits, const Tensor& d_keys_h, const Tensor& h_buffer,
-    const Tensor& d_act_buffer, const Tensor& dc_buffers, const Tensor& act,
-    const Tensor& partner, int64_t nu, bool lstm) {
+    const Tensor& dc_buffers, const Tensor& act, const Tensor& partner, int64_t nu,
+    bool lstm) {
   const int64_t steps = attention.size(0), batch = attention.size(1), slots = attention.size(2);
   const int64_t hidden = key.size(0), gates = lstm ? 4 * hidden : hidden;
-  const int64_t wide = 2 * hidden;
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{lstm, true, act, partner, Tensor()};
   const bool has_g_y = g_y_or_empty.numel() > 0;
   const int64_t width = slot_data.size(2);
-  Tensor d_act = d_act_buffer;
   Tensor ds = has_g_y ? g_y_or_empty[steps - 1].contiguous()
                       : at::zeros({batch, hidden}, key.options());
   Tensor dc = g_c_or_empty.numel() > 0 ? g_c_or_empty : Tensor();
@@ -684,7 +682,7 @@ std::tuple<Tensor, Tensor> screened_backward(
     }
     Tensor dz_base = lstm ? dz_k.narrow(1, 0, gates).view({batch, 4, hidden})
                           : dz_k.narrow(1, 0, gates);
-    dc = base.backward(k, h, dh, dc, dz_base, d_act, dc_buffers[k % 2].view({batch, hidden}));
+    dc = base.backward(k, h, dh, dc, dz_base, dc_buffers[k % 2].view({batch, hidden}));
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
@@ -912,7 +910,7 @@ std::tuple<Tensor, Tensor> full_backward(
     const Tensor& chunk, const Tensor& e_block, const Tensor& w_block, int64_t n_in,
     const Tensor& d_chunk, const Tensor& d_chunk_keys, const Tensor& d_memory,
     const Tensor& d_keys, const Tensor& d_score_rows, const Tensor& dz,
-    const Tensor& d_logits, const Tensor& d_act_buffer, const Tensor& dc_buffers,
+    const Tensor& d_logits, const Tensor& dc_buffers,
     const Tensor& act, const Tensor& partner) {
   const int64_t steps = dz.size(0), batch = dz.size(1), hidden = key.size(0);
   const int64_t capacity = memory.size(1), gates = 4 * hidden;
@@ -928,7 +926,6 @@ std::tuple<Tensor, Tensor> full_backward(
     e_offset += batch * width * hidden;
     w_offset += batch * width;
   }
-  Tensor d_act = d_act_buffer;
   Tensor ds = has_g_y ? g_y_or_empty[steps - 1].contiguous()
                       : at::zeros({batch, hidden}, key.options());
   Tensor dc = g_c_or_empty.numel() > 0 ? g_c_or_empty : Tensor();
@@ -948,7 +945,7 @@ std::tuple<Tensor, Tensor> full_backward(
     // Every read of h_k happens at steps ≥ k, so its gradient is complete here.
     const Tensor dh = at::addmm(ds.add(d_chunk.select(1, k)), d_chunk_keys.select(1, k), key);
     const Tensor dz_base = dz_k.narrow(1, 0, gates).view({batch, 4, hidden});
-    dc = base.backward(k, chunk.select(1, k), dh, dc, dz_base, d_act,
+    dc = base.backward(k, chunk.select(1, k), dh, dc, dz_base,
                        dc_buffers[k % 2].view({batch, hidden}));
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
