@@ -1325,17 +1325,14 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     if bool(resets.any()):  # on the CPU, reading the flag costs no sync
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])
-    batch, hidden = s.shape
-    # The attention's (B, used, H) scratch and the new memory and keys: recycled, fresh
-    # blocks of that size cost as much in page faults as the step itself.
-    scratch = WORKSPACE.take(batch * used * hidden, xp.dtype, xp.device)
+    # The new memory and keys: recycled, fresh blocks of that size cost as much in page
+    # faults as the step itself.
     memory_out, keys_out = (WORKSPACE.take_unshared(memory.shape, memory.dtype, memory.device,
                                                     native.storage_use_count)
                             for _ in range(2))
     y, c, t, valid, attention, slot_time = native.full_step(
         xp[0], s, c, t, memory, keys, valid, weights.recurrent, weights.key, weights.score,
-        weights.query_bias, used, scratch, memory_out, keys_out)
-    WORKSPACE.give(scratch)
+        weights.query_bias, used, memory_out, keys_out)
     memory, keys = memory_out, keys_out
     return FullResult(y=y.unsqueeze(0), c=c, memory=memory, keys=keys, t=t, valid=valid,
                       traces={"attention": attention.unsqueeze(0),

@@ -6,6 +6,7 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/_softmax.h>
 #include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/add.h>
@@ -44,6 +45,32 @@
 namespace {
 
 using at::Tensor;
+
+// σ in place over a row of n numbers, vectorised like ATen's sigmoid (at::vec; AVX2 where the
+// build has it, see extension.py), and the dot product of the result with score.
+template <typename T>
+T sigmoid_dot(T* row, const T* score, int64_t n) {
+  using V = at::vec::Vectorized<T>;
+  const V one(T(1));
+  V acc(T(0));
+  int64_t i = 0;
+  for (; i + V::size() <= n; i += V::size()) {
+    const V value = one / (one + V::loadu(row + i).neg().exp());
+    value.store(row + i);
+    acc = acc + value * V::loadu(score + i);
+  }
+  T parts[V::size()];
+  acc.store(parts);
+  T total = 0;
+  for (int64_t j = 0; j < V::size(); ++j) {
+    total += parts[j];
+  }
+  for (; i < n; ++i) {
+    row[i] = T(1) / (T(1) + std::exp(-row[i]));
+    total += row[i] * score[i];
+  }
+  return total;
+}
 
 // Which steps reset some batch item: resets is a (T, B) bool CPU tensor.
 std::vector<bool> reset_steps(const Tensor& resets) {
@@ -430,11 +457,12 @@ void screen(T* slots_data, int64_t* targets, T* evicted, int64_t p, int64_t nu, 
   }
 }
 
-// The new state's meta data into slot p, and e_i = 2 U_a m_i + (2 W_a s + 2 b_a) for every slot
-// (the sigmoid follows).
+// The new state's meta data into slot p, e_i = σ(2 U_a m_i + 2 W_a s + 2 b_a) for every slot,
+// and the logits e_i · 2 v_a plus the slots' masks into attention (B, ν+ρ).
 template <typename T>
 void screened_pre(T* slots_data, const T* query, int64_t query_stride, const T* entering, T* e,
-                  int64_t p, int64_t slots, int64_t width, int64_t hidden, int64_t batch) {
+                  const T* score, T* attention, int64_t p, int64_t slots, int64_t width,
+                  int64_t hidden, int64_t batch) {
   for (int64_t b = 0; b < batch; ++b) {
     T* rows = slots_data + b * (slots + 1) * width;
     std::copy_n(entering + b * 4, 4, rows + p * width + 2 * hidden);
@@ -446,29 +474,22 @@ void screened_pre(T* slots_data, const T* query, int64_t query_stride, const T* 
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] = key[h] + q[h];
       }
+      attention[b * slots + i] = sigmoid_dot(out, score, hidden) + rows[i * width + 2 * hidden + 1];
     }
   }
 }
 
-// Logits σ(.)·2 v_a plus the mask, softmax over the slots, s = h + Σ_i w_i m_i, the attention
+// The softmax of the logits in attention over the slots, s = h + Σ_i w_i m_i, the attention
 // added to the scores (and ranks) of S, and the slots' meta data recorded for the traces.
 template <typename T>
-void screened_attend(T* slots_data, const T* e, const T* score, T* attention, T* history,
-                     T* y, int64_t p, int64_t nu, int64_t slots, int64_t width, int64_t hidden,
-                     int64_t batch) {
+void screened_attend(T* slots_data, T* attention, T* history, T* y, int64_t p, int64_t nu,
+                     int64_t slots, int64_t width, int64_t hidden, int64_t batch) {
   const int64_t wide = 2 * hidden;
   for (int64_t b = 0; b < batch; ++b) {
     T* rows = slots_data + b * (slots + 1) * width;
     T* w = attention + b * slots;
     T largest = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < slots; ++i) {
-      const T* e_i = e + (b * slots + i) * hidden;
-      T logit = 0;
-      #pragma omp simd reduction(+ : logit)
-      for (int64_t h = 0; h < hidden; ++h) {
-        logit += e_i[h] * score[h];
-      }
-      w[i] = logit + rows[i * width + wide + 1];
       largest = std::max(largest, w[i]);
     }
     T total = 0;
@@ -546,17 +567,14 @@ std::vector<Tensor> screened_forward(
     Tensor keys_p = slot_p.narrow(1, hidden, hidden);
     at::mm_out(keys_p, slot_p.narrow(1, 0, hidden), key_t);
     Tensor e_k = e[save ? k : 0];
-    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_pre", [&] {
-      screened_pre<scalar_t>(slot_data.data_ptr<scalar_t>(), z.data_ptr<scalar_t>() + gates,
-                             z.stride(0), entering[k].data_ptr<scalar_t>(),
-                             e_k.data_ptr<scalar_t>(), p, slots, width, hidden, batch);
-    });
-    e_k.sigmoid_();
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_attend", [&] {
-      screened_attend<scalar_t>(slot_data.data_ptr<scalar_t>(), e_k.data_ptr<scalar_t>(),
-                                score_vector.data_ptr<scalar_t>(),
-                                attention[k].data_ptr<scalar_t>(), history[k].data_ptr<scalar_t>(),
-                                y[k].data_ptr<scalar_t>(), p, nu, slots, width, hidden, batch);
+      using T = scalar_t;
+      screened_pre<T>(slot_data.data_ptr<T>(), z.data_ptr<T>() + gates, z.stride(0),
+                      entering[k].data_ptr<T>(), e_k.data_ptr<T>(), score_vector.data_ptr<T>(),
+                      attention[k].data_ptr<T>(), p, slots, width, hidden, batch);
+      screened_attend<T>(slot_data.data_ptr<T>(), attention[k].data_ptr<T>(),
+                         history[k].data_ptr<T>(), y[k].data_ptr<T>(), p, nu, slots, width,
+                         hidden, batch);
     });
     s = y[k];
   }
@@ -735,9 +753,11 @@ inline T* window_row(T* slots, T* chunk, int64_t b, int64_t i, const Window& w,
                         : chunk + (b * steps + w.first + i - w.incoming) * hidden;
 }
 
-// e[b, i] = q[b] + 2 U_a m_i over the window (the sigmoid follows, vectorised by ATen).
+// e[b, i] = σ(q[b] + 2 U_a m_i) over the window, and the logits e_i · 2 v_a plus the mask into
+// weights (B, width), which full_attend turns into the softmax.
 template <typename T>
 void full_pre(const T* query, int64_t query_stride, const T* keys, const T* chunk_keys, T* e,
+              const T* score, const T* mask, int64_t mask_stride, int64_t column, T* weights,
               const Window& w, int64_t batch, int64_t capacity, int64_t steps, int64_t hidden) {
   const int64_t width = w.width();
   for (int64_t b = 0; b < batch; ++b) {
@@ -749,30 +769,22 @@ void full_pre(const T* query, int64_t query_stride, const T* keys, const T* chun
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] = q[h] + T(2) * key[h];
       }
+      weights[b * width + i] = sigmoid_dot(out, score, hidden) + mask[b * mask_stride + column + i];
     }
   }
 }
 
-// Logits e_i · 2 v_a plus the mask, softmax over the window, and s = h_k + Σ_i w_i m_i.
+// The softmax of the logits in weights over the window, and s = h_k + Σ_i w_i m_i.
 template <typename T>
-void full_attend(const T* e, const T* score, const T* mask, int64_t mask_stride, T* weights,
-                 T* weights_full, int64_t full_stride, int64_t column, const T* memory,
-                 const T* chunk, T* y, const Window& w, int64_t k, int64_t batch,
-                 int64_t capacity, int64_t steps, int64_t hidden) {
+void full_attend(T* weights, T* weights_full, int64_t full_stride, int64_t column,
+                 const T* memory, const T* chunk, T* y, const Window& w, int64_t k,
+                 int64_t batch, int64_t capacity, int64_t steps, int64_t hidden) {
   const int64_t width = w.width();
   for (int64_t b = 0; b < batch; ++b) {
     T* row = weights + b * width;
     T largest = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < width; ++i) {
-      const T* e_i = e + (b * width + i) * hidden;
-      T logit = 0;
-      #pragma omp simd reduction(+ : logit)
-      for (int64_t h = 0; h < hidden; ++h) {
-        logit += e_i[h] * score[h];
-      }
-      logit += mask[b * mask_stride + column + i];
-      row[i] = logit;
-      largest = std::max(largest, logit);
+      largest = std::max(largest, row[i]);
     }
     T total = 0;
     for (int64_t i = 0; i < width; ++i) {
@@ -827,20 +839,17 @@ void full_forward(const Tensor& xp, const Tensor& s0, const Tensor& resets,
     at::mm_out(keys_k, chunk.select(1, k), key_t);
     const int64_t width = w.width();
     Tensor e = e_block.narrow(0, e_offset, batch * width * hidden);
-    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "full_pre", [&] {
-      full_pre<scalar_t>(z.data_ptr<scalar_t>() + gates, z.stride(0), keys.data_ptr<scalar_t>(),
-                         chunk_keys.data_ptr<scalar_t>(), e.data_ptr<scalar_t>(), w, batch,
-                         capacity, steps, hidden);
-    });
-    e.sigmoid_();
+    const int64_t column = n_in + w.first - w.incoming;
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "full_attend", [&] {
-      full_attend<scalar_t>(e.data_ptr<scalar_t>(), score.data_ptr<scalar_t>(),
-                            mask.data_ptr<scalar_t>() + k * batch * columns, columns,
-                            w_block.data_ptr<scalar_t>() + w_offset,
-                            weights_full.data_ptr<scalar_t>() + k * batch * columns, columns,
-                            n_in + w.first - w.incoming, memory.data_ptr<scalar_t>(),
-                            chunk.data_ptr<scalar_t>(), y.data_ptr<scalar_t>() + k * batch * hidden,
-                            w, k, batch, capacity, steps, hidden);
+      using T = scalar_t;
+      full_pre<T>(z.data_ptr<T>() + gates, z.stride(0), keys.data_ptr<T>(),
+                  chunk_keys.data_ptr<T>(), e.data_ptr<T>(), score.data_ptr<T>(),
+                  mask.data_ptr<T>() + k * batch * columns, columns, column,
+                  w_block.data_ptr<T>() + w_offset, w, batch, capacity, steps, hidden);
+      full_attend<T>(w_block.data_ptr<T>() + w_offset,
+                     weights_full.data_ptr<T>() + k * batch * columns, columns, column,
+                     memory.data_ptr<T>(), chunk.data_ptr<T>(),
+                     y.data_ptr<T>() + k * batch * hidden, w, k, batch, capacity, steps, hidden);
     });
     if (save) {
       e_offset += batch * width * hidden;
@@ -1182,40 +1191,37 @@ std::vector<Tensor> screened_step(const Tensor& x_t, const Tensor& s, const Tens
           relevant, relevant_score, relevant_valid, relevant_time, attention, slot_time};
 }
 
-// e = 2 W_a s + 2 b_a + 2 U_a m_i over the used slots [0, used) of (B, capacity, H) keys U_a m.
+// Over the used slots [0, used) of (B, capacity, H) keys U_a m: the logits
+// σ(2 W_a s + 2 b_a + 2 U_a m_i) · 2 v_a into attention (B, capacity), -inf on an invalid slot;
+// e (H numbers) is scratch.
 template <typename T>
-void full_step_pre(const T* query, const T* keys, T* e, int64_t used, int64_t capacity,
-                   int64_t hidden, int64_t batch) {
+void full_step_pre(const T* query, const T* keys, const T* score, const bool* valid, T* e,
+                   T* attention, int64_t used, int64_t capacity, int64_t hidden,
+                   int64_t batch) {
   for (int64_t b = 0; b < batch; ++b) {
     const T* q = query + b * hidden;
     for (int64_t i = 0; i < used; ++i) {
       const T* key = keys + (b * capacity + i) * hidden;
-      T* out = e + (b * used + i) * hidden;
       #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
-        out[h] = q[h] + T(2) * key[h];
+        e[h] = q[h] + T(2) * key[h];
       }
+      const T logit = sigmoid_dot(e, score, hidden);
+      attention[b * capacity + i] = valid[b * capacity + i]
+                                        ? logit : -std::numeric_limits<T>::infinity();
     }
   }
 }
 
-// From e = σ(.) (B, used, H): logits e_i · 2 v_a over the valid slots, softmax into attention
-// (B, capacity), and s = h + Σ_i w_i m_i.
+// The softmax of the logits over the used slots in attention (B, capacity), in place, and
+// s = h + Σ_i w_i m_i.
 template <typename T>
-void full_step_attend(const T* e, const T* score, const bool* valid, const T* memory,
-                      const T* h, T* attention, T* s, int64_t used, int64_t capacity,
-                      int64_t hidden, int64_t batch) {
+void full_step_attend(const T* memory, const T* h, T* attention, T* s, int64_t used,
+                      int64_t capacity, int64_t hidden, int64_t batch) {
   for (int64_t b = 0; b < batch; ++b) {
     T* w = attention + b * capacity;
     T largest = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < used; ++i) {
-      const T* e_i = e + (b * used + i) * hidden;
-      T logit = 0;
-      #pragma omp simd reduction(+ : logit)
-      for (int64_t k = 0; k < hidden; ++k) {
-        logit += e_i[k] * score[k];
-      }
-      w[i] = valid[b * capacity + i] ? logit : -std::numeric_limits<T>::infinity();
       largest = std::max(largest, w[i]);
     }
     T total = 0;
@@ -1241,16 +1247,15 @@ void full_step_attend(const T* e, const T* score, const bool* valid, const T* me
 
 // One step of MemLSTM attending over the slots [0, used): the caller guarantees that no batch
 // item holds a state beyond them. x_t (B, 4H) is a step of project_input; recurrent (4H + H, H)
-// is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. e is scratch of at least
-// B * used * H elements (recycled by the caller: a fresh block of that size costs page faults).
-// memory_new and keys_new (B, capacity, H) receive the new memory and keys. Returns s, c, t,
-// valid, the attention (B, capacity) and the slot times.
+// is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. memory_new and keys_new
+// (B, capacity, H) receive the new memory and keys (blocks the caller recycles: fresh ones of
+// that size cost page faults). Returns s, c, t, valid, the attention (B, capacity) and the
+// slot times.
 std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& c,
                               const Tensor& t, const Tensor& memory, const Tensor& keys,
                               const Tensor& valid, const Tensor& recurrent, const Tensor& key,
                               const Tensor& score, const Tensor& query_bias, int64_t used,
-                              const Tensor& e, const Tensor& memory_new,
-                              const Tensor& keys_new) {
+                              const Tensor& memory_new, const Tensor& keys_new) {
   const int64_t batch = s.size(0), hidden = s.size(1), capacity = memory.size(1);
   const int64_t gates = 4 * hidden;
   const Tensor recurrent_t = recurrent.t();
@@ -1271,20 +1276,17 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
   keys_new.view({-1, hidden}).index_copy_(0, flat, at::mm(h, key.mul(0.5).t()));
   valid_new.view({-1}).index_fill_(0, flat, true);
   // Additive attention over the used slots (AdditiveAttention.attend_doubled, key_scale 2).
-  Tensor pre = e.narrow(0, 0, batch * used * hidden);
+  Tensor pre = at::empty({hidden}, s.options());
   Tensor attention = at::zeros({batch, capacity}, s.options());
   Tensor s_new = at::empty({batch, hidden}, s.options());
   const Tensor queries = query.contiguous(), valid_rows = valid_new.contiguous();
-  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_pre", [&] {
-    full_step_pre<scalar_t>(queries.data_ptr<scalar_t>(), keys_new.data_ptr<scalar_t>(),
-                            pre.data_ptr<scalar_t>(), used, capacity, hidden, batch);
-  });
-  pre.sigmoid_();
   AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_attend", [&] {
-    full_step_attend<scalar_t>(pre.data_ptr<scalar_t>(), score.data_ptr<scalar_t>(),
-                               valid_rows.data_ptr<bool>(), memory_new.data_ptr<scalar_t>(),
-                               h.data_ptr<scalar_t>(), attention.data_ptr<scalar_t>(),
-                               s_new.data_ptr<scalar_t>(), used, capacity, hidden, batch);
+    using T = scalar_t;
+    full_step_pre<T>(queries.data_ptr<T>(), keys_new.data_ptr<T>(), score.data_ptr<T>(),
+                     valid_rows.data_ptr<bool>(), pre.data_ptr<T>(), attention.data_ptr<T>(),
+                     used, capacity, hidden, batch);
+    full_step_attend<T>(memory_new.data_ptr<T>(), h.data_ptr<T>(), attention.data_ptr<T>(),
+                        s_new.data_ptr<T>(), used, capacity, hidden, batch);
   });
   const Tensor t_column = t.unsqueeze(1);
   const Tensor slot_time = t_column.sub(t_column.sub(at::arange(capacity, t.options()))
