@@ -5,8 +5,8 @@ The research cells' hand-written loops (TARNN's, and the attentive cells' engine
 calling one from Python costs about as much as running it. ``loops.cpp`` makes the same calls
 from C++. It is compiled with :func:`torch.utils.cpp_extension.load` the first time a cell
 needs it in a process (a few tens of seconds, once: the build is cached in torch's extension
-directory, ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, and rebuilt only when the
-source changes), so ``pip install -e .`` needs no build step.
+directory, ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, under a name that changes
+with the source, see :func:`build_name`), so ``pip install -e .`` needs no build step.
 
 Where it cannot be used, the cells run their Python loops, which compute the same thing:
 
@@ -19,6 +19,7 @@ Where it cannot be used, the cells run their Python loops, which compute the sam
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import warnings
 from pathlib import Path
@@ -60,13 +61,24 @@ def compile_flags() -> list[str]:
     return flags + AVX2_FLAGS if {"avx2", "fma"} <= reported else flags
 
 
+def build_name(flags: list[str]) -> str:
+    """The build's name (its directory in the cache): ``rlmem_loops_`` and a digest of the
+    source, the flags and torch's version. Checkouts of different versions of rlmem on one
+    machine share the cache; torch, finding a build of the same name under way, waits for it
+    and loads it, so each version needs a name of its own."""
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(" ".join([*flags, torch.__version__]).encode())
+    return f"{LIBRARY}_{digest.hexdigest()[:12]}"
+
+
 @functools.cache
 def _build() -> Any | None:
     """Compile (or load from the cache) ``loops.cpp`` once per process; ``None`` if it fails."""
     try:
         from torch.utils import cpp_extension
 
-        cpp_extension.load(LIBRARY, [str(SOURCE)], extra_cflags=compile_flags(),
+        flags = compile_flags()
+        cpp_extension.load(build_name(flags), [str(SOURCE)], extra_cflags=flags,
                            is_python_module=False, verbose=False)
         return getattr(torch.ops, LIBRARY)
     except Exception as error:  # any failure to build means the fallback, not a crash
