@@ -346,6 +346,18 @@ class _Base:
         return dc_k.mul_(f)
 
 
+def _state_gradient(dz: Tensor, recurrent: Tensor, g_previous: Tensor | None,
+                    reset: Tensor | None) -> Tensor:
+    """The gradient of ``s_{k-1}`` in a backward loop: the recurrent weights carry ``dz_k``
+    back (nothing crosses a reset, ``reset`` ``(B, 1)``), plus ``y_{k-1}``'s own gradient."""
+    if reset is not None:
+        ds = torch.mm(dz, recurrent).masked_fill_(reset, 0.0)
+        return ds.add_(g_previous) if g_previous is not None else ds
+    if g_previous is not None:
+        return torch.addmm(g_previous, dz, recurrent)
+    return torch.mm(dz, recurrent)
+
+
 def _previous_states(out: Tensor, s0: Tensor, y: Tensor, resets: Tensor) -> Tensor:
     """``s_{k-1}`` as step ``k`` read it (zero after a reset), for the recurrent weights'
     gradient. Shapes: out, y ``(T, B, H)``; s0 ``(B, H)``; resets ``(T, B)``."""
@@ -674,19 +686,15 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
         if k in tape.before_reset:
             slot_data.copy_(tape.before_reset[k])
         dc = base.backward(k, h, dh, dc, dz_base[k], d_act, d_act_parts, dc_buffers[k % 2])
-        carried = g_y_steps is not None and k > 0
+        g_previous = g_y_steps[k - 1] if g_y_steps is not None and k > 0 else None
         if tape.reset_steps[k]:
             reset = tape.resets[k].view(batch, 1, 1)
-            ds = torch.mm(dz_steps[k], recurrent).masked_fill_(reset[:, 0], 0.0)
-            if carried:
-                ds.add_(g_y_steps[k - 1])
+            ds = _state_gradient(dz_steps[k], recurrent, g_previous, reset[:, 0])
             grad.masked_fill_(reset, 0.0)
             if dc is not None:
                 dc = dc.masked_fill(reset[:, 0], 0.0)
-        elif carried:
-            ds = addmm(g_y_steps[k - 1], dz_steps[k], recurrent)
         else:
-            ds = torch.mm(dz_steps[k], recurrent)
+            ds = _state_gradient(dz_steps[k], recurrent, g_previous, None)
 
     return ds, dc
 
@@ -1161,18 +1169,11 @@ def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         dh = torch.addmm(ds + d_chunk[:, k], d_chunk_keys[:, k], key)
         dc = base.backward(k, chunk[:, k], dh, dc, dz_base[k], d_act, d_act_parts,
                            dc_buffers[k % 2])
-        carried = g_y_steps is not None and k > 0
-        if tape.reset_steps[k]:
-            reset = tape.resets[k].unsqueeze(1)
-            ds = torch.mm(dz_steps[k], recurrent).masked_fill_(reset, 0.0)
-            if carried:
-                ds.add_(g_y_steps[k - 1])
-            if dc is not None:
-                dc = dc.masked_fill(reset, 0.0)
-        elif carried:
-            ds = torch.addmm(g_y_steps[k - 1], dz_steps[k], recurrent)
-        else:
-            ds = torch.mm(dz_steps[k], recurrent)
+        g_previous = g_y_steps[k - 1] if g_y_steps is not None and k > 0 else None
+        reset = tape.resets[k].unsqueeze(1) if tape.reset_steps[k] else None
+        ds = _state_gradient(dz_steps[k], recurrent, g_previous, reset)
+        if dc is not None and reset is not None:
+            dc = dc.masked_fill(reset, 0.0)
 
     return ds, dc
 
@@ -1378,7 +1379,7 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                              short_valid, short_time, relevant, relevant_score,
                              relevant_valid, relevant_time)
     if bool(resets.any()):  # on the CPU, reading the flag costs no sync
-        fields = reset_state(fields, resets[0])
+        fields = _ScreenedFields(*reset_state(fields, resets[0]))
     (y, c, t, short, short_score, short_valid, short_time, relevant, relevant_score,
      relevant_valid, relevant_time, attention, slot_time) = native.screened_step(
         xp[0], fields.s, fields.c if c0 is not None else empty, *fields[2:], *weights)

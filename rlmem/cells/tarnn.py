@@ -271,9 +271,9 @@ class _TARNNScan(torch.autograd.Function):
         eta_beta_k = eta_beta.unbind(0)
         outputs, betas, euler, inner, targets = [], [], [], [], []
         s = s0
-        for t, inputs_t in enumerate(inputs.unbind(0)):
-            if masks[t] is not None:
-                s = s.masked_fill(masks[t], 0.0)
+        for inputs_t, mask in zip(inputs.unbind(0), masks, strict=True):
+            if mask is not None:
+                s = s.masked_fill(mask, 0.0)
             beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
             beta = torch.sigmoid(beta_pre)
             torch.mul(eta_column, beta, out=eta_beta)
@@ -373,8 +373,9 @@ class _TARNNScan(torch.autograd.Function):
                       out=grad_gates_t)
             grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
             grad_next.addmm_(grad_gates_t, weight_s)
-            if masks[t] is not None:
-                grad_next.masked_fill_(masks[t], 0.0)
+            mask = masks[t]
+            if mask is not None:
+                grad_next.masked_fill_(mask, 0.0)
 
         return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
                        grad_eta_terms, torch.stack(euler[::steps]))
