@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform
 import warnings
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ def compile_flags() -> list[str]:
 
 def build_name(flags: list[str]) -> str:
     """The build's name (its directory in the cache): ``rlmem_loops_`` and a digest of the
-    source, the flags and torch's version. Checkouts of different versions of rlmem on one
+    source, the flags, torch's version and Python's. Checkouts of different versions of rlmem on one
     machine share the cache; torch, finding a build of the same name under way, waits for it
-    and loads it, so each version needs a name of its own."""
+    and loads it, so each version needs a name of its own. A library of that name is that
+    build: later processes load it directly, without torch's ninja check and its lock file
+    (which a process killed while holding it would leave behind)."""
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(" ".join([*flags, torch.__version__]).encode())
+    digest.update(" ".join([*flags, torch.__version__, platform.python_version()]).encode())
     return f"{LIBRARY}_{digest.hexdigest()[:12]}"
 
 
@@ -78,8 +81,17 @@ def _build() -> Any | None:
         from torch.utils import cpp_extension
 
         flags = compile_flags()
-        cpp_extension.load(build_name(flags), [str(SOURCE)], extra_cflags=flags,
-                           is_python_module=False, verbose=False)
+        name = build_name(flags)
+        directory = Path(os.environ.get("TORCH_EXTENSIONS_DIR")
+                         or cpp_extension.get_default_build_root()) / name
+        library = directory / f"{name}.so"
+        if library.exists():  # built from this very source and flags: no ninja, no lock
+            torch.ops.load_library(str(library))
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags,
+                               build_directory=str(directory), is_python_module=False,
+                               verbose=False)
         return getattr(torch.ops, LIBRARY)
     except Exception as error:  # any failure to build means the fallback, not a crash
         lines = str(error).strip().splitlines() or [""]

@@ -72,6 +72,31 @@ T sigmoid_dot(T* row, const T* score, int64_t n) {
   return total;
 }
 
+// The softmax of the n logits in w, in place, and out = own + Σ_i w_i row(i), each of the
+// H numbers that row(i) points to: the read of every attention.
+template <typename T, typename Row>
+void softmax_read(T* w, int64_t n, const T* own, T* out, int64_t hidden, Row row) {
+  T largest = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    largest = std::max(largest, w[i]);
+  }
+  T total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = std::exp(w[i] - largest);
+    total += w[i];
+  }
+  std::copy_n(own, hidden, out);
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] /= total;
+    const T weight = w[i];
+    const T* m = row(i);
+    #pragma omp simd
+    for (int64_t h = 0; h < hidden; ++h) {
+      out[h] += weight * m[h];
+    }
+  }
+}
+
 // Which steps reset some batch item: resets is a (T, B) bool CPU tensor.
 std::vector<bool> reset_steps(const Tensor& resets) {
   const Tensor flags = resets.contiguous();
@@ -488,26 +513,8 @@ void screened_attend(T* slots_data, T* attention, T* history, T* y, int64_t p, i
   for (int64_t b = 0; b < batch; ++b) {
     T* rows = slots_data + b * (slots + 1) * width;
     T* w = attention + b * slots;
-    T largest = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < slots; ++i) {
-      largest = std::max(largest, w[i]);
-    }
-    T total = 0;
-    for (int64_t i = 0; i < slots; ++i) {
-      w[i] = std::exp(w[i] - largest);
-      total += w[i];
-    }
-    T* out = y + b * hidden;
-    std::copy_n(rows + p * width, hidden, out);
-    for (int64_t i = 0; i < slots; ++i) {
-      w[i] /= total;
-      const T weight = w[i];
-      const T* m = rows + i * width;
-      #pragma omp simd
-      for (int64_t h = 0; h < hidden; ++h) {
-        out[h] += weight * m[h];
-      }
-    }
+    softmax_read(w, slots, rows + p * width, y + b * hidden, hidden,
+                 [&](int64_t i) { return rows + i * width; });
     for (int64_t i = 0; i < nu; ++i) {
       rows[i * width + wide] += w[i];
       rows[i * width + wide + 2] += w[i];
@@ -782,31 +789,11 @@ void full_attend(T* weights, T* weights_full, int64_t full_stride, int64_t colum
   const int64_t width = w.width();
   for (int64_t b = 0; b < batch; ++b) {
     T* row = weights + b * width;
-    T largest = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < width; ++i) {
-      largest = std::max(largest, row[i]);
-    }
-    T total = 0;
-    for (int64_t i = 0; i < width; ++i) {
-      row[i] = std::exp(row[i] - largest);
-      total += row[i];
-    }
-    T* out = y + b * hidden;
-    const T* own = chunk + (b * steps + k) * hidden;
-    #pragma omp simd
-    for (int64_t h = 0; h < hidden; ++h) {
-      out[h] = own[h];
-    }
-    for (int64_t i = 0; i < width; ++i) {
-      row[i] /= total;
-      weights_full[b * full_stride + column + i] = row[i];
-      const T weight = row[i];
-      const T* m = window_row(memory, chunk, b, i, w, capacity, steps, hidden);
-      #pragma omp simd
-      for (int64_t h = 0; h < hidden; ++h) {
-        out[h] += weight * m[h];
-      }
-    }
+    softmax_read(row, width, chunk + (b * steps + k) * hidden, y + b * hidden, hidden,
+                 [&](int64_t i) {
+                   return window_row(memory, chunk, b, i, w, capacity, steps, hidden);
+                 });
+    std::copy_n(row, width, weights_full + b * full_stride + column);
   }
 }
 
@@ -1080,7 +1067,6 @@ void screened_step_attend(const T* e, const T* score, const T* memory, const T* 
   const int64_t slots = nu + rho;
   for (int64_t b = 0; b < batch; ++b) {
     T* w = attention + b * slots;
-    T largest = -std::numeric_limits<T>::infinity();
     for (int64_t i = 0; i < slots; ++i) {
       const bool valid = i < nu ? short_valid[b * nu + i] : relevant_valid[b * rho + i - nu];
       const T* e_i = e + (b * slots + i) * hidden;
@@ -1090,26 +1076,11 @@ void screened_step_attend(const T* e, const T* score, const T* memory, const T* 
         logit += e_i[k] * score[k];
       }
       w[i] = valid ? logit : -std::numeric_limits<T>::infinity();
-      largest = std::max(largest, w[i]);
       slot_time[b * slots + i] =
           valid ? (i < nu ? short_time[b * nu + i] : relevant_time[b * rho + i - nu]) : -1;
     }
-    T total = 0;
-    for (int64_t i = 0; i < slots; ++i) {
-      w[i] = std::exp(w[i] - largest);
-      total += w[i];
-    }
-    T* s_b = s + b * hidden;
-    std::copy_n(h + b * hidden, hidden, s_b);
-    for (int64_t i = 0; i < slots; ++i) {
-      w[i] /= total;
-      const T weight = w[i];
-      const T* m = memory + (b * slots + i) * hidden;
-      #pragma omp simd
-      for (int64_t k = 0; k < hidden; ++k) {
-        s_b[k] += weight * m[k];
-      }
-    }
+    softmax_read(w, slots, h + b * hidden, s + b * hidden, hidden,
+                 [&](int64_t i) { return memory + (b * slots + i) * hidden; });
     for (int64_t i = 0; i < nu; ++i) {
       short_score[b * nu + i] += w[i];
     }
@@ -1219,27 +1190,8 @@ template <typename T>
 void full_step_attend(const T* memory, const T* h, T* attention, T* s, int64_t used,
                       int64_t capacity, int64_t hidden, int64_t batch) {
   for (int64_t b = 0; b < batch; ++b) {
-    T* w = attention + b * capacity;
-    T largest = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < used; ++i) {
-      largest = std::max(largest, w[i]);
-    }
-    T total = 0;
-    for (int64_t i = 0; i < used; ++i) {
-      w[i] = std::exp(w[i] - largest);
-      total += w[i];
-    }
-    T* s_b = s + b * hidden;
-    std::copy_n(h + b * hidden, hidden, s_b);
-    for (int64_t i = 0; i < used; ++i) {
-      w[i] /= total;
-      const T weight = w[i];
-      const T* m = memory + (b * capacity + i) * hidden;
-      #pragma omp simd
-      for (int64_t k = 0; k < hidden; ++k) {
-        s_b[k] += weight * m[k];
-      }
-    }
+    softmax_read(attention + b * capacity, used, h + b * hidden, s + b * hidden, hidden,
+                 [&](int64_t i) { return memory + (b * capacity + i) * hidden; });
   }
 }
 
