@@ -54,6 +54,9 @@ class MiniGridExtractor(BaseFeaturesExtractor):
         image = ImageEncoder(hwc, grid_encoding)
         mission = None
         if mission_space is not None:
+            if not isinstance(mission_space, spaces.Box):
+                raise ValueError(f"MiniGridExtractor needs the mission as a Box of token ids, "
+                                 f"got {mission_space}")
             mission = MissionEncoder(int(mission_space.high.max()) + 1, mission_embedding,
                                      mission_size)
         super().__init__(observation_space,
@@ -69,5 +72,6 @@ class MiniGridExtractor(BaseFeaturesExtractor):
             image = image.permute(0, 2, 3, 1)
         features = self.image(image)
         if self.mission is not None:
+            assert isinstance(observations, dict)  # a mission encoder comes with a Dict space
             features = torch.cat([features, self.mission(observations["mission"])], dim=1)
         return features

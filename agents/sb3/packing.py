@@ -32,10 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from rlmem.cells import Cell, State
 
 STORAGE_DTYPE = torch.float32
 """The dtype of RecurrentPPO's hidden-state arrays."""
@@ -110,7 +113,7 @@ class StatePacker:
     num_layers = 1
     """RecurrentPPO's ``num_layers``: the whole state is one "layer"."""
 
-    def __init__(self, state_type: type, state_shapes: Mapping[str, tuple[tuple[int, ...],
+    def __init__(self, state_type: type[State], state_shapes: Mapping[str, tuple[tuple[int, ...],
                                                                         torch.dtype | None]],
                  float_dtype: torch.dtype = torch.float32) -> None:
         self.state_type = state_type
@@ -134,11 +137,11 @@ class StatePacker:
         """Width of each of ``h`` and ``c``: half the words, rounded up."""
 
     @classmethod
-    def for_cell(cls, cell: Any, float_dtype: torch.dtype = torch.float32) -> StatePacker:
+    def for_cell(cls, cell: Cell, float_dtype: torch.dtype = torch.float32) -> StatePacker:
         """The packer of ``cell`` (a :class:`~rlmem.cells.Cell`)."""
         return cls(cell.state_type, cell.state_shapes(), float_dtype)
 
-    def pack(self, state: Any) -> tuple[Tensor, Tensor]:
+    def pack(self, state: State) -> tuple[Tensor, Tensor]:
         """``state -> (h, c)``, each ``(1, B, hidden_size)`` float32."""
         batch = state[0].shape[0]
         parts = []
@@ -154,7 +157,7 @@ class StatePacker:
         return (flat[:, :self.hidden_size].unsqueeze(0),
                 flat[:, self.hidden_size:].unsqueeze(0))
 
-    def unpack(self, packed: tuple[Tensor, Tensor]) -> Any:
+    def unpack(self, packed: tuple[Tensor, Tensor]) -> State:
         """``(h, c) -> state``, the exact inverse of :meth:`pack`."""
         h, c = packed
         expected = (self.num_layers, self.hidden_size)
@@ -166,7 +169,7 @@ class StatePacker:
             raise TypeError(f"packed state must be float32, got {h.dtype} and {c.dtype}")
         flat = torch.cat((h[0], c[0]), dim=1)
         batch = flat.shape[0]
-        return self.state_type(*(
+        return self.state_type._make(
             field.codec.decode(flat[:, field.start:field.stop], field.dtype)
             .reshape(batch, *field.shape)
-            for field in self._fields))
+            for field in self._fields)

@@ -169,6 +169,11 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
             argument given both ways or that does not apply (:func:`translate_lstm_kwargs`).
     """
 
+    # sb3-contrib types these as nn.LSTM, but only ever hands them to _process_sequence (and
+    # reads num_layers/hidden_size for its buffers), which this class overrides to run a cell.
+    lstm_actor: PackedMemory  # type: ignore[assignment]
+    lstm_critic: PackedMemory | None  # type: ignore[assignment]
+
     def __init__(
         self,
         observation_space: spaces.Space,
@@ -241,9 +246,12 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         return data
 
     @staticmethod
-    def _process_sequence(features: Tensor, lstm_states: tuple[Tensor, Tensor],
-                          episode_starts: Tensor,
-                          lstm: PackedMemory) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def _process_sequence(  # type: ignore[override]
+        # sb3-contrib's hook takes an nn.LSTM (and annotates its result as two tensors: it
+        # returns the output and the (h, c) pair, as here); ours runs the PackedMemory.
+        features: Tensor, lstm_states: tuple[Tensor, Tensor], episode_starts: Tensor,
+        lstm: PackedMemory,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """sb3-contrib's hook, with the reset done by the cell (see :class:`PackedMemory`).
 
         Shapes:
@@ -254,9 +262,12 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         output, states, _ = lstm(features, lstm_states, episode_starts)
         return output, states
 
-    def evaluate_actions(self, obs: Tensor | dict[str, Tensor], actions: Tensor,
-                         lstm_states: RNNStates,
-                         episode_starts: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def evaluate_actions(  # type: ignore[override]
+        # sb3-contrib's own signature: it adds the states to ActorCriticPolicy's, and its
+        # entropy may be None (as SB3 annotates a distribution's entropy).
+        self, obs: Tensor | dict[str, Tensor], actions: Tensor, lstm_states: RNNStates,
+        episode_starts: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """As sb3-contrib's, plus the cells' aux losses (through the values) and diagnostics.
 
         Shapes:
@@ -278,6 +289,7 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         elif self.shared_lstm:
             latent_vf = latent_pi.detach()
         else:
+            assert self.critic is not None  # built when the critic has no recurrence
             latent_vf = self.critic(vf_features)
 
         latent_pi = self.mlp_extractor.forward_actor(latent_pi)

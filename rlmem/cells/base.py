@@ -26,13 +26,16 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 State = NamedTuple
 """A cell's recurrent state: a NamedTuple of tensors with the batch on dim 0 of each."""
+
+S = TypeVar("S", bound=State)
+"""A cell's state type, kept through a function (rebuilt with ``_make``)."""
 
 
 @dataclass(frozen=True, init=False)
@@ -122,7 +125,7 @@ class CellOutput(NamedTuple):
     aux: Aux
 
 
-def reset_state(state: State, reset: Tensor) -> State:
+def reset_state(state: S, reset: Tensor) -> S:
     """Return ``state`` with the entries of the batch items where ``reset`` is true set to zero.
 
     ``torch.where`` rather than multiplication by a mask, so that no gradient flows back across
@@ -137,7 +140,7 @@ def reset_state(state: State, reset: Tensor) -> State:
         mask = reset.view(reset.shape + (1,) * (value.dim() - 1))
         fields.append(torch.where(mask, torch.zeros((), dtype=value.dtype, device=value.device),
                                   value))
-    return type(state)(*fields)
+    return state._make(fields)
 
 
 def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor, State,
@@ -180,8 +183,9 @@ class Cell(nn.Module, abc.ABC):
         hidden_size: features of the hidden state; also :attr:`output_size`.
     """
 
-    state_type: ClassVar[type]
-    """The NamedTuple class of this cell's state; each field annotated with its :class:`Dims`."""
+    state_type: type[State]
+    """The NamedTuple class of this cell's state; each field annotated with its :class:`Dims`.
+    A class attribute, except for a stack, whose state depends on its layers."""
 
     name: ClassVar[str] = ""
     """Registry name, set by :func:`rlmem.cells.registry.register`."""
@@ -226,10 +230,10 @@ class Cell(nn.Module, abc.ABC):
         dtype = dtype if dtype is not None else (
             reference.dtype if reference is not None else torch.get_default_dtype())
         shapes = self.state_shapes()
-        return self.state_type(**{
-            key: torch.zeros((batch_size, *shape), device=device,
-                             dtype=field_dtype if field_dtype is not None else dtype)
-            for key, (shape, field_dtype) in shapes.items()})
+        return self.state_type._make(
+            torch.zeros((batch_size, *shape), device=device,
+                        dtype=field_dtype if field_dtype is not None else dtype)
+            for shape, field_dtype in (shapes[key] for key in self.state_type._fields))
 
     def state_size(self) -> int:
         """Number of scalars in the state of one batch item (used to pack it, e.g. for SB3)."""

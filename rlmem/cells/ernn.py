@@ -117,9 +117,10 @@ class ERNN(Cell):
         for t, drive in enumerate(drives.unbind(0)):
             product = h @ weight_t
             products.append(product)
-            if masks[t] is not None:
-                h = h.masked_fill(masks[t], 0.0)
-                product = product.masked_fill(masks[t], 0.0)  # M·0, exactly
+            mask = masks[t]
+            if mask is not None:
+                h = h.masked_fill(mask, 0.0)
+                product = product.masked_fill(mask, 0.0)  # M·0, exactly
             for k, eta in enumerate(etas):
                 if k:
                     product = h @ weight_t

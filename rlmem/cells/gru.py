@@ -56,12 +56,11 @@ class GRU(Cell):
     def reset_parameters(self) -> None:
         """torch's initialisation, then the update-gate bias set to ``update_bias``."""
         self.rnn.reset_parameters()
-        init_gate_bias(self.rnn.bias_ih_l0, self.rnn.bias_hh_l0, self.hidden_size,
-                       GRU_UPDATE_GATE, self.update_bias)
+        _, _, bias_ih, bias_hh = self.rnn.all_weights[0]
+        init_gate_bias(bias_ih, bias_hh, self.hidden_size, GRU_UPDATE_GATE, self.update_bias)
 
     def step(self, x_t: Tensor, state: GRUState) -> tuple[Tensor, GRUState, dict[str, Tensor]]:
-        h = torch.gru_cell(x_t, state.h, self.rnn.weight_ih_l0, self.rnn.weight_hh_l0,
-                           self.rnn.bias_ih_l0, self.rnn.bias_hh_l0)
+        h = torch.gru_cell(x_t, state.h, *self.rnn.all_weights[0])
         return h, GRUState(h), {}
 
     def _run_fused(self, x: Tensor, state: GRUState) -> tuple[Tensor, GRUState]:

@@ -236,9 +236,10 @@ class IncrementalRNN(Cell):
         for t, drive in enumerate(drives.unbind(0)):
             product = transition(h)  # A h_{t-1}, before a reset
             products.append(product)
-            if masks[t] is not None:
-                h = h.masked_fill(masks[t], 0.0)
-                product = product.masked_fill(masks[t], 0.0)  # A·0, exactly
+            mask = masks[t]
+            if mask is not None:
+                h = h.masked_fill(mask, 0.0)
+                product = product.masked_fill(mask, 0.0)  # A·0, exactly
             first = product + drive  # g_0 = 0: the first step reads A h
             g = etas[0] * torch.addcmul(self.phi(first), self.alpha, h, value=-1.0)
             for eta in etas[1:]:

@@ -60,12 +60,11 @@ class LSTM(Cell):
     def reset_parameters(self) -> None:
         """torch's initialisation, then the forget-gate bias set to ``forget_bias``."""
         self.rnn.reset_parameters()
-        init_gate_bias(self.rnn.bias_ih_l0, self.rnn.bias_hh_l0, self.hidden_size,
-                       LSTM_FORGET_GATE, self.forget_bias)
+        _, _, bias_ih, bias_hh = self.rnn.all_weights[0]
+        init_gate_bias(bias_ih, bias_hh, self.hidden_size, LSTM_FORGET_GATE, self.forget_bias)
 
     def step(self, x_t: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState, dict[str, Tensor]]:
-        h, c = torch.lstm_cell(x_t, (state.h, state.c), self.rnn.weight_ih_l0,
-                               self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0)
+        h, c = torch.lstm_cell(x_t, (state.h, state.c), *self.rnn.all_weights[0])
         return h, LSTMState(h, c), {}
 
     def _run_fused(self, x: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState]:

@@ -100,6 +100,9 @@ class SARNN(Cell):
 
     state_type = SARNNState
 
+    slope: Tensor
+    """The hard sigmoid's slope α, annealed by :meth:`anneal` (a buffer: checkpoints keep it)."""
+
     def __init__(self, input_size: int, hidden_size: int, *, lam: float = 0.0,
                  slope_max: float = 5.0, slope_rate: float = 0.04,
                  anneal_epochs: float = 100.0, update_bias: float = 0.0) -> None:
@@ -223,8 +226,9 @@ class _SARNNScan(torch.autograd.Function):
         gaps, kept = [], []
         h = h0
         for t in range(inputs.shape[0]):
-            if masks[t] is not None:
-                h = h.masked_fill(masks[t], 0.0)
+            mask = masks[t]
+            if mask is not None:
+                h = h.masked_fill(mask, 0.0)
             hidden = torch.addmm(bias_hh, h, weight_hh_t)
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
             r, z = rz.chunk(2, 1)
@@ -289,8 +293,9 @@ class _SARNNScan(torch.autograd.Function):
             torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
                       out=grad_t)
             grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
-            if masks[t] is not None:
-                grad_next.masked_fill_(masks[t], 0.0)
+            mask = masks[t]
+            if mask is not None:
+                grad_next.masked_fill_(mask, 0.0)
 
         grad_inputs = grad_all[..., :4 * size]
         grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄

@@ -11,15 +11,16 @@ cell otherwise, so one-layer models and their checkpoints are unchanged.
 from __future__ import annotations
 
 import itertools
+import typing
 import warnings
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell
+from rlmem.cells.base import Cell, State
 
 
 def check_stack(num_layers: int, dropout: float) -> None:
@@ -42,10 +43,10 @@ def check_stack(num_layers: int, dropout: float) -> None:
                       UserWarning, stacklevel=3)
 
 
-_STATE_TYPES: dict[tuple[type, ...], type] = {}
+_STATE_TYPES: dict[tuple[type[State], ...], type[State]] = {}
 
 
-def stacked_state_type(layer_types: tuple[type, ...]) -> type:
+def stacked_state_type(layer_types: tuple[type[State], ...]) -> type[State]:
     """The NamedTuple of a stack whose layers have the NamedTuple states ``layer_types``.
 
     Its fields are the layers' fields prefixed by the layer index (``l0_h, l0_c, l1_h, ...``),
@@ -58,7 +59,9 @@ def stacked_state_type(layer_types: tuple[type, ...]) -> type:
                   for key in state_type._fields]
         names = dict.fromkeys(state_type.__name__ for state_type in layer_types)
         name = f"Stacked{len(layer_types)}{''.join(names)}"
-        _STATE_TYPES[layer_types] = namedtuple(name, fields, module=__name__)
+        # Fields known at run time only: the checker cannot see this class's fields.
+        _STATE_TYPES[layer_types] = typing.cast(type[State],
+                                                namedtuple(name, fields, module=__name__))
     return _STATE_TYPES[layer_types]
 
 
@@ -117,27 +120,32 @@ class Stacked(Cell):
         self._field_counts = [len(layer.state_type._fields) for layer in layers]
 
     @property
+    def cells(self) -> list[Cell]:
+        """The layers, bottom first."""
+        return typing.cast(list[Cell], list(self.layers))  # only cells enter (__init__)
+
+    @property
     def num_layers(self) -> int:
         """Number of stacked cells."""
         return len(self.layers)
 
     @property
     def output_size(self) -> int:
-        return self.layers[-1].output_size
+        return self.cells[-1].output_size
 
     # --- state -------------------------------------------------------------------------------
 
     def state_shapes(self) -> Mapping[str, tuple[tuple[int, ...], torch.dtype | None]]:
-        return {f"l{index}_{key}": value for index, layer in enumerate(self.layers)
+        return {f"l{index}_{key}": value for index, layer in enumerate(self.cells)
                 for key, value in layer.state_shapes().items()}
 
-    def _split_state(self, state: Any) -> list[Any]:
+    def _split_state(self, state: State) -> list[State]:
         bounds = list(itertools.accumulate(self._field_counts, initial=0))
-        return [layer.state_type(*state[start:stop])
-                for layer, start, stop in zip(self.layers, bounds, bounds[1:], strict=False)]
+        return [layer.state_type._make(state[start:stop])
+                for layer, start, stop in zip(self.cells, bounds, bounds[1:], strict=False)]
 
-    def _join_state(self, states: Sequence[Any]) -> Any:
-        return self.state_type(*itertools.chain.from_iterable(states))
+    def _join_state(self, states: Sequence[State]) -> State:
+        return self.state_type._make(itertools.chain.from_iterable(states))
 
     # --- aux keys ----------------------------------------------------------------------------
 
@@ -156,12 +164,12 @@ class Stacked(Cell):
         return nn.functional.dropout(y, self.dropout, self.training) if self.dropout else y
 
     def project_input(self, x: Tensor) -> Tensor:
-        return self.layers[0].project_input(x)
+        return self.cells[0].project_input(x)
 
-    def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State, dict[str, Tensor]]:
         new_states, traces = [], []
         y = x_t
-        for index, (layer, layer_state) in enumerate(zip(self.layers, self._split_state(state),
+        for index, (layer, layer_state) in enumerate(zip(self.cells, self._split_state(state),
                                                          strict=True)):
             if index:  # x_t arrives projected by layer 0; the others project their own input
                 y = layer.project_input(self._between_layers(y).unsqueeze(0))[0]
@@ -170,11 +178,11 @@ class Stacked(Cell):
             traces.append(trace)
         return y, self._join_state(new_states), self._merge(traces)
 
-    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
-                                                                     dict[str, Tensor]]:
+    def _scan(self, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor, State,
+                                                                       dict[str, Tensor]]:
         new_states, traces = [], []
         y = x
-        for index, (layer, layer_state) in enumerate(zip(self.layers, self._split_state(state),
+        for index, (layer, layer_state) in enumerate(zip(self.cells, self._split_state(state),
                                                          strict=True)):
             if index:
                 y = self._between_layers(y)
@@ -187,14 +195,14 @@ class Stacked(Cell):
 
     def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return self._merge([layer.aux_losses(layer_traces) for layer, layer_traces
-                            in zip(self.layers, self._split(traces), strict=True)])
+                            in zip(self.cells, self._split(traces), strict=True)])
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return self._merge([layer.diagnostics(layer_traces) for layer, layer_traces
-                            in zip(self.layers, self._split(traces), strict=True)])
+                            in zip(self.cells, self._split(traces), strict=True)])
 
     def anneal(self, progress: float) -> None:
-        for layer in self.layers:
+        for layer in self.cells:
             layer.anneal(progress)
 
     def extra_repr(self) -> str:

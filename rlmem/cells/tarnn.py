@@ -85,6 +85,9 @@ class TARNN(Cell):
 
     state_type = TARNNState
 
+    A: Tensor
+    """The dense :math:`A` (only Ω reads it; the recurrence uses its structure)."""
+
     def __init__(self, input_size: int, hidden_size: int, *, K: int = 5, eta: float = 0.1,
                  A: str = "identity", nonlinearity: str = "tanh", gamma1: float = 0.0,
                  gamma2: float = 0.0) -> None:
