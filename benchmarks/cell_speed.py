@@ -12,8 +12,12 @@ Two measurements, each printed as a markdown table of ms per step and the ratio 
 - ``train``: forward + backward over a sequence of T steps with one reset in the middle of one
   environment (so every cell takes its reset-aware path), backpropagating the sum of the outputs
   and the aux losses; seconds per time step.
-- ``rollout``: the acting step of a rollout, ``cell(x[:1], state, resets[:1])`` under
-  ``torch.no_grad()``, the state fed back, ``--calls`` calls per sample; seconds per call.
+- ``rollout``: the acting step of a rollout: the same sequence, one ``cell(x[t:t+1], state,
+  resets[t:t+1])`` call per step under ``torch.no_grad()``, the state fed back from the
+  initial state; seconds per call. So both measurements see the same episodes, which matters
+  for MemLSTM, whose step attends over every state of the episode so far. (Until 2026-11-22
+  the rollout fed one input back for ~500 calls without a reset, which measured MemLSTM only
+  past its capacity, every step over 256 slots; the row ``memlstm (full)`` keeps that case.)
 
 The cells are measured round-robin: every repeat times each cell once, in turn (the order
 rotating from one repeat to the next), so a change in the machine's load hits all of them
@@ -45,6 +49,7 @@ from dataclasses import dataclass
 import torch
 
 from rlmem.cells import CELLS, Cell, extension, make_cell
+from rlmem.cells.memlstm import MemLSTM
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -125,22 +130,27 @@ def train_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor,
     return sample
 
 
-def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor, calls: int,
-                  clock: Clock = Clock.WALL) -> Timer:
-    """Seconds per call of the rollout step ``cell(x[:1], state, resets[:1])``, no grad."""
-    x_t, resets_t = x[:1], resets[:1]
+def rollout_timer(cell: Cell, x: torch.Tensor, resets: torch.Tensor,
+                  clock: Clock = Clock.WALL, warmup: int = 0) -> Timer:
+    """Seconds per call of the rollout step: the train measurement's sequence acted one step at
+    a time, ``cell(x[t:t+1], state, resets[t:t+1])`` for every ``t`` under ``torch.no_grad()``,
+    the state fed back, from the initial state (or from the state after ``warmup`` steps
+    without a reset)."""
     with torch.no_grad():
-        _, state = cell(x[:8], None, resets[:8])  # a non-zero state, as in a rollout
+        start_state = cell.initial_state(x.shape[1], device=x.device, dtype=x.dtype)
+        if warmup:
+            _, start_state = cell(torch.randn(warmup, *x.shape[1:], device=x.device),
+                                  start_state)
 
     def sample() -> float:
-        nonlocal state
+        state = start_state
         with torch.no_grad():
             synchronize(x.device)
             start = clock.now()
-            for _ in range(calls):
-                _, state = cell(x_t, state, resets_t)
+            for t in range(x.shape[0]):
+                _, state = cell(x[t:t + 1], state, resets[t:t + 1])
             synchronize(x.device)
-            return (clock.now() - start) / calls
+            return (clock.now() - start) / x.shape[0]
 
     return sample
 
@@ -210,16 +220,22 @@ def measure_train(names: Sequence[str], batch: int, hidden: int, steps: int, rep
     return summarise(round_robin(timers, repeats), TRAIN_BOUNDS.get)
 
 
-def measure_rollout(names: Sequence[str], batch: int, hidden: int, repeats: int, calls: int,
+def measure_rollout(names: Sequence[str], batch: int, hidden: int, steps: int, repeats: int,
                     device: torch.device, clock: Clock = Clock.WALL,
                     fallback: bool = False) -> list[Row]:
-    """One T=1 forward call under ``torch.no_grad()``, the state fed back."""
-    def make(name: str) -> Timer:
-        return rollout_timer(*build(name, batch, hidden, 8, device), calls, clock)
+    """One T=1 forward call under ``torch.no_grad()`` per step of the train measurement's
+    sequence, the state fed back. MemLSTM's cost grows with the episode (it attends over every
+    state so far); a row ``memlstm (full)`` shows it from an episode already ``capacity`` steps
+    long, every slot in use (reported, not checked)."""
+    def make(name: str, warmup: int = 0) -> Timer:
+        return rollout_timer(*build(name, batch, hidden, steps, device), clock, warmup)
 
     timers = {name: make(name) for name in names}
     if fallback:
         timers = with_fallback(timers, make)
+    if "memlstm" in names:
+        capacity = MemLSTM(hidden, hidden).capacity
+        timers["memlstm (full)"] = make("memlstm", warmup=capacity)
     return summarise(round_robin(timers, repeats),
                      lambda name: None if name == BASELINE or name not in CELLS
                      else ROLLOUT_BOUND)
@@ -253,7 +269,6 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--steps", type=int, default=128, help="T of the train measurement")
     parser.add_argument("--repeats", type=int, default=7, help="samples per cell (median)")
-    parser.add_argument("--calls", type=int, default=50, help="T=1 calls per rollout sample")
     parser.add_argument("--modes", nargs="+", choices=("train", "rollout"),
                         default=["train", "rollout"])
     parser.add_argument("--cells", nargs="+", choices=sorted(CELLS), default=sorted(CELLS))
@@ -284,10 +299,10 @@ def main() -> None:
             within &= print_table(f"Forward + backward, batch {batch}, T={args.steps}", "step",
                                   rows)
         if "rollout" in args.modes:
-            rows = measure_rollout(names, batch, args.hidden, args.repeats, args.calls, device,
+            rows = measure_rollout(names, batch, args.hidden, args.steps, args.repeats, device,
                                    clock, args.fallback)
-            within &= print_table(f"Rollout step (T=1 forward, no grad), batch {batch}", "call",
-                                  rows)
+            within &= print_table(f"Rollout step (T=1 forward, no grad, over the T={args.steps} "
+                                  f"sequence), batch {batch}", "call", rows)
     print(f"\nload average at end: {load()}")
     if args.check:
         print("check: " + ("every cell within its bound" if within else "FAILED"))

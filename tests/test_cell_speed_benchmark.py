@@ -30,11 +30,18 @@ def bench() -> Iterator[ModuleType]:
 def test_both_measurements_give_a_ratio_per_cell(bench: ModuleType) -> None:
     cpu = torch.device("cpu")
     for rows in (bench.measure_train(["lstm", "tarnn", "sarnn"], 2, 8, 4, 2, cpu),
-                 bench.measure_rollout(["lstm", "irnn"], 2, 8, 2, 3, cpu)):
+                 bench.measure_rollout(["lstm", "irnn"], 2, 8, 3, 2, cpu)):
         by_cell = {row.cell: row for row in rows}
         assert by_cell["lstm"].ratio == 1.0 and by_cell["lstm"].bound is None
         assert all(row.seconds > 0 and row.ratio > 0 for row in rows)
     assert {row.cell: row.bound for row in rows}["irnn"] == bench.ROLLOUT_BOUND
+
+
+def test_memlstm_rollout_is_also_reported_at_full_capacity(bench: ModuleType) -> None:
+    rows = {row.cell: row for row in bench.measure_rollout(["lstm", "memlstm"], 2, 8, 3, 2,
+                                                           torch.device("cpu"))}
+    assert rows["memlstm"].bound == bench.ROLLOUT_BOUND
+    assert rows["memlstm (full)"].bound is None and rows["memlstm (full)"].seconds > 0
 
 
 def test_table_flags_a_cell_above_its_bound(bench: ModuleType,
@@ -53,7 +60,7 @@ def test_check_exits_non_zero_above_a_bound(bench: ModuleType, monkeypatch: pyte
     monkeypatch.setattr(bench, "ROLLOUT_BOUND", 1e9)
     monkeypatch.setattr(sys, "argv", ["cell_speed.py", "--check", "--cells", "lstm", "ernn",
                                       "--batch", "2", "3", "--hidden", "8", "--steps", "4",
-                                      "--repeats", "1", "--calls", "2"])
+                                      "--repeats", "1"])
     with pytest.raises(SystemExit) as exit_info:
         bench.main()
     assert exit_info.value.code == status

@@ -183,3 +183,4 @@ def test_parameters_do_not_depend_on_the_sequence_length(name: str) -> None:
     after = cell.state_dict()
     assert before.keys() == after.keys()
     assert all(before[key].shape == after[key].shape for key in before)
+

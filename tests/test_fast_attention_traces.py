@@ -164,3 +164,37 @@ def test_equal_chunks_chained_through_the_state_backpropagate_exactly(
         (grad,) = torch.autograd.grad(total, x_leaf)
         grads.append(grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-10)
+
+
+def test_a_recycled_memory_block_is_zero_beyond_the_rows_asked_for() -> None:
+    """MemLSTM's rollout step copies only the slots in use into a recycled block: the block
+    must be zero beyond them, however far an earlier (longer) episode wrote into it."""
+    from rlmem.cells.attention_scan import Workspace
+
+    workspace, shape = Workspace(), (2, 6, 3)
+    alone = lambda block: 1  # noqa: E731 (nothing else holds the block: it is recycled)
+    block = workspace.take_unshared(shape, torch.float64, torch.device("cpu"), alone, rows=5)
+    assert not block.any()
+    block.fill_(7.0)  # an episode wrote its 5 slots (and, against the promise, the 6th)
+    again = workspace.take_unshared(shape, torch.float64, torch.device("cpu"), alone, rows=2)
+    assert again.data_ptr() == block.data_ptr()
+    assert not again[:, 2:5].any()  # cleared back to the new episode's 2 slots
+
+
+def test_memlstm_rollout_after_a_long_episode_equals_the_reference() -> None:
+    """The longest episode resets: the next steps use fewer slots than the recycled blocks
+    were written with, and the states still equal the reference's, empty slots included."""
+    fast, slow = pair("memlstm", memlstm.MemLSTM, {"capacity": 16}, None)
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(30, BATCH, INPUT, generator=generator, dtype=torch.float64)
+    resets = torch.zeros(30, BATCH, dtype=torch.bool)
+    resets[12, :] = True  # every episode ends at once: 12 slots in use, then 1
+    fast_state = fast.initial_state(BATCH, dtype=torch.float64)
+    slow_state = slow.initial_state(BATCH, dtype=torch.float64)
+    with torch.no_grad():
+        for t in range(30):
+            got, fast_state = fast(x[t:t + 1], fast_state, resets[t:t + 1])
+            want, slow_state = slow(x[t:t + 1], slow_state, resets[t:t + 1])
+            assert_same(got, want, f"output at step {t}")
+            for key, value in slow_state._asdict().items():
+                assert_same(getattr(fast_state, key), value, f"state.{key} at step {t}")

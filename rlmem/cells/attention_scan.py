@@ -171,7 +171,7 @@ class Workspace:
         self.limit = limit
         """Bytes of free blocks kept at most."""
         self._free: list[Tensor] = []
-        self._held: list[Tensor] = []
+        self._held: list[tuple[Tensor, int]] = []
         self._lock = threading.Lock()
 
     def take(self, numel: int, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -189,25 +189,37 @@ class Workspace:
     """Blocks of :meth:`take_unshared` kept at most."""
 
     def take_unshared(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
-                      use_count: Callable[[Tensor], int]) -> Tensor:
+                      use_count: Callable[[Tensor], int], rows: int | None = None) -> Tensor:
         """A tensor of ``shape`` for an output that outlives the call (a rollout state's
-        memory), of undefined content: a view of a block kept here, reused once nothing else
-        shares the block's storage (``use_count(block) == 1``, the compiled
-        ``storage_use_count``). A state dropped by its caller so gives its pages to the next
-        step's, instead of each step faulting in fresh ones.
+        memory): a view of a block kept here, reused once nothing else shares the block's
+        storage (``use_count(block) == 1``, the compiled ``storage_use_count``). A state
+        dropped by its caller so gives its pages to the next step's, instead of each step
+        faulting in fresh ones.
+
+        Its content is undefined, except with ``rows``: then ``[:, rows:]`` holds zeros, and the
+        caller promises to write only ``[:, :rows]``. Each block remembers how far along dim 1
+        it may hold non-zeros, so a rollout whose episodes grow a slot per step clears nothing
+        and copies only the slots in use (MemLSTM's memory, whose empty slots are zero).
         """
         if device.type != "cpu":
-            return torch.empty(shape, dtype=dtype, device=device)
+            return torch.zeros(shape, dtype=dtype, device=device)
         inference = torch.is_inference_mode_enabled()  # such blocks stay in inference mode
+        width = shape[1] if len(shape) > 1 else 1
         with self._lock:
-            for block in self._held:
-                if (block.shape == shape and block.dtype == dtype
-                        and block.is_inference() == inference and use_count(block) == 1):
-                    return block.view(shape)
-            block = torch.empty(shape, dtype=dtype, device=device)
-            self._held.append(block)
-            if len(self._held) > self.HELD:
-                self._held.pop(0)
+            index = next((index for index, (block, _) in enumerate(self._held)
+                          if block.shape == shape and block.dtype == dtype
+                          and block.is_inference() == inference and use_count(block) == 1),
+                         None)
+            if index is None:  # zeros: a fresh block may hold non-zeros nowhere
+                self._held.append((torch.zeros(shape, dtype=dtype, device=device), 0))
+                if len(self._held) > self.HELD:
+                    self._held.pop(0)
+                index = len(self._held) - 1
+            block, dirty = self._held[index]
+            keep = width if rows is None else rows
+            if keep < dirty:
+                block[:, keep:dirty].zero_()
+            self._held[index] = (block, keep)
             return block.view(shape)
 
     def give(self, *blocks: Tensor) -> None:
@@ -1329,7 +1341,7 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     # The new memory and keys: recycled, fresh blocks of that size cost as much in page
     # faults as the step itself.
     memory_out, keys_out = (WORKSPACE.take_unshared(memory.shape, memory.dtype, memory.device,
-                                                    native.storage_use_count)
+                                                    native.storage_use_count, rows=used)
                             for _ in range(2))
     y, c, t, valid, attention, slot_time = native.full_step(
         xp[0], s, c, t, memory, keys, valid, weights.recurrent, weights.key, weights.score,

@@ -24,7 +24,7 @@ import functools
 import math
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -96,7 +96,6 @@ StepFn = Callable[[Tensor, Any], tuple[Tensor, Any, dict[str, Tensor]]]
 """``step(x_t, state) -> (y_t, new_state, per-step traces)``: one time step of a cell."""
 
 
-@dataclass
 class Aux:
     """What a cell contributes besides its output, returned by :meth:`Cell.forward_aux`.
 
@@ -104,17 +103,32 @@ class Aux:
         losses: scalar, differentiable terms that the trainer adds to its loss, already weighted
             by the cell's own coefficient (SA-RNN's ``λ Σ ũ``, TARNN's ``Ω``).
         diagnostics: detached scalars to log once per update (SA-RNN skip %, TARNN mean β, ...).
+            Given as a function, they are worked out on first access only: a rollout step
+            never reads them, and for the attentive cells they cost as much as the step.
         traces: detached per-step tensors of shape ``(T, B, ...)`` for figures (attention
             weights, update masks, β over time).
     """
 
-    losses: dict[str, Tensor] = field(default_factory=dict)
-    diagnostics: dict[str, Tensor] = field(default_factory=dict)
-    traces: dict[str, Tensor] = field(default_factory=dict)
+    def __init__(self, losses: dict[str, Tensor] | None = None,
+                 diagnostics: dict[str, Tensor] | Callable[[], dict[str, Tensor]] | None = None,
+                 traces: dict[str, Tensor] | None = None) -> None:
+        self.losses = losses if losses is not None else {}
+        self.traces = traces if traces is not None else {}
+        self._diagnostics = diagnostics if diagnostics is not None else {}
+
+    @property
+    def diagnostics(self) -> dict[str, Tensor]:
+        if callable(self._diagnostics):
+            self._diagnostics = self._diagnostics()
+        return self._diagnostics
 
     def total_loss(self) -> Tensor | float:
         """The sum of :attr:`losses` (``0.0`` when the cell adds nothing)."""
         return sum(self.losses.values(), 0.0)
+
+    def __repr__(self) -> str:
+        return (f"Aux(losses={sorted(self.losses)}, diagnostics={sorted(self.diagnostics)}, "
+                f"traces={sorted(self.traces)})")
 
 
 class CellOutput(NamedTuple):
@@ -294,8 +308,8 @@ class Cell(nn.Module, abc.ABC):
         y, state, traces = self._scan(x, state, resets)
         traces_detached = {key: value.detach() for key, value in traces.items()}
         aux = Aux(losses=self.aux_losses(traces),
-                  diagnostics={key: value.detach()
-                               for key, value in self.diagnostics(traces_detached).items()},
+                  diagnostics=lambda: {key: value.detach() for key, value
+                                       in self.diagnostics(traces_detached).items()},
                   traces=traces_detached)
         return CellOutput(y, state, aux)
 

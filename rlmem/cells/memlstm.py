@@ -41,7 +41,8 @@ class MemLSTMState(NamedTuple):
     t: Annotated[Tensor, Dims(dtype=torch.long)]
     """Steps consumed since the episode started, ``(B,)`` long; slot ``t mod capacity`` is next."""
     memory: Annotated[Tensor, Dims("capacity", "hidden_size")]
-    """Every past state :math:`h_i` of the episode, ``(B, capacity, H)``."""
+    """Every past state :math:`h_i` of the episode, ``(B, capacity, H)``; empty slots hold
+    zeros (a reset clears them), which lets a rollout step copy only the slots in use."""
     keys: Annotated[Tensor, Dims("capacity", "hidden_size")]
     """Cached :math:`U_a h_i`, ``(B, capacity, H)``: each step projects only its new state."""
     valid: Annotated[Tensor, Dims("capacity", dtype=torch.bool)]

@@ -1201,8 +1201,8 @@ void full_step_attend(const T* memory, const T* h, T* attention, T* s, int64_t u
 // item holds a state beyond them. x_t (B, 4H) is a step of project_input; recurrent (4H + H, H)
 // is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. memory_new and keys_new
 // (B, capacity, H) receive the new memory and keys (blocks the caller recycles: fresh ones of
-// that size cost page faults). Returns s, c, t, valid, the attention (B, capacity) and the
-// slot times.
+// that size cost page faults), and hold zeros from slot `used` on. Returns s, c, t, valid,
+// the attention (B, capacity) and the slot times.
 std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& c,
                               const Tensor& t, const Tensor& memory, const Tensor& keys,
                               const Tensor& valid, const Tensor& recurrent, const Tensor& key,
@@ -1219,31 +1219,47 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
                g = act.narrow(1, 2 * hidden, hidden), o = act.narrow(1, 3 * hidden, hidden);
   const Tensor c_new = f.mul(c).add_(i.mul(g.mul(2.0).sub_(1.0)));
   const Tensor h = o.mul(c_new.mul(2.0).sigmoid_().mul_(2.0).sub_(1.0));
-  // h_t and U_a h_t go into slot t mod capacity of copies of the memory.
-  const Tensor flat = at::arange(batch, t.options()).mul_(capacity).add_(t.remainder(capacity));
-  memory_new.copy_(memory);
-  keys_new.copy_(keys);
-  const Tensor valid_new = valid.clone();
-  memory_new.view({-1, hidden}).index_copy_(0, flat, h);
-  keys_new.view({-1, hidden}).index_copy_(0, flat, at::mm(h, key.mul(0.5).t()));
-  valid_new.view({-1}).index_fill_(0, flat, true);
-  // Additive attention over the used slots (AdditiveAttention.attend_doubled, key_scale 2).
+  // Slots from `used` on are empty, hence zero, in memory and keys and in the blocks the
+  // caller passes (Workspace.take_unshared with rows=used): only the slots in use are copied,
+  // O(t) per step rather than O(capacity).
+  memory_new.narrow(1, 0, used).copy_(memory.narrow(1, 0, used));
+  keys_new.narrow(1, 0, used).copy_(keys.narrow(1, 0, used));
+  const Tensor new_keys = at::mm(h, key.mul(0.5).t());
+  const Tensor steps = t.contiguous(), rows_h = h.contiguous();
+  const Tensor valid_new = valid.clone(at::MemoryFormat::Contiguous);
+  Tensor slot_time = at::empty({batch, capacity}, t.options());
   Tensor pre = at::empty({hidden}, s.options());
   Tensor attention = at::zeros({batch, capacity}, s.options());
   Tensor s_new = at::empty({batch, hidden}, s.options());
-  const Tensor queries = query.contiguous(), valid_rows = valid_new.contiguous();
+  const Tensor queries = query.contiguous();
+  const int64_t* step = steps.data_ptr<int64_t>();
+  bool* valid_rows = valid_new.data_ptr<bool>();
+  int64_t* times = slot_time.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_attend", [&] {
     using T = scalar_t;
+    // h_t and U_a h_t go into slot t mod capacity; slot j then holds the most recent step
+    // ≡ j (mod capacity) that is ≤ t (-1 when empty), for the traces.
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t slot = step[b] % capacity, row = b * capacity + slot;
+      std::copy_n(rows_h.data_ptr<T>() + b * hidden, hidden,
+                  memory_new.data_ptr<T>() + row * hidden);
+      std::copy_n(new_keys.data_ptr<T>() + b * hidden, hidden,
+                  keys_new.data_ptr<T>() + row * hidden);
+      valid_rows[row] = true;
+      int64_t back = slot;  // (t - j) mod capacity, from j = 0 on
+      for (int64_t j = 0; j < capacity; ++j) {
+        times[b * capacity + j] = valid_rows[b * capacity + j] ? step[b] - back : -1;
+        back = back == 0 ? capacity - 1 : back - 1;
+      }
+    }
+    // Additive attention over the used slots (AdditiveAttention.attend_doubled, key_scale 2).
     full_step_pre<T>(queries.data_ptr<T>(), keys_new.data_ptr<T>(), score.data_ptr<T>(),
-                     valid_rows.data_ptr<bool>(), pre.data_ptr<T>(), attention.data_ptr<T>(),
-                     used, capacity, hidden, batch);
-    full_step_attend<T>(memory_new.data_ptr<T>(), h.data_ptr<T>(), attention.data_ptr<T>(),
-                        s_new.data_ptr<T>(), used, capacity, hidden, batch);
+                     valid_rows, pre.data_ptr<T>(), attention.data_ptr<T>(), used, capacity,
+                     hidden, batch);
+    full_step_attend<T>(memory_new.data_ptr<T>(), rows_h.data_ptr<T>(),
+                        attention.data_ptr<T>(), s_new.data_ptr<T>(), used, capacity, hidden,
+                        batch);
   });
-  const Tensor t_column = t.unsqueeze(1);
-  const Tensor slot_time = t_column.sub(t_column.sub(at::arange(capacity, t.options()))
-                                            .remainder_(capacity))
-                               .masked_fill_(valid_new.logical_not(), -1);
   return {s_new, c_new, t.add(1), valid_new, attention, slot_time};
 }
 
