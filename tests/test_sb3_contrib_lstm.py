@@ -217,6 +217,7 @@ def run_cartpole_without_velocities(cell: str, seed: int = 1, verbose: int = 0,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 100k steps of relstm: 6-7 minutes on a busy 2-core machine
 @pytest.mark.parametrize("cell", [REFERENCE, "gru", "lstm", "relstm"])
 def test_ppo_lstm_performance(cell: str) -> None:
     """Solving CartPole from positions alone needs memory: a feed-forward policy stays near

@@ -89,7 +89,8 @@ class SARNN(Cell):
         slope_max: the largest slope α of the annealing schedule (paper: 5).
         slope_rate: slope increase per epoch (paper: 0.04).
         anneal_epochs: the number of epochs that training progress 0 → 1 stands for.
-        update_bias: initial bias of the GRU's update gate z (see :class:`~rlmem.cells.GRU`).
+        update_bias: initial bias of the GRU's update gate z (see :class:`~rlmem.cells.GRU`;
+            torch's 0 by default: on MemoryS7, 1 did not make SA-RNN learn faster).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
