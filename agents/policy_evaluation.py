@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -23,9 +23,9 @@ class EvaluationResult:
     """Mean episode return."""
     return_std: float
     """Standard deviation of the episode returns."""
-    success_rate: float
-    """Fraction of episodes with a positive return (MiniGrid rewards only success; for envs
-    with other rewards, read the returns instead)."""
+    success_rate: float | None
+    """Fraction of episodes with a positive return: MiniGrid rewards only success. ``None``
+    where a positive return does not mean success (:meth:`without_success`, any other env)."""
     length_mean: float
     """Mean episode length in steps."""
     episodes: int
@@ -35,11 +35,17 @@ class EvaluationResult:
         """The fields as a plain dict (for JSON)."""
         return asdict(self)
 
+    def without_success(self) -> EvaluationResult:
+        """The same result for an env whose rewards do not mark success (CartPole's return is
+        positive in every episode)."""
+        return replace(self, success_rate=None)
+
     def summary(self) -> str:
         """One line for the terminal."""
-        return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}, success "
-                f"{self.success_rate:.1%}, length {self.length_mean:.1f}, "
-                f"{self.episodes} episodes")
+        success = ("" if self.success_rate is None
+                   else f", success {self.success_rate:.1%}")
+        return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}{success}, length "
+                f"{self.length_mean:.1f}, {self.episodes} episodes")
 
 
 def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:
