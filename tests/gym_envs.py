@@ -6,7 +6,7 @@ Importable by the CLIs in a subprocess (``wrappers=[gym_envs:MaskVelocity]``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -48,8 +48,8 @@ class ScaleReward(gym.RewardWrapper):
         super().__init__(env)
         self.scale = scale
 
-    def reward(self, reward: float) -> float:
-        return reward * self.scale
+    def reward(self, reward: SupportsFloat) -> float:
+        return float(reward) * self.scale
 
 
 class DictCueEnv(gym.Env):

@@ -28,7 +28,8 @@ class CartPoleNoVelEnv(CartPoleEnv):
         full, info = super().reset(seed=seed, options=options)
         return self._positions(full), info
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: int | np.ndarray) -> tuple[np.ndarray, float, bool, bool,
+                                                      dict[str, Any]]:
         full, reward, terminated, truncated, info = super().step(action)
         return self._positions(full), reward, terminated, truncated, info
 

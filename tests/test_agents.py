@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.registry import AGENTS, get_agent, register_agent
@@ -36,6 +36,7 @@ def test_composing_any_agents_config_imports_neither_torch_nor_sb3() -> None:
 def test_every_agent_has_a_yaml_spelling_out_its_defaults_and_its_entry_points(name: str
                                                                                 ) -> None:
     yaml = OmegaConf.load(CONF_DIR / "agent" / f"{name}.yaml")
+    assert isinstance(yaml, DictConfig)
     del yaml["defaults"]
     defaults = OmegaConf.structured(AGENTS[name]())
     assert OmegaConf.to_container(yaml) == OmegaConf.to_container(defaults, enum_to_str=True)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
 from rlmem.cells import make_cell
+from rlmem.cells.irnn import IncrementalRNN
+from rlmem.cells.relstm import ReLSTM
 from rlmem.cells.sarnn import SARNN
 from rlmem.cells.screening import screen
+from rlmem.cells.tarnn import TARNN
 
 
 def test_sarnn_mask_is_binary_and_slope_anneals() -> None:
     torch.manual_seed(0)
     cell = make_cell("sarnn", input_size=4, hidden_size=16)
+    assert isinstance(cell, SARNN)
     out = cell.forward_aux(torch.randn(20, 8, 4))
     update = out.aux.traces["update"]
     assert set(update.unique().tolist()) <= {0.0, 1.0}
@@ -94,6 +99,7 @@ def test_relstm_heavily_attended_state_enters_the_relevant_set() -> None:
     """A marker state that draws almost all attention while in S is kept in R for good."""
     hidden, marker = 2, 3
     cell = make_cell("relstm", input_size=1, hidden_size=hidden, short_term=3, relevant=1)
+    assert isinstance(cell, ReLSTM)
     with torch.no_grad():
         for p in cell.parameters():
             p.zero_()
@@ -120,6 +126,7 @@ def test_relstm_heavily_attended_state_enters_the_relevant_set() -> None:
 def test_tarnn_with_beta_near_zero_leaves_the_state_unchanged() -> None:
     torch.manual_seed(0)
     cell = make_cell("tarnn", input_size=3, hidden_size=6)
+    assert isinstance(cell, TARNN)
     _, state = cell(torch.randn(5, 2, 3))
     with torch.no_grad():
         cell.W_x.bias.fill_(-50.0)  # β = σ(·) ≈ 0
@@ -131,6 +138,7 @@ def test_tarnn_with_beta_near_zero_leaves_the_state_unchanged() -> None:
 def test_tarnn_initialisation_and_omega() -> None:
     cell = make_cell("tarnn", input_size=3, hidden_size=6, A="coupled", gamma1=1.0,
                      gamma2=0.5)
+    assert isinstance(cell, TARNN)
     assert torch.all(cell.W_x.bias == -3.0)
     assert cell.A[0, 0] == -1 and cell.A[0, 3] == 1 and cell.A[3, 0] == 0
     omega = cell.forward_aux(torch.randn(2, 1, 3)).aux.losses["omega"]
@@ -143,7 +151,7 @@ def test_tarnn_initialisation_and_omega() -> None:
         make_cell("tarnn", input_size=3, hidden_size=6, A="skew")
 
 
-def _residuals(name: str, ks: list[int], **kwargs: float) -> list[float]:
+def _residuals(name: str, ks: list[int], **kwargs: Any) -> list[float]:
     torch.manual_seed(0)
     x = torch.randn(6, 4, 3)
     residuals = []
@@ -167,6 +175,7 @@ def test_fixed_point_residual_shrinks_as_k_grows(name: str) -> None:
 
 def test_irnn_low_rank_u_is_identity_plus_vh() -> None:
     cell = make_cell("irnn", input_size=3, hidden_size=6, rank=2)
+    assert isinstance(cell, IncrementalRNN)
     z = torch.randn(4, 6)
     torch.testing.assert_close(cell.recurrent(z), z @ (torch.eye(6) + cell.V @ cell.H).T)
     assert not hasattr(cell, "U")

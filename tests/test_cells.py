@@ -8,12 +8,15 @@ deterministic in training mode; ``tests/test_stacked.py`` covers dropout.
 
 from __future__ import annotations
 
+from typing import NamedTuple, TypeVar
+
 import pytest
 import torch
 
 from rlmem.cells import CELLS, Cell, make_cell, scan
 
 T, B, IN, H = 12, 3, 5, 8
+StateT = TypeVar("StateT", bound=NamedTuple)
 
 STACKED = ("lstm", "relstm", "sarnn", "memlstm")
 """Cells also tested as a two-layer stack, as ``<name>*2``."""
@@ -34,7 +37,7 @@ def inputs(seed: int = 1, steps: int = T, batch: int = B,
     return torch.randn(steps, batch, IN, generator=generator, dtype=dtype)
 
 
-def assert_states_equal(a: tuple, b: tuple, atol: float = 1e-10) -> None:
+def assert_states_equal(a: NamedTuple, b: NamedTuple, atol: float = 1e-10) -> None:
     assert type(a) is type(b)
     for key, left, right in zip(a._fields, a, b, strict=True):
         assert left.dtype == right.dtype, key
@@ -44,7 +47,7 @@ def assert_states_equal(a: tuple, b: tuple, atol: float = 1e-10) -> None:
             assert torch.equal(left, right), key
 
 
-def select(state: tuple, index: int | slice) -> tuple:
+def select(state: StateT, index: int | slice) -> StateT:
     return type(state)(*(value[index] for value in state))
 
 

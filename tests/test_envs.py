@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.envs import (
     ENVS,
@@ -74,7 +75,9 @@ def test_non_minigrid_envs_are_rejected() -> None:
                                           ("Fetch-5x5-N2", True), ("GoToObject-6x6-N2", True)])
 def test_mission_only_where_it_varies(name: str, varies: bool) -> None:
     assert uses_mission(name) == varies
-    assert ("mission" in make_env(name).observation_space.spaces) == varies
+    space = make_env(name).observation_space
+    assert isinstance(space, gym.spaces.Dict)
+    assert ("mission" in space.spaces) == varies
 
 
 def test_the_vocabulary_is_fixed_and_shared_by_train_and_transfer_envs() -> None:
@@ -86,6 +89,7 @@ def test_the_vocabulary_is_fixed_and_shared_by_train_and_transfer_envs() -> None
         for name in (train, target):
             env = make_env(name, mission=True)
             observation, _ = env.reset(seed=1)
+            assert isinstance(env.unwrapped, MiniGridEnv)
             mission = env.unwrapped.mission
             assert (observation["mission"] == tokenize(mission)).all()
             assert UNKNOWN not in observation["mission"], mission
@@ -126,7 +130,9 @@ def test_any_gymnasium_env_with_kwargs_and_wrappers() -> None:
     assert isinstance(env, gym.wrappers.RecordEpisodeStatistics)
     env.reset(seed=0)
     assert [env.step(0)[3] for _ in range(3)] == [False, False, True]
-    assert make_env("MiniGrid-Empty-5x5-v0", max_steps=7).unwrapped.max_steps == 7
+    empty = make_env("MiniGrid-Empty-5x5-v0", max_steps=7).unwrapped
+    assert isinstance(empty, MiniGridEnv)
+    assert empty.max_steps == 7
 
 
 def test_minigrid_encoding_comes_after_the_wrappers() -> None:
@@ -135,9 +141,13 @@ def test_minigrid_encoding_comes_after_the_wrappers() -> None:
     wider = make_env("DoorKey-5x5", wrappers=[
         {"target": "minigrid.wrappers:ViewSizeWrapper", "kwargs": {"agent_view_size": 9}}])
     assert isinstance(wider, MiniGridObservation)
+    assert isinstance(wider.observation_space, gym.spaces.Dict)
     assert type(wider.observation_space["image"]) is GridSpace
     assert wider.reset(seed=0)[0]["image"].shape == (9, 9, 3)
     pixels = make_env("DoorKey-5x5", wrappers=["minigrid.wrappers:RGBImgPartialObsWrapper"])
+    assert isinstance(pixels.observation_space, gym.spaces.Dict)
     assert type(pixels.observation_space["image"]) is gym.spaces.Box
     assert pixels.reset(seed=0)[0]["image"].shape == (56, 56, 3)
-    assert type(make_env("GoToDoor-5x5").observation_space["mission"]) is MissionSpace
+    go_to_door = make_env("GoToDoor-5x5").observation_space
+    assert isinstance(go_to_door, gym.spaces.Dict)
+    assert type(go_to_door["mission"]) is MissionSpace

@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 import torch
 from reference import memlstm, relevancy
+from reference.attention import AdditiveAttention
+from reference.base import Cell as ReferenceCell
 from reference.equivalence import random_resets
-from torch import nn
 
 from rlmem.cells import Cell, make_cell
 from rlmem.cells.attention_scan import WORKSPACE
 
 INPUT, HIDDEN, STEPS, BATCH = 3, 6, 40, 5
 
-CASES: list[tuple[str, type[nn.Module], dict[str, Any], float | None]] = [
+CASES: list[tuple[str, type[ReferenceCell], dict[str, Any], float | None]] = [
     ("relstm", relevancy.ReLSTM, {"short_term": 3, "relevant": 2}, None),
     ("relstm", relevancy.ReLSTM, {"short_term": 2, "relevant": 2}, 30.0),
     ("relrnn", relevancy.ReLRNN, {"short_term": 4, "relevant": 3}, 30.0),
@@ -35,14 +36,16 @@ EXTRA_DIAGNOSTICS: dict[str, set[str]] = {"memlstm": {"memory_overflow"}}
 """Diagnostics a cell reports beyond its frozen reference's (``tests/test_fidelity.py``)."""
 
 
-def pair(name: str, reference: type[nn.Module], hparams: dict[str, Any],
-         sharpen: float | None) -> tuple[Cell, nn.Module]:
+def pair(name: str, reference: type[ReferenceCell], hparams: dict[str, Any],
+         sharpen: float | None) -> tuple[Cell, ReferenceCell]:
     """The fast cell and its reference, in float64, with the same weights."""
     torch.manual_seed(0)
     slow = reference(INPUT, HIDDEN, **hparams).double()
     if sharpen is not None:  # peaked attention: later states enter R, screening replaces
+        attention = slow.attention
+        assert isinstance(attention, AdditiveAttention)
         with torch.no_grad():
-            slow.attention.score.weight.mul_(sharpen)
+            attention.score.weight.mul_(sharpen)
     fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams).double()
     fast.load_state_dict(slow.state_dict())
     return fast, slow
@@ -64,7 +67,7 @@ def assert_same(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "reference", "hparams", "sharpen"), CASES, ids=IDS)
-def test_traces_and_diagnostics_equal_the_reference(name: str, reference: type[nn.Module],
+def test_traces_and_diagnostics_equal_the_reference(name: str, reference: type[ReferenceCell],
                                                     hparams: dict[str, Any],
                                                     sharpen: float | None) -> None:
     fast, slow = pair(name, reference, hparams, sharpen)
@@ -86,7 +89,7 @@ def test_traces_and_diagnostics_equal_the_reference(name: str, reference: type[n
 
 
 @pytest.mark.parametrize(("name", "reference", "hparams", "sharpen"), CASES, ids=IDS)
-def test_rollout_steps_equal_the_reference(name: str, reference: type[nn.Module],
+def test_rollout_steps_equal_the_reference(name: str, reference: type[ReferenceCell],
                                            hparams: dict[str, Any],
                                            sharpen: float | None) -> None:
     """One step per call under no_grad, the state fed back, as a rollout acts."""
@@ -147,7 +150,7 @@ def test_autocast_runs_the_engine_in_float32_and_bfloat16_runs_the_step(name: st
 
 @pytest.mark.parametrize(("name", "reference", "hparams", "sharpen"), CASES, ids=IDS)
 def test_equal_chunks_chained_through_the_state_backpropagate_exactly(
-        name: str, reference: type[nn.Module], hparams: dict[str, Any], sharpen: float | None,
+        name: str, reference: type[ReferenceCell], hparams: dict[str, Any], sharpen: float | None,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of one (odd) size reuse one another's recycled buffers in a single backward."""
     monkeypatch.setattr(WORKSPACE, "SMALL", 0)  # recycle even these small blocks
@@ -160,6 +163,7 @@ def test_equal_chunks_chained_through_the_state_backpropagate_exactly(
         for begin in range(0, STEPS, 7):
             y, state = cell(x_leaf[begin:begin + 7], state, resets[begin:begin + 7])
             total = total + (y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)).sum()
+        assert state is not None
         total = total + sum(value.sum() for value in state if value.is_floating_point())
         (grad,) = torch.autograd.grad(total, x_leaf)
         grads.append(grad)

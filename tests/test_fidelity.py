@@ -10,6 +10,7 @@ import itertools
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.relrnn import BaseNonlinearity, ReLRNN
+from rlmem.cells.relstm import ReLSTM
 from rlmem.cells.screening import UNIFORM_SHARE, Screening, screen
 
 IN, H = 3, 6
@@ -48,17 +50,17 @@ def evaluate_tiny(run_dir: Path, *overrides: str) -> str:
 # --- iRNN: Eq. 8 (Kag, Zhang & Saligrama, 2020) -----------------------------------------------
 
 def irnn(update_rule: IRNNUpdate, rank: int | None, K: int, nonlinearity: str = "tanh",
-         **kwargs: object) -> IncrementalRNN:
+         **kwargs: Any) -> IncrementalRNN:
     """An iRNN in float64 with every parameter random (H starts at 0: U would be I)."""
     torch.manual_seed(0)
     cell = make_cell("irnn", input_size=IN, hidden_size=H, K=K, rank=rank, eta=0.3,
                      nonlinearity=nonlinearity, update_rule=update_rule, **kwargs).double()
+    assert isinstance(cell, IncrementalRNN)
     with torch.no_grad():
         for parameter in cell.parameters():
             if parameter.dim() == 2:
                 parameter.copy_(0.4 * torch.randn_like(parameter))
         cell.eta.copy_(torch.tensor([0.3, 0.5, 0.2, 0.4][:K], dtype=torch.float64))
-    assert isinstance(cell, IncrementalRNN)
     return cell
 
 
@@ -130,10 +132,10 @@ def test_irnn_gradients_reach_every_parameter_under_eq8() -> None:
 
 
 def test_irnn_update_rule_by_name_and_a_clear_error() -> None:
-    cell = make_cell("irnn", input_size=IN, hidden_size=H, update_rule="eq5")  # type: ignore[arg-type]
+    cell = make_cell("irnn", input_size=IN, hidden_size=H, update_rule="eq5")
     assert isinstance(cell, IncrementalRNN) and cell.update_rule is IRNNUpdate.eq5
     with pytest.raises(ValueError, match=r"unknown update_rule='eq9'; valid: eq5, eq8"):
-        make_cell("irnn", input_size=IN, hidden_size=H, update_rule="eq9")  # type: ignore[arg-type]
+        make_cell("irnn", input_size=IN, hidden_size=H, update_rule="eq9")
 
 
 def test_irnn_weights_keep_their_update_rule() -> None:
@@ -267,7 +269,7 @@ def test_relrnn_modrelu_computes_eq1_and_trains_its_bias() -> None:
     torch.testing.assert_close(y, relrnn_by_hand(cell, x), atol=1e-12, rtol=0)
     y.pow(2).sum().backward()
     assert cell.modrelu.bias.grad is not None and cell.modrelu.bias.grad.abs().min() > 0
-    tanh = make_cell("relrnn", input_size=IN, hidden_size=H, nonlinearity="tanh")  # type: ignore[arg-type]
+    tanh = make_cell("relrnn", input_size=IN, hidden_size=H, nonlinearity="tanh")
     assert isinstance(tanh, ReLRNN) and tanh.runs_engine() and not hasattr(tanh, "modrelu")
 
 
@@ -291,6 +293,7 @@ def marked_example(name: str, screening: Screening) -> Cell:
             cell.input_map.weight[0, 0] = 10.0  # h = tanh(10 x) ≈ ±1
             key_gain = 3.0
         else:  # LSTM: g = tanh(10 x), a closed forget gate, i = o = 1/2: h = tanh(g / 2) / 2
+            assert isinstance(cell, ReLSTM)
             lstm = cell.base.cell
             lstm.weight_ih[2 * 2, 0] = 10.0  # block g, unit 0
             lstm.bias_ih[2:4] = -1000.0  # block f: σ = 0 exactly, so c_t = i g
@@ -333,7 +336,7 @@ def test_screen_admits_to_a_free_slot_only_above_the_floor() -> None:
     ("relstm", {"screening": Screening.normalised, "short_term": 2, "relevant": 2}),
 ])
 def test_new_options_reset_exactly_and_carry_state_across_chunks(name: str,
-                                                                 options: dict[str, object]
+                                                                 options: dict[str, Any]
                                                                  ) -> None:
     """After a reset a batch item computes what a fresh run of its episode computes; a chunked
     run computes what one call computes."""

@@ -91,6 +91,7 @@ def test_discrete_fields_are_one_hot_or_embedded() -> None:
     out = onehot(torch.tensor([[1, 0], [3, 3]]))
     assert out.tolist() == [[1, 0, 0, 1, 0, 0, 0], [0, 0, 1, 0, 0, 0, 1]]
     embedded = field_encoder(space, discrete_encoding="embedding")
+    assert isinstance(embedded, DiscreteEncoder)
     assert embedded.output_size == 16 and embedded(torch.tensor([[1, 0]])).shape == (1, 16)
     # Component 0's value 1 (its first) and component 1's value 0 (its first) are distinct rows.
     rows = torch.tensor([[1, 0]]) - embedded.start + embedded.offsets
@@ -142,6 +143,7 @@ def test_action_heads_sample_score_and_act_within_the_space(space: spaces.Space[
     torch.testing.assert_close(log_probs, expected)
     torch.testing.assert_close(entropy, expected_entropy)
     env_actions = head.env_action(actions)
+    assert space.shape is not None
     assert env_actions.shape == (64, *space.shape)
     assert all(space.contains(action) for action in env_actions)
     with torch.no_grad():
@@ -150,6 +152,7 @@ def test_action_heads_sample_score_and_act_within_the_space(space: spaces.Space[
         torch.testing.assert_close(greedy, params)  # the mode is the mean
         # Log-probabilities are those of the unclipped sample; only the env's action is clipped.
         assert (actions.abs() > 2).any()
+        assert isinstance(space, spaces.Box)
         assert np.allclose(env_actions.reshape(64, -1),
                            np.clip(actions.numpy(), space.low.reshape(-1),
                                    space.high.reshape(-1)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -73,6 +74,7 @@ def test_sb3_and_our_ppo_encode_the_grid_the_same_way(encoding: str) -> None:
         torch.manual_seed(0)
         ours = ActorCritic(space, 3, {"name": "lstm", "hidden_size": 8},
                            grid_encoding=encoding).image
+        assert isinstance(ours, ImageEncoder)
         theirs = MiniGridExtractor(space, grid_encoding=encoding).image
         theirs.load_state_dict(ours.state_dict())
         observation, _ = env.reset(seed=0)
@@ -93,7 +95,9 @@ def test_the_sb3_trainer_builds_the_configured_encoding() -> None:
     envs = make_envs(cfg, 1, seed=0)
     try:
         model = build_model(cfg, envs)
-        assert model.policy.features_extractor.image.encoding == "onehot"
+        extractor = model.policy.features_extractor
+        assert isinstance(extractor, MiniGridExtractor)
+        assert extractor.image.encoding == "onehot"
     finally:
         envs.close()
 
@@ -104,7 +108,9 @@ def _gate_biases(cell: nn.Module) -> list[tuple[str, torch.Tensor, int]]:
     for module in cell.modules():
         if isinstance(module, (nn.LSTM, nn.GRU)):
             kind = "lstm" if isinstance(module, nn.LSTM) else "gru"
-            found.append((kind, module.bias_ih_l0 + module.bias_hh_l0, module.hidden_size))
+            bias_ih, bias_hh = module.bias_ih_l0, module.bias_hh_l0
+            assert isinstance(bias_ih, torch.Tensor) and isinstance(bias_hh, torch.Tensor)
+            found.append((kind, bias_ih + bias_hh, module.hidden_size))
         elif isinstance(module, (nn.LSTMCell, nn.GRUCell)):
             kind = "lstm" if isinstance(module, nn.LSTMCell) else "gru"
             found.append((kind, module.bias_ih + module.bias_hh, module.hidden_size))
@@ -126,7 +132,8 @@ def test_gate_biases_reach_every_lstm_and_gru_inside_a_cell(name: str) -> None:
                              ("update_bias", "gru", GRU_UPDATE_GATE)):
         if key not in hparams:
             continue
-        cell = make_cell(name, input_size=5, hidden_size=6, **{key: 2.5})
+        option: dict[str, Any] = {key: 2.5}
+        cell = make_cell(name, input_size=5, hidden_size=6, **option)
         for found_kind, bias, hidden in _gate_biases(cell):
             if found_kind != kind:
                 continue

@@ -3,6 +3,8 @@ evaluation (the authors' public fork wiped the memory of all envs at every step)
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import pytest
 import torch
@@ -13,9 +15,9 @@ from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.actor import PPOActor
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.gae import compute_gae
-from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.model import ActorCritic, PolicyOutput
 from rlmem.agents.ppo.update import PPO
-from rlmem.cells import CELLS, cell_config
+from rlmem.cells import CELLS, State, cell_config
 from rlmem.envs import make_env, make_vector_env
 
 GAMMA, LAMBDA = 0.9, 0.8
@@ -44,13 +46,13 @@ def test_gae_by_hand_with_termination_and_truncation() -> None:
 def test_gae_treats_envs_independently() -> None:
     steps, batch = 5, 3
     generator = torch.Generator().manual_seed(0)
-    args = [torch.rand(steps, batch, generator=generator) for _ in range(2)]
+    rewards, values = (torch.rand(steps, batch, generator=generator) for _ in range(2))
     done = torch.rand(steps, batch, generator=generator) < 0.3
     cut = torch.rand(steps, batch, generator=generator) < 0.3
     final, last = torch.rand(steps, batch, generator=generator), torch.rand(batch)
-    together, _ = compute_gae(*args, done, cut, final, last, GAMMA, LAMBDA)
+    together, _ = compute_gae(rewards, values, done, cut, final, last, GAMMA, LAMBDA)
     for b in range(batch):
-        alone, _ = compute_gae(*(a[:, b:b + 1] for a in args), done[:, b:b + 1],
+        alone, _ = compute_gae(rewards[:, b:b + 1], values[:, b:b + 1], done[:, b:b + 1],
                                cut[:, b:b + 1], final[:, b:b + 1], last[b:b + 1], GAMMA, LAMBDA)
         assert torch.allclose(alone.squeeze(1), together[:, b])
 
@@ -58,13 +60,14 @@ def test_gae_treats_envs_independently() -> None:
 def _envs(max_steps: list[int]) -> gym.vector.VectorEnv:
     """DoorKey-5x5 envs with these time limits: a short one resets often beside long ones."""
     return make_vector_env("DoorKey-5x5", len(max_steps), env_fns=[
-        lambda steps=steps: make_env("DoorKey-5x5", max_steps=steps) for steps in max_steps])
+        functools.partial(make_env, "DoorKey-5x5", max_steps=steps) for steps in max_steps])
 
 
 def _model(name: str, envs: gym.vector.VectorEnv) -> ActorCritic:
     torch.manual_seed(0)
     memory = OmegaConf.structured(cell_config(name))
     memory.hidden_size = 16
+    assert isinstance(envs.single_action_space, gym.spaces.Discrete)
     return ActorCritic(envs.single_observation_space, int(envs.single_action_space.n), memory)
 
 
@@ -111,10 +114,11 @@ def test_evaluation_keeps_each_envs_memory_apart() -> None:
     calls: list[tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]] = []
 
     class Spy(torch.nn.Module):
-        def initial_state(self, batch: int, device: object = None) -> object:
+        def initial_state(self, batch: int, device: torch.device | str | None = None) -> State:
             return model.initial_state(batch, device)
 
-        def forward(self, observation, state, resets):  # type: ignore[no-untyped-def]
+        def forward(self, observation: dict[str, torch.Tensor], state: State,
+                    resets: torch.Tensor) -> PolicyOutput:
             out = model(observation, state, resets)
             calls.append((observation, resets, out.value))
             return out

@@ -33,18 +33,23 @@ class State(NamedTuple):
     h: torch.Tensor
 
 
+class NoState(NamedTuple):
+    """The state of a memory without fields, ``()``: the loss never reads the state."""
+
+
 def _case(logits: torch.Tensor | None = None, aux: Aux | None = None
           ) -> tuple[PolicyOutput, ChunkBatch]:
     logits = torch.tensor([[[0.0, 0.0]], [[math.log(3.0), 0.0]]]) if logits is None else logits
     column = [[value] for value in ADVANTAGES]  # (L=2, N=1)
     batch = ChunkBatch(observations={}, resets=torch.tensor([[True], [False]]),
-                       start_state=(), actions=torch.tensor([[0], [1]]),
+                       start_state=NoState(), actions=torch.tensor([[0], [1]]),
                        old_log_probs=torch.tensor([[math.log(p)] for p in OLD_PI]),
                        old_values=torch.tensor([[v] for v in OLD_VALUES]),
                        advantages=torch.tensor(column),
                        returns=torch.tensor([[r] for r in RETURNS]))
     head = CategoricalHead(spaces.Discrete(2))
-    return PolicyOutput(logits, torch.tensor([[v] for v in VALUES]), (), aux or Aux(), head), batch
+    return (PolicyOutput(logits, torch.tensor([[v] for v in VALUES]), NoState(), aux or Aux(),
+                         head), batch)
 
 
 def _clipped_objective(advantages: list[float], epsilon: float) -> float:
@@ -122,9 +127,11 @@ def test_a_rollout_is_cut_into_whole_chunks_dealt_out_at_random() -> None:
         assert torch.equal(chunks.observations["x"][:, column], expected)
         assert torch.equal(chunks.advantages[:, column], expected + 100)
         assert torch.equal(chunks.returns[:, column], expected + 200)
+        assert isinstance(chunks.start_state, State)
         assert int(chunks.start_state.h[column]) == int(state.h[k, b])
     seen = []
     for batch in chunks.minibatches(batch_size=2 * length):
         assert batch.resets.shape == (length, 2)
+        assert isinstance(batch.start_state, State)
         seen += batch.start_state.h.tolist()
     assert sorted(seen) == list(range(chunks.num_chunks))

@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 import torch
 from reference import ernn, irnn, lstm, memlstm, relevancy, sarnn, tarnn
+from reference.attention import AdditiveAttention
+from reference.base import Cell as ReferenceCell
 from reference.equivalence import assert_matches_reference
-from torch import nn
 
 from rlmem.cells import CELLS, extension, make_cell
 from rlmem.cells.irnn import IRNNUpdate
 
 INPUT, HIDDEN = 3, 6
 
-CASES: list[tuple[str, type[nn.Module], dict[str, Any]]] = [
+CASES: list[tuple[str, type[ReferenceCell], dict[str, Any]]] = [
     ("lstm", lstm.LSTM, {}),
     ("gru", lstm.GRU, {}),
     ("memlstm", memlstm.MemLSTM, {"capacity": 64}),
@@ -83,15 +84,18 @@ def test_every_registered_cell_has_a_reference() -> None:
 
 @pytest.mark.parametrize(("name", "reference", "hparams"), CASES,
                          ids=[f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)])
-def test_fast_cell_equals_its_reference(name: str, reference: type[nn.Module],
+def test_fast_cell_equals_its_reference(name: str, reference: type[ReferenceCell],
                                         hparams: dict[str, Any], loops: str) -> None:
     hparams = dict(hparams)
     sharpen = hparams.pop(SHARPEN, None)
     reference_cell = reference(INPUT, HIDDEN, **hparams)
     if sharpen is not None:
+        attention = reference_cell.attention
+        assert isinstance(attention, AdditiveAttention)
         with torch.no_grad():
-            reference_cell.attention.score.weight.mul_(sharpen)
+            attention.score.weight.mul_(sharpen)
     if name == "sarnn":  # a slope other than 1 exercises the annealed hard sigmoid
+        assert isinstance(reference_cell, sarnn.SARNN)
         reference_cell.anneal(0.5)
     fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams,
                      **FAST_ONLY.get(name, {}))

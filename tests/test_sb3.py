@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -36,8 +36,10 @@ from rlmem.agents.sb3 import (
     attach_loss,
 )
 from rlmem.cells import CELLS, Stacked, make_cell
+from rlmem.cells.sarnn import SARNN
 from rlmem.envs import env_spec, make_env
 
+PolicyT = TypeVar("PolicyT", bound=RecurrentActorCriticPolicy)
 CELL_NAMES = sorted(CELLS)
 
 _SMALLER = {"memlstm": {"capacity": 8}}
@@ -186,8 +188,11 @@ class _CheckReplay(BaseCallback):
     def _on_rollout_end(self) -> None:
         if self.checked:
             return
+        assert isinstance(self.model, RecurrentPPO)
         policy = self.model.policy
+        assert isinstance(policy, RecurrentActorCriticPolicy)
         buffer = self.model.rollout_buffer
+        assert isinstance(buffer, RecurrentRolloutBuffer)
         with torch.no_grad():
             for data in buffer.get(self.batch_size):
                 mask = data.mask > 0
@@ -208,6 +213,7 @@ def test_learns_a_few_hundred_steps_and_replays_rollouts_exactly(name: str) -> N
     model = RecurrentPPO(MemoryPolicy, cue_env(3), n_steps=16, batch_size=20, n_epochs=2,
                          seed=0, policy_kwargs=dict(memory=name,
                                                     memory_kwargs=memory_kwargs(name)))
+    assert isinstance(model.policy, MemoryPolicy)
     before = [p.detach().clone() for p in model.policy.lstm_actor.cell.parameters()]
     replay = _CheckReplay(batch_size=20)
     model.learn(240, callback=[replay, MemoryCallback()])
@@ -224,6 +230,7 @@ def _rollout(model: RecurrentPPO, seed: int, steps: int = 14) -> list[tuple]:
     for _ in range(steps):
         actions, state = model.predict(obs, state=state, episode_start=starts,
                                        deterministic=True)
+        assert state is not None
         trace.append((actions.copy(), state[0].copy(), state[1].copy()))
         obs, _, starts, _ = env.step(actions)
     return trace
@@ -245,10 +252,11 @@ def test_save_load_predict_evaluate(name: str, tmp_path: Path) -> None:
         assert np.array_equal(h1.view(np.uint32), h2.view(np.uint32))
         assert np.array_equal(c1.view(np.uint32), c2.view(np.uint32))
     mean, _ = evaluate_policy(loaded, cue_env(), n_eval_episodes=4, warn=False)
+    assert isinstance(mean, float)
     assert 0.0 <= mean <= 1.0
     # The policy alone round-trips too (policy.save keeps memory and memory_kwargs).
-    model.policy.save(tmp_path / "policy.pt")
-    alone = MemoryPolicy.load(tmp_path / "policy.pt")
+    model.policy.save(str(tmp_path / "policy.pt"))
+    alone = MemoryPolicy.load(str(tmp_path / "policy.pt"))
     assert alone.memory == name and alone.memory_kwargs == memory_kwargs(name)
 
 
@@ -321,7 +329,7 @@ def test_bad_configurations_fail_before_training() -> None:
 # --- sb3-contrib's LSTM arguments ----------------------------------------------------------
 
 
-def _policies(policy_class: type, **kwargs: Any) -> RecurrentActorCriticPolicy:
+def _policies(policy_class: type[PolicyT], **kwargs: Any) -> PolicyT:
     env = cue_env(1)
     return policy_class(env.observation_space, env.action_space, lambda _: 3e-4, **kwargs)
 
@@ -341,13 +349,17 @@ def test_lstm_arguments_keep_their_sb3_contrib_meaning(enable_critic_lstm: bool)
     ours = _policies(MemoryPolicy, memory="relstm", **kwargs)
     theirs = _policies(RecurrentActorCriticPolicy, **kwargs)
     assert ours.memory_kwargs == {"hidden_size": 4, "num_layers": 2, "dropout": 0.5}
-    cells = [ours.lstm_actor.cell] + ([ours.lstm_critic.cell] if enable_critic_lstm else [])
+    cells = [ours.lstm_actor.cell]
+    if enable_critic_lstm:
+        assert ours.lstm_critic is not None
+        cells.append(ours.lstm_critic.cell)
     for cell in cells:
         assert isinstance(cell, Stacked) and cell.num_layers == theirs.lstm_actor.num_layers
         assert cell.dropout == theirs.lstm_actor.dropout
         assert all(layer.name == "relstm" and layer.hidden_size == 4 for layer in cell.layers)
     assert ours.lstm_output_dim == theirs.lstm_output_dim == 4
     if not enable_critic_lstm:
+        assert ours.critic is not None and theirs.critic is not None
         assert ours.critic.out_features == theirs.critic.out_features == 4
 
 
@@ -395,8 +407,8 @@ def test_stacked_cells_train_replay_save_and_load(tmp_path: Path) -> None:
         assert np.array_equal(a1, a2)
         assert np.array_equal(h1.view(np.uint32), h2.view(np.uint32))
         assert np.array_equal(c1.view(np.uint32), c2.view(np.uint32))
-    model.policy.save(tmp_path / "policy.pt")
-    assert isinstance(MemoryPolicy.load(tmp_path / "policy.pt").lstm_actor.cell, Stacked)
+    model.policy.save(str(tmp_path / "policy.pt"))
+    assert isinstance(MemoryPolicy.load(str(tmp_path / "policy.pt")).lstm_actor.cell, Stacked)
 
 
 # --- aux losses and diagnostics -------------------------------------------------------------
@@ -410,6 +422,7 @@ def test_attach_loss_adds_the_gradient_of_the_loss() -> None:
     carried = attach_loss(x * 2.0, aux)
     torch.testing.assert_close(carried, x * 2.0)
     (carried ** 2).sum().backward()
+    assert x.grad is not None and w.grad is not None
     grad_x, grad_w = x.grad.clone(), w.grad.clone()
     x.grad = w.grad = None
     ((x * 2.0) ** 2).sum().add((w ** 2).sum() * 0.3).backward()
@@ -424,6 +437,7 @@ def test_aux_losses_reach_the_ppo_gradient(name: str, hparams: dict[str, float])
                          policy_kwargs=dict(memory=name,
                                             memory_kwargs=memory_kwargs(name, **hparams)))
     policy = model.policy
+    assert isinstance(policy, MemoryPolicy)
     obs = torch.randn(12, 2)
     starts = torch.zeros(12)
     starts[[0, 7]] = 1.0
@@ -437,8 +451,11 @@ def test_aux_losses_reach_the_ppo_gradient(name: str, hparams: dict[str, float])
                for p in policy.parameters()]
     policy.zero_grad()
     features = policy.extract_features(obs)
+    critic = policy.lstm_critic
+    assert critic is not None
     direct = sum(memory(features, zeros, starts)[2].total_loss()
-                 for memory in (policy.lstm_actor, policy.lstm_critic))
+                 for memory in (policy.lstm_actor, critic))
+    assert isinstance(direct, torch.Tensor)
     assert float(direct.detach()) > 0
     direct.backward()
     for got, param in zip(carried, policy.parameters(), strict=True):
@@ -455,7 +472,9 @@ def test_callback_anneals_and_logs_diagnostics(tmp_path: Path) -> None:
     model.set_logger(configure(str(tmp_path), ["csv"]))
     model.learn(96, callback=MemoryCallback())
     # The last anneal saw progress 1: the slope is at the end of its schedule.
+    assert isinstance(model.policy, MemoryPolicy)
     cell = model.policy.lstm_actor.cell
+    assert isinstance(cell, SARNN)
     assert float(cell.slope) == pytest.approx(min(cell.slope_max,
                                                   1 + cell.slope_rate * cell.anneal_epochs))
     with (tmp_path / "progress.csv").open() as file:
@@ -480,6 +499,7 @@ def test_minigrid_extractor_with_and_without_mission(env_name: str) -> None:
                                             features_extractor_class=MiniGridExtractor,
                                             normalize_images=False))
     extractor = model.policy.features_extractor
+    assert isinstance(env.observation_space, spaces.Dict)
     assert (extractor.mission is not None) == ("mission" in env.observation_space.spaces)
     model.learn(32)
 

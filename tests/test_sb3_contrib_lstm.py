@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import pytest
+import torch
 from gymnasium import Env
 from gymnasium.wrappers import TimeLimit
 from sb3_contrib import RecurrentPPO
@@ -33,15 +34,17 @@ from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from rlmem.agents.sb3 import CnnMemoryPolicy, MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.cells import CELLS, get_cell_class, hyperparameters
+from rlmem.cells.lstm import LSTM
 
 CELL_NAMES = sorted(CELLS)
 
-POLICIES = {"MlpLstmPolicy": MemoryPolicy, "CnnLstmPolicy": CnnMemoryPolicy,
-            "MultiInputLstmPolicy": MultiInputMemoryPolicy}
+POLICIES: dict[str, type[MemoryPolicy]] = {
+    "MlpLstmPolicy": MemoryPolicy, "CnnLstmPolicy": CnnMemoryPolicy,
+    "MultiInputLstmPolicy": MultiInputMemoryPolicy}
 """sb3-contrib's policy names and the rlmem policy that takes each one's place."""
 
 _SMALL_STACK = dict(lstm_hidden_size=4, lstm_kwargs=dict(dropout=0.5), n_lstm_layers=2)
@@ -67,7 +70,7 @@ def kwargs_id(kwargs: dict[str, Any]) -> str:
     return ",".join(f"{key}={value}" for key, value in kwargs.items()) or "default"
 
 
-def recurrent_ppo(policy: str, env: Env | str, cell: str,
+def recurrent_ppo(policy: str, env: Env | VecEnv | str, cell: str,
                   policy_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> RecurrentPPO:
     """``RecurrentPPO(policy, env, policy_kwargs=policy_kwargs, **kwargs)`` as sb3-contrib's
     test writes it, with rlmem's policy in place of ``policy`` and ``cell`` as its memory."""
@@ -109,9 +112,11 @@ def test_invalid_critic_combinations_are_rejected(cell: str) -> None:
 
 def _forget_biases(model: RecurrentPPO) -> set[float]:
     """The ``forget_bias`` every LSTM inside the policy's cells was started with."""
-    cells = [model.policy.lstm_actor.cell, model.policy.lstm_critic.cell]
-    return {module.forget_bias for cell in cells for module in cell.modules()
-            if hasattr(module, "forget_bias")}
+    policy = model.policy
+    assert isinstance(policy, MemoryPolicy) and policy.lstm_critic is not None
+    cells = [policy.lstm_actor.cell, policy.lstm_critic.cell]
+    biases = (getattr(module, "forget_bias", None) for cell in cells for module in cell.modules())
+    return {bias for bias in biases if bias is not None}
 
 
 @pytest.mark.parametrize("cell", CELL_NAMES)
@@ -125,10 +130,15 @@ def test_a_plain_swap_starts_the_cells_as_sb3_contrib_starts_its_lstm(cell: str)
                                    dict(memory_kwargs=dict(forget_bias=1.0)), n_steps=16, seed=0)
         assert _forget_biases(rlmem_init) == {1.0}
     if cell == "lstm":  # the gate's bias itself, b_if + b_hf
-        lstm = swapped.policy.lstm_actor.cell.rnn
+        assert isinstance(swapped.policy, MemoryPolicy)
+        cell_module = swapped.policy.lstm_actor.cell
+        assert isinstance(cell_module, LSTM)
+        lstm = cell_module.rnn
         hidden = lstm.hidden_size
         forget = slice(hidden, 2 * hidden)
-        assert not (lstm.bias_ih_l0[forget] + lstm.bias_hh_l0[forget]).any()
+        bias_ih, bias_hh = lstm.bias_ih_l0, lstm.bias_hh_l0
+        assert isinstance(bias_ih, torch.Tensor) and isinstance(bias_hh, torch.Tensor)
+        assert not (bias_ih[forget] + bias_hh[forget]).any()
 
 
 @pytest.mark.parametrize("env", ["Pendulum-v1", "CartPole-v1"])
@@ -205,14 +215,16 @@ def run_cartpole_without_velocities(cell: str, seed: int = 1, verbose: int = 0,
         n_eval_episodes=20, eval_freq=5000 // env.num_envs)
     policy_kwargs = dict(net_arch=dict(vf=[64], pi=[]), lstm_hidden_size=64, ortho_init=False,
                          enable_critic_lstm=True)
-    settings = dict(n_steps=128, learning_rate=0.0007, verbose=verbose, batch_size=256,
-                    seed=seed, n_epochs=10, max_grad_norm=1, gae_lambda=0.98)
+    settings: dict[str, Any] = dict(n_steps=128, learning_rate=0.0007, verbose=verbose,
+                                    batch_size=256, seed=seed, n_epochs=10, max_grad_norm=1,
+                                    gae_lambda=0.98)
     if cell == REFERENCE:
         model = RecurrentPPO("MlpLstmPolicy", env, policy_kwargs=policy_kwargs, **settings)
     else:
         model = recurrent_ppo("MlpLstmPolicy", env, cell, policy_kwargs, **settings)
     model.learn(total_timesteps=steps, callback=eval_callback)
     final, _ = evaluate_policy(model, env)
+    assert isinstance(final, float)
     return CartPoleRun(float(final), eval_callback.means)
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from sb3_contrib import RecurrentPPO
 from sb3_envs import CueRecallEnv
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -31,7 +32,7 @@ PPO: dict[str, Any] = dict(n_steps=32, batch_size=64, n_epochs=4, learning_rate=
 def success_rate(policy: str, seed: int) -> float:
     torch.manual_seed(seed)
     env = make_vec_env(CueRecallEnv, n_envs=8, seed=seed, env_kwargs=dict(delay=DELAY))
-    callbacks = []
+    callbacks: list[BaseCallback] = []
     if policy == "MemoryPolicy":
         model = RecurrentPPO(MemoryPolicy, env, seed=seed, **PPO, policy_kwargs=dict(
             memory="lstm", memory_kwargs=dict(hidden_size=HIDDEN), net_arch=[HIDDEN]))
@@ -43,6 +44,7 @@ def success_rate(policy: str, seed: int) -> float:
     evaluation = make_vec_env(CueRecallEnv, n_envs=8, seed=1000 + seed,
                               env_kwargs=dict(delay=DELAY))
     mean, _ = evaluate_policy(model, evaluation, n_eval_episodes=200, deterministic=True)
+    assert isinstance(mean, float)
     return float(mean)
 
 

@@ -151,4 +151,5 @@ def test_sb3_lstm_policy_takes_the_memory_size_and_stack(tmp_path: Path) -> None
     train(config("frames=32", "agent.policy=sb3_lstm", "memory.num_layers=2",
                  "memory.dropout=0.1"), tmp_path)
     lstm = load_model(tmp_path).policy.lstm_actor
+    assert isinstance(lstm, torch.nn.LSTM)
     assert (lstm.hidden_size, lstm.num_layers, lstm.dropout) == (16, 2, 0.1)

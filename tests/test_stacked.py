@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from rlmem.cells import Stacked, make_cell, make_cell_from_config
 from rlmem.cells.gru import GRU
 from rlmem.cells.lstm import LSTM
+from rlmem.cells.sarnn import SARNN
 from rlmem.schema.memory import CONF_DIR, register_memory_configs
 
 T, B, IN, H = 9, 3, 5, 6
@@ -88,6 +89,7 @@ def test_layers_may_differ() -> None:
 def test_dropout_acts_between_layers_in_training_only() -> None:
     torch.manual_seed(0)
     stack = make_cell("lstm", input_size=IN, hidden_size=H, num_layers=2, dropout=0.5)
+    assert isinstance(stack, Stacked)
     torch.manual_seed(0)
     plain = make_cell("lstm", input_size=IN, hidden_size=H, num_layers=2)
     x = inputs()
@@ -110,19 +112,22 @@ def test_dropout_acts_between_layers_in_training_only() -> None:
 
 def test_aux_losses_diagnostics_and_anneal_reach_every_layer() -> None:
     stack = make_cell("sarnn", input_size=IN, hidden_size=H, num_layers=2, lam=0.1)
+    assert isinstance(stack, Stacked)
+    bottom, top = stack.layers
+    assert isinstance(bottom, SARNN) and isinstance(top, SARNN)
     out = stack.forward_aux(inputs())
     assert set(out.aux.losses) == {"l0_budget", "l1_budget"}
     assert {"l0_skip_percent", "l1_skip_percent"} <= set(out.aux.diagnostics)
     assert {"l0_update", "l1_update"} <= set(out.aux.traces)
     # Each layer's terms are those of the layer run alone on its own input.
-    below = stack.layers[0].forward_aux(inputs())
-    above = stack.layers[1].forward_aux(below.output)
+    below = bottom.forward_aux(inputs())
+    above = top.forward_aux(below.output)
     torch.testing.assert_close(out.aux.losses["l0_budget"], below.aux.losses["budget"])
     torch.testing.assert_close(out.aux.losses["l1_budget"], above.aux.losses["budget"])
     torch.testing.assert_close(out.aux.total_loss(),
                                below.aux.total_loss() + above.aux.total_loss())
     stack.anneal(1.0)
-    assert all(float(layer.slope) > 1.0 for layer in stack.layers)
+    assert all(float(layer.slope) > 1.0 for layer in (bottom, top))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

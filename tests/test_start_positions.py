@@ -13,6 +13,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from minigrid.core.actions import Actions
+from minigrid.envs.memory import MemoryEnv
+from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.envs import EnvOptions
 
@@ -43,10 +45,11 @@ class RandomActor:
         return self.rng.integers(0, len(Actions), size=len(resets)), None
 
 
-def walk_to(env: gym.Env, matching: bool) -> list[int]:
+def walk_to(env: gym.Env, matching: bool) -> list[Actions]:
     """The actions that take the agent from its start straight to the fork and then to the
     object matching the cue (``matching``) or to the other one."""
     memory = env.unwrapped
+    assert isinstance(memory, MemoryEnv)
     x, y = (int(v) for v in memory.agent_pos)
     target = memory.success_pos if matching else memory.failure_pos
     turn = Actions.left if target[1] < y else Actions.right  # the agent starts facing east
@@ -90,9 +93,12 @@ def test_played_episodes_start_where_the_seeded_resets_put_the_agent(
     for index in range(num_envs):  # each env's first episode: its reset with seed + index
         env = make()
         env.reset(seed=seed + index)
+        assert isinstance(env.unwrapped, MiniGridEnv)
         first = records[2 * index]  # quotas of 2, env by env
         assert (first.start_x, first.start_y) == tuple(int(v) for v in env.unwrapped.agent_pos)
-    max_steps = make().unwrapped.max_steps
+    unwrapped = make().unwrapped
+    assert isinstance(unwrapped, MiniGridEnv)
+    max_steps = unwrapped.max_steps
     for record in records:
         assert record.success == (record.outcome is script.Outcome.SUCCESS)
         assert (record.outcome is script.Outcome.TIMEOUT) == (record.length == max_steps)

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 
-from rlmem.cells import CELLS
+from rlmem.cells import CELLS, CellOutput
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
@@ -127,7 +127,8 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     forward = SequenceModel.forward
     calls = {"n": 0}
 
-    def poisoned(self: SequenceModel, inputs: torch.Tensor, state: object = None):
+    def poisoned(self: SequenceModel, inputs: torch.Tensor,
+                 state: object | None = None) -> tuple[torch.Tensor, CellOutput]:
         outputs, result = forward(self, inputs, state)
         if torch.is_grad_enabled():
             calls["n"] += 1

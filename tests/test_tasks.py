@@ -12,6 +12,7 @@ from rlmem.schema.supervised import TASK_SCHEMAS
 from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
 from rlmem.tasks.figures import attention_matrix
 from rlmem.tasks.metrics import recall_accuracy, sequence_cross_entropy
+from rlmem.tasks.recall import RecallTask
 
 
 def generator(seed: int = 0) -> torch.Generator:
@@ -37,6 +38,7 @@ def test_copy_layout_small_example() -> None:
 def test_copy_paper_geometry() -> None:
     """Arjovsky et al.: T + 20 steps, delimiter at T+9, output in the last 10 steps."""
     task = make_task("copy")
+    assert isinstance(task, RecallTask)
     T = 100
     batch = task.sample(16, T, generator())
     assert batch.length == T + 20 == task.total_length(T)
@@ -100,6 +102,7 @@ def test_denoise_at_smallest_delay_is_copy() -> None:
 
 def test_denoise_positions_cover_the_delay_uniformly() -> None:
     task = make_task("denoise")
+    assert isinstance(task, RecallTask)
     T = 20
     positions = task.data_positions(4000, T, generator(3))
     assert (positions.diff(dim=0) > 0).all()

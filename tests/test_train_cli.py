@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -121,7 +122,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     calls = []
     real_gae = ppo_update.compute_gae
 
-    def diverging_gae(*args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+    def diverging_gae(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         calls.append(1)
         advantages, returns = real_gae(*args, **kwargs)
         if len(calls) == 2:  # the second update diverges
@@ -138,6 +139,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
 
 def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:
     yaml = OmegaConf.load(CONF_DIR / "agent" / "ppo.yaml")
+    assert isinstance(yaml, DictConfig)
     del yaml["defaults"]
     assert OmegaConf.to_container(yaml) == OmegaConf.to_container(
         OmegaConf.structured(PPOConfig()))

@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
+
+from reference.base import Cell as ReferenceCell
+from rlmem.cells import Cell
 
 
 def random_resets(steps: int, batch: int, generator: torch.Generator) -> Tensor:
@@ -32,7 +35,7 @@ def _float_fields(state: Any) -> list[Tensor]:
     return [value for value in state if value.is_floating_point()]
 
 
-def assert_matches_reference(fast: nn.Module, reference: nn.Module, *, steps: int = 48,
+def assert_matches_reference(fast: Cell, reference: ReferenceCell, *, steps: int = 48,
                              batch: int = 5, chunks: Sequence[int] = (1, 16, 31),
                              warmup: int = 7, seed: int = 0, tolerance: float = 1e-10,
                              state_view: Callable[[Any], dict[str, Tensor]] | None = None
@@ -61,8 +64,8 @@ def assert_matches_reference(fast: nn.Module, reference: nn.Module, *, steps: in
         _, reference_start = reference(prefix)
         _, fast_start = fast(prefix)
 
-    def run(cell: nn.Module, start: Any, cuts: Sequence[int]) -> tuple[Tensor, Any, Tensor,
-                                                                         Tensor, list[Tensor]]:
+    def run(cell: Cell | ReferenceCell, start: Any,
+            cuts: Sequence[int]) -> tuple[Tensor, Any, Tensor, Tensor, list[Tensor]]:
         x_leaf = x.clone().requires_grad_()
         fields = [value.clone().requires_grad_() if value.is_floating_point() else value
                   for value in start]
