@@ -104,7 +104,8 @@ class Aux:
             by the cell's own coefficient (SA-RNN's ``λ Σ ũ``, TARNN's ``Ω``).
         diagnostics: detached scalars to log once per update (SA-RNN skip %, TARNN mean β, ...).
             Given as a function, they are worked out on first access only: a rollout step
-            never reads them, and for the attentive cells they cost as much as the step.
+            never reads them, and for the attentive cells they cost about a quarter of a
+            rollout step. Read them before an optimizer step: some report parameters (η, α).
         traces: detached per-step tensors of shape ``(T, B, ...)`` for figures (attention
             weights, update masks, β over time).
     """
