@@ -179,3 +179,17 @@ def test_a_run_from_before_the_recipe_resumes_only_with_its_old_recipe(
         ppo_train.train(default, run)
     ppo_train.train(old, run)
     assert load_checkpoint(run / "checkpoint.pt").count("frames") == 512
+
+
+def test_an_old_irnn_run_resumes_only_with_the_update_rule_it_had() -> None:
+    """iRNN runs written before ``update_rule`` and ``learn_alpha`` existed ran Eq. 5 with a
+    learned α: they resume with those, and the new default (Eq. 8, fixed α) is refused."""
+    from rlmem.runs.checkpoint import check_compatible
+
+    saved = {"memory": {"name": "irnn", "K": 1, "eta": 1.0}}
+    then = {"memory": {**saved["memory"], "update_rule": "eq5", "learn_alpha": True}}
+    now = {"memory": {**saved["memory"], "update_rule": "eq8", "learn_alpha": False}}
+    check_compatible(saved, then, ["memory"])
+    with pytest.raises(CheckpointMismatchError, match="update_rule") as error:
+        check_compatible(saved, now, ["memory"])
+    assert "learn_alpha" in str(error.value)

@@ -23,7 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
 ORDER = ["lstm", "gru", "memlstm", "relstm", "relrnn", "tarnn", "sarnn", "irnn", "ernn",
-         "sb3_lstm", "lstm_v0_1", "lstm_onehot", "gru_update_bias1", "sarnn_update_bias1"]
+         "sb3_lstm", "lstm_v0_1", "lstm_onehot", "gru_update_bias1", "sarnn_update_bias1",
+         "irnn_eq5"]
 SOLVED = 0.9
 """The issue's bar: an evaluation return of at least this on MemoryS7."""
 

@@ -20,6 +20,8 @@ run's final frame count is not repeated. So the suite can be run over several si
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 from rlmem.envs import transfer_target
@@ -60,12 +62,18 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*",
                         help="after --: Hydra overrides passed to every training run")
     args = parser.parse_args()
+    failed = []
     for env in args.envs:
-        if not args.no_train:
-            train_sweep(RUNS, env, args.memories, args.seeds, args.frames or FRAMES[env],
-                        args.jobs, args.overrides)
-        evaluate_runs(run_dirs(RUNS, env, args.memories, args.seeds),
-                      [env, transfer_target(env)], args.episodes, args.jobs)
+        try:
+            if not args.no_train:
+                train_sweep(RUNS, env, args.memories, args.seeds, args.frames or FRAMES[env],
+                            args.jobs, args.overrides)
+            evaluate_runs(run_dirs(RUNS, env, args.memories, args.seeds),
+                          [env, transfer_target(env)], args.episodes, args.jobs)
+        except subprocess.CalledProcessError:  # its error is printed above; go on to the next
+            failed.append(env)
+    if failed:
+        sys.exit(f"transfer suite: {', '.join(failed)} failed (see above); the rest are done")
 
 
 if __name__ == "__main__":
