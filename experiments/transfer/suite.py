@@ -34,12 +34,13 @@ FRAMES: dict[str, int] = {
     # The paper trained 5M frames per env; this shared 2-core CPU affords a fraction of that.
     # Our PPO solves DoorKey-5x5 in ~50-100k frames; 500k gives the agents time to settle
     # before the zero-shot test on DoorKey-16x16, the paper's key claim. MemoryS7 is trained
-    # by experiments/memory/suite.py (up to 1M frames); the others get 100k for now.
+    # by experiments/memory/suite.py (up to 1M frames); the others get DoorKey's 500k too (a
+    # run started at the earlier 100k resumes to it).
     "DoorKey-5x5": 500_000,
-    "RedBlueDoors-6x6": 100_000,
-    "GoToObject-6x6-N2": 100_000,
-    "GoToDoor-5x5": 100_000,
-    "Fetch-5x5-N2": 100_000,
+    "RedBlueDoors-6x6": 500_000,
+    "GoToObject-6x6-N2": 500_000,
+    "GoToDoor-5x5": 500_000,
+    "Fetch-5x5-N2": 500_000,
 }
 """Total training frames per train env."""
 
