@@ -114,3 +114,14 @@ def test_an_agent_that_only_turns_times_out(script: ModuleType) -> None:
     record = log.episodes[-1]
     assert record.outcome is script.Outcome.TIMEOUT and not record.success
     assert not record.reached_fork and record.delay is None and record.chosen is None
+
+
+def test_a_regenerated_report_keeps_the_hand_written_reading(script: ModuleType,
+                                                             tmp_path: Path) -> None:
+    output = tmp_path / "S13_BY_START.md"
+    assert script.hand_written_reading(output) == []
+    output.write_text("# title\n\nintro\n\n## Reading (by hand)\n\n- a finding\n\n"
+                      "## Success by start x, seeds pooled\n\n| table |\n")
+    reading = script.hand_written_reading(output)
+    assert reading == ["## Reading (by hand)", "", "- a finding", ""]
+    assert "\n".join(reading) in script.report([], "command", 1.0, reading)

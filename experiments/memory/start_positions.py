@@ -435,8 +435,25 @@ def outcome_table(evaluations: Sequence[RunEvaluation]) -> list[str]:
     return markdown_table(["run", "env", *(name for name, _ in DETAIL_COLUMNS)], rows)
 
 
-def report(evaluations: Sequence[RunEvaluation], command: str, seconds: float) -> str:
-    """The markdown of ``S13_BY_START.md``."""
+READING = "## Reading"
+"""The heading of the section written by hand, which a regenerated file keeps."""
+
+
+def hand_written_reading(path: Path) -> list[str]:
+    """The lines of ``path``'s :data:`READING` section, up to the next heading (none when the
+    file or the section does not exist), so that regenerating the tables keeps the reading."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    starts = [index for index, line in enumerate(lines) if line.startswith(READING)]
+    if not starts:
+        return []
+    end = next((index for index in range(starts[0] + 1, len(lines))
+                if lines[index].startswith("## ")), len(lines))
+    return lines[starts[0]:end]
+
+
+def report(evaluations: Sequence[RunEvaluation], command: str, seconds: float,
+           reading: Sequence[str] = ()) -> str:
+    """The markdown of ``S13_BY_START.md``, with the hand-written ``reading`` section kept."""
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     cells = pooled_by_cell(evaluations)
     lines = [
@@ -456,6 +473,7 @@ def report(evaluations: Sequence[RunEvaluation], command: str, seconds: float) -
         "ended at the key (among those that ended at an object); a policy that follows the "
         "cue has 100% and 0%, one that ignores it has the same share for both.",
         "",
+        *reading,
         "## Success by start x, seeds pooled",
         "",
         *success_table(cells, start_x, lambda x: f"x={x}"),
@@ -511,7 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             evaluations.append(evaluation)
     command = " ".join(["python", "experiments/memory/start_positions.py",
                         *(argv if argv is not None else sys.argv[1:])])
-    args.output.write_text(report(evaluations, command, time.monotonic() - started))
+    reading = hand_written_reading(args.output)
+    args.output.write_text(report(evaluations, command, time.monotonic() - started, reading))
     if args.records is not None:
         args.records.write_text(json.dumps(
             [{"run": ev.label, "env": ev.env,
