@@ -3,13 +3,13 @@ chance on noise, and per-step features are cut into the episodes they belong to.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "memory" / "fork_probe.py"
@@ -21,12 +21,7 @@ def probe() -> ModuleType:
     # from the repository's root allows.
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("memory_fork_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "memory_fork_probe")
 
 
 def planted(rng: np.random.Generator, examples: int, signal: float) -> tuple[np.ndarray,

@@ -4,8 +4,6 @@ and how the episode ended, as the env and the evaluation's returns have it."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +13,7 @@ import pytest
 from minigrid.core.actions import Actions
 from minigrid.envs.memory import MemoryEnv
 from minigrid.minigrid_env import MiniGridEnv
+from scripts import load_script
 
 from rlmem.envs import EnvOptions
 
@@ -23,12 +22,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "memory" / "st
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("memory_start_positions", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "memory_start_positions")
 
 
 class RandomActor:

@@ -23,9 +23,7 @@ tested on MemoryS13, and cross-validated within MemoryS13. The tables go to
 
 from __future__ import annotations
 
-import argparse
 import enum
-import functools
 import math
 import os
 import sys
@@ -42,22 +40,19 @@ from torch import Tensor
 from experiments.memory.start_positions import (
     EpisodeRecord,
     evaluation_seed,
+    load_for,
     markdown_table,
+    parse_play_arguments,
     play,
+    play_arguments,
 )
 from rlmem.agents.policy_evaluation import episode_quotas
 from rlmem.agents.ppo.actor import PPOActor
-from rlmem.agents.registry import AGENTS
 from rlmem.cells import Cell, CellOutput
-from rlmem.envs import EnvOptions
-from rlmem.evaluate import check_interface, load_run, short_name
-from rlmem.runs import resolve_device
 
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "S13_FORK_PROBE.md"
 TRAIN_ENV, TEST_ENV = "MemoryS7", "MemoryS13"
-EPISODES = 200
-NUM_ENVS = 16
 FOLDS = 5
 L2 = 1e-2
 """Weight decay of the probe (on standardised features): the mean log-loss plus
@@ -183,23 +178,17 @@ def collect(run: Path, env: str, episodes: int, num_envs: int, seed: int) -> Pro
     Raises:
         TypeError: the run is not one of our PPO (no memory to tap).
     """
-    checkpoint = load_run(run)
-    config = checkpoint.config
-    name = short_name(env)
-    options = EnvOptions.from_config(config)
-    interface = check_interface(run, name, config, options)
-    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
-    actor = load_actor(run, checkpoint, interface.observation_space, interface.action_space,
-                       resolve_device("cpu"), {})
+    loaded = load_for(run, env)
+    actor = loaded.actor
     if not isinstance(actor, PPOActor):
         raise TypeError(f"{run} is not a run of our PPO; its memory cannot be tapped")
     tap = CellTap(actor.model.memory)
-    records = play(actor, name, functools.partial(options.make, name), episodes, num_envs,
+    records = play(actor, loaded.env, loaded.make_env, episodes, num_envs,
                    evaluation_seed(seed))
     quotas = episode_quotas(episodes, min(num_envs, episodes))
     features = {feature: split_episodes(tap.steps(feature), records, quotas)
                 for feature in Feature}
-    return ProbeData(f"{run.parent.name}/{run.name}", name, records, features)
+    return ProbeData(f"{run.parent.name}/{run.name}", loaded.env, records, features)
 
 
 # --- the probe ------------------------------------------------------------------------------
@@ -413,17 +402,8 @@ def hand_written(path: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=Path, nargs="+", required=True,
-                        help="run directories trained on MemoryS7 (only read)")
-    parser.add_argument("--episodes", type=int, default=EPISODES)
-    parser.add_argument("--num-envs", type=int, default=NUM_ENVS)
-    parser.add_argument("--seed", type=int, default=0, help="as rlmem.evaluate's seed")
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    args = parser.parse_args(argv)
-    if args.episodes <= 0 or args.num_envs <= 0:
-        parser.error("--episodes and --num-envs must be positive")
-    torch.set_num_threads(1)
+    parser = play_arguments((__doc__ or "").splitlines()[0], OUTPUT)
+    args = parse_play_arguments(parser, argv)
     started = time.monotonic()
     pairs = []
     for run in args.runs:

@@ -280,9 +280,21 @@ class RunEvaluation:
     records: list[EpisodeRecord]
 
 
-def evaluate_run_by_start(run: Path, env: str, episodes: int, num_envs: int,
-                          seed: int) -> RunEvaluation:
-    """Load ``run`` as ``python -m rlmem.evaluate`` does and play it on ``env``."""
+@dataclass(frozen=True)
+class LoadedRun:
+    """A trained run, loaded as ``python -m rlmem.evaluate`` loads it, ready to play ``env``."""
+
+    actor: Actor[Any]
+    env: str
+    """The env's short name."""
+    make_env: Callable[[], gym.Env]
+    """The env as the run's recorded options build it."""
+    frames: int
+    """Frames the run was trained for."""
+
+
+def load_for(run: Path, env: str) -> LoadedRun:
+    """Load ``run`` as ``python -m rlmem.evaluate`` does, checked against ``env``."""
     checkpoint = load_run(run)
     config = checkpoint.config
     name = short_name(env)
@@ -291,10 +303,17 @@ def evaluate_run_by_start(run: Path, env: str, episodes: int, num_envs: int,
     load_actor = AGENTS[config["agent"]["name"]].actor_loader()
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space,
                        resolve_device("cpu"), {})
-    records = play(actor, name, functools.partial(options.make, name), episodes, num_envs,
+    return LoadedRun(actor, name, functools.partial(options.make, name),
+                     checkpoint.count("frames"))
+
+
+def evaluate_run_by_start(run: Path, env: str, episodes: int, num_envs: int,
+                          seed: int) -> RunEvaluation:
+    """Load ``run`` as ``python -m rlmem.evaluate`` does and play it on ``env``."""
+    loaded = load_for(run, env)
+    records = play(loaded.actor, loaded.env, loaded.make_env, episodes, num_envs,
                    evaluation_seed(seed))
-    return RunEvaluation(f"{run.parent.name}/{run.name}", name, checkpoint.count("frames"),
-                         records)
+    return RunEvaluation(f"{run.parent.name}/{run.name}", loaded.env, loaded.frames, records)
 
 
 # --- tables ---------------------------------------------------------------------------------
@@ -502,21 +521,36 @@ def report(evaluations: Sequence[RunEvaluation], command: str, seconds: float,
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def play_arguments(description: str, output: Path) -> argparse.ArgumentParser:
+    """The options of the scripts that play trained runs: ``--runs``, ``--episodes``,
+    ``--num-envs``, ``--seed`` (``rlmem.evaluate``'s) and ``--output``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--runs", type=Path, nargs="+", required=True,
-                        help="run directories (each holds checkpoint.pt); only read")
-    parser.add_argument("--envs", nargs="+", default=list(ENVS))
+                        help="run directories trained on MemoryS7 (each holds checkpoint.pt); "
+                             "only read")
     parser.add_argument("--episodes", type=int, default=EPISODES)
     parser.add_argument("--num-envs", type=int, default=NUM_ENVS)
     parser.add_argument("--seed", type=int, default=0, help="as rlmem.evaluate's seed")
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    parser.add_argument("--records", type=Path, default=None,
-                        help="also write every episode's record here (JSON)")
+    parser.add_argument("--output", type=Path, default=output)
+    return parser
+
+
+def parse_play_arguments(parser: argparse.ArgumentParser,
+                         argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, refusing counts that are not positive; one thread, as the measurements ran."""
     args = parser.parse_args(argv)
     if args.episodes <= 0 or args.num_envs <= 0:
         parser.error("--episodes and --num-envs must be positive")
     torch.set_num_threads(1)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = play_arguments(__doc__.splitlines()[0], OUTPUT)
+    parser.add_argument("--envs", nargs="+", default=list(ENVS))
+    parser.add_argument("--records", type=Path, default=None,
+                        help="also write every episode's record here (JSON)")
+    args = parse_play_arguments(parser, argv)
     started = time.monotonic()
     evaluations = []
     for run in args.runs:
