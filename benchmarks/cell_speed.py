@@ -48,8 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlmem.cells import CELLS, Cell, extension, make_cell
-from rlmem.cells.memlstm import MemLSTM
+from rlmem.cells import CELLS, Cell, extension, hyperparameters, make_cell
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -234,7 +233,7 @@ def measure_rollout(names: Sequence[str], batch: int, hidden: int, steps: int, r
     if fallback:
         timers = with_fallback(timers, make)
     if "memlstm" in names:
-        capacity = MemLSTM(hidden, hidden).capacity
+        capacity = int(hyperparameters(CELLS["memlstm"])["capacity"].default)
         timers["memlstm (full)"] = make("memlstm", warmup=capacity)
     return summarise(round_robin(timers, repeats),
                      lambda name: None if name == BASELINE or name not in CELLS

@@ -128,7 +128,10 @@ class Aux:
         return sum(self.losses.values(), 0.0)
 
     def __repr__(self) -> str:
-        return (f"Aux(losses={sorted(self.losses)}, diagnostics={sorted(self.diagnostics)}, "
+        # Showing an Aux must not work out its diagnostics (a debugger prints it freely).
+        diagnostics = ("not yet worked out" if callable(self._diagnostics)
+                       else sorted(self._diagnostics))
+        return (f"Aux(losses={sorted(self.losses)}, diagnostics={diagnostics}, "
                 f"traces={sorted(self.traces)})")
 
 
