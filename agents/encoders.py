@@ -25,6 +25,10 @@ GRID_VOCABULARY = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX))
 EMBEDDING_SIZE = 8
 """Features per channel of the ``embedding`` grid encoding (so 24 conv input channels)."""
 
+FULL_VIEW = 7
+"""MiniGrid's default ``agent_view_size``, the smallest view the conv net takes whole: smaller
+views are placed in one this size (:class:`ImageEncoder`)."""
+
 
 class FieldEncoder(nn.Module):
     """The encoder of one observation field: a flat batch ``(N, *field shape)`` to
@@ -57,13 +61,21 @@ class ImageEncoder(FieldEncoder):
       paper uses. Key (5) and ball (6) then differ by 1 in one input: on MiniGrid MemoryS7 the
       conv features of the two cues ended up nearly equal and no memory learned the task.
 
+    A view smaller than 7×7 (MiniGrid's ``agent_view_size`` 3 or 5) is placed in a 7×7 one as
+    MiniGrid places the agent, at the middle of the last row, and the cells around it hold
+    index 0 in every channel: MiniGrid's encoding of an unseen cell. Each cell the small view
+    shows is where a 7×7 view shows it, so the conv stack and its output size stay those of the
+    default view.
+
     Args:
         image_shape: ``(height, width, channels)`` of one observation, e.g. ``(7, 7, 3)``.
+            MiniGrid's first axis is the view's x (across the agent), its second the y (the
+            agent looks towards y = 0); views are square and odd-sized.
         encoding: one of :data:`GRID_ENCODINGS`.
 
     Shapes:
         - input: ``(N, height, width, channels)``, any numeric dtype holding the indices
-        - output: ``(N, output_size)``; 64 for a 7×7 view
+        - output: ``(N, output_size)``; 64 for a view of at most 7×7
     """
 
     after_memory: ClassVar[bool] = False
@@ -77,8 +89,10 @@ class ImageEncoder(FieldEncoder):
     def __init__(self, image_shape: tuple[int, int, int], encoding: str = "embedding") -> None:
         super().__init__()
         height, width, channels = image_shape
-        if min(height, width) < 7:
-            raise ValueError(f"ImageEncoder needs a view of at least 7x7, got {height}x{width}")
+        if min(height, width) < FULL_VIEW and (height != width or height % 2 == 0):
+            raise ValueError(f"ImageEncoder takes views smaller than {FULL_VIEW}x{FULL_VIEW} "
+                             f"only as MiniGrid makes them, square and odd-sized; got "
+                             f"{height}x{width}")
         if encoding not in GRID_ENCODINGS:
             raise ValueError(f"unknown grid encoding {encoding!r}; use one of "
                              f"{', '.join(GRID_ENCODINGS)}")
@@ -87,6 +101,11 @@ class ImageEncoder(FieldEncoder):
                              f"state) channels, got {channels} channels; use encoding='raw'")
         self.image_shape = tuple(image_shape)
         self.encoding = encoding
+        # F.pad's order: channels, then y (all of it in front of the agent), then x (both sides).
+        side, ahead = (FULL_VIEW - height) // 2, FULL_VIEW - width
+        self.padding: tuple[int, ...] | None = (
+            (0, 0, ahead, 0, side, side) if height < FULL_VIEW else None)
+        height, width = max(height, FULL_VIEW), max(width, FULL_VIEW)
         self.embedding: nn.Embedding | None = None
         in_channels = channels
         if encoding != "raw":
@@ -108,10 +127,12 @@ class ImageEncoder(FieldEncoder):
         self.output_size = ((height - 1) // 2 - 2) * ((width - 1) // 2 - 2) * 64
 
     def grid_features(self, image: Tensor) -> Tensor:
-        """The per-cell features that enter the conv net.
+        """The per-cell features that enter the conv net, the view made 7×7 if smaller.
 
-        Shapes: ``(N, H, W, C)`` -> ``(N, features, H, W)``.
+        Shapes: ``(N, H, W, C)`` -> ``(N, features, max(H, 7), max(W, 7))``.
         """
+        if self.padding is not None:
+            image = nn.functional.pad(image, self.padding)  # 0: MiniGrid's "unseen"
         if self.encoding == "raw":
             return image.permute(0, 3, 1, 2).float()
         rows = image.long() + self.offsets
@@ -126,7 +147,8 @@ class ImageEncoder(FieldEncoder):
         return self.net(self.grid_features(image))
 
     def extra_repr(self) -> str:
-        return f"image_shape={self.image_shape}, encoding={self.encoding!r}"
+        shown = f"image_shape={self.image_shape}, encoding={self.encoding!r}"
+        return shown + (f", placed in a {FULL_VIEW}x{FULL_VIEW} view" if self.padding else "")
 
 
 class MissionEncoder(FieldEncoder):

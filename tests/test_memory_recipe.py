@@ -65,6 +65,43 @@ def test_an_encoding_other_than_raw_needs_minigrid_channels() -> None:
     assert ImageEncoder((7, 7, 4), "raw").output_size == 64
 
 
+@pytest.mark.parametrize("view", [3, 5])
+def test_a_small_view_is_placed_where_the_full_view_shows_the_same_cells(view: int) -> None:
+    """MiniGrid's ``agent_view_size`` 3 or 5, padded by the encoder: every cell it shows sits
+    where the 7×7 view of the same state shows that cell, and everything else is "unseen"
+    (0, 0, 0). (The two views may differ in what they show: MiniGrid works out occlusion within
+    each view, so the larger one can see round a wall the smaller one cannot.)"""
+    env = make_env("MemoryS7", mission=False)
+    grid = env.unwrapped
+    side = (7 - view) // 2
+    rng = torch.Generator().manual_seed(0)
+    encoder = ImageEncoder((view, view, 3), "raw")
+    for episode in range(4):
+        env.reset(seed=episode)
+        for _ in range(12):
+            env.step(int(torch.randint(3, (1,), generator=rng)))  # left, right, forward
+            grid.agent_view_size = 7
+            full = torch.as_tensor(grid.gen_obs()["image"]).float()
+            grid.agent_view_size = view
+            small = torch.as_tensor(grid.gen_obs()["image"])
+            placed = encoder.grid_features(small[None])[0].permute(1, 2, 0)
+            inside = torch.zeros(7, 7, dtype=torch.bool)
+            inside[side:side + view, 7 - view:] = True
+            assert torch.equal(placed[inside].view(view, view, 3), small.float())
+            assert not placed[~inside].any()
+            shown = placed.any(-1) & full.any(-1)
+            assert shown.sum() > view and torch.equal(placed[shown], full[shown])
+    assert ImageEncoder((view, view, 3)).output_size == 64
+    assert "placed in a 7x7 view" in repr(encoder)
+
+
+def test_a_view_smaller_than_7x7_must_be_square_and_odd() -> None:
+    with pytest.raises(ValueError, match="square and odd-sized; got 4x4"):
+        ImageEncoder((4, 4, 3))
+    with pytest.raises(ValueError, match="got 3x5"):
+        ImageEncoder((3, 5, 3))
+
+
 @pytest.mark.parametrize("encoding", GRID_ENCODINGS)
 def test_sb3_and_our_ppo_encode_the_grid_the_same_way(encoding: str) -> None:
     env = make_env("MemoryS7", mission=False)

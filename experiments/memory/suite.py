@@ -55,11 +55,19 @@ ABLATIONS: dict[str, tuple[str, list[str]]] = {
     "gru_update_bias1": ("gru", ["memory.update_bias=1.0"]),
     "sarnn_update_bias1": ("sarnn", ["memory.update_bias=1.0"]),
     "irnn_eq5": ("irnn", ["memory.update_rule=eq5", "memory.learn_alpha=true"]),
+    "lstm_view3": ("lstm", ["+env_kwargs.agent_view_size=3"]),
+    "relstm_view3": ("relstm", ["+env_kwargs.agent_view_size=3"]),
 }
 """What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
 embedding, the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
-the state) for the two GRU-based cells, and iRNN's earlier default (Eq. 5, α learned) beside
-the paper's Eq. 8."""
+the state) for the two GRU-based cells, iRNN's earlier default (Eq. 5, α learned) beside
+the paper's Eq. 8, and a 3×3 view (``agent_view_size=3``, on MemoryS7 and on MemoryS13 alike).
+
+The 3×3 view tests why MemoryS13 fails zero-shot (``S13_BY_START.md``): with the default 7×7
+view an agent at S7's fork turns and sees the cue 4 cells back, so S7 hardly asks for memory,
+and S13's long corridor looks unlike anything on S7. With a 3×3 view the cue can only be seen
+from inside the start room, so S7 needs the memory across the corridor, and every corridor
+cell looks the same on S7 and S13."""
 
 REFERENCE = "sb3_lstm"
 """sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),
