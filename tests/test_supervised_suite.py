@@ -44,7 +44,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     """rows.py, suite.py and aggregate.py (which import their siblings by bare name)."""
     sys.path.insert(0, str(SUITE_DIR))
     try:
-        yield {name: load(name) for name in ("rows", "suite", "aggregate")}
+        yield {name: load(name) for name in ("rows", "suite", "aggregate", "recall_timing")}
     finally:
         sys.path.remove(str(SUITE_DIR))
 
@@ -154,6 +154,22 @@ def test_the_aggregate_renders_results_from_the_runs(
     assert (out.parent / target).resolve() == heatmap.resolve()
     assert (tmp_path / "curves.png").exists()
     assert "{{" not in text and "kerg2020_table2_denoise_memlstm" in text  # every row listed
+
+
+def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
+        scripts: dict[str, ModuleType], runs: Path, tmp_path: Path) -> None:
+    """Its recall accuracy at the training T is the run's final evaluation (same weights, same
+    batch); its timing columns are shares and steps within the sequence."""
+    run_dir, out = runs / RELSTM / "seed0", tmp_path / "RECALL_TIMING.md"
+    scripts["recall_timing"].main(["--runs", str(run_dir), "--lengths", "100", "200",
+                                   "--out", str(out)])
+    final = json.loads((run_dir / "results.json").read_text())["eval"]
+    at_100 = scripts["recall_timing"].timing(run_dir, 100)
+    assert at_100.accuracy == pytest.approx(final["accuracy@T100"])
+    assert 0 <= at_100.blank_at_recall <= 1 and 0 <= at_100.early_symbols <= 1
+    rows = [line for line in out.read_text().splitlines() if line.startswith(f"| {run_dir}")]
+    assert [row.split(" | ")[2] for row in rows] == ["100", "200"]
+    assert rows[0].endswith("| 110 |") and rows[1].endswith("| 210 |")
 
 
 def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() -> None:

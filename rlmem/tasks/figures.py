@@ -28,11 +28,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from rlmem.cells import make_cell_from_config
-from rlmem.runs import CHECKPOINT_NAME, load_checkpoint
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch
 from rlmem.tasks.model import SequenceModel
-from rlmem.tasks.registry import make_task_from_config
+from rlmem.tasks.saved import load_saved_model
 
 MAX_PIXELS = 240
 """The attention heatmap has at most this many rows and columns: a longer sequence is pooled in
@@ -225,18 +223,8 @@ def attention_from_checkpoint(run_dir: Path, seq_len: int, out: Path | None = No
     sequence is drawn from a generator seeded with the run's seed. Written to
     ``<run_dir>/attention_T<seq_len>.png`` unless ``out`` is given.
     """
-    checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
-    config = checkpoint.config
-    task = make_task_from_config(config["task"])
-    task.check_seq_len(seq_len)
-    memory = dict(config["memory"])
-    if seq_len != config["seq_len"]:
-        memory.update(config.get("eval_memory") or {})
-    model = SequenceModel(make_cell_from_config(memory, input_size=task.input_size),
-                          task.output_size, task.categorical)
-    model.load_state_dict(checkpoint.states["model"])
-    model.eval()
-    batch = task.sample(1, seq_len, torch.Generator().manual_seed(int(config["seed"])))
-    _, result = model(batch.inputs)
+    saved = load_saved_model(run_dir, seq_len)
+    batch = saved.task.sample(1, seq_len, torch.Generator().manual_seed(saved.seed))
+    _, result = saved.model(batch.inputs)
     return attention_figure(result.aux.traces, batch,
                             out or run_dir / f"attention_T{seq_len}.png")
