@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
 from rlmem.runs import (
+    NonFiniteLossError,
     ResumeRules,
     RunSession,
     open_run,
@@ -119,7 +120,14 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
     _print(f"{task.describe()} T={cfg.seq_len} | {cell.name} hidden {cell.hidden_size}, "
            f"{parameters} parameters | {device} | run dir {run_dir}")
     _print(f"naive baseline {baseline.metric}: {baseline.rule}")
-    result = trainer.train(show_progress=cfg.progress_bar)
+    try:
+        result = trainer.train(show_progress=cfg.progress_bar)
+    except NonFiniteLossError as error:
+        # The same config and seed diverge the same way again: record it as the run's result.
+        stopped = TrainResult(trainer.iteration, trainer.elapsed_s, trainer.cpu_s)
+        _write_results(run_dir, cfg, stopped, baseline.metric, baseline.value, parameters,
+                       cfg.eval_seq_lens, diverged=str(error))
+        raise
     if session.stop_requested:  # interrupted: no results for an unfinished run
         return result
     _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
@@ -135,14 +143,17 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
 
 
 def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: str,
-                   baseline: float, parameters: int, eval_seq_lens: Iterable[int]) -> None:
+                   baseline: float, parameters: int, eval_seq_lens: Iterable[int],
+                   diverged: str | None = None) -> None:
+    """``results.json``: the run's final evaluation, or, for a run stopped by a non-finite loss
+    (``diverged``, the error's message), the iterations it completed and no evaluation."""
     results = {
         "task": cfg.task.name, "memory": cfg.memory.name, "seq_len": cfg.seq_len,
         "eval_seq_lens": list(eval_seq_lens), "iterations": result.iteration,
         "batch_size": cfg.batch_size, "lr": cfg.lr, "hidden_size": cfg.memory.hidden_size,
         "parameters": parameters, "elapsed_s": round(result.elapsed_s, 2),
         "cpu_s": round(result.cpu_s, 2), "target": cfg.target,
-        "converged_at": result.converged_at,
+        "converged_at": result.converged_at, "diverged": diverged,
         "baseline": {metric: baseline},
         "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
     }

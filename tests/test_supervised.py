@@ -142,6 +142,10 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.count("iteration") == 2
     assert all(torch.isfinite(value).all() for value in checkpoint.states["model"].values())
+    # The divergence is the run's result: the same config and seed would diverge again.
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["iterations"] == 2 and results["eval"] == {}
+    assert "non-finite loss at iteration 3" in results["diverged"]
 
 
 @pytest.mark.parametrize(("override", "message"), [

@@ -44,7 +44,8 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     """rows.py, suite.py and aggregate.py (which import their siblings by bare name)."""
     sys.path.insert(0, str(SUITE_DIR))
     try:
-        yield {name: load(name) for name in ("rows", "suite", "aggregate", "recall_timing")}
+        yield {name: load(name) for name in ("rows", "status", "suite", "aggregate",
+                                          "recall_timing")}
     finally:
         sys.path.remove(str(SUITE_DIR))
 
@@ -154,6 +155,26 @@ def test_the_aggregate_renders_results_from_the_runs(
     assert (out.parent / target).resolve() == heatmap.resolve()
     assert (tmp_path / "curves.png").exists()
     assert "{{" not in text and "kerg2020_table2_denoise_memlstm" in text  # every row listed
+
+
+def test_a_diverged_run_is_a_finished_row_that_says_so(
+        scripts: dict[str, ModuleType], runs: Path, tmp_path: Path) -> None:
+    """A ``results.json`` with ``diverged`` (as ``rlmem.supervised`` writes it when the loss
+    stops being finite) is a finished run with no evaluation, shown as diverged."""
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    path = copy / ADDING / "seed0" / "results.json"
+    results = json.loads(path.read_text())
+    message = "non-finite loss at iteration 3 (loss inf, gradient norm inf)"
+    path.write_text(json.dumps({**results, "iterations": 2, "eval": {}, "diverged": message}))
+    status = scripts["status"].run_status(copy / ADDING / "seed0", budget=20_000)
+    assert status.state is scripts["status"].State.finished
+    assert status.describe() == "finished: diverged after 2 iterations"
+    out = tmp_path / "RESULTS.md"
+    scripts["aggregate"].main(["--runs", str(copy), "--out", str(out)])
+    summary = next(line for line in out.read_text().splitlines() if f"[{ADDING}]" in line)
+    assert "| 1/1 | — | diverged |" in summary
+    assert f"diverged: {message}" in out.read_text()
 
 
 def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(

@@ -193,8 +193,9 @@ def mean_of(values: Sequence[float], metric: str) -> str:
     return f"{show(statistics.mean(values))} ± {show(spread).rstrip('%')}"
 
 
-def per_seed(values: Sequence[float], metric: str) -> str:
-    return ", ".join(map(formatter(metric), values)) or "—"
+def per_seed(values: Sequence[float], metric: str, diverged: int = 0) -> str:
+    """Each finished run's value, then ``diverged`` runs that have none."""
+    return ", ".join([*map(formatter(metric), values), *["diverged"] * diverged]) or "—"
 
 
 def minutes(seconds: float) -> str:
@@ -248,7 +249,8 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
         lines.append([
             link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
-            per_seed(values, result.score), cross_entropy,
+            per_seed(values, result.score, sum(bool(run.diverged) for run in finished)),
+            cross_entropy,
             (paper.scores.get(T, "—") if paper else "—"), baseline(result),
             f"{target_text(result)}: {reached}",
             ", ".join("—" if m is None else str(m) for m in met) or "—",
@@ -295,6 +297,8 @@ def seed_table(results: Sequence[RowResult]) -> list[str]:
                                for key, value in run.results["eval"].items()
                                if key.startswith("ce@"))
             met = run.results.get("converged_at")
+            if run.diverged:
+                evaluated = f"diverged: {run.diverged}"
             lines.append([result.row.preset, str(seed), str(run.iteration),
                           "—" if met is None else str(met), minutes(run.cpu_s),
                           minutes(run.results["elapsed_s"]), evaluated, losses or "—"])

@@ -26,7 +26,7 @@ from rlmem.runs.lock import LOCK_NAME
 
 class State(Enum):
     finished = "finished"
-    """``results.json`` of a run that met its target or spent its budget."""
+    """``results.json`` of a run that met its target, spent its budget or diverged."""
     in_progress = "in progress"
     """Started (a checkpoint or a progress row) but not finished: resumable."""
     not_started = "not started"
@@ -47,10 +47,17 @@ class RunStatus:
     holder: str | None
     """PID of the live process running it now, if any."""
 
+    @property
+    def diverged(self) -> str | None:
+        """The error that stopped a diverged run (a non-finite loss or gradient), else None."""
+        return self.results.get("diverged") if self.results else None
+
     def describe(self) -> str:
         """A few words for the suite's log and the in-progress list."""
         if self.state is State.finished:
             assert self.results is not None
+            if self.diverged:
+                return f"finished: diverged after {self.iteration} iterations"
             met = self.results.get("converged_at")
             return (f"finished: target met at iteration {met}" if met is not None else
                     f"finished: {self.iteration} iterations, target not met")
@@ -96,15 +103,16 @@ def budget_of(run_dir: Path) -> int | None:
 def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
     """Where ``run_dir`` stands against ``budget`` iterations (default: its own config's).
 
-    A ``results.json`` counts as finished when its run met its target, or trained at least
-    ``budget`` iterations; one left from a smaller budget is a run in progress.
+    A ``results.json`` counts as finished when its run met its target, trained at least
+    ``budget`` iterations, or diverged (the same config and seed would diverge again); one left
+    from a smaller budget is a run in progress.
     """
     budget = budget if budget is not None else budget_of(run_dir)
     holder = lock_holder(run_dir)
     results_path = run_dir / "results.json"
     if results_path.exists():
         results = json.loads(results_path.read_text())
-        if results.get("converged_at") is not None or (
+        if results.get("converged_at") is not None or results.get("diverged") or (
                 budget is not None and results["iterations"] >= budget):
             return RunStatus(run_dir, State.finished, int(results["iterations"]),
                              float(results["cpu_s"]), results, holder)
