@@ -17,6 +17,7 @@ import torch
 from gymnasium import spaces
 from hydra import compose, initialize_config_dir
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+from minigrid.minigrid_env import MiniGridEnv
 from torch import nn
 
 from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder
@@ -73,6 +74,7 @@ def test_a_small_view_is_placed_where_the_full_view_shows_the_same_cells(view: i
     each view, so the larger one can see round a wall the smaller one cannot.)"""
     env = make_env("MemoryS7", mission=False)
     grid = env.unwrapped
+    assert isinstance(grid, MiniGridEnv)
     side = (7 - view) // 2
     rng = torch.Generator().manual_seed(0)
     encoder = ImageEncoder((view, view, 3), "raw")

@@ -1,6 +1,6 @@
 """Tabulate the memory suite into ``RESULTS.md`` and plot its learning curves.
 
-    python experiments/memory/aggregate.py
+    python -m experiments.memory.aggregate
 
 Reads ``runs/MemoryS7/<label>/seed<k>/`` as written by ``suite.py``: ``progress.csv`` (the
 learning curve; ``return_recent`` is the mean return of the last 100 training episodes) and
@@ -20,11 +20,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.memory.suite import LABELS
+
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
-ORDER = ["lstm", "gru", "memlstm", "relstm", "relrnn", "tarnn", "sarnn", "irnn", "ernn",
-         "sb3_lstm", "lstm_v0_1", "lstm_onehot", "gru_update_bias1", "sarnn_update_bias1",
-         "irnn_eq5"]
 SOLVED = 0.9
 """The issue's bar: an evaluation return of at least this on MemoryS7."""
 
@@ -71,7 +70,7 @@ def read_run(path: Path) -> Run:
 
 def collect() -> dict[str, list[Run]]:
     labels = sorted((p.name for p in RUNS.iterdir() if p.is_dir()),
-                    key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)) \
+                    key=lambda n: LABELS.index(n) if n in LABELS else len(LABELS)) \
         if RUNS.exists() else []
     return {label: [read_run(p) for p in sorted((RUNS / label).glob("seed*"))]
             for label in labels}
