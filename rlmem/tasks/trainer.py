@@ -226,7 +226,11 @@ class SupervisedTrainer:
             if self.finished:
                 final = self.evaluate()  # resumed a finished run: report its evaluation
             while not self.finished and not self.run.stop_requested:
-                step = self.train_step()
+                try:
+                    step = self.train_step()
+                except NonFiniteLossError:
+                    self._tick(clock)  # a diverged run's result counts its time too
+                    raise
                 bar.update(1)
                 since_log += 1
                 last = self.iteration == schedule.iterations
