@@ -84,6 +84,9 @@ PAPER: dict[str, Paper] = {
         f"{TARNN_FIG2}c", {200: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
     "kag2021_table4_adding_tarnn_T750": Paper(
         f"{TARNN_FIG2}d", {750: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
+    "kag2021_grid_lr1e-3_adding_tarnn_T750": Paper(
+        f"{TARNN_FIG2}d, at lr 1e-3 (its §A.5 grid)",
+        {750: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
     "kag2021_adding_lstm_T200": Paper(f"{TARNN_FIG2}c", {200: "a curve; no number in the text"}),
     "kag2021_adding_lstm_T750": Paper(f"{TARNN_FIG2}d", {750: "a curve; no number in the text"}),
     # The iRNN paper (papers/irnn-incremental-rnn.txt): Fig. 4c (T = 200) and 4d (T = 750).

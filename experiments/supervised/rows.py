@@ -67,6 +67,7 @@ ROWS: tuple[Row, ...] = (
     # The other acceptance rows next: denoise for relstm, adding at T = 750.
     Row("kerg2020_table2_denoise_relstm", Task.denoise, "relstm"),
     Row("kag2021_table4_adding_tarnn_T750", Task.adding, "tarnn"),
+    Row("kag2021_grid_lr1e-3_adding_tarnn_T750", Task.adding, "tarnn", variant="lr 1e-3"),
     Row("kag2020_adding_irnn_T750", Task.adding, "irnn"),
     # The rest of the ReLSTM paper's Tables 1 and 2.
     Row("kerg2020_table1_transfer_copy_relrnn", Task.transfer_copy, "relrnn"),
