@@ -50,11 +50,12 @@ HEADLINE = ("lstm", "gru", "memlstm", "relstm")
 """Three seeds each; the other cells get one."""
 
 class Ablation(NamedTuple):
-    """A variant of one cell's run: its overrides and frame budget (one seed, the stop rule)."""
+    """A variant of one cell's run: its overrides, frame budget and seeds (the stop rule)."""
 
     memory: str
     overrides: list[str]
     frames: int = FRAMES
+    seeds: int = 1
 
 
 VIEW3 = "+env_kwargs.agent_view_size=3"
@@ -66,7 +67,7 @@ ABLATIONS: dict[str, Ablation] = {
     "sarnn_update_bias1": Ablation("sarnn", ["memory.update_bias=1.0"]),
     "irnn_eq5": Ablation("irnn", ["memory.update_rule=eq5", "memory.learn_alpha=true"]),
     "lstm_view3": Ablation("lstm", [VIEW3], 3 * FRAMES),
-    "relstm_view3": Ablation("relstm", [VIEW3], 3 * FRAMES),
+    "relstm_view3": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3),
 }
 """What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
 embedding, the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
@@ -91,7 +92,11 @@ LABELS = [*HEADLINE, *sorted(set(CELLS) - set(HEADLINE)), REFERENCE, *ABLATIONS]
 
 
 def seeds_of(memory: str, seeds: int) -> list[int]:
-    return list(range(seeds if memory in HEADLINE else 1))
+    """The seeds of a label: ``seeds`` for the headline cells, an ablation's own count (at most
+    ``seeds``), one for the rest."""
+    if memory in HEADLINE:
+        return list(range(seeds))
+    return list(range(min(ABLATIONS[memory].seeds, seeds) if memory in ABLATIONS else 1))
 
 
 def main() -> None:
@@ -99,7 +104,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", nargs="+", default=LABELS, choices=LABELS,
                         help="cells, the sb3 reference and the ablations (labels of ABLATIONS)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds of the headline cells")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="seeds of the headline cells (and at most this many per ablation)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="parallel local training runs (joblib) and evaluations")
     parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
