@@ -4,6 +4,7 @@ and how the episode ended, as the env and the evaluation's returns have it."""
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -119,3 +120,14 @@ def test_a_regenerated_report_keeps_the_hand_written_reading(script: ModuleType,
     reading = script.hand_written_reading(output)
     assert reading == ["## Reading (by hand)", "", "- a finding", ""]
     assert "\n".join(reading) in script.report([], "command", 1.0, reading)
+
+
+def test_a_run_is_replayed_with_the_eval_memory_of_its_stored_evaluation(
+        script: ModuleType, tmp_path: Path) -> None:
+    """MemLSTM is evaluated with the capacity of the longest episode; the replay reads it from
+    the stored evaluation instead of falling back to the trained capacity."""
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "MemoryS13.json").write_text(
+        json.dumps({"env": "MemoryS13", "eval_memory": {"capacity": 845}}))
+    assert script.stored_eval_memory(tmp_path, "MemoryS13") == {"capacity": 845}
+    assert script.stored_eval_memory(tmp_path, "MemoryS7") == {}

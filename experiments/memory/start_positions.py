@@ -40,7 +40,7 @@ from minigrid.envs.memory import MemoryEnv
 from rlmem.agents.policy_evaluation import Actor, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import EnvOptions, make_vector_env
-from rlmem.evaluate import check_interface, load_run, short_name
+from rlmem.evaluate import check_interface, load_run, safe_file_name, short_name
 from rlmem.runs import resolve_device
 
 HERE = Path(__file__).resolve().parent
@@ -293,8 +293,17 @@ class LoadedRun:
     """Frames the run was trained for."""
 
 
+def stored_eval_memory(run: Path, env: str) -> dict[str, Any]:
+    """The ``eval_memory`` of the run's stored evaluation on ``env`` (the suites give MemLSTM
+    the capacity of the longest episode there), or ``{}`` when it has none."""
+    report = run / "eval" / f"{safe_file_name(env)}.json"
+    return dict(json.loads(report.read_text()).get("eval_memory") or {}) if report.exists() \
+        else {}
+
+
 def load_for(run: Path, env: str) -> LoadedRun:
-    """Load ``run`` as ``python -m rlmem.evaluate`` does, checked against ``env``."""
+    """Load ``run`` as ``python -m rlmem.evaluate`` does, checked against ``env``, with the
+    ``eval_memory`` of its stored evaluation there."""
     checkpoint = load_run(run)
     config = checkpoint.config
     name = short_name(env)
@@ -302,7 +311,7 @@ def load_for(run: Path, env: str) -> LoadedRun:
     probe = check_interface(run, name, config, options)
     load_actor = AGENTS[config["agent"]["name"]].actor_loader()
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space,
-                       resolve_device("cpu"), {})
+                       resolve_device("cpu"), stored_eval_memory(run, name))
     return LoadedRun(actor, name, functools.partial(options.make, name),
                      checkpoint.count("frames"))
 
