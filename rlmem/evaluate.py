@@ -171,7 +171,14 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
               "eval_memory": eval_memory,
               **result.as_dict(), "returns": returns}
     gifs = recorder[0].recorded if recorder else []
-    return name, result, write_results(run / "eval", safe_file_name(name), report, gifs)
+    target = report_path(run, name)
+    return name, result, write_results(target.parent, target.stem, report, gifs)
+
+
+def report_path(run: Path, env: str) -> Path:
+    """Where the evaluation of ``run`` on ``env`` is written: ``<run>/eval/<env>.json``, with
+    the env name made a file name (:func:`safe_file_name`)."""
+    return run / "eval" / f"{safe_file_name(env)}.json"
 
 
 def write_results(out_dir: Path, stem: str, report: dict[str, Any],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlmem.evaluate import report_path
 from rlmem.runs.sweep import evaluation_command, final_frames, full_attention, run_dirs
 
 
@@ -31,3 +32,16 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     assert evaluation_command(run, "MemoryS13", 100) is not None  # other episode count
     report.write_text(json.dumps({"frames": 2048, "episodes": 200}))
     assert evaluation_command(run, "MemoryS13", 200) is not None  # trained on since
+
+
+def test_a_namespaced_env_is_found_where_rlmem_evaluate_writes_it(tmp_path: Path) -> None:
+    # A gymnasium id's namespace slash must not make the sweep look in a subdirectory and
+    # re-evaluate a finished run at every sitting.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "progress.csv").write_text("frames,updates\n2048.0,1\n")
+    report = report_path(run, "MiniGrid/MemoryS13")
+    assert report == run / "eval" / "MiniGrid_MemoryS13.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"frames": 2048, "episodes": 10}))
+    assert evaluation_command(run, "MiniGrid/MemoryS13", 10) is None

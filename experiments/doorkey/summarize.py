@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
+from rlmem.evaluate import report_path
+
 HERE = Path(__file__).resolve().parent
 TARGET = 0.9
 TRANSFER_ENV = "DoorKey-16x16"
@@ -42,7 +44,7 @@ def summarize(run: Path) -> tuple[dict[str, object], list[dict[str, float]]]:
         "run": str(run), "memory": memory, "frames": rows[-1]["frames"],
         "frames_to_0.9": reached, "final_return_recent": rows[-1]["return_recent"],
         "mean_fps": sum(row["fps"] for row in rows) / len(rows)}
-    transfer = run / "eval" / f"{TRANSFER_ENV}.json"
+    transfer = report_path(run, TRANSFER_ENV)
     if transfer.exists():
         report = json.loads(transfer.read_text())
         summary["transfer"] = {key: report[key] for key in

@@ -22,6 +22,7 @@ from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.cells import CELLS, hyperparameters
 from rlmem.envs import env_spec
+from rlmem.evaluate import report_path
 
 
 def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]) -> list[Path]:
@@ -86,7 +87,7 @@ def evaluation_command(run: Path, env: str, episodes: int,
                        overrides: Sequence[str] = ()) -> list[str] | None:
     """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
     final frames and with as many episodes."""
-    target = run / "eval" / f"{env}.json"
+    target = report_path(run, env)
     if target.exists():
         report = json.loads(target.read_text())
         if report["frames"] == final_frames(run) and report["episodes"] == episodes:
