@@ -25,7 +25,7 @@ from rlmem.envs import env_spec
 from rlmem.runs import ResumeRules, RunSession, open_run
 
 RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
-                   "grid_encoding", "discrete_encoding", "seed")
+                   "direction", "grid_encoding", "discrete_encoding", "seed")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow). ``transfer_env``
 is not one: it only names where the run is evaluated."""
 

@@ -62,6 +62,9 @@ class TrainConfig:
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes.
     The run records what was decided (true or false)."""
+    direction: bool = False
+    """Add MiniGrid's compass heading (one-hot of 4) to what enters the memory; the paper's
+    rl-starter-files recipe leaves it out. MiniGrid envs only."""
     grid_encoding: str = "embedding"
     """How MiniGrid's grid indices enter the conv net: embedding, onehot or raw (the paper's
     rl-starter-files recipe); see rlmem.agents.encoders.ImageEncoder."""
@@ -102,7 +105,7 @@ class TrainConfig:
             spec.resolve()
 
 
-LEGACY_KEYS = ("grid_encoding", "discrete_encoding", "wrappers")
+LEGACY_KEYS = ("grid_encoding", "discrete_encoding", "wrappers", "direction")
 """Keys of :class:`TrainConfig` that older runs did not record; they read as their
 :data:`~rlmem.runs.checkpoint.LEGACY_VALUES` entry (rlmem 0.1 fed the grid as raw floats)."""
 

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from minigrid.core.constants import COLOR_NAMES, OBJECT_TO_IDX
+from minigrid.core.constants import COLOR_NAMES, DIR_TO_VEC, OBJECT_TO_IDX
 from minigrid.minigrid_env import MiniGridEnv
 
 MISSION_LENGTH = 32
@@ -102,7 +102,8 @@ def _agent_view_size(env: gym.Env) -> int | None:
 
 
 class MiniGridObservation(gym.ObservationWrapper):
-    """MiniGrid's ``{"image", "direction", "mission"}`` -> ``{"image"[, "mission"]}`` arrays.
+    """MiniGrid's ``{"image", "direction", "mission"}`` -> ``{"image"[, "direction"][,
+    "mission"]}`` arrays.
 
     The image's space becomes a :class:`GridSpace` when it is the agent's view of grid indices
     (``(view, view, 3)``); an image a wrapper turned into pixels (``RGBImgPartialObsWrapper``)
@@ -112,13 +113,17 @@ class MiniGridObservation(gym.ObservationWrapper):
     Args:
         env: a MiniGrid env (its observation is a Dict with an ``image``).
         mission: include the tokenised mission.
+        direction: include the agent's compass heading, a ``Discrete(4)`` (0 east, 1 south,
+            2 west, 3 north). The egocentric view does not show it: in a corridor, looking
+            one way or the other can give the same view.
 
     Shapes:
         - ``image``: ``(view, view, 3)`` uint8, MiniGrid's (object, colour, state) grid encoding
+        - ``direction``: ``()`` int64
         - ``mission``: ``(MISSION_LENGTH,)`` int64 token ids
     """
 
-    def __init__(self, env: gym.Env, mission: bool) -> None:
+    def __init__(self, env: gym.Env, mission: bool, direction: bool = False) -> None:
         super().__init__(env)
         source = env.observation_space
         if not isinstance(source, spaces.Dict) or "image" not in source.spaces:
@@ -129,15 +134,20 @@ class MiniGridObservation(gym.ObservationWrapper):
         view = _agent_view_size(env)
         if isinstance(image, spaces.Box) and image.shape == (view, view, 3):
             fields["image"] = GridSpace(image.low, image.high, image.shape, image.dtype)
+        if direction:
+            fields["direction"] = spaces.Discrete(len(DIR_TO_VEC))
         if mission:
             fields["mission"] = MissionSpace(0, len(VOCABULARY) - 1, (MISSION_LENGTH,),
                                              np.int64)
         self.observation_space = spaces.Dict(fields)
         self._mission = mission
+        self._direction = direction
         self._tokens: dict[str, np.ndarray] = {}
 
     def observation(self, observation: dict[str, Any]) -> dict[str, np.ndarray]:
         encoded = {"image": observation["image"]}
+        if self._direction:
+            encoded["direction"] = np.int64(observation["direction"])
         if self._mission:
             text = observation["mission"]
             if text not in self._tokens:  # missions repeat: tokenise each text once

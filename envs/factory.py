@@ -21,8 +21,8 @@ VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
 cores); ``async`` gives each env its own process."""
 
 
-def make_env(name: str, *, mission: bool | None = None, wrappers: Iterable[WrapperItem] = (),
-             **kwargs: Any) -> gym.Env:
+def make_env(name: str, *, mission: bool | None = None, direction: bool = False,
+             wrappers: Iterable[WrapperItem] = (), **kwargs: Any) -> gym.Env:
     """One env by short name, full gymnasium id or ``module:EnvId``.
 
     The env is made by :func:`gymnasium.make` with ``kwargs``, wrapped by ``wrappers`` in order
@@ -33,20 +33,23 @@ def make_env(name: str, *, mission: bool | None = None, wrappers: Iterable[Wrapp
         name: a short name (``DoorKey-5x5``) or a registered gymnasium id (``CartPole-v1``).
         mission: include the tokenised mission (MiniGrid only); ``None`` does so when the env's
             mission varies.
+        direction: include the agent's compass heading (MiniGrid only).
         wrappers: import paths ``module:Name`` or ``{target, kwargs}`` mappings
             (:func:`rlmem.envs.wrappers.parse_wrappers`).
         kwargs: passed to :func:`gymnasium.make` (``render_mode``, ``max_steps``, ...).
 
     Raises:
-        ValueError: ``mission=True`` for an env that is not MiniGrid.
+        ValueError: ``mission=True`` or ``direction=True`` for an env that is not MiniGrid.
     """
     env = apply_wrappers(gym.make(env_spec(name).id, **kwargs), wrappers)
     if is_minigrid(env):
-        return MiniGridObservation(env, mission_varies(env) if mission is None else mission)
-    if mission:
-        env.close()
-        raise ValueError(f"mission=true encodes a MiniGrid mission, but {name} is not a "
-                         "MiniGrid env (or a wrapper replaced its observation)")
+        return MiniGridObservation(env, mission_varies(env) if mission is None else mission,
+                                   direction)
+    for key, wanted in (("mission", mission), ("direction", direction)):
+        if wanted:
+            env.close()
+            raise ValueError(f"{key}=true encodes a MiniGrid observation's {key}, but {name} "
+                             "is not a MiniGrid env (or a wrapper replaced its observation)")
     return env
 
 
@@ -68,7 +71,7 @@ def resolved_mission(config: Mapping[str, Any]) -> bool:
 
 
 def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
-                    vectorization: str = "sync",
+                    direction: bool = False, vectorization: str = "sync",
                     env_fns: list[Callable[[], gym.Env]] | None = None,
                     wrappers: Iterable[WrapperItem] = (),
                     env_kwargs: Mapping[str, Any] | None = None) -> VectorEnv:
@@ -82,6 +85,7 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
         name: a short name or a registered gymnasium id.
         num_envs: number of envs.
         mission: as in :func:`make_env`; resolved once so that all copies agree.
+        direction: as in :func:`make_env`.
         vectorization: a key of :data:`VECTORIZATIONS`.
         env_fns: replace the env constructors (tests use this for special envs).
         wrappers: as in :func:`make_env`.
@@ -95,7 +99,8 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
     if env_fns is None:
         with_mission = uses_mission(name) if mission is None else mission
         specs, kwargs = parse_wrappers(wrappers), dict(env_kwargs or {})
-        env_fns = [lambda: make_env(name, mission=with_mission, wrappers=specs, **kwargs)
+        env_fns = [lambda: make_env(name, mission=with_mission, direction=direction,
+                                    wrappers=specs, **kwargs)
                    for _ in range(num_envs)]
     return VECTORIZATIONS[vectorization](env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
 
@@ -110,6 +115,8 @@ class EnvOptions:
 
     mission: bool = False
     """Encode the MiniGrid mission."""
+    direction: bool = False
+    """Add the MiniGrid agent's compass heading to the observation."""
     wrappers: tuple[WrapperSpec, ...] = ()
     """Applied in order after :func:`gymnasium.make`."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -117,20 +124,20 @@ class EnvOptions:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EnvOptions:
-        """The options of a run's (resolved) config; runs that predate ``env_kwargs`` and
-        ``wrappers`` used neither."""
-        return cls(mission=resolved_mission(config),
+        """The options of a run's (resolved) config; runs that predate ``env_kwargs``,
+        ``wrappers`` and ``direction`` used none of them."""
+        return cls(mission=resolved_mission(config), direction=bool(config.get("direction")),
                    wrappers=parse_wrappers(config.get("wrappers") or ()),
                    kwargs=dict(config.get("env_kwargs") or {}))
 
     def make(self, name: str, **extra: Any) -> gym.Env:
         """One env ``name`` with these options; ``extra`` adds to (or replaces) ``kwargs``."""
-        return make_env(name, mission=self.mission, wrappers=self.wrappers,
-                        **{**self.kwargs, **extra})
+        return make_env(name, mission=self.mission, direction=self.direction,
+                        wrappers=self.wrappers, **{**self.kwargs, **extra})
 
     def make_vector(self, name: str, num_envs: int, vectorization: str = "sync") -> VectorEnv:
         """``num_envs`` copies of env ``name`` with these options (:func:`make_vector_env`)."""
-        return make_vector_env(name, num_envs, mission=self.mission,
+        return make_vector_env(name, num_envs, mission=self.mission, direction=self.direction,
                                vectorization=vectorization, wrappers=self.wrappers,
                                env_kwargs=self.kwargs)
 

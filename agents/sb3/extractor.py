@@ -12,8 +12,9 @@ from rlmem.agents.encoders import ImageEncoder, MissionEncoder
 
 
 class MiniGridExtractor(BaseFeaturesExtractor):
-    """The conv encoder of the 7×7×3 grid view, and the mission encoder when the observation
-    has a ``mission``, concatenated (the encoders of :mod:`rlmem.agents.encoders`).
+    """The conv encoder of the 7×7×3 grid view, the compass heading when the observation has a
+    ``direction``, and the mission encoder when it has a ``mission``, concatenated (the encoders
+    of :mod:`rlmem.agents.encoders`).
 
     Use it with ``normalize_images=False``: the image holds MiniGrid's object / colour / state
     indices, not pixels to divide by 255; ``grid_encoding`` says how they enter the conv net,
@@ -24,15 +25,18 @@ class MiniGridExtractor(BaseFeaturesExtractor):
     goes through the memory cell here: that is where RecurrentPPO puts its LSTM.
 
     Args:
-        observation_space: a ``Dict`` with ``image`` and optionally ``mission`` (token ids, as
-            made by :class:`rlmem.envs.MiniGridObservation`), or the image ``Box`` alone.
+        observation_space: a ``Dict`` with ``image`` and optionally ``direction`` and
+            ``mission`` (token ids), as made by :class:`rlmem.envs.MiniGridObservation`, or the
+            image ``Box`` alone.
         mission_embedding: features per mission word.
         mission_size: features of the mission encoding.
         grid_encoding: ``embedding`` (default), ``onehot`` or ``raw``
             (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
 
     Shapes:
-        - image: ``(N, H, W, C)`` or ``(N, C, H, W)``; mission: ``(N, L)`` token ids (any dtype)
+        - image: ``(N, H, W, C)`` or ``(N, C, H, W)``
+        - direction: ``(N, 1, 4)``, one-hot as SB3's ``preprocess_obs`` makes a Discrete
+        - mission: ``(N, L)`` token ids (any dtype)
         - output: ``(N, features_dim)``
     """
 
@@ -44,8 +48,19 @@ class MiniGridExtractor(BaseFeaturesExtractor):
                                  f"{list(observation_space.spaces)}")
             image_space = observation_space["image"]
             mission_space = observation_space.spaces.get("mission")
+            direction_space = observation_space.spaces.get("direction")
+            unknown = set(observation_space.spaces) - {"image", "direction", "mission"}
+            if unknown:
+                raise ValueError(f"MiniGridExtractor encodes image, direction and mission; the "
+                                 f"observation also has {sorted(unknown)}")
         else:
-            image_space, mission_space = observation_space, None
+            image_space, mission_space, direction_space = observation_space, None, None
+        directions = 0
+        if direction_space is not None:
+            if not isinstance(direction_space, spaces.Discrete):
+                raise ValueError(f"MiniGridExtractor needs the direction as a Discrete, got "
+                                 f"{direction_space}")
+            directions = int(direction_space.n)
         if not isinstance(image_space, spaces.Box) or len(image_space.shape) != 3:
             raise ValueError(f"MiniGridExtractor needs a (H, W, C) image Box, got {image_space}")
         channels_first = is_image_space_channels_first(image_space)
@@ -59,9 +74,10 @@ class MiniGridExtractor(BaseFeaturesExtractor):
                                  f"got {mission_space}")
             mission = MissionEncoder(int(mission_space.high.max()) + 1, mission_embedding,
                                      mission_size)
-        super().__init__(observation_space,
-                         image.output_size + (mission.output_size if mission else 0))
+        super().__init__(observation_space, image.output_size + directions
+                         + (mission.output_size if mission else 0))
         self.channels_first = channels_first
+        self.directions = directions
         self.image = image
         self.mission = mission
 
@@ -71,6 +87,9 @@ class MiniGridExtractor(BaseFeaturesExtractor):
         if self.channels_first:
             image = image.permute(0, 2, 3, 1)
         features = self.image(image)
+        if self.directions:
+            assert isinstance(observations, dict)  # a direction comes with a Dict space
+            features = torch.cat([features, observations["direction"].flatten(1).float()], dim=1)
         if self.mission is not None:
             assert isinstance(observations, dict)  # a mission encoder comes with a Dict space
             features = torch.cat([features, self.mission(observations["mission"])], dim=1)

@@ -71,6 +71,8 @@ ABLATIONS: dict[str, Ablation] = {
     "lstm_view3": Ablation("lstm", [VIEW3], 3 * FRAMES),
     "relstm_view3": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3),
     "relstm_view3_no_stop": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3, stop_return=None),
+    "relstm_view3_direction": Ablation("relstm", [VIEW3, "direction=true"], 3 * FRAMES, seeds=3,
+                                       stop_return=None),
 }
 """What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
 embedding, the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
@@ -91,7 +93,14 @@ after S7 is solved are what carries the policy to S13. Our runs were started fro
 ``relstm_view3``'s run directories and resumed without the stop rule: up to the stop they are
 the same runs, and after it they continue from the stopped run's weights, optimizer and RNG
 (the envs start new episodes, as on any resume). Seed 0 never met the rule, so its copy is
-already finished."""
+already finished.
+
+``relstm_view3_direction`` adds MiniGrid's compass heading to the observation
+(``direction=true``). ``relstm_view3_no_stop`` chose the right object in 95% of the S13
+episodes that saw the cue and reached an object, but timed out in a third of them, with a
+median of 219 steps to reach the fork: in a corridor a 3×3 view looks the same facing east or
+west, so an agent that turns back to look for the cue cannot tell which way it faces. The
+heading tells it, and leaves what there is to remember (the cue) unchanged."""
 
 REFERENCE = "sb3_lstm"
 """sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),

@@ -209,6 +209,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "weight_decay": 0.0,
     "wrappers": [],
     "discrete_encoding": "onehot",
+    "direction": False,
     "memory.screening": "algorithm1",
     "memory.nonlinearity": "tanh",
     "memory.update_rule": "eq5",
@@ -216,9 +217,10 @@ LEGACY_VALUES: dict[str, Any] = {
 }
 """What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
 and left torch's gate biases; no cell was stacked; envs had no wrappers and no Discrete
-observations; ReLSTM/ReLRNN screened by Algorithm 1, and ReLRNN's base was tanh, before
-either was an option; iRNN ran Eq. 5 with a learned α before Eq. 8 became its default). A
-checkpoint without the key is compatible with a config that sets it to this value."""
+observations, and MiniGrid's had no direction; ReLSTM/ReLRNN screened by Algorithm 1, and
+ReLRNN's base was tanh, before either was an option; iRNN ran Eq. 5 with a learned α before
+Eq. 8 became its default). A checkpoint without the key is compatible with a config that sets
+it to this value."""
 
 
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
