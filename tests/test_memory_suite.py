@@ -6,8 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hydra import compose, initialize_config_dir
 
 from experiments.memory import suite
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import register_train_configs
 
 
 @pytest.fixture
@@ -40,3 +43,18 @@ def test_a_cell_stops_at_the_suite_return_and_an_ablation_keeps_its_own_rule(
 def test_every_ablation_is_a_label_after_the_cells() -> None:
     assert suite.LABELS[-len(suite.ABLATIONS):] == list(suite.ABLATIONS)
     assert all(ablation.memory in suite.LABELS for ablation in suite.ABLATIONS.values())
+
+
+def test_the_recipe_is_the_3x3_view_with_the_heading_for_the_whole_budget() -> None:
+    """The suite's ``*_view3_direction`` rows train the documented recipe: composed, it is what
+    the ``*_view3`` rows' overrides and their ablation's budget and stop rule say."""
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        recipe = compose("train", overrides=[suite.RECIPE, "memory=relstm"])
+        spelled = compose("train", overrides=[suite.VIEW3, "direction=true", "env=MemoryS7",
+                                              f"frames={3 * suite.FRAMES}", "memory=relstm"])
+    ablation = suite.ABLATIONS["relstm_view3_direction"]
+    assert recipe.frames == ablation.frames and recipe.stop_return is ablation.stop_return
+    for key in ("env", "env_kwargs", "direction", "frames", "stop_return", "memory"):
+        assert recipe[key] == spelled[key], key
+    assert recipe.run_dir == "runs/ppo/MemoryS7/relstm_memory_transfer/seed0"
