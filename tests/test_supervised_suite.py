@@ -190,7 +190,36 @@ def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
     assert 0 <= at_100.blank_at_recall <= 1 and 0 <= at_100.early_symbols <= 1
     rows = [line for line in out.read_text().splitlines() if line.startswith(f"| {run_dir}")]
     assert [row.split(" | ")[2] for row in rows] == ["100", "200"]
-    assert rows[0].endswith("| 110 |") and rows[1].endswith("| 210 |")
+    assert rows[0].split(" | ")[7] == "110" and rows[1].split(" | ")[7] == "210"
+
+
+def test_recall_timing_counts_the_symbols_r_holds_as_the_cells_own_trace_shows(
+        scripts: dict[str, ModuleType], runs: Path) -> None:
+    """The share of data symbols in R at the delimiter, from the state the script carries, is
+    the one the cell's ``slot_time`` trace shows at that step of a single whole-sequence run."""
+    import torch
+
+    from rlmem.tasks.held_out import eval_generator
+    from rlmem.tasks.recall import RecallTask
+    from rlmem.tasks.saved import load_saved_model
+
+    run_dir, seq_len = runs / RELSTM / "seed0", 30
+    timing = scripts["recall_timing"].timing(run_dir, seq_len)
+    saved = load_saved_model(run_dir, seq_len)
+    task = saved.task
+    assert isinstance(task, RecallTask)
+    batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
+                        eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    delimiter = task.delimiter_step(seq_len)
+    with torch.no_grad():
+        _, result = saved.model(batch.inputs)
+    relevant = int(saved.config["memory"]["relevant"])
+    times = result.aux.traces["slot_time"][delimiter, :, -relevant:]  # (B, ρ), -1 when empty
+    data = batch.inputs[:delimiter] < task.alphabet  # (steps, B)
+    held = sum(int(data[time, column]) for column, row in enumerate(times.tolist())
+               for time in row if time >= 0)
+    assert 0 < timing.symbols_in_relevant <= 1
+    assert timing.symbols_in_relevant == pytest.approx(held / int(data.sum()))
 
 
 def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() -> None:

@@ -14,7 +14,11 @@ batch (the one its evaluation uses), it reports:
 - *symbols before the delimiter*: the share of sequences with a data symbol predicted before
   step T + 9, where every target is blank;
 - *first symbol*: the median step of a sequence's first predicted data symbol, against the
-  step where recall starts (T + 10).
+  step where recall starts (T + 10);
+- *data symbols in R* (ReLSTM and ReLRNN): the share of the 10 data symbols whose state is in
+  the relevant set R when the delimiter is read, what the recall can attend to. Algorithm 1
+  starts R with the first ρ states (on copy: the symbols), and a later state with a higher
+  relevance replaces one; at long T more blank states get the chance.
 
 A model that counts emits its symbols near step 110 (its training T + 10) at every T. Writes
 ``RECALL_TIMING.md`` (``--out``).
@@ -23,14 +27,18 @@ A model that counts emits its symbols near step 110 (its training T + 10) at eve
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from rows import HERE, ROWS, RUNS, Task
+from torch import Tensor
 
+from rlmem.cells.relrnn import ReLRNNState
+from rlmem.cells.relstm import ReLSTMState
 from rlmem.runs import CHECKPOINT_NAME
-from rlmem.tasks.held_out import eval_generator, predict
+from rlmem.tasks.held_out import eval_generator, run_in_chunks
 from rlmem.tasks.recall import RecallTask
 from rlmem.tasks.saved import load_saved_model
 
@@ -45,6 +53,8 @@ class Timing:
     early_symbols: float
     first_symbol: float
     """Median step of the first predicted data symbol (NaN if no sequence has one)."""
+    symbols_in_relevant: float
+    """Share of the data symbols whose state is in R at the delimiter (NaN without an R)."""
 
 
 @torch.no_grad()
@@ -56,11 +66,13 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         raise ValueError(f"{run_dir} is a {task.name} run; recall timing needs copy or denoise")
     batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
                         eval_generator(torch.device("cpu"), saved.seed, seq_len))
-    outputs = predict(saved.model, batch)
+    delimiter = task.delimiter_step(seq_len)
+    before, state = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
+    after, _ = run_in_chunks(saved.model, batch.inputs[delimiter + 1:], state)
+    outputs = torch.cat([before, after])
     predicted = outputs.argmax(-1)  # (L, B)
     length = task.total_length(seq_len)
     recall = predicted[length - task.recall:]
-    delimiter = length - task.recall - 1
     symbol = predicted != task.blank
     steps = torch.arange(length).unsqueeze(1).expand_as(predicted)
     first = torch.where(symbol, steps, length).min(0).values.float()
@@ -70,7 +82,21 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         accuracy=float(task.metrics(outputs, batch)["accuracy"]),
         blank_at_recall=float((recall == task.blank).float().mean()),
         early_symbols=float(symbol[:delimiter].any(0).float().mean()),
-        first_symbol=float(first.median()) if len(first) else float("nan"))
+        first_symbol=float(first.median()) if len(first) else float("nan"),
+        symbols_in_relevant=symbols_in_relevant(state, batch.inputs[:delimiter] < task.alphabet))
+
+
+def symbols_in_relevant(state: object, data: Tensor) -> float:
+    """The share of the data symbols (``data``: ``(steps, B)``, True at a data symbol's step)
+    whose state is in the relevant set of a relevancy-screening ``state``; NaN for a cell
+    without one. Each slot of R records the step its state was made at (``relevant_time``,
+    -1 when empty)."""
+    if not isinstance(state, (ReLSTMState, ReLRNNState)):
+        return float("nan")
+    times = state.relevant_time.T  # (ρ, B)
+    valid = state.relevant_valid.T & (times >= 0) & (times < data.shape[0])
+    held = data.gather(0, times.clamp(0, data.shape[0] - 1)) & valid
+    return float(held.sum() / data.sum())
 
 
 def default_runs() -> list[Path]:
@@ -99,8 +125,9 @@ def main(argv: list[str] | None = None) -> None:
              f" from each run's latest `{CHECKPOINT_NAME}`, on the run's held-out batch per T "
              "(its `eval_batch_size` sequences). Recall starts at step T + 10.", "",
              "| run | iteration | T | recall accuracy | blank at recall | symbols before the "
-             "delimiter | first symbol (median step) | recall starts at |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "delimiter | first symbol (median step) | recall starts at | data symbols in R at "
+             "the delimiter |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for run in runs:
         iteration = load_saved_model(run).iteration
         for seq_len in args.lengths:
@@ -109,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(
                 f"| {run.relative_to(HERE) if run.is_relative_to(HERE) else run} | {iteration} "
                 f"| {seq_len} | {t.accuracy:.1%} | {t.blank_at_recall:.1%} | "
-                f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} |")
+                f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} | "
+                f"{'—' if math.isnan(t.symbols_in_relevant) else f'{t.symbols_in_relevant:.1%}'} |")
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

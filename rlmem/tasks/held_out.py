@@ -33,14 +33,25 @@ def predict(model: SequenceModel, batch: TaskBatch, chunk: int = EVAL_CHUNK,
     Shapes:
         - returns ``(L, B, output_size)``.
     """
-    device = batch.inputs.device
-    outputs, state = [], None
-    with autocast(device, amp):
-        for start in range(0, batch.length, chunk):
-            output, result = model(batch.inputs[start:start + chunk], state)
+    return run_in_chunks(model, batch.inputs, None, chunk, amp)[0]
+
+
+@torch.no_grad()
+def run_in_chunks(model: SequenceModel, inputs: Tensor, state: object | None = None,
+                  chunk: int = EVAL_CHUNK, amp: bool = False) -> tuple[Tensor, object]:
+    """The model's outputs on ``inputs`` from ``state`` (``None``: zero), run ``chunk`` steps
+    at a time, and its state after the last step (to go on from, or to look into).
+
+    Shapes:
+        - inputs ``(L, B, ...)``; returns outputs ``(L, B, output_size)`` and the state.
+    """
+    outputs = []
+    with autocast(inputs.device, amp):
+        for start in range(0, inputs.shape[0], chunk):
+            output, result = model(inputs[start:start + chunk], state)
             outputs.append(output.float())
             state = result.state
-    return torch.cat(outputs)
+    return torch.cat(outputs), state
 
 
 def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], batch_size: int,
