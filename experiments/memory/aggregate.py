@@ -76,12 +76,14 @@ def collect() -> dict[str, list[Run]]:
             for label in labels}
 
 
-def spread(values: list[float], digits: int = 2) -> str:
+def spread(values: list[float], digits: int = 2, unit: str = "") -> str:
+    """Mean ± sd of ``values`` (the value alone for one; a dash, without ``unit``, for none)."""
     if not values:
         return "—"
     if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+        return f"{values[0]:.{digits}f}{unit}"
+    return (f"{statistics.mean(values):.{digits}f} ± "
+            f"{statistics.stdev(values):.{digits}f}{unit}")
 
 
 def frames_cell(runs: list[Run]) -> str:
@@ -103,9 +105,9 @@ def table(results: dict[str, list[Run]]) -> list[str]:
         lines.append(
             f"| {label} | {len(runs)} | {frames_cell(runs)} | {trained} | "
             f"{spread([x['return_mean'] for x in s7])} | "
-            f"{spread([100 * x['success_rate'] for x in s7], 0)}% | {solved}/{len(s7)} | "
+            f"{spread([100 * x['success_rate'] for x in s7], 0, '%')} | {solved}/{len(s7)} | "
             f"{spread([x['return_mean'] for x in s13])} | "
-            f"{spread([100 * x['success_rate'] for x in s13], 0)}% | "
+            f"{spread([100 * x['success_rate'] for x in s13], 0, '%')} | "
             f"{f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else ''} |")
     return lines
 

@@ -20,8 +20,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from omegaconf import OmegaConf
 
 from rlmem.envs import transfer_target
+from rlmem.runs.sweep import final_frames
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -67,20 +69,33 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
 def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
     """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
     the same layout, the frames trained per (train env, memory), and the learning curves per
-    train env and memory, from ``run_dirs`` (each ``<env>/<memory>/seed<k>``)."""
+    train env and memory, from ``run_dirs`` (each ``<env>/<memory>/seed<k>``).
+
+    Scores and success rates count an evaluation of the run's final checkpoint only, and of a
+    (train env, memory) only the runs launched with the largest frame budget: a mean over seeds
+    at different budgets would compare nothing (the others wait to be resumed to it, and the
+    frames table lists them). Runs stopped early by ``stop_return`` keep their budget."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     successes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     frames: dict[tuple[str, str], set[int]] = defaultdict(set)
     curves: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    budgets: dict[tuple[str, str], int] = defaultdict(int)
+    reports = []
     for run in run_dirs:
         env, memory = run.parent.parent.name, run.parent.name
+        budget = int(OmegaConf.load(run / "config.yaml").frames)
+        budgets[(env, memory)] = max(budgets[(env, memory)], budget)
         for report in sorted((run / "eval").glob("*.json")):
             data = json.loads(report.read_text())
-            scores[data["env"]][memory].append(data["return_mean"])
-            successes[data["env"]][memory].append(data["success_rate"])
-            frames[(env, memory)].add(int(data["frames"]))
+            if data["frames"] == final_frames(run):
+                reports.append((env, memory, budget, data))
+                frames[(env, memory)].add(int(data["frames"]))
         if (run / "progress.csv").exists():
             curves[env][memory].append(read_progress(run / "progress.csv"))
+    for env, memory, budget, data in reports:
+        if budget == budgets[(env, memory)]:
+            scores[data["env"]][memory].append(data["return_mean"])
+            successes[data["env"]][memory].append(data["success_rate"])
     return scores, successes, frames, curves
 
 
@@ -135,7 +150,8 @@ def main() -> None:
                 if any(m in table_[env] for table_ in (scores, before) for env in table_)]
     lines = table(scores, memories, PAPER)
     success_lines = table(successes, memories, {})
-    budget = ["| Train env | memory | seeds | frames per run |", "|---|---|---:|---:|"]
+    budget = ["| Train env | memory | seeds in the tables | frames per run (all seeds) |",
+              "|---|---|---:|---:|"]
     for env in TRAIN_ENVS:
         for memory in memories:
             if (env, memory) in frames:
