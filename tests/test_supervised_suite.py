@@ -220,6 +220,17 @@ def test_recall_timing_counts_the_symbols_r_holds_as_the_cells_own_trace_shows(
                for time in row if time >= 0)
     assert 0 < timing.symbols_in_relevant <= 1
     assert timing.symbols_in_relevant == pytest.approx(held / int(data.sum()))
+    # The recall steps' attention on symbol slots, from the same whole-sequence run.
+    weights, slots = (result.aux.traces[key][delimiter + 1:] for key in ("attention",
+                                                                         "slot_time"))
+    on_symbols = [sum(weight for weight, time in zip(step_weights, step_times, strict=True)
+                      if 0 <= time < delimiter and data[time, column])
+                  for step in range(weights.shape[0]) for column in range(weights.shape[1])
+                  for step_weights, step_times in [(weights[step, column].tolist(),
+                                                    slots[step, column].tolist())]]
+    assert 0 < timing.attention_on_symbols <= 1
+    assert timing.attention_on_symbols == pytest.approx(sum(on_symbols) / len(on_symbols),
+                                                        abs=1e-5)
 
 
 def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() -> None:

@@ -18,7 +18,11 @@ batch (the one its evaluation uses), it reports:
 - *data symbols in R* (ReLSTM and ReLRNN): the share of the 10 data symbols whose state is in
   the relevant set R when the delimiter is read, what the recall can attend to. Algorithm 1
   starts R with the first ρ states (on copy: the symbols), and a later state with a higher
-  relevance replaces one; at long T more blank states get the chance.
+  relevance replaces one; at long T more blank states get the chance;
+- *attention on symbols at recall* (ReLSTM and ReLRNN): the attention weight the recall steps
+  put on the memory slots that hold a data symbol's state, averaged over the 10 recall steps
+  (the rest goes to blank states, and to the delimiter's). It tells a read-out that looks
+  elsewhere from a memory that lost the symbols.
 
 A model that counts emits its symbols near step 110 (its training T + 10) at every T. Writes
 ``RECALL_TIMING.md`` (``--out``).
@@ -55,6 +59,9 @@ class Timing:
     """Median step of the first predicted data symbol (NaN if no sequence has one)."""
     symbols_in_relevant: float
     """Share of the data symbols whose state is in R at the delimiter (NaN without an R)."""
+    attention_on_symbols: float
+    """Mean attention weight of a recall step on slots holding a data symbol's state (NaN
+    without screened memory)."""
 
 
 @torch.no_grad()
@@ -68,8 +75,9 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
                         eval_generator(torch.device("cpu"), saved.seed, seq_len))
     delimiter = task.delimiter_step(seq_len)
     before, state = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
-    after, _ = run_in_chunks(saved.model, batch.inputs[delimiter + 1:], state)
-    outputs = torch.cat([before, after])
+    after, result = saved.model(batch.inputs[delimiter + 1:], state)  # the recall steps
+    outputs = torch.cat([before, after.float()])
+    data = batch.inputs[:delimiter] < task.alphabet  # (steps, B): True at a data symbol
     predicted = outputs.argmax(-1)  # (L, B)
     length = task.total_length(seq_len)
     recall = predicted[length - task.recall:]
@@ -83,7 +91,8 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         blank_at_recall=float((recall == task.blank).float().mean()),
         early_symbols=float(symbol[:delimiter].any(0).float().mean()),
         first_symbol=float(first.median()) if len(first) else float("nan"),
-        symbols_in_relevant=symbols_in_relevant(state, batch.inputs[:delimiter] < task.alphabet))
+        symbols_in_relevant=symbols_in_relevant(state, data),
+        attention_on_symbols=attention_on_symbols(result.aux.traces, data))
 
 
 def symbols_in_relevant(state: object, data: Tensor) -> float:
@@ -97,6 +106,24 @@ def symbols_in_relevant(state: object, data: Tensor) -> float:
     valid = state.relevant_valid.T & (times >= 0) & (times < data.shape[0])
     held = data.gather(0, times.clamp(0, data.shape[0] - 1)) & valid
     return float(held.sum() / data.sum())
+
+
+def attention_on_symbols(traces: dict[str, Tensor], data: Tensor) -> float:
+    """The attention weight on slots holding a data symbol's state (``data`` as in
+    :func:`symbols_in_relevant`), averaged over the traced steps and the batch; NaN for a cell
+    that does not trace ``attention`` with each slot's ``slot_time``."""
+    if "attention" not in traces or "slot_time" not in traces:
+        return float("nan")
+    attention, times = traces["attention"], traces["slot_time"]  # (steps, B, slots)
+    valid = (times >= 0) & (times < data.shape[0])
+    by_slot = data.T.unsqueeze(0).expand(times.shape[0], -1, -1)  # (steps, B, data steps)
+    on_symbol = by_slot.gather(2, times.clamp(0, data.shape[0] - 1)) & valid
+    return float((attention * on_symbol).sum(-1).mean())
+
+
+def share(value: float) -> str:
+    """A share as a percentage, or a dash where the cell has no such quantity (NaN)."""
+    return "—" if math.isnan(value) else f"{value:.1%}"
 
 
 def default_runs() -> list[Path]:
@@ -126,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
              "(its `eval_batch_size` sequences). Recall starts at step T + 10.", "",
              "| run | iteration | T | recall accuracy | blank at recall | symbols before the "
              "delimiter | first symbol (median step) | recall starts at | data symbols in R at "
-             "the delimiter |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "the delimiter | attention on symbols at recall |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for run in runs:
         iteration = load_saved_model(run).iteration
         for seq_len in args.lengths:
@@ -137,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {run.relative_to(HERE) if run.is_relative_to(HERE) else run} | {iteration} "
                 f"| {seq_len} | {t.accuracy:.1%} | {t.blank_at_recall:.1%} | "
                 f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} | "
-                f"{'—' if math.isnan(t.symbols_in_relevant) else f'{t.symbols_in_relevant:.1%}'} |")
+                f"{share(t.symbols_in_relevant)} | {share(t.attention_on_symbols)} |")
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 
