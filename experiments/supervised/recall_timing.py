@@ -95,30 +95,32 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         attention_on_symbols=attention_on_symbols(result.aux.traces, data))
 
 
+def holds_symbol(times: Tensor, data: Tensor) -> Tensor:
+    """Where a memory slot holds a data symbol's state: ``times`` ``(..., B, slots)`` is the
+    step each slot's state was made at (-1 when empty), ``data`` ``(steps, B)`` is True at a
+    data symbol's step. Returns a bool tensor shaped like ``times``."""
+    valid = (times >= 0) & (times < data.shape[0])
+    by_step = data.T.expand(*times.shape[:-1], data.shape[0])  # (..., B, steps)
+    return by_step.gather(-1, times.clamp(0, data.shape[0] - 1)) & valid
+
+
 def symbols_in_relevant(state: object, data: Tensor) -> float:
-    """The share of the data symbols (``data``: ``(steps, B)``, True at a data symbol's step)
-    whose state is in the relevant set of a relevancy-screening ``state``; NaN for a cell
-    without one. Each slot of R records the step its state was made at (``relevant_time``,
-    -1 when empty)."""
+    """The share of the data symbols (``data`` as in :func:`holds_symbol`) whose state is in
+    the relevant set of a relevancy-screening ``state``; NaN for a cell without one."""
     if not isinstance(state, (ReLSTMState, ReLRNNState)):
         return float("nan")
-    times = state.relevant_time.T  # (ρ, B)
-    valid = state.relevant_valid.T & (times >= 0) & (times < data.shape[0])
-    held = data.gather(0, times.clamp(0, data.shape[0] - 1)) & valid
+    held = holds_symbol(state.relevant_time, data) & state.relevant_valid  # (B, ρ)
     return float(held.sum() / data.sum())
 
 
 def attention_on_symbols(traces: dict[str, Tensor], data: Tensor) -> float:
     """The attention weight on slots holding a data symbol's state (``data`` as in
-    :func:`symbols_in_relevant`), averaged over the traced steps and the batch; NaN for a cell
-    that does not trace ``attention`` with each slot's ``slot_time``."""
+    :func:`holds_symbol`), averaged over the traced steps and the batch; NaN for a cell that
+    does not trace ``attention`` with each slot's ``slot_time``."""
     if "attention" not in traces or "slot_time" not in traces:
         return float("nan")
-    attention, times = traces["attention"], traces["slot_time"]  # (steps, B, slots)
-    valid = (times >= 0) & (times < data.shape[0])
-    by_slot = data.T.unsqueeze(0).expand(times.shape[0], -1, -1)  # (steps, B, data steps)
-    on_symbol = by_slot.gather(2, times.clamp(0, data.shape[0] - 1)) & valid
-    return float((attention * on_symbol).sum(-1).mean())
+    on_symbol = holds_symbol(traces["slot_time"], data)  # (steps, B, slots)
+    return float((traces["attention"] * on_symbol).sum(-1).mean())
 
 
 def share(value: float) -> str:

@@ -85,9 +85,10 @@ def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
         env, memory = run.parent.parent.name, run.parent.name
         budget = int(OmegaConf.load(run / "config.yaml").frames)
         budgets[(env, memory)] = max(budgets[(env, memory)], budget)
+        final = final_frames(run)
         for report in sorted((run / "eval").glob("*.json")):
             data = json.loads(report.read_text())
-            if data["frames"] == final_frames(run):
+            if data["frames"] == final:
                 reports.append((env, memory, budget, data))
                 frames[(env, memory)].add(int(data["frames"]))
         if (run / "progress.csv").exists():
