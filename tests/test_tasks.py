@@ -11,6 +11,7 @@ from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import TASK_SCHEMAS
 from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
 from rlmem.tasks.figures import attention_matrix
+from rlmem.tasks.held_out import evaluate, run_in_chunks
 from rlmem.tasks.metrics import recall_accuracy, sequence_cross_entropy
 from rlmem.tasks.recall import RecallTask
 
@@ -209,6 +210,56 @@ def test_chunked_prediction_equals_one_pass(cell: str) -> None:
     with torch.no_grad():
         whole, _ = model(batch.inputs)
     assert torch.allclose(predict(model, batch, chunk=5), whole, atol=1e-6)
+
+
+@pytest.mark.parametrize(("chunk", "traced"), [(5, 3), (4, 3), (64, 3), (5, 0), (7, 40)])
+def test_chunked_run_keeps_the_last_steps_traces(chunk: int, traced: int) -> None:
+    from rlmem.cells import make_cell
+
+    torch.manual_seed(0)
+    task = make_task("copy", recall=3)
+    model = SequenceModel(make_cell("relstm", input_size=task.input_size, hidden_size=8),
+                          task.output_size, task.categorical)
+    batch = task.sample(3, 12, generator())  # 18 steps
+    with torch.no_grad():
+        whole, result = model(batch.inputs)
+    run = run_in_chunks(model, batch.inputs, chunk=chunk, traced=traced)
+    assert torch.allclose(run.outputs, whole, atol=1e-6)
+    assert torch.allclose(run.state.s, result.state.s, atol=1e-6)
+    kept = min(traced, batch.length)
+    if not kept:
+        assert run.traces == {}
+    for key, trace in result.aux.traces.items():
+        if kept:
+            assert torch.allclose(run.traces[key].float(), trace[-kept:].float(), atol=1e-6)
+
+
+def test_attention_on_data_reads_the_recall_steps_attention() -> None:
+    """Copy's data symbols are its first ``recall`` steps: the metric is the attention the
+    last ``recall`` steps put on the slots made at those steps, by hand."""
+    from rlmem.cells import make_cell
+
+    torch.manual_seed(0)
+    task = make_task("copy", recall=3)
+    batch = task.sample(4, 12, generator())
+    for cell in ("relstm", "memlstm"):
+        model = SequenceModel(make_cell(cell, input_size=task.input_size, hidden_size=8),
+                              task.output_size, task.categorical)
+        with torch.no_grad():
+            _, result = model(batch.inputs)
+        attention = result.aux.traces["attention"][-3:]
+        slot_time = result.aux.traces["slot_time"][-3:]
+        by_hand = torch.where((slot_time >= 0) & (slot_time < 3), attention, 0.0).sum() / (3 * 4)
+        metrics = task.trace_metrics(result.aux.traces, batch)
+        assert float(metrics["attention_on_data"]) == pytest.approx(float(by_hand), rel=1e-6)
+        assert 0 < float(by_hand) < 1
+        scores = evaluate(model, task, [12, 20], 4, seed=0, device=torch.device("cpu"))
+        assert {"attention_on_data@T12", "attention_on_data@T20"} <= set(scores)
+    lstm = SequenceModel(make_cell("lstm", input_size=task.input_size, hidden_size=8),
+                         task.output_size, task.categorical)
+    assert task.trace_metrics({}, batch) == {}
+    assert "attention_on_data@T12" not in evaluate(lstm, task, [12], 4, seed=0,
+                                                   device=torch.device("cpu"))
 
 
 def test_attention_matrix_places_weights_at_slot_times() -> None:

@@ -70,6 +70,8 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_memlstm": table1("MemRNN", "99%", "99%", "99%", "92%", "OOM"),
     "kerg2020_table1_transfer_copy_relstm_normalised_screening": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
+    "kerg2020_table1_transfer_copy_relstm_lr1e-3": Paper(
+        "an ablation, not in the paper's tables: compare with the relstm row", {}),
     "kerg2020_table1_transfer_copy_relstm_forget_bias1": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),

@@ -43,6 +43,7 @@ from rlmem.cells.relrnn import ReLRNNState
 from rlmem.cells.relstm import ReLSTMState
 from rlmem.runs import CHECKPOINT_NAME
 from rlmem.tasks.held_out import eval_generator, run_in_chunks
+from rlmem.tasks.metrics import attention_on_steps, holds_step
 from rlmem.tasks.recall import RecallTask
 from rlmem.tasks.saved import load_saved_model
 
@@ -74,7 +75,7 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
     batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
                         eval_generator(torch.device("cpu"), saved.seed, seq_len))
     delimiter = task.delimiter_step(seq_len)
-    before, state = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
+    before, state, _ = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
     after, result = saved.model(batch.inputs[delimiter + 1:], state)  # the recall steps
     outputs = torch.cat([before, after.float()])
     data = batch.inputs[:delimiter] < task.alphabet  # (steps, B): True at a data symbol
@@ -95,32 +96,23 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         attention_on_symbols=attention_on_symbols(result.aux.traces, data))
 
 
-def holds_symbol(times: Tensor, data: Tensor) -> Tensor:
-    """Where a memory slot holds a data symbol's state: ``times`` ``(..., B, slots)`` is the
-    step each slot's state was made at (-1 when empty), ``data`` ``(steps, B)`` is True at a
-    data symbol's step. Returns a bool tensor shaped like ``times``."""
-    valid = (times >= 0) & (times < data.shape[0])
-    by_step = data.T.expand(*times.shape[:-1], data.shape[0])  # (..., B, steps)
-    return by_step.gather(-1, times.clamp(0, data.shape[0] - 1)) & valid
-
-
 def symbols_in_relevant(state: object, data: Tensor) -> float:
-    """The share of the data symbols (``data`` as in :func:`holds_symbol`) whose state is in
-    the relevant set of a relevancy-screening ``state``; NaN for a cell without one."""
+    """The share of the data symbols (``data`` as ``marked`` in
+    :func:`~rlmem.tasks.metrics.holds_step`) whose state is in the relevant set of a
+    relevancy-screening ``state``; NaN for a cell without one."""
     if not isinstance(state, (ReLSTMState, ReLRNNState)):
         return float("nan")
-    held = holds_symbol(state.relevant_time, data) & state.relevant_valid  # (B, ρ)
+    held = holds_step(state.relevant_time, data) & state.relevant_valid  # (B, ρ)
     return float(held.sum() / data.sum())
 
 
 def attention_on_symbols(traces: dict[str, Tensor], data: Tensor) -> float:
-    """The attention weight on slots holding a data symbol's state (``data`` as in
-    :func:`holds_symbol`), averaged over the traced steps and the batch; NaN for a cell that
-    does not trace ``attention`` with each slot's ``slot_time``."""
+    """The attention the traced steps put on slots holding a data symbol's state
+    (:func:`~rlmem.tasks.metrics.attention_on_steps`); NaN for a cell that does not trace
+    ``attention`` with each slot's ``slot_time``."""
     if "attention" not in traces or "slot_time" not in traces:
         return float("nan")
-    on_symbol = holds_symbol(traces["slot_time"], data)  # (steps, B, slots)
-    return float((traces["attention"] * on_symbol).sum(-1).mean())
+    return float(attention_on_steps(traces["attention"], traces["slot_time"], data))
 
 
 def share(value: float) -> str:

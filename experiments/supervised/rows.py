@@ -83,6 +83,9 @@ ROWS: tuple[Row, ...] = (
     Row("zhang2019_adding_ernn_T750", Task.adding, "ernn"),
     Row("kag2021_adding_lstm_T200", Task.adding, "lstm"),
     Row("kag2021_adding_lstm_T750", Task.adding, "lstm"),
+    # Not in the paper's tables: the relstm headline at lr 1e-3, the authors' script's default.
+    Row("kerg2020_table1_transfer_copy_relstm_lr1e-3", Task.transfer_copy, "relstm",
+        variant="lr 1e-3"),
     # Not in the paper: relstm with rlmem's forget-gate bias of 1 instead of torch's 0.
     Row("kerg2020_table1_transfer_copy_relstm_forget_bias1", Task.transfer_copy, "relstm",
         variant="forget-gate bias 1"),

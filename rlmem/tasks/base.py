@@ -9,6 +9,7 @@ emits one output per input step; the task says which of them are scored and how.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -107,6 +108,21 @@ class SequenceTask(abc.ABC):
         Shapes:
             - outputs: ``(L, B, output_size)``; returns 0-dim tensors.
         """
+
+    def traced_steps(self) -> int:
+        """How many of a sequence's last steps :meth:`trace_metrics` reads (0: none), so that
+        an evaluation keeps the cell's traces of those steps only."""
+        return 0
+
+    def trace_metrics(self, traces: Mapping[str, Tensor], batch: TaskBatch) -> dict[str, Tensor]:
+        """Detached scalar metrics read from a cell's traces of the last :meth:`traced_steps`
+        steps (where its attention looks, for example); none by default, and none for a cell
+        that does not trace what a metric needs.
+
+        Shapes:
+            - each trace: ``(traced_steps, B, ...)``; returns 0-dim tensors.
+        """
+        return {}
 
     @abc.abstractmethod
     def baseline(self, seq_len: int) -> Baseline:

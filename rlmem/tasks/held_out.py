@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -25,6 +26,18 @@ def eval_generator(device: torch.device, seed: int, seq_len: int) -> torch.Gener
     return generator
 
 
+class ChunkedRun(NamedTuple):
+    """What :func:`run_in_chunks` returns."""
+
+    outputs: Tensor
+    """The model's outputs, ``(L, B, output_size)`` float."""
+    state: object
+    """The cell's state after the last step (to go on from, or to look into)."""
+    traces: dict[str, Tensor]
+    """The cell's traces of the last ``traced`` steps, each ``(traced, B, ...)`` (empty when
+    ``traced`` is 0)."""
+
+
 @torch.no_grad()
 def predict(model: SequenceModel, batch: TaskBatch, chunk: int = EVAL_CHUNK,
             amp: bool = False) -> Tensor:
@@ -33,25 +46,32 @@ def predict(model: SequenceModel, batch: TaskBatch, chunk: int = EVAL_CHUNK,
     Shapes:
         - returns ``(L, B, output_size)``.
     """
-    return run_in_chunks(model, batch.inputs, None, chunk, amp)[0]
+    return run_in_chunks(model, batch.inputs, None, chunk, amp).outputs
 
 
 @torch.no_grad()
 def run_in_chunks(model: SequenceModel, inputs: Tensor, state: object | None = None,
-                  chunk: int = EVAL_CHUNK, amp: bool = False) -> tuple[Tensor, object]:
+                  chunk: int = EVAL_CHUNK, amp: bool = False, traced: int = 0) -> ChunkedRun:
     """The model's outputs on ``inputs`` from ``state`` (``None``: zero), run ``chunk`` steps
-    at a time, and its state after the last step (to go on from, or to look into).
+    at a time, its state after the last step, and its traces of the last ``traced`` steps
+    (those steps run as a chunk of their own, so that no other step's traces are kept).
 
     Shapes:
-        - inputs ``(L, B, ...)``; returns outputs ``(L, B, output_size)`` and the state.
+        - inputs ``(L, B, ...)``; see :class:`ChunkedRun` for what is returned.
     """
-    outputs = []
+    length = inputs.shape[0]
+    traced = min(max(traced, 0), length)
+    starts = sorted({*range(0, length - traced, chunk), *([length - traced] if traced else [])})
+    outputs, traces = [], []
     with autocast(inputs.device, amp):
-        for start in range(0, inputs.shape[0], chunk):
-            output, result = model(inputs[start:start + chunk], state)
+        for start, stop in zip(starts, [*starts[1:], length], strict=True):
+            output, result = model(inputs[start:stop], state)
             outputs.append(output.float())
             state = result.state
-    return torch.cat(outputs), state
+            if start >= length - traced:
+                traces.append(result.aux.traces)
+    kept = {key: torch.cat([step[key] for step in traces]) for key in traces[0]} if traces else {}
+    return ChunkedRun(torch.cat(outputs), state, kept)
 
 
 def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], batch_size: int,
@@ -63,8 +83,10 @@ def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], 
     try:
         for seq_len in seq_lens:
             batch = task.sample(batch_size, seq_len, eval_generator(device, seed, seq_len))
-            outputs = predict(model, batch, amp=amp)
-            for key, value in task.metrics(outputs, batch).items():
+            run = run_in_chunks(model, batch.inputs, amp=amp, traced=task.traced_steps())
+            metrics = {**task.metrics(run.outputs, batch),
+                       **task.trace_metrics(run.traces, batch)}
+            for key, value in metrics.items():
                 results[f"{key}@T{seq_len}"] = float(value)
     finally:
         model.train(was_training)

@@ -1,4 +1,5 @@
-"""The metrics of the papers: per-step cross-entropy, recall accuracy, and mean squared error."""
+"""The metrics of the papers (per-step cross-entropy, recall accuracy, mean squared error), and
+where an attentive cell's recall looks (:func:`attention_on_steps`)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,30 @@ def mean_squared_error(prediction: Tensor, targets: Tensor) -> Tensor:
         - prediction and targets: ``(B,)``; returns a scalar.
     """
     return F.mse_loss(prediction.float(), targets.float())
+
+
+def holds_step(times: Tensor, marked: Tensor) -> Tensor:
+    """Where a memory slot holds the state made at a marked step.
+
+    Shapes:
+        - times: ``(..., B, slots)`` long, the episode step each slot's state was made at (-1
+          when empty), as in an attentive cell's ``slot_time`` trace or its state's ``*_time``
+        - marked: ``(steps, B)`` bool; a slot made at or after ``steps`` is not marked
+        - returns a bool tensor shaped like ``times``
+    """
+    valid = (times >= 0) & (times < marked.shape[0])
+    by_step = marked.T.expand(*times.shape[:-1], marked.shape[0])  # (..., B, steps)
+    return by_step.gather(-1, times.clamp(0, marked.shape[0] - 1)) & valid
+
+
+def attention_on_steps(attention: Tensor, slot_time: Tensor, marked: Tensor) -> Tensor:
+    """The attention weight on the slots holding a marked step's state (:func:`holds_step`),
+    averaged over the traced steps and the batch: 0 when attention looks only elsewhere, 1
+    when it looks only there.
+
+    Shapes:
+        - attention, slot_time: ``(L, B, slots)``, an attentive cell's traces of ``L`` steps
+        - marked: ``(steps, B)`` bool
+        - returns a scalar
+    """
+    return (attention * holds_step(slot_time, marked)).sum(-1).mean()

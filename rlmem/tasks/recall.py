@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch, check_batch_size
-from rlmem.tasks.metrics import recall_accuracy, sequence_cross_entropy
+from rlmem.tasks.metrics import attention_on_steps, recall_accuracy, sequence_cross_entropy
 
 
 class RecallTask(SequenceTask, abc.ABC):
@@ -101,6 +102,21 @@ class RecallTask(SequenceTask, abc.ABC):
     def metrics(self, outputs: Tensor, batch: TaskBatch) -> dict[str, Tensor]:
         return {"ce": sequence_cross_entropy(outputs, batch.targets).detach(),
                 "accuracy": recall_accuracy(outputs, batch.targets, self.recall).detach()}
+
+    def traced_steps(self) -> int:
+        return self.recall
+
+    def trace_metrics(self, traces: Mapping[str, Tensor], batch: TaskBatch) -> dict[str, Tensor]:
+        """``attention_on_data``: at the ``recall`` output steps, the attention weight on the
+        memory slots that hold a data symbol's state (:func:`~rlmem.tasks.metrics.
+        attention_on_steps`), for a cell that traces ``attention`` and ``slot_time`` (relstm,
+        relrnn, memlstm). A model that recalls by reading its memory puts it near 1; one that
+        recalls through its recurrence alone leaves it near 0, whatever its accuracy."""
+        if "attention" not in traces or "slot_time" not in traces:
+            return {}
+        data = batch.inputs < self.alphabet  # (L, B): True at a data symbol's step
+        return {"attention_on_data": attention_on_steps(
+            traces["attention"][-self.recall:], traces["slot_time"][-self.recall:], data)}
 
     def baseline(self, seq_len: int) -> Baseline:
         """The memoryless strategy: blank for the first ``T + recall`` steps, then a uniform
