@@ -45,7 +45,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(SUITE_DIR))
     try:
         yield {name: load(name) for name in ("rows", "status", "suite", "aggregate",
-                                          "recall_timing")}
+                                          "recall_timing", "attention_onset")}
     finally:
         sys.path.remove(str(SUITE_DIR))
 
@@ -187,6 +187,9 @@ def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
     final = json.loads((run_dir / "results.json").read_text())["eval"]
     at_100 = scripts["recall_timing"].timing(run_dir, 100)
     assert at_100.accuracy == pytest.approx(final["accuracy@T100"])
+    # The run logged the recall's attention on the symbols at every evaluation: the same.
+    assert at_100.attention_on_symbols == pytest.approx(final["attention_on_data@T100"],
+                                                        abs=1e-6)
     assert 0 <= at_100.blank_at_recall <= 1 and 0 <= at_100.early_symbols <= 1
     rows = [line for line in out.read_text().splitlines() if line.startswith(f"| {run_dir}")]
     assert [row.split(" | ")[2] for row in rows] == ["100", "200"]
@@ -231,6 +234,34 @@ def test_recall_timing_counts_the_symbols_r_holds_as_the_cells_own_trace_shows(
     assert 0 < timing.attention_on_symbols <= 1
     assert timing.attention_on_symbols == pytest.approx(sum(on_symbols) / len(on_symbols),
                                                         abs=1e-5)
+
+
+def test_attention_onset_runs_its_command_and_reports_the_runs_evaluations(
+        scripts: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    onset = scripts["attention_onset"]
+    monkeypatch.setattr(onset, "ONSET_RUNS", tmp_path)
+    probe, missing = onset.OnsetRun("relstm", 1e-3, 0), onset.OnsetRun("memlstm", 2e-4, 0)
+    command = probe.command(2)
+    assert command[:4] == ["python", "-m", "rlmem.supervised", f"+preset={RELSTM}"]
+    overrides = [arg for arg in command[3:]
+                 if not arg.startswith(("run_dir=", "transfer_every=", "iterations="))]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose("supervised", overrides=[*overrides, *TINY, "transfer_every=1"])
+    assert (cfg.seq_len, cfg.lr, cfg.target, list(cfg.eval_seq_lens)) == (20, 1e-3, None,
+                                                                           [100, 200])
+    run(cfg, probe.run_dir)
+    evals = onset.evaluations(probe.run_dir)
+    assert sorted(evals) == [1, 2]
+    final = json.loads((probe.run_dir / "results.json").read_text())["eval"]
+    assert evals[2]["attention_on_data@T200"] == pytest.approx(final["attention_on_data@T200"])
+    text = onset.report([probe, missing], 2)
+    transfer_rows = [line for line in text.splitlines()
+                     if line.startswith("| relstm, lr 0.001 | 2 |")]
+    assert transfer_rows == [
+        "| relstm, lr 0.001 | 2 | " + " | ".join(
+            f"{evals[2][f'attention_on_data@T{t}']:.0%} / {evals[2][f'accuracy@T{t}']:.0%}"
+            for t in (100, 200)) + " |"]
+    assert "| memlstm, lr 0.0002 | — | — | — |" in text
 
 
 def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() -> None:

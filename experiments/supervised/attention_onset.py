@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rows import HERE, REPO
+from suite import shown
 
 ONSET_RUNS = HERE / "onset"
 SEQ_LEN = 20
@@ -64,7 +65,7 @@ class OnsetRun:
                 f"seq_len={SEQ_LEN}", f"lr={self.lr:g}", f"iterations={iterations}",
                 "target=null", "transfer_every=1000",
                 f"eval_seq_lens=[{','.join(map(str, TRANSFER))}]", "figures=false",
-                "progress_bar=false", f"run_dir={self.run_dir.relative_to(REPO)}"]
+                "progress_bar=false", f"run_dir={shown(self.run_dir)}"]
 
 
 def evaluations(run_dir: Path) -> dict[int, dict[str, float]]:
