@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 
 from rlmem.evaluate import report_path
-from rlmem.runs.sweep import evaluation_command, final_frames, full_attention, run_dirs
+from rlmem.runs.sweep import (
+    evaluation_command,
+    final_frames,
+    full_attention,
+    run_dirs,
+    run_memory,
+)
 
 
 def test_memlstm_attends_over_the_longest_episode_of_the_evaluated_envs() -> None:
@@ -32,6 +38,24 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     assert evaluation_command(run, "MemoryS13", 100) is not None  # other episode count
     report.write_text(json.dumps({"frames": 2048, "episodes": 200}))
     assert evaluation_command(run, "MemoryS13", 200) is not None  # trained on since
+    # A MemLSTM evaluated over a sliding window is evaluated again with full attention.
+    full = ["+eval_memory.capacity=845"]
+    report.write_text(json.dumps({"frames": 4096, "episodes": 200, "eval_memory": {}}))
+    assert evaluation_command(run, "MemoryS13", 200, full) is not None
+    report.write_text(json.dumps({"frames": 4096, "episodes": 200,
+                                  "eval_memory": {"capacity": 845}}))
+    assert evaluation_command(run, "MemoryS13", 200, full) is None
+
+
+def test_an_ablations_memory_is_read_from_its_config_not_its_label(tmp_path: Path) -> None:
+    run = tmp_path / "MemoryS7" / "memlstm_view3_direction" / "seed0"
+    assert run_memory(run) == "memlstm_view3_direction"  # no config yet: the label
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("env: MemoryS7\nmemory:\n  name: memlstm\n"
+                                     "  capacity: 256\n")
+    assert run_memory(run) == "memlstm"
+    assert full_attention(run_memory(run), ["MemoryS7", "MemoryS13"]) == [
+        "+eval_memory.capacity=845"]
 
 
 def test_a_namespaced_env_is_found_where_rlmem_evaluate_writes_it(tmp_path: Path) -> None:

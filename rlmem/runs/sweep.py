@@ -19,6 +19,7 @@ from pathlib import Path
 
 import gymnasium as gym
 from minigrid.minigrid_env import MiniGridEnv
+from omegaconf import OmegaConf
 
 from rlmem.cells import CELLS, hyperparameters
 from rlmem.envs import env_spec
@@ -83,14 +84,29 @@ def _episode_limit(env: str) -> int:
     return int(unwrapped.max_steps)
 
 
+def run_memory(run: Path) -> str:
+    """The memory a run trained (its ``config.yaml``'s ``memory.name``), which an ablation's
+    directory label (``memlstm_view3_direction``) does not name; the label itself for a run
+    without a config yet."""
+    config = run / "config.yaml"
+    if not config.exists():
+        return run.parent.name
+    return str(OmegaConf.load(config).memory.name)
+
+
 def evaluation_command(run: Path, env: str, episodes: int,
                        overrides: Sequence[str] = ()) -> list[str] | None:
     """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
-    final frames and with as many episodes."""
+    final frames, with as many episodes and the ``+eval_memory.<key>=<value>`` of
+    ``overrides``."""
     target = report_path(run, env)
     if target.exists():
         report = json.loads(target.read_text())
-        if report["frames"] == final_frames(run) and report["episodes"] == episodes:
+        wanted = OmegaConf.to_container(OmegaConf.from_dotlist(
+            [item.removeprefix("+eval_memory.") for item in overrides
+             if item.startswith("+eval_memory.")]))
+        if (report["frames"] == final_frames(run) and report["episodes"] == episodes
+                and report.get("eval_memory", {}) == wanted):
             return None
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
             f"episodes={episodes}", *overrides]
@@ -101,7 +117,7 @@ def evaluate_runs(runs: Sequence[Path], envs: Sequence[str], episodes: int, jobs
     time (MemLSTM with the capacity of :func:`full_attention`)."""
     commands = [command for run in runs if (run / "checkpoint.pt").exists() for env in envs
                 if (command := evaluation_command(
-                    run, env, episodes, full_attention(run.parent.name, envs))) is not None]
+                    run, env, episodes, full_attention(run_memory(run), envs))) is not None]
 
     def execute(command: list[str]) -> None:
         print("+", " ".join(command), flush=True)
