@@ -254,7 +254,9 @@ def test_attention_onset_runs_its_command_and_reports_the_runs_evaluations(
     assert sorted(evals) == [1, 2]
     final = json.loads((probe.run_dir / "results.json").read_text())["eval"]
     assert evals[2]["attention_on_data@T200"] == pytest.approx(final["attention_on_data@T200"])
-    text = onset.report([probe, missing], 2)
+    text = onset.report({probe: 2, missing: 6000})
+    assert onset.budget(probe, 6000) == 2 and onset.budget(missing, 6000) == 6000
+    assert onset.finished(probe, 2) and not onset.finished(probe, 3)
     transfer_rows = [line for line in text.splitlines()
                      if line.startswith("| relstm, lr 0.001 | 2 |")]
     assert transfer_rows == [

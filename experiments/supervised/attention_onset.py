@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
 from rows import HERE, REPO
 from suite import shown
 
@@ -53,6 +55,10 @@ class OnsetRun:
     cell: str
     lr: float
     seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.cell}, lr {self.lr:g}" + (f", seed {self.seed}" if self.seed else "")
 
     @property
     def run_dir(self) -> Path:
@@ -88,8 +94,10 @@ def cell_text(evals: dict[str, float], key: str) -> str:
     return "—" if math.isnan(value) else f"{value:.0%}"
 
 
-def report(runs: Sequence[OnsetRun], iterations: int) -> str:
-    """``ATTENTION_ONSET.md``: attention on the symbols and recall accuracy over training."""
+def report(budgets: Mapping[OnsetRun, int]) -> str:
+    """``ATTENTION_ONSET.md``: attention on the symbols and recall accuracy over training, for
+    each run and its iteration budget."""
+    runs, iterations = list(budgets), max(budgets.values())
     lines = [
         "# When the recall starts reading memory: attention on the data symbols over training",
         "",
@@ -98,11 +106,11 @@ def report(runs: Sequence[OnsetRun], iterations: int) -> str:
         "",
         f"Copy at T = {SEQ_LEN}, the headline presets' models (hidden 128, ν = ρ = 10 for "
         "relstm, forget-gate bias 0, Adam, batch 128, gradient norm clipped at 1), "
-        f"{iterations:,} iterations with no early stop, seed 0, one thread. Each cell reads "
+        "no early stop, one thread (each run's budget is in its command below). Each cell reads "
         "*attention on the symbols at recall / recall accuracy*, both on the run's fixed "
-        f"held-out batch at T = {SEQ_LEN}. Attention on the symbols at initialisation is "
-        "their share of the slots: ½ for relstm (R starts with the ten symbols), 10/39 or "
-        "less for memlstm.",
+        f"held-out batch at T = {SEQ_LEN}, at the iterations of the columns. Before training, "
+        "attention on the symbols is about their share of the slots: ½ for relstm (R starts "
+        "with the ten symbols), 10/39 or less for memlstm.",
         "",
         "| run | " + " | ".join(f"it {i:,}" for i in SHOWN if i <= iterations) + " |",
         "|---|" + "---:|" * sum(i <= iterations for i in SHOWN),
@@ -115,7 +123,7 @@ def report(runs: Sequence[OnsetRun], iterations: int) -> str:
             cells.append("—" if at is None else
                          f"{cell_text(at, f'attention_on_data@T{SEQ_LEN}')} / "
                          f"{cell_text(at, f'accuracy@T{SEQ_LEN}')}")
-        lines.append(f"| {run.cell}, lr {run.lr:g} | " + " | ".join(cells) + " |")
+        lines.append(f"| {run.label} | " + " | ".join(cells) + " |")
     lines += [
         "",
         f"Transfer at the last evaluation: *attention on the symbols / recall accuracy* at "
@@ -128,16 +136,28 @@ def report(runs: Sequence[OnsetRun], iterations: int) -> str:
         evals = evaluations(run.run_dir)
         done = [i for i, at in evals.items() if f"accuracy@T{TRANSFER[0]}" in at]
         if not done:
-            lines.append(f"| {run.cell}, lr {run.lr:g} | — |" + " — |" * len(TRANSFER))
+            lines.append(f"| {run.label} | — |" + " — |" * len(TRANSFER))
             continue
         at = evals[max(done)]
-        lines.append(f"| {run.cell}, lr {run.lr:g} | {max(done):,} | " + " | ".join(
+        lines.append(f"| {run.label} | {max(done):,} | " + " | ".join(
             f"{cell_text(at, f'attention_on_data@T{t}')} / {cell_text(at, f'accuracy@T{t}')}"
             for t in TRANSFER) + " |")
     lines += ["", "Commands (from the repository root):", "", "```bash"]
-    lines += [" ".join(run.command(iterations)) for run in runs]
+    lines += [" ".join(run.command(budget)) for run, budget in budgets.items()]
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def budget(run: OnsetRun, default: int) -> int:
+    """The iterations ``run`` was last started for (its ``config.yaml``), else ``default``."""
+    config = run.run_dir / "config.yaml"
+    return int(OmegaConf.load(config).iterations) if config.exists() else default
+
+
+def finished(run: OnsetRun, iterations: int) -> bool:
+    """Whether ``run`` has results for at least ``iterations`` iterations."""
+    results = run.run_dir / "results.json"
+    return results.exists() and json.loads(results.read_text())["iterations"] >= iterations
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -145,24 +165,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
     parser.add_argument("--lrs", nargs="+", type=float, default=list(LRS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--iterations", type=int, default=ITERATIONS)
+    parser.add_argument("--iterations", type=int, default=ITERATIONS,
+                        help="budget of the selected runs (a finished run is continued to it)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     parser.add_argument("--report", action="store_true", help="write the report only")
     parser.add_argument("--out", type=Path, default=HERE / "ATTENTION_ONSET.md")
     args = parser.parse_args(argv)
     if args.iterations < 1:
         parser.error(f"--iterations must be ≥ 1, got {args.iterations}")
-    runs = [OnsetRun(cell, lr, seed) for cell in args.cells for lr in args.lrs
-            for seed in args.seeds]
-    for run in runs:
+    selected = [OnsetRun(cell, lr, seed) for cell in args.cells for lr in args.lrs
+                for seed in args.seeds]
+    for run in selected:
         command = run.command(args.iterations)
         if args.dry_run:
             print(" ".join(command))
-        elif not args.report and not (run.run_dir / "results.json").exists():
+        elif not args.report and not finished(run, args.iterations):
             print(f"[onset] {run.cell} lr {run.lr:g} seed {run.seed}", flush=True)
             subprocess.run([sys.executable, *command[1:]], cwd=REPO, check=True)
     if not args.dry_run:
-        args.out.write_text(report(runs, args.iterations))
+        reported = list(dict.fromkeys(
+            [*(OnsetRun(cell, lr, seed) for cell in CELLS for lr in LRS for seed in args.seeds),
+             *selected]))
+        args.out.write_text(report({run: budget(run, args.iterations) for run in reported}))
         print(f"wrote {args.out}")
 
 
