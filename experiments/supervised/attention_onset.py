@@ -44,7 +44,7 @@ TRANSFER = (100, 200)
 ITERATIONS = 6000
 CELLS = ("relstm", "memlstm")
 LRS = (2e-4, 1e-3)
-SHOWN = (250, 500, 1000, 2000, 3000, 4000, 5000, 6000)
+SHOWN = (250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 9000, 12000)
 """The iterations whose evaluation the report's tables show."""
 
 
