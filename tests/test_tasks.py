@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from rlmem.cells.relstm import ReLSTMState
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import TASK_SCHEMAS
 from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
@@ -225,6 +226,7 @@ def test_chunked_run_keeps_the_last_steps_traces(chunk: int, traced: int) -> Non
         whole, result = model(batch.inputs)
     run = run_in_chunks(model, batch.inputs, chunk=chunk, traced=traced)
     assert torch.allclose(run.outputs, whole, atol=1e-6)
+    assert isinstance(run.state, ReLSTMState)
     assert torch.allclose(run.state.s, result.state.s, atol=1e-6)
     kept = min(traced, batch.length)
     if not kept:
