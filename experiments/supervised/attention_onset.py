@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import subprocess
 import sys
@@ -34,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
 from rows import HERE, REPO
+from status import State, budget_of, run_status
 from suite import shown
 
 ONSET_RUNS = HERE / "onset"
@@ -98,6 +97,7 @@ def report(budgets: Mapping[OnsetRun, int]) -> str:
     """``ATTENTION_ONSET.md``: attention on the symbols and recall accuracy over training, for
     each run and its iteration budget."""
     runs, iterations = list(budgets), max(budgets.values())
+    evaluated = {run: evaluations(run.run_dir) for run in runs}
     lines = [
         "# When the recall starts reading memory: attention on the data symbols over training",
         "",
@@ -116,7 +116,7 @@ def report(budgets: Mapping[OnsetRun, int]) -> str:
         "|---|" + "---:|" * sum(i <= iterations for i in SHOWN),
     ]
     for run in runs:
-        evals = evaluations(run.run_dir)
+        evals = evaluated[run]
         cells = []
         for iteration in (i for i in SHOWN if i <= iterations):
             at = evals.get(iteration)
@@ -133,7 +133,7 @@ def report(budgets: Mapping[OnsetRun, int]) -> str:
         "|---|---:|" + "---:|" * len(TRANSFER),
     ]
     for run in runs:
-        evals = evaluations(run.run_dir)
+        evals = evaluated[run]
         done = [i for i, at in evals.items() if f"accuracy@T{TRANSFER[0]}" in at]
         if not done:
             lines.append(f"| {run.label} | — |" + " — |" * len(TRANSFER))
@@ -150,14 +150,12 @@ def report(budgets: Mapping[OnsetRun, int]) -> str:
 
 def budget(run: OnsetRun, default: int) -> int:
     """The iterations ``run`` was last started for (its ``config.yaml``), else ``default``."""
-    config = run.run_dir / "config.yaml"
-    return int(OmegaConf.load(config).iterations) if config.exists() else default
+    return budget_of(run.run_dir) or default
 
 
 def finished(run: OnsetRun, iterations: int) -> bool:
     """Whether ``run`` has results for at least ``iterations`` iterations."""
-    results = run.run_dir / "results.json"
-    return results.exists() and json.loads(results.read_text())["iterations"] >= iterations
+    return run_status(run.run_dir, iterations).state is State.finished
 
 
 def main(argv: Sequence[str] | None = None) -> None:

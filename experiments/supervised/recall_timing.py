@@ -43,7 +43,7 @@ from rlmem.cells.relrnn import ReLRNNState
 from rlmem.cells.relstm import ReLSTMState
 from rlmem.runs import CHECKPOINT_NAME
 from rlmem.tasks.held_out import eval_generator, run_in_chunks
-from rlmem.tasks.metrics import attention_on_steps, holds_step
+from rlmem.tasks.metrics import holds_step
 from rlmem.tasks.recall import RecallTask
 from rlmem.tasks.saved import load_saved_model
 
@@ -93,7 +93,8 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         early_symbols=float(symbol[:delimiter].any(0).float().mean()),
         first_symbol=float(first.median()) if len(first) else float("nan"),
         symbols_in_relevant=symbols_in_relevant(state, data),
-        attention_on_symbols=attention_on_symbols(result.aux.traces, data))
+        attention_on_symbols=float(task.trace_metrics(result.aux.traces, batch).get(
+            "attention_on_data", math.nan)))
 
 
 def symbols_in_relevant(state: object, data: Tensor) -> float:
@@ -104,15 +105,6 @@ def symbols_in_relevant(state: object, data: Tensor) -> float:
         return float("nan")
     held = holds_step(state.relevant_time, data) & state.relevant_valid  # (B, ρ)
     return float(held.sum() / data.sum())
-
-
-def attention_on_symbols(traces: dict[str, Tensor], data: Tensor) -> float:
-    """The attention the traced steps put on slots holding a data symbol's state
-    (:func:`~rlmem.tasks.metrics.attention_on_steps`); NaN for a cell that does not trace
-    ``attention`` with each slot's ``slot_time``."""
-    if "attention" not in traces or "slot_time" not in traces:
-        return float("nan")
-    return float(attention_on_steps(traces["attention"], traces["slot_time"], data))
 
 
 def share(value: float) -> str:
