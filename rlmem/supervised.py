@@ -45,6 +45,7 @@ from rlmem.tasks import (
     make_task_from_config,
     write_figures,
 )
+from rlmem.tasks.warm_start import warm_start_weights
 
 OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
     OptimizerName.adam: torch.optim.Adam,
@@ -80,12 +81,13 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
     config = resolved_config(cfg)
+    warm = warm_start_weights(cfg.warm_start, config) if cfg.warm_start else None
     with open_run(run_dir, config, RULES, program="rlmem.supervised") as session:
-        return _run(cfg, config, task, session)
+        return _run(cfg, config, task, session, warm)
 
 
-def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
-         session: RunSession) -> TrainResult:
+def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: RunSession,
+         warm: dict[str, torch.Tensor] | None) -> TrainResult:
     device, run_dir = session.device, session.run_dir
     torch.manual_seed(cfg.seed)
     cell = make_cell_from_config(cfg.memory, input_size=task.input_size)
@@ -114,6 +116,9 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask,
     if session.checkpoint is not None:
         trainer.load(session.checkpoint)
         _print(f"resuming {session.checkpoint_path} at iteration {trainer.iteration}")
+    elif warm is not None:
+        model.load_state_dict(warm)
+        _print(f"warm start: the model's weights from {cfg.warm_start}")
 
     baseline = task.baseline(cfg.seq_len)
     parameters = sum(p.numel() for p in model.parameters())

@@ -23,7 +23,7 @@ from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.relrnn import BaseNonlinearity, ReLRNN
 from rlmem.cells.relstm import ReLSTM
-from rlmem.cells.screening import UNIFORM_SHARE, Screening, screen
+from rlmem.cells.screening import UNIFORM_SHARE, Readout, Screening, screen
 
 IN, H = 3, 6
 OVERFLOW = "past capacity="
@@ -334,6 +334,8 @@ def test_screen_admits_to_a_free_slot_only_above_the_floor() -> None:
     ("relrnn", {"nonlinearity": BaseNonlinearity.modrelu}),
     ("relrnn", {"screening": Screening.normalised}),
     ("relstm", {"screening": Screening.normalised, "short_term": 2, "relevant": 2}),
+    ("relstm", {"readout": Readout.authors_code, "short_term": 2, "relevant": 2}),
+    ("relrnn", {"readout": Readout.authors_code}),
 ])
 def test_new_options_reset_exactly_and_carry_state_across_chunks(name: str,
                                                                  options: dict[str, Any]
@@ -352,3 +354,33 @@ def test_new_options_reset_exactly_and_carry_state_across_chunks(name: str,
         out, state = cell(x[begin:end], state, resets[begin:end])
         y_chunks.append(out)
     torch.testing.assert_close(torch.cat(y_chunks), y, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn"])
+def test_authors_code_readout_against_a_hand_written_loop(name: str) -> None:
+    """``readout=authors_code`` emits :math:`h_t` and feeds the recurrence
+    :math:`s_t = \\tfrac12 (h_t + \\text{read}_t)`, written here step by step in float64 from
+    the cell's own modules. With ν larger than the sequence, R stays empty and S holds every
+    state so far."""
+    torch.manual_seed(0)
+    steps, batch = 5, 2
+    cell = make_cell(name, input_size=IN, hidden_size=H, short_term=steps, relevant=2,
+                     readout=Readout.authors_code).double()
+    x = torch.randn(steps, batch, IN, dtype=torch.float64)
+    s, c = torch.zeros(batch, H, dtype=torch.float64), torch.zeros(batch, H, dtype=torch.float64)
+    memory, expected = [], []
+    for t in range(steps):
+        if isinstance(cell, ReLSTM):
+            h, c = cell.base.cell(x[t], (s, c))
+        else:
+            assert isinstance(cell, ReLRNN)
+            h = torch.tanh(cell.recurrent_map(s) + cell.input_map(x[t]))
+        memory.append(h)
+        slots = torch.stack(memory, dim=1)
+        _, read = cell.attention(s, slots, torch.ones(batch, t + 1, dtype=torch.bool))
+        s = 0.5 * (h + read)
+        expected.append(h)
+    out, state = cell(x)
+    torch.testing.assert_close(out, torch.stack(expected), atol=1e-12, rtol=0)
+    torch.testing.assert_close(state.s, s, atol=1e-12, rtol=0)
+    assert "readout=authors_code" in repr(cell)

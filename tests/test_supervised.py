@@ -6,6 +6,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -277,3 +278,42 @@ def test_transfer_lengths_are_evaluated_on_their_own_schedule(
 def test_transfer_every_must_be_a_multiple_of_eval_every() -> None:
     with pytest.raises(ValueError, match="transfer_every must be a positive multiple"):
         check_supervised_config(config("eval_every=3", "transfer_every=4"))
+
+
+def test_warm_start_takes_the_weights_and_nothing_else(tmp_path: Path) -> None:
+    """A curriculum: weights trained at T=4 start a run at T=6, whose optimizer, data stream and
+    iteration count start afresh; its own checkpoint, once written, wins over the warm start."""
+    common = ["memory=relstm", *TINY, "figures=false"]
+    run(config(*common), tmp_path / "short")
+    source = load_checkpoint(tmp_path / "short" / "checkpoint.pt").states["model"]
+    warm = config(*common, "seq_len=6", "iterations=1", f"warm_start={tmp_path / 'short'}")
+    model_at_start: dict[str, torch.Tensor] = {}
+    load_state_dict = SequenceModel.load_state_dict
+
+    def record(self: SequenceModel, state: Any, *args: Any, **kwargs: Any) -> Any:
+        model_at_start.update({key: value.clone() for key, value in state.items()})
+        return load_state_dict(self, state, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SequenceModel, "load_state_dict", record)
+        result = run(warm, tmp_path / "long")
+    assert result.iteration == 1
+    for key, value in source.items():
+        assert torch.equal(model_at_start[key], value), key
+    assert [int(float(row["iteration"])) for row in rows(tmp_path / "long")] == [1]
+    # resuming the warm-started run continues its own checkpoint
+    resumed = run(config(*common, "seq_len=6", "iterations=2",
+                         f"warm_start={tmp_path / 'short'}"), tmp_path / "long")
+    assert resumed.iteration == 2
+    assert [int(float(row["iteration"])) for row in rows(tmp_path / "long")] == [1, 2]
+
+
+def test_warm_start_refuses_another_model_or_no_checkpoint(tmp_path: Path) -> None:
+    run(config("memory=relstm", *TINY, "figures=false"), tmp_path / "short")
+    with pytest.raises(ValueError, match=r"memory\.short_term: 5 there, 3 here"):
+        run(config("memory=relstm", "memory.short_term=3", *TINY,
+                   f"warm_start={tmp_path / 'short'}"), tmp_path / "other")
+    with pytest.raises(FileNotFoundError, match="no checkpoint there"):
+        run(config("memory=relstm", *TINY, f"warm_start={tmp_path / 'nothing'}"),
+            tmp_path / "other")
+    assert not (tmp_path / "other").exists()  # refused before any work

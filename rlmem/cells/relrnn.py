@@ -18,6 +18,7 @@ from rlmem.cells.registry import register
 from rlmem.cells.screening import (
     EpisodeStep,
     MacroState,
+    Readout,
     RelevancyScreening,
     Relevant,
     RelevantScore,
@@ -91,6 +92,10 @@ class ReLRNN(RelevancyScreening):
             member or its name.
         screening: :attr:`Screening.algorithm1` (the paper's) or the ablation
             :attr:`Screening.normalised`; a member or its name.
+        readout: :attr:`Readout.algorithm1` (the paper's: emit :math:`s_t`) or
+            :attr:`Readout.authors_code` (the authors' public code: emit :math:`h_t`, and
+            recur on :math:`s_t = \tfrac12 (h_t + \text{read}_t)`; runs :meth:`step`, several
+            times slower to train); a member or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -101,9 +106,10 @@ class ReLRNN(RelevancyScreening):
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
                  relevant: int = 5, nonlinearity: BaseNonlinearity = BaseNonlinearity.tanh,
-                 screening: Screening = Screening.algorithm1) -> None:
+                 screening: Screening = Screening.algorithm1,
+                 readout: Readout = Readout.algorithm1) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
-                         screening=screening)
+                         screening=screening, readout=readout)
         self.nonlinearity = enum_option(BaseNonlinearity, nonlinearity, "ReLRNN",
                                         "nonlinearity")
         self.input_map = nn.Linear(input_size, hidden_size)  # U and b

@@ -16,6 +16,7 @@ from rlmem.cells.registry import register
 from rlmem.cells.screening import (
     EpisodeStep,
     MacroState,
+    Readout,
     RelevancyScreening,
     Relevant,
     RelevantScore,
@@ -78,6 +79,10 @@ class ReLSTM(RelevancyScreening):
         forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
         screening: :attr:`Screening.algorithm1` (the paper's; R starts with the first ρ
             states) or the ablation :attr:`Screening.normalised`; a member or its name.
+        readout: :attr:`Readout.algorithm1` (the paper's: emit :math:`s_t`) or
+            :attr:`Readout.authors_code` (the authors' public code: emit :math:`h_t`, and
+            recur on :math:`s_t = \tfrac12 (h_t + \text{read}_t)`; runs :meth:`step`, several
+            times slower to train); a member or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -91,9 +96,10 @@ class ReLSTM(RelevancyScreening):
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
                  relevant: int = 5, forget_bias: float = 1.0,
-                 screening: Screening = Screening.algorithm1) -> None:
+                 screening: Screening = Screening.algorithm1,
+                 readout: Readout = Readout.algorithm1) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
-                         screening=screening)
+                         screening=screening, readout=readout)
         self.base = LSTMBase(input_size, hidden_size, forget_bias)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:

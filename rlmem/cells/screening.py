@@ -70,6 +70,19 @@ class Screening(Enum):
     with, and R fills only with states that attention singled out."""
 
 
+class Readout(Enum):
+    """What the cell emits, and how the macro-state mixes the base state with the read."""
+
+    algorithm1 = "algorithm1"
+    r"""Algorithm 1 as written: the cell emits the macro-state :math:`s_t = h_t + \text{read}_t`,
+    which the recurrence also reads."""
+    authors_code = "authors_code"
+    r"""The authors' public code (``RelLSTM`` and ``RelMemRNN`` in the repository of their
+    arXiv:2006.09471): the cell emits the base state :math:`h_t`, and the recurrence reads
+    :math:`s_t = \tfrac12 (h_t + \text{read}_t)`. The read then reaches the output only
+    through the recurrence, which can gate it."""
+
+
 UNIFORM_SHARE = 1.0
 """:class:`Screening.normalised`'s relevance of a state that drew exactly its uniform share of
 attention, and the score an empty slot of R holds."""
@@ -138,11 +151,13 @@ class RelevancyScreening(Cell):
     math also runs one step at a time through :meth:`step`: for a rollout's few steps without
     autograd (its prepared weights kept between calls), for parameters other than float32
     and float64, and for the options the engine does not implement (``screening=normalised``,
-    ReLRNN's ``modrelu``), which train through autograd step by step, several times slower.
+    ``readout=authors_code``, ReLRNN's ``modrelu``), which train through autograd step by step,
+    several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5, screening: Screening = Screening.algorithm1) -> None:
+                 relevant: int = 5, screening: Screening = Screening.algorithm1,
+                 readout: Readout = Readout.algorithm1) -> None:
         super().__init__(input_size, hidden_size)
         if short_term < 1 or relevant < 1:
             raise ValueError(f"{type(self).__name__}: need short_term ≥ 1 and relevant ≥ 1, got "
@@ -150,12 +165,13 @@ class RelevancyScreening(Cell):
         self.short_term = short_term
         self.relevant = relevant
         self.screening = enum_option(Screening, screening, type(self).__name__, "screening")
+        self.readout = enum_option(Readout, readout, type(self).__name__, "readout")
         self.attention = AdditiveAttention(hidden_size)
 
     def runs_engine(self) -> bool:
         """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
         options (Algorithm 1's screening and a tanh or LSTM base); else :meth:`step` runs."""
-        return self.screening is Screening.algorithm1
+        return self.screening is Screening.algorithm1 and self.readout is Readout.algorithm1
 
     # --- the base recurrence, in the doubled form of rlmem.cells.attention ------------------
 
@@ -225,7 +241,10 @@ class RelevancyScreening(Cell):
         valid = torch.cat([short_valid, relevant_valid], dim=1)
         weights_t, read = self.attention.attend_doubled(
             query, slots, torch.matmul(slots, weights.key.t()), valid, weights.score)
-        s = h + read
+        if self.readout is Readout.algorithm1:
+            s = output = h + read
+        else:
+            s, output = 0.5 * (h + read), h
         received = weights_t[:, :self.short_term].detach()
         if normalised:  # relative to the uniform share 1/|M_t|, averaged over the ν steps
             received = received * (valid.sum(dim=1, keepdim=True) / self.short_term)
@@ -241,7 +260,7 @@ class RelevancyScreening(Cell):
             "relevant_valid": relevant_valid,
             "relevant_score": relevant_score,
         }
-        return s, new_state, traces
+        return output, new_state, traces
 
     def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
                                                                      dict[str, Tensor]]:
@@ -287,4 +306,5 @@ class RelevancyScreening(Cell):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, short_term={self.short_term}, "
-                f"relevant={self.relevant}, screening={self.screening.name}")
+                f"relevant={self.relevant}, screening={self.screening.name}, "
+                f"readout={self.readout.name}")

@@ -128,6 +128,12 @@ class SupervisedConfig:
     """Write a row of progress.csv / TensorBoard every this many updates."""
     checkpoint_every: int = 100
     """Checkpoint every this many updates, and at the end."""
+    warm_start: str | None = None
+    """A finished or unfinished run's directory (or its checkpoint file) whose model weights
+    this run starts from, for a curriculum: train at a short T, then continue at a longer one.
+    Only the weights come over; the optimizer, data stream and iteration count start afresh.
+    Its task and memory must equal this run's. Ignored when this run resumes its own
+    checkpoint."""
     run_dir: str = MISSING
     """The run directory (defaults to runs/supervised/<task>/<memory>_T<seq_len>_seed<seed>)."""
     resume: bool = True
