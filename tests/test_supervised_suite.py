@@ -27,6 +27,7 @@ TINY = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every
 RELSTM = "kerg2020_table1_transfer_copy_relstm"
 LSTM = "kerg2020_table1_transfer_copy_lstm"
 ADDING = "kag2020_adding_irnn_T200"
+CURRICULUM = "kerg2020_table1_transfer_copy_relstm_curriculum"
 
 
 def load(name: str) -> ModuleType:
@@ -62,13 +63,15 @@ def test_the_dry_run_lists_every_run_in_priority_order(
     listed = commands(capsys.readouterr().out)
     expected = [f"python -m rlmem.supervised +preset={row.preset} seed={seed} "
                 f"progress_bar=false run_dir=experiments/supervised/runs/{row.preset}/seed{seed}"
+                + (f" warm_start=experiments/supervised/runs/{row.after}/seed{seed}"
+                   if row.after else "")
                 for row in scripts["rows"].ROWS for seed in range(row.seeds)]
     assert listed == expected
     assert [line.split()[3:5] for line in listed[:7]] == [
         [f"+preset={RELSTM}", "seed=0"], [f"+preset={RELSTM}", "seed=1"],
         [f"+preset={RELSTM}", "seed=2"], [f"+preset={LSTM}", "seed=0"],
         [f"+preset={LSTM}", "seed=1"], [f"+preset={LSTM}", "seed=2"],
-        ["+preset=kerg2020_table2_denoise_relstm", "seed=0"]]
+        [f"+preset={CURRICULUM}_T20", "seed=0"]]
     presets = {row.preset for row in scripts["rows"].ROWS}
     assert presets == {path.stem for path in (CONF_DIR / "preset").glob("*.yaml")}
 
@@ -78,12 +81,39 @@ def test_the_filters_narrow_the_runs_and_overrides_follow(
         tmp_path: Path) -> None:
     scripts["suite"].main(["--dry-run", "--only", "headline", "--seeds", "1", "--runs",
                            str(tmp_path), "--", "device=cpu"])
+    first = tmp_path / f"{CURRICULUM}_T20" / "seed1"
     assert commands(capsys.readouterr().out) == [
         f"python -m rlmem.supervised +preset={preset} seed=1 progress_bar=false "
-        f"run_dir={tmp_path / preset / 'seed1'} device=cpu" for preset in (RELSTM, LSTM)]
+        f"run_dir={tmp_path / preset / 'seed1'}{warm} device=cpu"
+        for preset, warm in ((RELSTM, ""), (LSTM, ""), (f"{CURRICULUM}_T20", ""),
+                             (CURRICULUM, f" warm_start={first}"))]
     scripts["suite"].main(["--dry-run", "--only", "adding", "--presets", ADDING, RELSTM])
     assert [line.split()[3] for line in commands(capsys.readouterr().out)] == [
         f"+preset={ADDING}"]
+
+
+def test_a_curriculum_runs_its_first_stage_first_and_starts_from_its_weights(
+        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """Selecting the second stage brings the first; with two jobs at once the second still
+    waits for the first, then warm-starts from its run directory. A second stage whose first
+    stage has not finished is skipped, not started from scratch."""
+    tiny = ["--", *TINY, "seq_len=4", "eval_seq_lens=[]", "transfer_every=null",
+            "figures=false"]
+    code = scripts["suite"].main(["--presets", CURRICULUM, "--seeds", "0", "--jobs", "2",
+                                  "--runs", str(tmp_path), *tiny])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    first, second = tmp_path / f"{CURRICULUM}_T20" / "seed0", tmp_path / CURRICULUM / "seed0"
+    assert json.loads((first / "results.json").read_text())["iterations"] == 2
+    assert json.loads((second / "results.json").read_text())["iterations"] == 2
+    assert f"warm start: the model's weights from {first}" in (second / "train.log").read_text()
+    suite = scripts["suite"]
+    job = next(job for job in suite.plan(scripts["rows"].select(presets=[CURRICULUM]), [1],
+                                         tmp_path, tiny[1:]) if job.row.preset == CURRICULUM)
+    suite.Runner([job], tiny[1:])(job)
+    assert "has not finished; skipped" in capsys.readouterr().out
+    assert not (tmp_path / CURRICULUM / "seed1").exists()
 
 
 def tiny_run(runs: Path, preset: str, seed: int = 0) -> Path:

@@ -72,6 +72,10 @@ PAPER: dict[str, Paper] = {
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table1_transfer_copy_relstm_lr1e-3": Paper(
         "an ablation, not in the paper's tables: compare with the relstm row", {}),
+    "kerg2020_table1_transfer_copy_relstm_curriculum_T20": Paper(
+        "the first stage of a curriculum, not in the paper", {}),
+    "kerg2020_table1_transfer_copy_relstm_curriculum": Paper(
+        "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table1_transfer_copy_relstm_forget_bias1": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
@@ -117,7 +121,8 @@ class Preset:
     settings: list[str]
     """Its keys as command-line overrides (``memory.hidden_size=128``, ...)."""
     seq_len: int
-    target: float
+    target: float | None
+    """None: a fixed budget, no early stop (a curriculum's first stage)."""
     eval_seq_lens: list[int]
 
 
@@ -151,8 +156,9 @@ def read_preset(row: Row) -> Preset:
     transfer = raw.get("eval_seq_lens")
     if transfer is None and row.task is Task.transfer_copy:  # the task's own lengths
         transfer = OmegaConf.load(TASK_CONF / "transfer_copy.yaml").eval_seq_lens
-    return Preset(comment, as_overrides(raw), int(raw["seq_len"]), float(raw["target"]),
-                  [int(T) for T in transfer or []])
+    target = raw["target"]
+    return Preset(comment, as_overrides(raw), int(raw["seq_len"]),
+                  None if target is None else float(target), [int(T) for T in transfer or []])
 
 
 @dataclass
@@ -237,6 +243,8 @@ def baseline(result: RowResult) -> str:
 
 
 def target_text(result: RowResult) -> str:
+    if result.preset.target is None:
+        return "none (a fixed budget)"
     if result.score == "mse":
         return f"MSE ≤ {result.preset.target:g}"
     return f"≥ {100 * result.preset.target:g}% recall"
@@ -259,6 +267,7 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             per_seed(values, result.score, sum(bool(run.diverged) for run in finished)),
             cross_entropy,
             (paper.scores.get(T, "—") if paper else "—"), baseline(result),
+            target_text(result) if result.preset.target is None else
             f"{target_text(result)}: {reached}",
             ", ".join("—" if m is None else str(m) for m in met) or "—",
             ", ".join(minutes(run.cpu_s) for run in finished) or "—"])

@@ -42,6 +42,9 @@ class Row:
     """The issue's headline rows: three seeds, figures linked from RESULTS.md."""
     variant: str = ""
     """What sets the row apart from another of the same cell and task (an ablation)."""
+    after: str | None = None
+    """A curriculum's first stage: the preset of the row whose run of the same seed this row
+    warm-starts from (``warm_start``). The suite runs it first and passes its run directory."""
 
     @property
     def label(self) -> str:
@@ -64,6 +67,13 @@ ROWS: tuple[Row, ...] = (
         headline=True),
     Row("kerg2020_table1_transfer_copy_lstm", Task.transfer_copy, "lstm", HEADLINE_SEEDS,
         headline=True),
+    # Not in the paper: the relstm headline warm-started from a model trained at T = 20 (whose
+    # recall reads R), to ask whether what it learned there survives training at T = 100.
+    Row("kerg2020_table1_transfer_copy_relstm_curriculum_T20", Task.copy, "relstm",
+        HEADLINE_SEEDS, variant="curriculum stage 1: T = 20, lr 1e-3"),
+    Row("kerg2020_table1_transfer_copy_relstm_curriculum", Task.transfer_copy, "relstm",
+        HEADLINE_SEEDS, headline=True, variant="curriculum: T = 20 first",
+        after="kerg2020_table1_transfer_copy_relstm_curriculum_T20"),
     # The issue's other acceptance rows next: denoise for relstm, adding at T = 750.
     Row("kerg2020_table2_denoise_relstm", Task.denoise, "relstm"),
     Row("kag2021_table4_adding_tarnn_T750", Task.adding, "tarnn"),
@@ -97,11 +107,19 @@ ROWS: tuple[Row, ...] = (
 
 
 def select(only: list[str] | None = None, presets: list[str] | None = None) -> list[Row]:
-    """The rows in ``only`` (``headline`` or a :class:`Task` value) and in ``presets``, in
-    :data:`ROWS`' order; a filter left out (None or empty) keeps every row."""
-    return [row for row in ROWS
-            if (not only or row.task.value in only or (row.headline and "headline" in only))
-            and (not presets or row.preset in presets)]
+    """The rows in ``only`` (``headline`` or a :class:`Task` value) and in ``presets``, and
+    the first stage (:attr:`Row.after`) of each, in :data:`ROWS`' order; a filter left out
+    (None or empty) keeps every row."""
+    chosen = {row.preset for row in ROWS
+              if (not only or row.task.value in only or (row.headline and "headline" in only))
+              and (not presets or row.preset in presets)}
+    chosen |= {row.after for row in ROWS if row.preset in chosen and row.after}
+    return [row for row in ROWS if row.preset in chosen]
+
+
+def by_preset(preset: str) -> Row:
+    """The row of ``preset``."""
+    return next(row for row in ROWS if row.preset == preset)
 
 
 GROUPS = ("headline", *(task.value for task in Task))

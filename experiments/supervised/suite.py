@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from rows import GROUPS, REPO, ROWS, RUNS, Row, select
+from rows import GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
 from status import RunStatus, State, run_status
 
 from rlmem.runs import INTERRUPTED
@@ -54,6 +54,8 @@ class Job:
     run_dir: Path
     command: tuple[str, ...]
     """As printed: ``python -m rlmem.supervised ...``, run from the repository root."""
+    warm_start: Path | None = None
+    """The run directory of the curriculum's first stage (:attr:`rows.Row.after`), if any."""
 
     @property
     def label(self) -> str:
@@ -74,10 +76,11 @@ def plan(rows: Sequence[Row], seeds: Sequence[int] | None, runs: Path,
             if seeds is not None and seed not in seeds:
                 continue
             run_dir = row.run_dir(seed, runs)
+            warm = None if row.after is None else by_preset(row.after).run_dir(seed, runs)
             command = ("python", "-m", "rlmem.supervised", f"+preset={row.preset}",
                        f"seed={seed}", "progress_bar=false", f"run_dir={shown(run_dir)}",
-                       *overrides)
-            jobs.append(Job(row, seed, run_dir, command))
+                       *(() if warm is None else (f"warm_start={shown(warm)}",)), *overrides)
+            jobs.append(Job(row, seed, run_dir, command, warm))
     return jobs
 
 
@@ -110,17 +113,34 @@ class Budgets:
 
 class Runner:
     """Runs a job in its own process, skipping finished and locked runs; the first
-    interrupted run stops the jobs not yet started."""
+    interrupted run stops the jobs not yet started. A curriculum's second stage waits for its
+    first stage's job (when the suite runs it), and is skipped unless that run finished."""
 
-    def __init__(self, overrides: Sequence[str]) -> None:
+    def __init__(self, jobs: Sequence[Job], overrides: Sequence[str]) -> None:
         self.budgets = Budgets(overrides)
         self.stop = threading.Event()
         self.failed: list[str] = []
         self.lock = threading.Lock()
+        self.done = {(job.row.preset, job.seed): threading.Event() for job in jobs}
 
     def __call__(self, job: Job) -> None:
+        try:
+            self.run(job)
+        finally:
+            self.done[job.row.preset, job.seed].set()
+
+    def run(self, job: Job) -> None:
         if self.stop.is_set():
             return
+        if job.row.after is not None and job.warm_start is not None:
+            first = by_preset(job.row.after)
+            started = self.done.get((first.preset, job.seed))
+            if started is not None:
+                started.wait()
+            if run_status(job.warm_start, self.budgets(first)).state is not State.finished:
+                print(f"[suite] {job.label}: its first stage, {first.preset} seed {job.seed}, "
+                      "has not finished; skipped", flush=True)
+                return
         status = self.budgets.status(job)
         if status.state is State.finished:
             print(f"[suite] {job.label}: {status.describe()}; skipped", flush=True)
@@ -182,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         dry_run(jobs, args.overrides)
         return 0
-    runner = Runner(args.overrides)
+    runner = Runner(jobs, args.overrides)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(runner, job) for job in jobs]
         try:
