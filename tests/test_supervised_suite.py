@@ -81,12 +81,14 @@ def test_the_filters_narrow_the_runs_and_overrides_follow(
         tmp_path: Path) -> None:
     scripts["suite"].main(["--dry-run", "--only", "headline", "--seeds", "1", "--runs",
                            str(tmp_path), "--", "device=cpu"])
-    first = tmp_path / f"{CURRICULUM}_T20" / "seed1"
+    curricula = [((f"{stage2}_T20", ""),
+                  (stage2, f" warm_start={tmp_path / f'{stage2}_T20' / 'seed1'}"))
+                 for stage2 in (CURRICULUM, CURRICULUM.replace("relstm", "lstm"))]
     assert commands(capsys.readouterr().out) == [
         f"python -m rlmem.supervised +preset={preset} seed=1 progress_bar=false "
         f"run_dir={tmp_path / preset / 'seed1'}{warm} device=cpu"
-        for preset, warm in ((RELSTM, ""), (LSTM, ""), (f"{CURRICULUM}_T20", ""),
-                             (CURRICULUM, f" warm_start={first}"))]
+        for preset, warm in ((RELSTM, ""), (LSTM, ""),
+                             *(stage for pair in curricula for stage in pair))]
     scripts["suite"].main(["--dry-run", "--only", "adding", "--presets", ADDING, RELSTM])
     assert [line.split()[3] for line in commands(capsys.readouterr().out)] == [
         f"+preset={ADDING}"]

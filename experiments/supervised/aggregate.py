@@ -76,6 +76,10 @@ PAPER: dict[str, Paper] = {
         "the first stage of a curriculum, not in the paper", {}),
     "kerg2020_table1_transfer_copy_relstm_curriculum": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
+    "kerg2020_table1_transfer_copy_lstm_curriculum_T20": Paper(
+        "the first stage of a curriculum, not in the paper", {}),
+    "kerg2020_table1_transfer_copy_lstm_curriculum": Paper(
+        "the control of the relstm curriculum, not in the paper: compare with the lstm row", {}),
     "kerg2020_table1_transfer_copy_relstm_forget_bias1": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
