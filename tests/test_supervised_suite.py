@@ -228,10 +228,11 @@ def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
     assert rows[0].split(" | ")[7] == "110" and rows[1].split(" | ")[7] == "210"
 
 
-def test_recall_timing_counts_the_symbols_r_holds_as_the_cells_own_trace_shows(
+def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_shows(
         scripts: dict[str, ModuleType], runs: Path) -> None:
-    """The share of data symbols in R at the delimiter, from the state the script carries, is
-    the one the cell's ``slot_time`` trace shows at that step of a single whole-sequence run."""
+    """The share of data symbols in memory at the first recall step, from the chunked run the
+    script makes, is the one the cell's ``slot_time`` trace shows at that step of a single
+    whole-sequence run."""
     import torch
 
     from rlmem.tasks.held_out import eval_generator
@@ -248,13 +249,12 @@ def test_recall_timing_counts_the_symbols_r_holds_as_the_cells_own_trace_shows(
     delimiter = task.delimiter_step(seq_len)
     with torch.no_grad():
         _, result = saved.model(batch.inputs)
-    relevant = int(saved.config["memory"]["relevant"])
-    times = result.aux.traces["slot_time"][delimiter, :, -relevant:]  # (B, ρ), -1 when empty
+    times = result.aux.traces["slot_time"][delimiter + 1]  # (B, ν+ρ), -1 when empty
     data = batch.inputs[:delimiter] < task.alphabet  # (steps, B)
     held = sum(int(data[time, column]) for column, row in enumerate(times.tolist())
-               for time in row if time >= 0)
-    assert 0 < timing.symbols_in_relevant <= 1
-    assert timing.symbols_in_relevant == pytest.approx(held / int(data.sum()))
+               for time in row if 0 <= time < delimiter)
+    assert 0 < timing.data_in_memory <= 1
+    assert timing.data_in_memory == pytest.approx(held / int(data.sum()))
     # The recall steps' attention on symbol slots, from the same whole-sequence run.
     weights, slots = (result.aux.traces[key][delimiter + 1:] for key in ("attention",
                                                                          "slot_time"))

@@ -13,7 +13,7 @@ from rlmem.schema.supervised import TASK_SCHEMAS
 from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
 from rlmem.tasks.figures import attention_matrix
 from rlmem.tasks.held_out import evaluate, run_in_chunks
-from rlmem.tasks.metrics import recall_accuracy, sequence_cross_entropy
+from rlmem.tasks.metrics import held_share, recall_accuracy, sequence_cross_entropy
 from rlmem.tasks.recall import RecallTask
 
 
@@ -255,6 +255,8 @@ def test_attention_on_data_reads_the_recall_steps_attention() -> None:
         metrics = task.trace_metrics(result.aux.traces, batch)
         assert float(metrics["attention_on_data"]) == pytest.approx(float(by_hand), rel=1e-6)
         assert 0 < float(by_hand) < 1
+        held = [len({int(t) for t in slot_time[0, b] if 0 <= t < 3}) / 3 for b in range(4)]
+        assert float(metrics["data_in_memory"]) == pytest.approx(sum(held) / 4, rel=1e-6)
         scores = evaluate(model, task, [12, 20], 4, seed=0, device=torch.device("cpu"))
         assert {"attention_on_data@T12", "attention_on_data@T20"} <= set(scores)
     lstm = SequenceModel(make_cell("lstm", input_size=task.input_size, hidden_size=8),
@@ -270,3 +272,10 @@ def test_attention_matrix_places_weights_at_slot_times() -> None:
     matrix = attention_matrix(attention, slot_time)
     expected = [[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.2, 0.3, 0.5]]
     assert torch.allclose(torch.from_numpy(matrix), torch.tensor(expected))
+
+
+def test_held_share_counts_the_marked_states_some_slot_holds() -> None:
+    marked = torch.zeros(8, 2, dtype=torch.bool)
+    marked[:3] = True  # steps 0, 1, 2 in both sequences
+    times = torch.tensor([[0, 5, -1], [2, 1, 7]])  # one of three held, then two of three
+    assert float(held_share(times, marked)) == pytest.approx(0.5)

@@ -296,13 +296,15 @@ def transfer(results: Sequence[RowResult]) -> list[str]:
             cells.append(f"{ours} ({paper.scores.get(T, '—') if paper else '—'})")
         every = [all(run.results["eval"][key] >= 0.99 for key in run.results["eval"]
                      if key.startswith("accuracy@")) for run in result.finished if run.results]
-        attention = result.values("attention_on_data", result.preset.seq_len)
+        traced = [mean_of(values, "accuracy") if values else "—"
+                  for key in ("data_in_memory", "attention_on_data")
+                  for values in [result.values(key, result.preset.seq_len)]]
         lines.append([result.row.label, f"{len(result.finished)}/{result.row.seeds}", *cells,
-                      f"{sum(every)}/{len(every)}" if every else "—",
-                      mean_of(attention, "accuracy") if attention else "—"])
+                      f"{sum(every)}/{len(every)}" if every else "—", *traced])
     return table(["cell", "seeds finished", *(f"T={T}" for T in TRANSFER_TS),
-                  "≥ 99% at every T", "recall's attention on the symbols"], lines,
-                 ["---"] + ["---:"] * (len(TRANSFER_TS) + 3))
+                  "≥ 99% at every T", "symbols in memory at recall",
+                  "recall's attention on the symbols"], lines,
+                 ["---"] + ["---:"] * (len(TRANSFER_TS) + 4))
 
 
 def seed_table(results: Sequence[RowResult]) -> list[str]:

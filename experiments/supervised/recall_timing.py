@@ -15,10 +15,12 @@ batch (the one its evaluation uses), it reports:
   step T + 9, where every target is blank;
 - *first symbol*: the median step of a sequence's first predicted data symbol, against the
   step where recall starts (T + 10);
-- *data symbols in R* (ReLSTM and ReLRNN): the share of the 10 data symbols whose state is in
-  the relevant set R when the delimiter is read, what the recall can attend to. Algorithm 1
-  starts R with the first ρ states (on copy: the symbols), and a later state with a higher
-  relevance replaces one; at long T more blank states get the chance;
+- *data symbols in memory* (cells with attention): the share of the 10 data symbols whose state
+  the memory holds at the first recall step (``data_in_memory``,
+  :meth:`~rlmem.tasks.recall.RecallTask.trace_metrics`), what the recall can attend to. On
+  copy that memory is ReLSTM's relevant set R (S holds blanks by then): Algorithm 1 starts R
+  with the first ρ states (the symbols), and a later state with a higher relevance replaces
+  one;
 - *attention on symbols at recall* (ReLSTM and ReLRNN): the attention weight the recall steps
   put on the memory slots that hold a data symbol's state, averaged over the 10 recall steps
   (the rest goes to blank states, and to the delimiter's). It tells a read-out that looks
@@ -37,13 +39,9 @@ from pathlib import Path
 
 import torch
 from rows import HERE, ROWS, RUNS, Task
-from torch import Tensor
 
-from rlmem.cells.relrnn import ReLRNNState
-from rlmem.cells.relstm import ReLSTMState
 from rlmem.runs import CHECKPOINT_NAME
 from rlmem.tasks.held_out import eval_generator, run_in_chunks
-from rlmem.tasks.metrics import holds_step
 from rlmem.tasks.recall import RecallTask
 from rlmem.tasks.saved import load_saved_model
 
@@ -58,8 +56,9 @@ class Timing:
     early_symbols: float
     first_symbol: float
     """Median step of the first predicted data symbol (NaN if no sequence has one)."""
-    symbols_in_relevant: float
-    """Share of the data symbols whose state is in R at the delimiter (NaN without an R)."""
+    data_in_memory: float
+    """Share of the data symbols whose state the memory holds at the first recall step (NaN
+    without attention)."""
     attention_on_symbols: float
     """Mean attention weight of a recall step on slots holding a data symbol's state (NaN
     without screened memory)."""
@@ -77,8 +76,8 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
     delimiter = task.delimiter_step(seq_len)
     before, state, _ = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
     after, result = saved.model(batch.inputs[delimiter + 1:], state)  # the recall steps
+    traced = task.trace_metrics(result.aux.traces, batch)
     outputs = torch.cat([before, after.float()])
-    data = batch.inputs[:delimiter] < task.alphabet  # (steps, B): True at a data symbol
     predicted = outputs.argmax(-1)  # (L, B)
     length = task.total_length(seq_len)
     recall = predicted[length - task.recall:]
@@ -92,19 +91,8 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         blank_at_recall=float((recall == task.blank).float().mean()),
         early_symbols=float(symbol[:delimiter].any(0).float().mean()),
         first_symbol=float(first.median()) if len(first) else float("nan"),
-        symbols_in_relevant=symbols_in_relevant(state, data),
-        attention_on_symbols=float(task.trace_metrics(result.aux.traces, batch).get(
-            "attention_on_data", math.nan)))
-
-
-def symbols_in_relevant(state: object, data: Tensor) -> float:
-    """The share of the data symbols (``data`` as ``marked`` in
-    :func:`~rlmem.tasks.metrics.holds_step`) whose state is in the relevant set of a
-    relevancy-screening ``state``; NaN for a cell without one."""
-    if not isinstance(state, (ReLSTMState, ReLRNNState)):
-        return float("nan")
-    held = holds_step(state.relevant_time, data) & state.relevant_valid  # (B, ρ)
-    return float(held.sum() / data.sum())
+        data_in_memory=float(traced.get("data_in_memory", math.nan)),
+        attention_on_symbols=float(traced.get("attention_on_data", math.nan)))
 
 
 def share(value: float) -> str:
@@ -138,8 +126,8 @@ def main(argv: list[str] | None = None) -> None:
              f" from each run's latest `{CHECKPOINT_NAME}`, on the run's held-out batch per T "
              "(its `eval_batch_size` sequences). Recall starts at step T + 10.", "",
              "| run | iteration | T | recall accuracy | blank at recall | symbols before the "
-             "delimiter | first symbol (median step) | recall starts at | data symbols in R at "
-             "the delimiter | attention on symbols at recall |",
+             "delimiter | first symbol (median step) | recall starts at | data symbols in "
+             "memory at recall | attention on symbols at recall |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for run in runs:
         iteration = load_saved_model(run).iteration
@@ -150,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {run.relative_to(HERE) if run.is_relative_to(HERE) else run} | {iteration} "
                 f"| {seq_len} | {t.accuracy:.1%} | {t.blank_at_recall:.1%} | "
                 f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} | "
-                f"{share(t.symbols_in_relevant)} | {share(t.attention_on_symbols)} |")
+                f"{share(t.data_in_memory)} | {share(t.attention_on_symbols)} |")
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

@@ -1,5 +1,6 @@
 """The metrics of the papers (per-step cross-entropy, recall accuracy, mean squared error), and
-where an attentive cell's recall looks (:func:`attention_on_steps`)."""
+what an attentive cell's memory holds and where its recall looks (:func:`held_share`,
+:func:`attention_on_steps`)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,17 @@ def attention_on_steps(attention: Tensor, slot_time: Tensor, marked: Tensor) -> 
         - returns a scalar
     """
     return (attention * holds_step(slot_time, marked)).sum(-1).mean()
+
+
+def held_share(times: Tensor, marked: Tensor) -> Tensor:
+    """The share of the marked steps whose state some memory slot holds (:func:`holds_step`),
+    per sequence, averaged over the batch: 1 when the memory holds every marked state, so
+    that attention can read them all.
+
+    Shapes:
+        - times: ``(B, slots)`` long, the slots' steps at one step (an attentive cell's
+          ``slot_time`` trace at that step)
+        - marked: ``(steps, B)`` bool, with at least one marked step per sequence
+        - returns a scalar
+    """
+    return (holds_step(times, marked).sum(-1) / marked.sum(0)).mean()

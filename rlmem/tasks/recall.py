@@ -20,7 +20,12 @@ import torch
 from torch import Tensor
 
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch, check_batch_size
-from rlmem.tasks.metrics import attention_on_steps, recall_accuracy, sequence_cross_entropy
+from rlmem.tasks.metrics import (
+    attention_on_steps,
+    held_share,
+    recall_accuracy,
+    sequence_cross_entropy,
+)
 
 
 class RecallTask(SequenceTask, abc.ABC):
@@ -107,16 +112,24 @@ class RecallTask(SequenceTask, abc.ABC):
         return self.recall
 
     def trace_metrics(self, traces: Mapping[str, Tensor], batch: TaskBatch) -> dict[str, Tensor]:
-        """``attention_on_data``: at the ``recall`` output steps, the attention weight on the
-        memory slots that hold a data symbol's state (:func:`~rlmem.tasks.metrics.
-        attention_on_steps`), for a cell that traces ``attention`` and ``slot_time`` (relstm,
-        relrnn, memlstm). A model that recalls by reading its memory puts it near 1; one that
-        recalls through its recurrence alone leaves it near 0, whatever its accuracy."""
+        """For a cell that traces ``attention`` and ``slot_time`` (relstm, relrnn, memlstm):
+
+        - ``data_in_memory``: the share of the data symbols whose state the memory holds at
+          the first output step (:func:`~rlmem.tasks.metrics.held_share`). A symbol missing
+          there can only be recalled through the recurrence; for relstm it is one that R's
+          screening let go.
+        - ``attention_on_data``: at the ``recall`` output steps, the attention weight on the
+          slots that hold a data symbol's state (:func:`~rlmem.tasks.metrics.
+          attention_on_steps`). A model that recalls by reading its memory puts it near 1; one
+          that recalls through its recurrence alone leaves it near 0, whatever its accuracy.
+        """
         if "attention" not in traces or "slot_time" not in traces:
             return {}
         data = batch.inputs < self.alphabet  # (L, B): True at a data symbol's step
-        return {"attention_on_data": attention_on_steps(
-            traces["attention"][-self.recall:], traces["slot_time"][-self.recall:], data)}
+        slot_time = traces["slot_time"][-self.recall:]
+        return {"data_in_memory": held_share(slot_time[0], data),
+                "attention_on_data": attention_on_steps(traces["attention"][-self.recall:],
+                                                        slot_time, data)}
 
     def baseline(self, seq_len: int) -> Baseline:
         """The memoryless strategy: blank for the first ``T + recall`` steps, then a uniform
