@@ -83,6 +83,10 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_relstm_forget_bias1": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),
+    "kerg2020_table2_denoise_relstm_curriculum_T20": Paper(
+        "the first stage of a curriculum, not in the paper", {}),
+    "kerg2020_table2_denoise_relstm_curriculum": Paper(
+        "an ablation, not in the paper: compare with the relstm denoise row", {}),
     "kerg2020_table2_denoise_lstm": Paper(f"{KERG}, Table 2, LSTM", {100: "82%"}),
     "kerg2020_table2_denoise_relrnn": Paper(f"{KERG}, Table 2, ReLRNN", {100: "100%"}),
     "kerg2020_table2_denoise_memlstm": Paper(f"{KERG}, Table 2, MemRNN", {100: "99%"}),

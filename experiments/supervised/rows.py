@@ -82,6 +82,10 @@ ROWS: tuple[Row, ...] = (
         after="kerg2020_table1_transfer_copy_lstm_curriculum_T20"),
     # The other acceptance rows next: denoise for relstm, adding at T = 750.
     Row("kerg2020_table2_denoise_relstm", Task.denoise, "relstm"),
+    Row("kerg2020_table2_denoise_relstm_curriculum_T20", Task.denoise, "relstm",
+        variant="curriculum stage 1: T = 20, lr 1e-3"),
+    Row("kerg2020_table2_denoise_relstm_curriculum", Task.denoise, "relstm",
+        variant="curriculum: T = 20 first", after="kerg2020_table2_denoise_relstm_curriculum_T20"),
     Row("kag2021_table4_adding_tarnn_T750", Task.adding, "tarnn"),
     Row("kag2021_grid_lr1e-3_adding_tarnn_T750", Task.adding, "tarnn", variant="lr 1e-3"),
     Row("kag2020_adding_irnn_T750", Task.adding, "irnn"),
