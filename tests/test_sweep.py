@@ -16,10 +16,9 @@ from rlmem.runs.sweep import (
 
 
 def test_memlstm_attends_over_the_longest_episode_of_the_evaluated_envs() -> None:
-    assert full_attention("memlstm", ["DoorKey-5x5", "DoorKey-16x16"]) == [
-        "+eval_memory.capacity=2560"]
-    assert full_attention("relstm", ["DoorKey-16x16"]) == []
-    assert full_attention("sb3_lstm", ["DoorKey-16x16"]) == []
+    assert full_attention("memlstm", ["DoorKey-5x5", "DoorKey-16x16"]) == {"capacity": 2560}
+    assert full_attention("relstm", ["DoorKey-16x16"]) == {}
+    assert full_attention("sb3_lstm", ["DoorKey-16x16"]) == {}
 
 
 def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Path) -> None:
@@ -28,7 +27,7 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     assert final_frames(run) is None
     (run / "progress.csv").write_text("frames,updates\n2048.0,1\n4096.0,2\n")
     assert final_frames(run) == 4096
-    command = evaluation_command(run, "MemoryS13", 200, ["+eval_memory.capacity=845"])
+    command = evaluation_command(run, "MemoryS13", 200, {"capacity": 845})
     assert command is not None and command[-3:] == ["env=MemoryS13", "episodes=200",
                                                     "+eval_memory.capacity=845"]
     (run / "eval").mkdir()
@@ -39,7 +38,7 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     report.write_text(json.dumps({"frames": 2048, "episodes": 200}))
     assert evaluation_command(run, "MemoryS13", 200) is not None  # trained on since
     # A MemLSTM evaluated over a sliding window is evaluated again with full attention.
-    full = ["+eval_memory.capacity=845"]
+    full = {"capacity": 845}
     report.write_text(json.dumps({"frames": 4096, "episodes": 200, "eval_memory": {}}))
     assert evaluation_command(run, "MemoryS13", 200, full) is not None
     report.write_text(json.dumps({"frames": 4096, "episodes": 200,
@@ -54,8 +53,7 @@ def test_an_ablations_memory_is_read_from_its_config_not_its_label(tmp_path: Pat
     (run / "config.yaml").write_text("env: MemoryS7\nmemory:\n  name: memlstm\n"
                                      "  capacity: 256\n")
     assert run_memory(run) == "memlstm"
-    assert full_attention(run_memory(run), ["MemoryS7", "MemoryS13"]) == [
-        "+eval_memory.capacity=845"]
+    assert full_attention(run_memory(run), ["MemoryS7", "MemoryS13"]) == {"capacity": 845}
 
 
 def test_a_namespaced_env_is_found_where_rlmem_evaluate_writes_it(tmp_path: Path) -> None:

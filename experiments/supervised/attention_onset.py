@@ -175,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for seed in args.seeds]
     for run in selected:
         command = run.command(args.iterations)
-        if args.dry_run:
-            print(" ".join(command))
+        if args.dry_run:  # what the run was last started with, when more than asked for
+            print(" ".join(run.command(max(args.iterations, budget(run, args.iterations)))))
         elif not args.report and not finished(run, args.iterations):
             print(f"[onset] {run.cell} lr {run.lr:g} seed {run.seed}", flush=True)
             subprocess.run([sys.executable, *command[1:]], cwd=REPO, check=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 from minigrid.minigrid_env import MiniGridEnv
@@ -66,14 +67,13 @@ def final_frames(run: Path) -> int | None:
     return int(float(rows[-1].split(",")[frames_column]))
 
 
-def full_attention(memory: str, envs: Sequence[str]) -> list[str]:
-    """Evaluation overrides that let a cell with a bounded ``capacity`` (MemLSTM) attend over
+def full_attention(memory: str, envs: Sequence[str]) -> dict[str, int]:
+    """The ``eval_memory`` that lets a cell with a bounded ``capacity`` (MemLSTM) attend over
     every step of the longest episode of ``envs``, as the paper's full attention does, instead
     of a sliding window. Empty for other cells and for labels that are not cells."""
     if memory not in CELLS or "capacity" not in hyperparameters(CELLS[memory]):
-        return []
-    longest = max(_episode_limit(env) for env in envs)
-    return [f"+eval_memory.capacity={longest}"]
+        return {}
+    return {"capacity": max(_episode_limit(env) for env in envs)}
 
 
 def _episode_limit(env: str) -> int:
@@ -95,21 +95,20 @@ def run_memory(run: Path) -> str:
 
 
 def evaluation_command(run: Path, env: str, episodes: int,
-                       overrides: Sequence[str] = ()) -> list[str] | None:
-    """The command evaluating ``run`` on ``env``; None when its JSON is there for the run's
-    final frames, with as many episodes and the ``+eval_memory.<key>=<value>`` of
-    ``overrides``."""
+                       eval_memory: Mapping[str, Any] | None = None) -> list[str] | None:
+    """The command evaluating ``run`` on ``env`` with the cell's weight-free hyperparameters
+    of ``eval_memory`` changed; None when its JSON is there for the run's final frames, with
+    as many episodes and the same ``eval_memory``."""
+    eval_memory = dict(eval_memory or {})
     target = report_path(run, env)
     if target.exists():
         report = json.loads(target.read_text())
-        wanted = OmegaConf.to_container(OmegaConf.from_dotlist(
-            [item.removeprefix("+eval_memory.") for item in overrides
-             if item.startswith("+eval_memory.")]))
         if (report["frames"] == final_frames(run) and report["episodes"] == episodes
-                and report.get("eval_memory", {}) == wanted):
+                and report.get("eval_memory", {}) == eval_memory):
             return None
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
-            f"episodes={episodes}", *overrides]
+            f"episodes={episodes}",
+            *(f"+eval_memory.{key}={value}" for key, value in eval_memory.items())]
 
 
 def evaluate_runs(runs: Sequence[Path], envs: Sequence[str], episodes: int, jobs: int) -> None:
