@@ -268,6 +268,35 @@ def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_sh
                                                         abs=1e-5)
 
 
+def test_recall_timing_splits_the_recall_by_whether_memory_holds_the_symbol(
+        scripts: dict[str, ModuleType], runs: Path) -> None:
+    """By hand: two sequences, the memory holding the first symbol of one and both of the
+    other; and on a real run, the two sides average back to the run's recall accuracy."""
+    import math
+
+    import torch
+
+    from rlmem.tasks import make_task
+
+    task = make_task("denoise", recall=2)
+    before = torch.tensor([[0, 8], [8, 3], [5, 8], [8, 6]])  # (steps, B): symbols at 0, 2 / 1, 3
+    slot_time = torch.tensor([[[0, 9, -1], [3, 1, 7]]])  # at the first recall step
+    predicted = torch.tensor([[0, 3], [1, 6]])  # (recall, B)
+    targets = torch.tensor([[0, 3], [5, 6]])  # the second symbol of sequence 0 is wrong
+    held, lost = scripts["recall_timing"].recall_by_memory(
+        task, before, {"slot_time": slot_time}, predicted, targets)
+    assert (held, lost) == (1.0, 0.0)  # held: 3 right of 3; lost: sequence 0's second
+    assert all(math.isnan(value) for value in scripts["recall_timing"].recall_by_memory(
+        task, before, {}, predicted, targets))
+    timing = scripts["recall_timing"].timing(runs / RELSTM / "seed0", 100)
+    if math.isnan(timing.recall_of_missing):
+        assert timing.recall_of_held == pytest.approx(timing.accuracy)
+    else:
+        assert timing.data_in_memory * timing.recall_of_held + (
+            1 - timing.data_in_memory) * timing.recall_of_missing == pytest.approx(
+                timing.accuracy)
+
+
 def test_attention_onset_runs_its_command_and_reports_the_runs_evaluations(
         scripts: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     onset = scripts["attention_onset"]

@@ -21,10 +21,12 @@ batch (the one its evaluation uses), it reports:
   copy that memory is ReLSTM's relevant set R (S holds blanks by then): Algorithm 1 starts R
   with the first ρ states (the symbols), and a later state with a higher relevance replaces
   one;
-- *attention on symbols at recall* (ReLSTM and ReLRNN): the attention weight the recall steps
+- *attention on symbols at recall* (the attentive cells): the attention weight the recall steps
   put on the memory slots that hold a data symbol's state, averaged over the 10 recall steps
   (the rest goes to blank states, and to the delimiter's). It tells a read-out that looks
-  elsewhere from a memory that lost the symbols.
+  elsewhere from a memory that lost the symbols;
+- *recall of the symbols held* and *of the symbols lost*: recall accuracy on the symbols whose
+  state the memory holds at recall, and on the others, which only the recurrence can carry.
 
 A model that counts emits its symbols near step 110 (its training T + 10) at every T. Writes
 ``RECALL_TIMING.md`` (``--out``).
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import torch
 from rows import HERE, ROWS, RUNS, Task
+from torch import Tensor
 
 from rlmem.runs import CHECKPOINT_NAME
 from rlmem.tasks.held_out import eval_generator, run_in_chunks
@@ -62,6 +65,11 @@ class Timing:
     attention_on_symbols: float
     """Mean attention weight of a recall step on slots holding a data symbol's state (NaN
     without screened memory)."""
+    recall_of_held: float
+    """Recall accuracy on the symbols whose state the memory holds at the first recall step
+    (NaN without attention, or when it holds none)."""
+    recall_of_missing: float
+    """Recall accuracy on the symbols it does not hold (NaN likewise)."""
 
 
 @torch.no_grad()
@@ -85,6 +93,8 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
     steps = torch.arange(length).unsqueeze(1).expand_as(predicted)
     first = torch.where(symbol, steps, length).min(0).values.float()
     first = first[first < length]
+    held, missing = recall_by_memory(task, batch.inputs[:delimiter], result.aux.traces,
+                                     recall, batch.targets[length - task.recall:])
     return Timing(
         seq_len,
         accuracy=float(task.metrics(outputs, batch)["accuracy"]),
@@ -92,7 +102,30 @@ def timing(run_dir: Path, seq_len: int) -> Timing:
         early_symbols=float(symbol[:delimiter].any(0).float().mean()),
         first_symbol=float(first.median()) if len(first) else float("nan"),
         data_in_memory=float(traced.get("data_in_memory", math.nan)),
-        attention_on_symbols=float(traced.get("attention_on_data", math.nan)))
+        attention_on_symbols=float(traced.get("attention_on_data", math.nan)),
+        recall_of_held=held, recall_of_missing=missing)
+
+
+def recall_by_memory(task: RecallTask, before: Tensor, traces: dict[str, Tensor],
+                     predicted: Tensor, targets: Tensor) -> tuple[float, float]:
+    """Recall accuracy on the symbols whose state the memory holds at the first recall step,
+    and on the others (NaN for a side with no symbol, and both without a ``slot_time``
+    trace). The k-th recall target is the k-th data symbol of the input.
+
+    Shapes: before ``(steps, B)``, the inputs before the delimiter; predicted and targets
+    ``(recall, B)``; traces from the recall steps.
+    """
+    if "slot_time" not in traces:
+        return math.nan, math.nan
+    data = (before < task.alphabet).T  # (B, steps)
+    steps = data.nonzero()[:, 1].view(data.shape[0], task.recall)  # each symbol's step, in order
+    held = (traces["slot_time"][0].unsqueeze(1) == steps.unsqueeze(2)).any(-1)  # (B, recall)
+    correct = (predicted == targets).T.float()
+
+    def accuracy_on(side: Tensor) -> float:
+        return float(correct[side].mean()) if side.any() else math.nan
+
+    return accuracy_on(held), accuracy_on(~held)
 
 
 def share(value: float) -> str:
@@ -127,8 +160,9 @@ def main(argv: list[str] | None = None) -> None:
              "(its `eval_batch_size` sequences). Recall starts at step T + 10.", "",
              "| run | iteration | T | recall accuracy | blank at recall | symbols before the "
              "delimiter | first symbol (median step) | recall starts at | data symbols in "
-             "memory at recall | attention on symbols at recall |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "memory at recall | attention on symbols at recall | recall of the symbols held "
+             "| recall of the symbols lost |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for run in runs:
         iteration = load_saved_model(run).iteration
         for seq_len in args.lengths:
@@ -138,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {run.relative_to(HERE) if run.is_relative_to(HERE) else run} | {iteration} "
                 f"| {seq_len} | {t.accuracy:.1%} | {t.blank_at_recall:.1%} | "
                 f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} | "
-                f"{share(t.data_in_memory)} | {share(t.attention_on_symbols)} |")
+                f"{share(t.data_in_memory)} | {share(t.attention_on_symbols)} | "
+                f"{share(t.recall_of_held)} | {share(t.recall_of_missing)} |")
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 
