@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
 from rlmem.runs import (
+    CHECKPOINT_NAME,
     NonFiniteLossError,
     ResumeRules,
     RunSession,
@@ -81,7 +82,9 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
     config = resolved_config(cfg)
-    warm = warm_start_weights(cfg.warm_start, config) if cfg.warm_start else None
+    # A run resuming its own checkpoint no longer needs (nor reads) its warm start.
+    resuming = cfg.resume and (run_dir / CHECKPOINT_NAME).exists()
+    warm = warm_start_weights(cfg.warm_start, config) if cfg.warm_start and not resuming else None
     with open_run(run_dir, config, RULES, program="rlmem.supervised") as session:
         return _run(cfg, config, task, session, warm)
 

@@ -303,7 +303,8 @@ def test_warm_start_takes_the_weights_and_nothing_else(tmp_path: Path) -> None:
     for key, value in source.items():
         assert torch.equal(model_at_start[key], value), key
     assert [int(float(row["iteration"])) for row in rows(tmp_path / "long")] == [1]
-    # resuming the warm-started run continues its own checkpoint
+    # resuming the warm-started run continues its own checkpoint, even with the source gone
+    (tmp_path / "short" / "checkpoint.pt").unlink()
     resumed = run(config(*common, "seq_len=6", "iterations=2",
                          f"warm_start={tmp_path / 'short'}"), tmp_path / "long")
     assert resumed.iteration == 2
