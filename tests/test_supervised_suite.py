@@ -106,6 +106,7 @@ def test_a_curriculum_runs_its_first_stage_first_and_starts_from_its_weights(
                                   "--runs", str(tmp_path), *tiny])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert f"{CURRICULUM}_T20 seed 0: finished: 2 iterations (a fixed budget, no target)" in out
     first, second = tmp_path / f"{CURRICULUM}_T20" / "seed0", tmp_path / CURRICULUM / "seed0"
     assert json.loads((first / "results.json").read_text())["iterations"] == 2
     assert json.loads((second / "results.json").read_text())["iterations"] == 2

@@ -59,8 +59,11 @@ class RunStatus:
             if self.diverged:
                 return f"finished: diverged after {self.iteration} iterations"
             met = self.results.get("converged_at")
-            return (f"finished: target met at iteration {met}" if met is not None else
-                    f"finished: {self.iteration} iterations, target not met")
+            if met is not None:
+                return f"finished: target met at iteration {met}"
+            if self.results.get("target") is None:
+                return f"finished: {self.iteration} iterations (a fixed budget, no target)"
+            return f"finished: {self.iteration} iterations, target not met"
         running = f", running now (PID {self.holder})" if self.holder else ""
         if self.state is State.in_progress:
             return f"in progress at iteration {self.iteration}{running}"
