@@ -220,6 +220,31 @@ def test_a_run_from_before_the_recipe_resumes_only_with_its_old_recipe(
     assert load_checkpoint(run / "checkpoint.pt").count("frames") == 512
 
 
+V0_1_RUNS = Path(__file__).parents[1] / "experiments" / "transfer" / "runs_v0_1"
+"""The runs rlmem 0.1 wrote for the transfer table: their ``config.yaml`` lists every cell key
+that existed then."""
+
+
+def test_every_cell_option_added_since_v0_1_says_what_older_runs_meant() -> None:
+    """A cell option added after rlmem 0.1 is absent from older checkpoints; without a
+    ``LEGACY_VALUES`` entry no such run could resume, even at the old behaviour."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from rlmem.cells import cell_config
+    from rlmem.runs.checkpoint import LEGACY_VALUES
+
+    then: dict[str, set[str]] = {}
+    for path in V0_1_RUNS.glob("*/*/seed*/config.yaml"):
+        memory = OmegaConf.load(path).memory
+        then.setdefault(str(memory.name), set()).update(str(key) for key in memory)
+    assert {"lstm", "relstm", "memlstm", "irnn"} <= set(then)
+    for name, keys in then.items():
+        added = {field.name for field in dataclasses.fields(cell_config(name))} - keys
+        assert not {f"memory.{key}" for key in added} - set(LEGACY_VALUES), name
+
+
 def test_an_old_irnn_run_resumes_only_with_the_update_rule_it_had() -> None:
     """iRNN runs written before ``update_rule`` and ``learn_alpha`` existed ran Eq. 5 with a
     learned α: they resume with those, and the new default (Eq. 8, fixed α) is refused."""
