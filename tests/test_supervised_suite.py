@@ -224,9 +224,13 @@ def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
     assert at_100.attention_on_symbols == pytest.approx(final["attention_on_data@T100"],
                                                         abs=1e-6)
     assert 0 <= at_100.blank_at_recall <= 1 and 0 <= at_100.early_symbols <= 1
-    rows = [line for line in out.read_text().splitlines() if line.startswith(f"| {run_dir}")]
+    timings, along = out.read_text().split("## When the memory lets the symbols go")
+    rows = [line for line in timings.splitlines() if line.startswith(f"| {run_dir}")]
     assert [row.split(" | ")[2] for row in rows] == ["100", "200"]
     assert rows[0].split(" | ")[7] == "110" and rows[1].split(" | ")[7] == "210"
+    assert "| step 20 | step 110 (recall at T=100) | step 210 (recall at T=200) |" in along
+    held = next(line for line in along.splitlines() if line.startswith(f"| {run_dir}"))
+    assert len(held.split(" | ")) == 4  # the run, then steps 20, 110 and 210
 
 
 def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_shows(
@@ -267,6 +271,35 @@ def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_sh
     assert 0 < timing.attention_on_symbols <= 1
     assert timing.attention_on_symbols == pytest.approx(sum(on_symbols) / len(on_symbols),
                                                         abs=1e-5)
+
+
+def test_recall_timing_follows_the_symbols_memory_holds_along_the_sequence(
+        scripts: dict[str, ModuleType], runs: Path) -> None:
+    """At step T + 10 of T's own batch the share is the recall's ``data_in_memory``; at step
+    20 it is what the cell's ``slot_time`` trace shows there in one whole-sequence run."""
+    import torch
+
+    from rlmem.tasks.held_out import eval_generator
+    from rlmem.tasks.recall import RecallTask
+    from rlmem.tasks.saved import load_saved_model
+
+    recall_timing = scripts["recall_timing"]
+    run_dir, seq_len = runs / RELSTM / "seed0", 30
+    held = recall_timing.held_along(run_dir, [recall_timing.SCREENED_BY, seq_len + 10], seq_len)
+    assert held[1] == pytest.approx(recall_timing.timing(run_dir, seq_len).data_in_memory)
+    saved = load_saved_model(run_dir, seq_len)
+    task = saved.task
+    assert isinstance(task, RecallTask)
+    batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
+                        eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    with torch.no_grad():
+        _, result = saved.model(batch.inputs)
+    times = result.aux.traces["slot_time"][recall_timing.SCREENED_BY]  # (B, ν+ρ)
+    data = batch.inputs < task.alphabet
+    kept = [len({time for time in row if time >= 0 and data[time, column]})
+            for column, row in enumerate(times.tolist())]
+    assert 0 < held[0] <= 1
+    assert held[0] == pytest.approx(sum(kept) / (task.recall * len(kept)))
 
 
 def test_recall_timing_splits_the_recall_by_whether_memory_holds_the_symbol(

@@ -28,8 +28,14 @@ batch (the one its evaluation uses), it reports:
 - *recall of the symbols held* and *of the symbols lost*: recall accuracy on the symbols whose
   state the memory holds at recall, and on the others, which only the recurrence can carry.
 
-A model that counts emits its symbols near step 110 (its training T + 10) at every T. Writes
-``RECALL_TIMING.md`` (``--out``).
+A model that counts emits its symbols near step 110 (its training T + 10) at every T.
+
+A second table follows the memory of the copy runs with attention along one sequence: on the
+held-out batch of the longest T, the share of the 10 data symbols whose state the memory holds
+at step 20 (after the screening of the symbols' own states: with ν = 10 the last symbol leaves
+S at step 19) and at the step where recall would start for each T (T + 10, every input up to it
+a blank). It tells the symbols the screening never kept from those it let go later, during
+delays longer than the training one. Writes ``RECALL_TIMING.md`` (``--out``).
 """
 
 from __future__ import annotations
@@ -44,11 +50,15 @@ from rows import HERE, ROWS, RUNS, Task
 from torch import Tensor
 
 from rlmem.runs import CHECKPOINT_NAME
+from rlmem.tasks import TaskBatch
 from rlmem.tasks.held_out import eval_generator, run_in_chunks
+from rlmem.tasks.metrics import held_share
 from rlmem.tasks.recall import RecallTask
-from rlmem.tasks.saved import load_saved_model
+from rlmem.tasks.saved import SavedModel, load_saved_model
 
 LENGTHS = (100, 200, 400, 2000, 5000)
+SCREENED_BY = 20
+"""The step by which the copy symbols' own states have left a short-term buffer of ν = 10."""
 
 
 @dataclass(frozen=True)
@@ -72,15 +82,25 @@ class Timing:
     """Recall accuracy on the symbols it does not hold (NaN likewise)."""
 
 
+def recall_task(saved: SavedModel, run_dir: Path) -> RecallTask:
+    if not isinstance(saved.task, RecallTask):
+        raise ValueError(f"{run_dir} is a {saved.task.name} run; recall timing needs copy or "
+                         "denoise")
+    return saved.task
+
+
+def held_out_batch(saved: SavedModel, task: RecallTask, seq_len: int) -> TaskBatch:
+    """The batch the run's own evaluation at ``seq_len`` uses."""
+    return task.sample(int(saved.config["eval_batch_size"]), seq_len,
+                       eval_generator(torch.device("cpu"), saved.seed, seq_len))
+
+
 @torch.no_grad()
 def timing(run_dir: Path, seq_len: int) -> Timing:
     """The recall timing of ``run_dir``'s saved model at delay ``seq_len``."""
     saved = load_saved_model(run_dir, seq_len)
-    task = saved.task
-    if not isinstance(task, RecallTask):
-        raise ValueError(f"{run_dir} is a {task.name} run; recall timing needs copy or denoise")
-    batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
-                        eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    task = recall_task(saved, run_dir)
+    batch = held_out_batch(saved, task, seq_len)
     delimiter = task.delimiter_step(seq_len)
     before, state, _ = run_in_chunks(saved.model, batch.inputs[:delimiter + 1])
     after, result = saved.model(batch.inputs[delimiter + 1:], state)  # the recall steps
@@ -126,6 +146,25 @@ def recall_by_memory(task: RecallTask, before: Tensor, traces: dict[str, Tensor]
         return float(correct[side].mean()) if side.any() else math.nan
 
     return accuracy_on(held), accuracy_on(~held)
+
+
+@torch.no_grad()
+def held_along(run_dir: Path, steps: list[int], seq_len: int) -> list[float] | None:
+    """The share of the data symbols whose state the memory holds at each of ``steps`` (each
+    at or after :data:`SCREENED_BY`, increasing), on the held-out batch of ``seq_len``; None for
+    a model without a ``slot_time`` trace."""
+    saved = load_saved_model(run_dir, seq_len)
+    task = recall_task(saved, run_dir)
+    batch = held_out_batch(saved, task, seq_len)
+    data = batch.inputs[:SCREENED_BY] < task.alphabet  # copy's symbols all come before
+    state, start, shares = None, 0, []
+    for step in steps:
+        run = run_in_chunks(saved.model, batch.inputs[start:step + 1], state, traced=1)
+        if "slot_time" not in run.traces:
+            return None
+        shares.append(float(held_share(run.traces["slot_time"][-1], data)))
+        state, start = run.state, step + 1
+    return shares
 
 
 def share(value: float) -> str:
@@ -174,7 +213,24 @@ def main(argv: list[str] | None = None) -> None:
                 f"{t.early_symbols:.1%} | {t.first_symbol:.0f} | {seq_len + 10} | "
                 f"{share(t.data_in_memory)} | {share(t.attention_on_symbols)} | "
                 f"{share(t.recall_of_held)} | {share(t.recall_of_missing)} |")
-    args.out.write_text("\n".join(lines) + "\n")
+    longest = max(args.lengths)
+    steps = [SCREENED_BY, *(seq_len + 10 for seq_len in sorted(args.lengths))]
+    held_lines = ["", "## When the memory lets the symbols go", "",
+                  f"On the held-out batch of T = {longest}: the share of the data symbols whose "
+                  "state the memory holds at each step (copy runs with attention).", "",
+                  "| run | step 20 | " + " | ".join(f"step {step} (recall at T={step - 10})"
+                                                  for step in steps[1:]) + " |",
+                  "|---|" + "---:|" * len(steps)]
+    for run in runs:
+        if load_saved_model(run).task.name != "copy":
+            continue
+        held = held_along(run, steps, longest)
+        if held is None:
+            continue
+        print(f"{run} held along T={longest}: {held}", flush=True)
+        held_lines.append(f"| {run.relative_to(HERE) if run.is_relative_to(HERE) else run} | "
+                          + " | ".join(f"{value:.1%}" for value in held) + " |")
+    args.out.write_text("\n".join(lines + held_lines) + "\n")
     print(f"wrote {args.out}")
 
 

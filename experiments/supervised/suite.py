@@ -54,8 +54,9 @@ class Job:
     run_dir: Path
     command: tuple[str, ...]
     """As printed: ``python -m rlmem.supervised ...``, run from the repository root."""
-    warm_start: Path | None = None
-    """The run directory of the curriculum's first stage (:attr:`rows.Row.after`), if any."""
+    first: Job | None = None
+    """The curriculum's first stage (:attr:`rows.Row.after`) at the same seed, whose run
+    directory this run warm-starts from."""
 
     @property
     def label(self) -> str:
@@ -70,18 +71,16 @@ def shown(path: Path) -> str:
 def plan(rows: Sequence[Row], seeds: Sequence[int] | None, runs: Path,
          overrides: Sequence[str]) -> list[Job]:
     """Every (row, seed) to run, in priority order; ``seeds`` keeps only those seeds."""
-    jobs = []
-    for row in rows:
-        for seed in range(row.seeds):
-            if seeds is not None and seed not in seeds:
-                continue
-            run_dir = row.run_dir(seed, runs)
-            warm = None if row.after is None else by_preset(row.after).run_dir(seed, runs)
-            command = ("python", "-m", "rlmem.supervised", f"+preset={row.preset}",
-                       f"seed={seed}", "progress_bar=false", f"run_dir={shown(run_dir)}",
-                       *(() if warm is None else (f"warm_start={shown(warm)}",)), *overrides)
-            jobs.append(Job(row, seed, run_dir, command, warm))
-    return jobs
+    def job(row: Row, seed: int) -> Job:
+        run_dir = row.run_dir(seed, runs)
+        first = None if row.after is None else job(by_preset(row.after), seed)
+        warm = () if first is None else (f"warm_start={shown(first.run_dir)}",)
+        command = ("python", "-m", "rlmem.supervised", f"+preset={row.preset}", f"seed={seed}",
+                   "progress_bar=false", f"run_dir={shown(run_dir)}", *warm, *overrides)
+        return Job(row, seed, run_dir, command, first)
+
+    return [job(row, seed) for row in rows for seed in range(row.seeds)
+            if seeds is None or seed in seeds]
 
 
 class Budgets:
@@ -132,14 +131,13 @@ class Runner:
     def run(self, job: Job) -> None:
         if self.stop.is_set():
             return
-        if job.row.after is not None and job.warm_start is not None:
-            first = by_preset(job.row.after)
-            started = self.done.get((first.preset, job.seed))
-            if started is not None:
+        if job.first is not None:
+            started = self.done.get((job.first.row.preset, job.seed))
+            if started is not None:  # the suite runs the first stage too: wait for it
                 started.wait()
-            if run_status(job.warm_start, self.budgets(first)).state is not State.finished:
-                print(f"[suite] {job.label}: its first stage, {first.preset} seed {job.seed}, "
-                      "has not finished; skipped", flush=True)
+            if self.budgets.status(job.first).state is not State.finished:
+                print(f"[suite] {job.label}: its first stage, {job.first.label}, has not "
+                      "finished; skipped", flush=True)
                 return
         status = self.budgets.status(job)
         if status.state is State.finished:
