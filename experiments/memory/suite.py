@@ -60,6 +60,9 @@ class Ablation(NamedTuple):
     stop_return: float | None = STOP_RETURN
 
 
+PAPER_FRAMES = 5_001_216
+"""The ReLSTM paper's budget, "5000000 steps on each environment" (Kerg et al. 2020, §3.3),
+rounded up to whole updates (2442 of 16 envs × 128 frames)."""
 VIEW3 = "+env_kwargs.agent_view_size=3"
 RECIPE = "+recipe=memory_transfer"
 """``rlmem/conf/recipe/memory_transfer.yaml``: the 3×3 view, the compass heading, 3M frames and
@@ -76,8 +79,11 @@ ABLATIONS: dict[str, Ablation] = {
     "relstm_view3_no_stop": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3, stop_return=None),
     "relstm_view3_direction": Ablation("relstm", [RECIPE], 3 * FRAMES, seeds=3,
                                        stop_return=None),
-    "lstm_view3_direction": Ablation("lstm", [RECIPE], 3 * FRAMES, stop_return=None),
-    "memlstm_view3_direction": Ablation("memlstm", [RECIPE], 3 * FRAMES, stop_return=None),
+    "relstm_view3_direction_5M": Ablation("relstm", [RECIPE], PAPER_FRAMES, seeds=3,
+                                          stop_return=None),
+    "lstm_view3_direction": Ablation("lstm", [RECIPE], 3 * FRAMES, seeds=3, stop_return=None),
+    "memlstm_view3_direction": Ablation("memlstm", [RECIPE], 3 * FRAMES, seeds=3,
+                                        stop_return=None),
 }
 """What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
 embedding, the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
@@ -106,8 +112,14 @@ the right object in 95% of the S13 episodes that saw the cue and reached an obje
 out in a third of them, with a median of 219 steps to reach the fork: in a corridor a 3×3 view
 looks the same facing east or west, so an agent that turns back to look for the cue cannot
 tell which way it faces. The heading tells it, and leaves what there is to remember (the cue)
-unchanged. ``lstm`` and ``memlstm`` get the same runs (one seed each), the paper's two other
-MiniGrid cells."""
+unchanged. ``lstm`` and ``memlstm``, the paper's two other MiniGrid cells, get the same runs
+and seeds.
+
+``relstm_view3_direction_5M`` trains ``relstm_view3_direction``'s three seeds on to the
+paper's 5M frames, every seed, whatever its MemoryS13 score at 3M: ``relstm_view3_no_stop``
+showed MemoryS13 success still rising with frames after MemoryS7 was solved. Like
+``relstm_view3_no_stop``, the runs were started from copies of the 3M run directories and
+resumed, so up to 3M they are the same runs."""
 
 REFERENCE = "sb3_lstm"
 """sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),
