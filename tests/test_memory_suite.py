@@ -58,3 +58,50 @@ def test_the_recipe_is_the_3x3_view_with_the_heading_for_the_papers_budget() -> 
     for key in ("env", "env_kwargs", "direction", "frames", "stop_return", "memory"):
         assert recipe[key] == spelled[key], key
     assert recipe.run_dir == "runs/ppo/MemoryS7/relstm_memory_transfer/seed0"
+
+
+def test_a_continuation_names_an_earlier_ablation_of_the_same_cell_with_a_smaller_budget() -> None:
+    for label, ablation in suite.ABLATIONS.items():
+        if ablation.continues is None:
+            continue
+        source = suite.ABLATIONS[ablation.continues]
+        assert source.memory == ablation.memory, label
+        assert source.frames <= ablation.frames, label
+        assert suite.LABELS.index(ablation.continues) < suite.LABELS.index(label), label
+
+
+@pytest.fixture
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(suite, "RUNS", tmp_path)
+    return tmp_path / suite.ENV
+
+
+def fake_run(run: Path, frames: int) -> None:
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "MemoryS13.json").write_text("{}")
+    (run / "checkpoint.pt").write_text(f"weights at {frames}")
+    (run / "progress.csv").write_text(f"frames\n{frames}\n")
+
+
+def test_a_continuation_starts_from_a_copy_of_the_shorter_run_but_not_its_evaluations(
+        sweeps: list[dict[str, Any]], runs: Path) -> None:
+    fake_run(runs / "lstm_view3_direction" / "seed0", 3)
+    suite.train("lstm_view3_direction_5M", [0, 1, 2], 1, [])
+    copy = runs / "lstm_view3_direction_5M" / "seed0"
+    assert (copy / "checkpoint.pt").read_text() == "weights at 3"
+    assert (copy / "progress.csv").read_text() == "frames\n3\n"
+    assert not (copy / "eval").exists()
+    assert not (runs / "lstm_view3_direction_5M" / "seed1").exists()  # the 3M row has 1 seed
+    assert sweeps[0]["label"] == "lstm_view3_direction_5M" and sweeps[0]["seeds"] == [0, 1, 2]
+    # Once the continuation has its own checkpoint, the source is not copied again.
+    (copy / "checkpoint.pt").write_text("weights at 4")
+    suite.train("lstm_view3_direction_5M", [0], 1, [])
+    assert (copy / "checkpoint.pt").read_text() == "weights at 4"
+
+
+def test_a_continuation_whose_source_has_not_run_is_refused_before_any_copy(
+        sweeps: list[dict[str, Any]], runs: Path) -> None:
+    fake_run(runs / "relstm_view3_direction" / "seed0", 3)
+    with pytest.raises(SystemExit, match=r"relstm_view3_direction/seed1 .*has no checkpoint"):
+        suite.train("relstm_view3_direction_5M", [0, 1], 1, [])
+    assert not (runs / "relstm_view3_direction_5M").exists() and not sweeps

@@ -22,12 +22,15 @@ several sittings.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 from rlmem.cells import CELLS
+from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs.lock import LOCK_NAME
 from rlmem.runs.sweep import evaluate_runs, run_dirs, train_sweep
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +61,10 @@ class Ablation(NamedTuple):
     frames: int = FRAMES
     seeds: int = 1
     stop_return: float | None = STOP_RETURN
+    continues: str | None = None
+    """The ablation of the same cell whose runs this one trains on (see
+    :func:`continue_from`): a seed that ablation has starts as a copy of its run, so up to that
+    run's frames they are the same run."""
 
 
 PAPER_FRAMES = 5_001_216
@@ -78,17 +85,19 @@ ABLATIONS: dict[str, Ablation] = {
     "irnn_eq5": Ablation("irnn", ["memory.update_rule=eq5", "memory.learn_alpha=true"]),
     "lstm_view3": Ablation("lstm", [VIEW3], 3 * FRAMES),
     "relstm_view3": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3),
-    "relstm_view3_no_stop": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3, stop_return=None),
+    "relstm_view3_no_stop": Ablation("relstm", [VIEW3], 3 * FRAMES, seeds=3, stop_return=None,
+                                     continues="relstm_view3"),
     "relstm_view3_direction": Ablation("relstm", [RECIPE], 3 * FRAMES, seeds=3,
                                        stop_return=None),
     "relstm_view3_direction_5M": Ablation("relstm", [RECIPE], PAPER_FRAMES, seeds=3,
-                                          stop_return=None),
+                                          stop_return=None, continues="relstm_view3_direction"),
     "lstm_view3_direction": Ablation("lstm", [RECIPE], 3 * FRAMES, stop_return=None),
     "memlstm_view3_direction": Ablation("memlstm", [RECIPE], 3 * FRAMES, stop_return=None),
     "lstm_view3_direction_5M": Ablation("lstm", [RECIPE], PAPER_FRAMES, seeds=3,
-                                        stop_return=None),
+                                        stop_return=None, continues="lstm_view3_direction"),
     "memlstm_view3_direction_5M": Ablation("memlstm", [RECIPE], PAPER_FRAMES, seeds=3,
-                                           stop_return=None),
+                                           stop_return=None,
+                                           continues="memlstm_view3_direction"),
 }
 """What each part of the recipe does: the old recipe at the new budget, one-hot in place of the
 embedding, the GRU analogue of the forget-gate bias (an update-gate bias of 1, which keeps
@@ -105,11 +114,10 @@ frames relstm succeeded in 86% of S7 episodes, so these runs get 3M.
 ``relstm_view3_no_stop`` trains the same runs for the whole 3M frames: of ``relstm_view3``'s
 seeds, the stop rule ended two at 1.5M and 1.9M frames, and they did worst on MemoryS13, while
 the one that trained 3M did best. Stopping on S7 cannot see S13, so this asks whether the frames
-after S7 is solved are what carries the policy to S13. Our runs were started from copies of
-``relstm_view3``'s run directories and resumed without the stop rule: up to the stop they are
-the same runs, and after it they continue from the stopped run's weights, optimizer and RNG
-(the envs start new episodes, as on any resume). Seed 0 never met the rule, so its copy is
-already finished.
+after S7 is solved are what carries the policy to S13. Its runs continue ``relstm_view3``'s
+(:attr:`Ablation.continues`) without the stop rule: up to the stop they are the same runs, and
+after it they continue from the stopped run's weights, optimizer and RNG (the envs start new
+episodes, as on any resume). Seed 0 never met the rule, so its copy is already finished.
 
 ``relstm_view3_direction`` adds MiniGrid's compass heading to the observation
 (``direction=true``): the recipe ``+recipe=memory_transfer``. ``relstm_view3_no_stop`` chose
@@ -123,12 +131,11 @@ unchanged. ``lstm`` and ``memlstm``, the paper's two other MiniGrid cells, got t
 ``relstm_view3_direction_5M`` trains ``relstm_view3_direction``'s three seeds on to the
 paper's 5M frames, every seed, whatever its MemoryS13 score at 3M: ``relstm_view3_no_stop``
 showed MemoryS13 success still rising with frames after MemoryS7 was solved. Its mean S13
-success (79%, against 67% at 3M) made 5M the recipe's budget. Like
-``relstm_view3_no_stop``, the runs were started from copies of the 3M run directories and
-resumed, so up to 3M they are the same runs. ``lstm_view3_direction_5M`` and
+success (79%, against 67% at 3M) made 5M the recipe's budget. Its runs continue the 3M
+runs, so up to 3M they are the same runs. ``lstm_view3_direction_5M`` and
 ``memlstm_view3_direction_5M`` give the paper's two other cells the recipe at the same budget
-and seeds, for a like-for-like comparison; their seed 0 likewise starts from a copy of the
-one 3M run."""
+and seeds, for a like-for-like comparison; their seed 0 continues the one 3M run, and seeds 1
+and 2 start afresh."""
 
 REFERENCE = "sb3_lstm"
 """sb3-contrib's RecurrentPPO with its own LSTM policy (``agent=sb3 agent.policy=sb3_lstm``),
@@ -182,12 +189,33 @@ def train(memory: str, seeds: list[int], jobs: int, extra: list[str]) -> None:
                     ["agent=sb3", "agent.policy=sb3_lstm", *extra], label=REFERENCE)
     elif memory in ABLATIONS:
         ablation = ABLATIONS[memory]
+        if ablation.continues is not None:
+            continue_from(ablation.continues, memory, seeds)
         stop = [] if ablation.stop_return is None else [f"stop_return={ablation.stop_return}"]
         train_sweep(RUNS, ENV, [ablation.memory], seeds, ablation.frames, jobs,
                     [*stop, *ablation.overrides, *extra], label=memory)
     else:
         train_sweep(RUNS, ENV, [memory], seeds, FRAMES, jobs,
                     [f"stop_return={STOP_RETURN}", *extra])
+
+
+def continue_from(source: str, label: str, seeds: list[int]) -> None:
+    """Start each run of ``label`` that has no checkpoint yet as a copy of ``source``'s run of
+    the same seed: its checkpoint, config and progress (not its evaluations or TensorBoard
+    events), so training resumes where that run stopped. Seeds ``source`` does not train start
+    afresh; a seed it trains but has not started is refused, before anything is copied."""
+    pairs = [(RUNS / ENV / source / f"seed{seed}", RUNS / ENV / label / f"seed{seed}")
+             for seed in seeds if seed < ABLATIONS[source].seeds]
+    pairs = [(old, new) for old, new in pairs if not (new / CHECKPOINT_NAME).exists()]
+    missing = [str(old) for old, _ in pairs if not (old / CHECKPOINT_NAME).exists()]
+    if missing:
+        sys.exit(f"memory suite: {label} continues {source}, but {', '.join(missing)} has no "
+                 f"{CHECKPOINT_NAME}: run `python experiments/memory/suite.py --memories "
+                 f"{source}` first")
+    for old, new in pairs:
+        shutil.copytree(old, new, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("eval", "tb", LOCK_NAME))
+        print(f"[suite] {new} starts as a copy of {old}", flush=True)
 
 
 if __name__ == "__main__":
