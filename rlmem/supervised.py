@@ -54,8 +54,8 @@ OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
     OptimizerName.sgd: torch.optim.SGD,
 }
 
-RESUME_SECTIONS = ("task", "memory", "seq_len", "batch_size", "lr", "optimizer", "weight_decay",
-                   "grad_clip", "seed", "amp")
+RESUME_SECTIONS = ("task", "memory", "seq_len", "seq_len_min", "batch_size", "lr", "optimizer",
+                   "weight_decay", "grad_clip", "seed", "amp")
 """Keys that must match a checkpoint to resume from it (``iterations`` may grow)."""
 
 register_supervised_configs()
@@ -79,6 +79,8 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     check_supervised_config(cfg)
     task = make_task_from_config(cfg.task)
     task.check_seq_len(cfg.seq_len)
+    if cfg.get("seq_len_min") is not None:
+        task.check_seq_len(cfg.seq_len_min, key="seq_len_min")
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
     config = resolved_config(cfg)
@@ -98,7 +100,8 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
     optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr,
                                                            weight_decay=cfg.weight_decay)
     schedule = Schedule(
-        seq_len=cfg.seq_len, batch_size=cfg.batch_size, iterations=cfg.iterations,
+        seq_len=cfg.seq_len, seq_len_min=cfg.get("seq_len_min"), batch_size=cfg.batch_size,
+        iterations=cfg.iterations,
         grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
         eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every,
         transfer_every=cfg.get("transfer_every"), log_every=cfg.log_every,

@@ -17,12 +17,14 @@ from omegaconf import DictConfig
 
 from rlmem.cells import CELLS, CellOutput
 from rlmem.evaluate import evaluate_run
-from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.runs import CheckpointMismatchError, load_checkpoint, resolved_config
+from rlmem.runs.checkpoint import check_compatible
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import check_supervised_config
-from rlmem.supervised import run
+from rlmem.supervised import RESUME_SECTIONS, run
 from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
+from rlmem.tasks.recall import RecallTask
 
 TINY = ["seq_len=4", "batch_size=2", "iterations=2", "memory.hidden_size=8", "eval_every=1",
         "log_every=1", "checkpoint_every=1", "eval_batch_size=2", "progress_bar=false"]
@@ -155,6 +157,8 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     ("batch_size=0", "batch_size"),
     ("lr=0", "lr"),
     ("grad_clip=-1", "grad_clip"),
+    ("seq_len_min=5", r"seq_len_min must be null or in \[1, seq_len=4\]"),
+    ("seq_len_min=0", "seq_len_min"),
     ("device=cuda:7", "device"),
 ])
 def test_bad_values_fail_before_training(override: str, message: str, tmp_path: Path) -> None:
@@ -320,3 +324,60 @@ def test_warm_start_refuses_another_model_or_no_checkpoint(tmp_path: Path) -> No
         run(config("memory=relstm", *TINY, f"warm_start={tmp_path / 'nothing'}"),
             tmp_path / "other")
     assert not (tmp_path / "other").exists()  # refused before any work
+
+
+def training_delays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the delay of every training batch (batch size 3; evaluation batches have 2)."""
+    sample = RecallTask.sample
+    delays: list[int] = []
+
+    def recording(self: RecallTask, batch_size: int, seq_len: int,
+                  generator: torch.Generator) -> Any:
+        if batch_size == 3:
+            delays.append(seq_len)
+        return sample(self, batch_size, seq_len, generator)
+
+    monkeypatch.setattr(RecallTask, "sample", recording)
+    return delays
+
+
+def test_varied_training_delays_are_drawn_from_the_range_and_resume_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    delays = training_delays(monkeypatch)
+    common = [*TINY, "seq_len=6", "seq_len_min=2", "batch_size=3", "figures=false"]
+    run(config(*common, "iterations=12"), tmp_path / "resumed")
+    run(config(*common, "iterations=24"), tmp_path / "resumed")
+    resumed, delays[:] = list(delays), []
+    result = run(config(*common, "iterations=24"), tmp_path / "straight")
+    assert resumed == delays and len(delays) == 24
+    assert set(delays) <= set(range(2, 7)) and len(set(delays)) >= 3
+    assert [row["train/loss"] for row in rows(tmp_path / "resumed")] == \
+        [row["train/loss"] for row in rows(tmp_path / "straight")]
+    assert set(result.final) == {"eval/ce@T6", "eval/accuracy@T6"}  # evaluated at seq_len
+
+
+def test_a_fixed_delay_draws_nothing_from_the_training_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seq_len_min=seq_len`` is the same run as no ``seq_len_min``: same batches, same
+    losses, so runs made before the option keep their data stream."""
+    delays = training_delays(monkeypatch)
+    common = [*TINY, "batch_size=3", "iterations=4", "figures=false"]
+    run(config(*common), tmp_path / "fixed")
+    run(config(*common, "seq_len_min=4"), tmp_path / "range_of_one")
+    assert delays == [4] * 8
+    assert [row["train/loss"] for row in rows(tmp_path / "fixed")] == \
+        [row["train/loss"] for row in rows(tmp_path / "range_of_one")]
+
+
+def test_a_run_from_before_seq_len_min_resumes_with_fixed_delays_only() -> None:
+    """A committed checkpoint written before the option existed is compatible with its own
+    preset (every batch at seq_len), and refused with varied delays, naming the key."""
+    run_dir = (Path(__file__).parents[1] / "experiments" / "supervised" / "runs"
+               / "kerg2020_table1_transfer_copy_relstm_curriculum_T20" / "seed0")
+    saved = load_checkpoint(run_dir / "checkpoint.pt").config
+    assert "seq_len_min" not in saved
+    preset = ["+preset=kerg2020_table1_transfer_copy_relstm_curriculum_T20", f"run_dir={run_dir}"]
+    check_compatible(saved, resolved_config(config(*preset)), RESUME_SECTIONS)
+    with pytest.raises(CheckpointMismatchError, match=r"seq_len_min: checkpoint has None"):
+        check_compatible(saved, resolved_config(config(*preset, "seq_len_min=10")),
+                         RESUME_SECTIONS)

@@ -89,6 +89,11 @@ ROWS: tuple[Row, ...] = (
     Row("kag2021_table4_adding_tarnn_T750", Task.adding, "tarnn"),
     Row("kag2021_grid_lr1e-3_adding_tarnn_T750", Task.adding, "tarnn", variant="lr 1e-3"),
     Row("kag2020_adding_irnn_T750", Task.adding, "irnn"),
+    # Not in the paper: the relstm curriculum's stage 2 with training delays drawn from
+    # [50, 100], so that no single step marks the training horizon.
+    Row("kerg2020_table1_transfer_copy_relstm_curriculum_varied_delay", Task.transfer_copy,
+        "relstm", HEADLINE_SEEDS, variant="curriculum, delays 50–100",
+        after="kerg2020_table1_transfer_copy_relstm_curriculum_T20"),
     # The rest of the ReLSTM paper's Tables 1 and 2.
     Row("kerg2020_table1_transfer_copy_relrnn", Task.transfer_copy, "relrnn"),
     Row("kerg2020_table1_transfer_copy_memlstm", Task.transfer_copy, "memlstm"),

@@ -88,6 +88,11 @@ class SupervisedConfig:
     :mod:`rlmem.schema.memory`), e.g. ``memory=relstm``."""
     seq_len: int = 100
     """The delay ``T`` the model trains at (copy/denoise feed ``T + 20`` steps)."""
+    seq_len_min: int | None = None
+    """Train each batch at a delay drawn uniformly from [seq_len_min, seq_len] (one ``T`` per
+    batch, from the training stream) instead of at seq_len alone; null: seq_len. Evaluation
+    and the target stay at seq_len. Not in the papers: an ablation for a model that learns
+    the training delay itself (see ``experiments/supervised/RESULTS.md``)."""
     batch_size: int = 128
     """Sequences per update."""
     iterations: int = 2000
@@ -174,3 +179,8 @@ def check_supervised_config(cfg: DictConfig) -> None:
                          f"({cfg.eval_every}) or null, got {transfer_every}")
     if cfg.grad_clip is not None and not cfg.grad_clip > 0:
         raise ValueError(f"grad_clip must be positive or null, got {cfg.grad_clip}")
+    seq_len_min = cfg.get("seq_len_min")
+    if seq_len_min is not None and not 0 < seq_len_min <= cfg.seq_len:
+        raise ValueError(f"seq_len_min must be null or in [1, seq_len={cfg.seq_len}] (the "
+                         f"training delays are drawn from [seq_len_min, seq_len]), got "
+                         f"{seq_len_min}")

@@ -32,7 +32,7 @@ class Schedule:
     """How long to train and how often to log, evaluate and checkpoint."""
 
     seq_len: int
-    """Delay ``T`` of the training sequences."""
+    """Delay ``T`` of the training sequences, and of the evaluation the target is checked on."""
     batch_size: int
     """Sequences per update."""
     iterations: int
@@ -59,6 +59,17 @@ class Schedule:
     target: float | None = None
     """Stop at the first evaluation whose score at ``seq_len`` meets this (the task's
     :attr:`~rlmem.tasks.SequenceTask.score`); None trains all ``iterations``."""
+    seq_len_min: int | None = None
+    """Train each batch at a delay drawn uniformly from ``[seq_len_min, seq_len]``; None:
+    every batch at ``seq_len``."""
+
+    def training_seq_len(self, generator: torch.Generator) -> int:
+        """The delay of the next training batch, drawn from ``generator`` only when the delays
+        vary, so a fixed-delay run's data stream is the same as without the option."""
+        if self.seq_len_min is None or self.seq_len_min == self.seq_len:
+            return self.seq_len
+        return int(torch.randint(self.seq_len_min, self.seq_len + 1, (), generator=generator,
+                                 device=generator.device))
 
 
 @dataclass
@@ -164,7 +175,8 @@ class SupervisedTrainer:
         """
         schedule = self.schedule
         self.model.cell.anneal(self.iteration / max(schedule.iterations, 1))
-        batch = self.task.sample(schedule.batch_size, schedule.seq_len, self.generator)
+        batch = self.task.sample(schedule.batch_size, schedule.training_seq_len(self.generator),
+                                 self.generator)
         with autocast(self.device, schedule.amp):
             outputs, result = self.model(batch.inputs)
             task_loss = self.task.loss(outputs, batch)
