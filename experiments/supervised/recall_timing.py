@@ -152,9 +152,12 @@ def recall_by_memory(task: RecallTask, before: Tensor, traces: dict[str, Tensor]
 def held_along(run_dir: Path, steps: list[int], seq_len: int) -> list[float] | None:
     """The share of the data symbols whose state the memory holds at each of ``steps`` (each
     at or after :data:`SCREENED_BY`, increasing), on the held-out batch of ``seq_len``; None for
-    a model without a ``slot_time`` trace."""
+    a run that is not copy (denoise's symbols may come after step 20) or a model without a
+    ``slot_time`` trace."""
     saved = load_saved_model(run_dir, seq_len)
     task = recall_task(saved, run_dir)
+    if task.name != "copy":
+        return None
     batch = held_out_batch(saved, task, seq_len)
     data = batch.inputs[:SCREENED_BY] < task.alphabet  # copy's symbols all come before
     state, start, shares = None, 0, []
@@ -222,8 +225,6 @@ def main(argv: list[str] | None = None) -> None:
                                                   for step in steps[1:]) + " |",
                   "|---|" + "---:|" * len(steps)]
     for run in runs:
-        if load_saved_model(run).task.name != "copy":
-            continue
         held = held_along(run, steps, longest)
         if held is None:
             continue
