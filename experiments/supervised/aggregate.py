@@ -94,6 +94,9 @@ PAPER: dict[str, Paper] = {
     # says what they reach. Copy at T = 200 is its Fig. 2a (baseline CE 0.09).
     "kag2021_table4_copy_tarnn": Paper(
         f"{TARNN_FIG2}a", {200: "CE → 0 (\"zero average cross entropy\")"}),
+    "kag2021_grid_lr1e-3_copy_tarnn": Paper(
+        f"{TARNN_FIG2}a, at lr 1e-3 (its §A.5 grid)",
+        {200: "CE → 0 (\"zero average cross entropy\")"}),
     "kag2021_table4_adding_tarnn_T200": Paper(
         f"{TARNN_FIG2}c", {200: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
     "kag2021_table4_adding_tarnn_T750": Paper(

@@ -102,6 +102,7 @@ ROWS: tuple[Row, ...] = (
     Row("kerg2020_table2_denoise_memlstm", Task.denoise, "memlstm"),
     # The TARNN and iRNN papers' copy and adding.
     Row("kag2021_table4_copy_tarnn", Task.copy, "tarnn"),
+    Row("kag2021_grid_lr1e-3_copy_tarnn", Task.copy, "tarnn", variant="lr 1e-3"),
     Row("kag2021_table4_adding_tarnn_T200", Task.adding, "tarnn"),
     Row("kag2020_adding_irnn_T200", Task.adding, "irnn"),
     Row("zhang2019_adding_ernn_T200", Task.adding, "ernn"),
