@@ -19,6 +19,7 @@ from reference.equivalence import assert_matches_reference
 
 from rlmem.cells import CELLS, extension, make_cell
 from rlmem.cells.irnn import IRNNUpdate
+from rlmem.cells.screening import RelevancyScreening, Screening
 
 INPUT, HIDDEN = 3, 6
 
@@ -100,3 +101,37 @@ def test_fast_cell_equals_its_reference(name: str, reference: type[ReferenceCell
     fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams,
                      **FAST_ONLY.get(name, {}))
     assert_matches_reference(fast, reference_cell, state_view=STATE_VIEWS.get(name))
+
+
+@pytest.mark.parametrize(("name", "hparams"), [
+    ("relstm", {"short_term": 3, "relevant": 2}),
+    ("relstm", {"short_term": 2, "relevant": 1}),
+    ("relrnn", {"short_term": 4, "relevant": 3}),
+])
+def test_normalised_screening_engine_equals_the_step_path(name: str, hparams: dict[str, Any],
+                                                          loops: str,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``screening=normalised`` (not in the paper, so without a frozen reference) trains through
+    the chunk engine; its reference is the cell's own :meth:`step` under autograd, the path it
+    took before, forced here. Attention is sharpened so that states beat the uniform share,
+    enter R and replace each other."""
+    cells = []
+    for _ in range(2):
+        cell = make_cell(name, input_size=INPUT, hidden_size=HIDDEN,
+                         screening=Screening.normalised, **hparams)
+        assert isinstance(cell, RelevancyScreening) and cell.runs_engine()
+        cells.append(cell)
+    fast, step_path = cells
+    with torch.no_grad():
+        step_path.attention.score.weight.mul_(30.0)
+    monkeypatch.setattr(step_path, "runs_engine", lambda: False)
+    assert_matches_reference(fast, step_path)
+    # The check above means something only if screening kept some states out of R, let
+    # others in, and replaced some (ν = 1 would admit none: a state's share is then exactly 1).
+    x = torch.randn(48, 5, INPUT, dtype=torch.float64)
+    traces = step_path.double().forward_aux(x).aux.traces
+    admitted = traces["relevant_valid"].any(dim=2)
+    in_r = traces["slot_time"][:, :, step_path.short_term:]
+    replaced = (in_r[1:] != in_r[:-1]) & (in_r[:-1] >= 0)
+    assert admitted.any() and not admitted.all() and replaced.any()

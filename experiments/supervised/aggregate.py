@@ -70,6 +70,10 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_memlstm": table1("MemRNN", "99%", "99%", "99%", "92%", "OOM"),
     "kerg2020_table1_transfer_copy_relstm_normalised_screening": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
+    "kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum_T20": Paper(
+        "the first stage of a curriculum, not in the paper", {}),
+    "kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum": Paper(
+        "an ablation, not in the paper: compare with the relstm curriculum row", {}),
     "kerg2020_table1_transfer_copy_relstm_lr1e-3": Paper(
         "an ablation, not in the paper's tables: compare with the relstm row", {}),
     "kerg2020_table1_transfer_copy_relstm_curriculum_T20": Paper(

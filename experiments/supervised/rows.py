@@ -115,9 +115,17 @@ ROWS: tuple[Row, ...] = (
     # Not in the paper: relstm with rlmem's forget-gate bias of 1 instead of torch's 0.
     Row("kerg2020_table1_transfer_copy_relstm_forget_bias1", Task.transfer_copy, "relstm",
         variant="forget-gate bias 1"),
-    # Not in the paper: relstm without R's free start (screening=normalised); the slowest row.
+    # Not in the paper: relstm without R's free start (screening=normalised), from scratch and
+    # through the curriculum, where relstm learns to recall from R.
     Row("kerg2020_table1_transfer_copy_relstm_normalised_screening", Task.transfer_copy,
         "relstm", variant="normalised screening"),
+    Row("kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum_T20", Task.copy,
+        "relstm", HEADLINE_SEEDS,
+        variant="normalised screening, curriculum stage 1: T = 20, lr 1e-3"),
+    Row("kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum",
+        Task.transfer_copy, "relstm", HEADLINE_SEEDS,
+        variant="normalised screening, curriculum: T = 20 first",
+        after="kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum_T20"),
 )
 """Every row, in the order the suite runs them."""
 

@@ -429,6 +429,11 @@ _PAD = 16
 """Columns after ``[m, 2 U_a m]`` in a slot's row: score, mask (0, or -inf when the slot is
 empty), rank (score + mask), episode step, then padding that keeps rows 64-byte aligned."""
 
+UNIFORM_SHARE = 1.0
+"""Normalised screening's relevance of a state that drew exactly its uniform share of
+attention (see ``rlmem.cells.screening.Screening.normalised``), and the score an empty slot of
+R ranks at under it: only a state above its share enters a free slot."""
+
 TIME_LIMIT = {torch.float32: 2 ** 24, torch.float64: 2 ** 53}
 """Episode steps up to which a slot's step is exact in its float column, per dtype; the engine
 takes only these dtypes."""
@@ -446,7 +451,7 @@ def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool]
                    weights: Weights, slot_data: Tensor, z_in: Tensor, z: Tensor,
                    entering: Tensor, e: Tensor, attention: Tensor, history: Tensor,
                    targets: Tensor, evicted: Tensor | None, candidate: Tensor, y: Tensor,
-                   nu: int, save: bool) -> dict[int, Tensor]:
+                   nu: int, normalised: bool, save: bool) -> dict[int, Tensor]:
     """The forward loop of :func:`_screened_forward` in Python, over its buffers (the compiled
     ``screened_forward`` is the same loop). Returns the slots as they were before each step
     that resets some item, when saving."""
@@ -492,6 +497,8 @@ def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool]
             slot_data.masked_fill_(reset, 0.0)
             mask.masked_fill_(reset[:, 0], minus_inf)
             rank.masked_fill_(reset[:, 0], minus_inf)
+            if normalised:
+                rank_relevant.masked_fill_(reset[:, 0], UNIFORM_SHARE)
         z_in_base.copy_(xp_steps[k])
         addmm(z_in, s, recurrent_t, out=z)
 
@@ -514,7 +521,11 @@ def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool]
         softmax(matmul(e_k, score_vector).add_(mask_all), 1, False, out=attention_steps[k])
         baddbmm(content_row_p, attention_rows[k], content_all, out=y_rows[k])
         s = y_steps[k]
-        score_rank_short.add_(attention_short[k])
+        if normalised:  # each weight relative to the uniform share 1/|M_t|, over ν steps
+            share = (mask_all == 0).sum(dim=1, keepdim=True).to(y.dtype).div_(nu)
+            score_rank_short.add_(attention_short[k] * share.unsqueeze(2))
+        else:
+            score_rank_short.add_(attention_short[k])
         history_steps[k].copy_(meta_all)
 
     return before_reset
@@ -524,7 +535,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                       short: Tensor, short_score: Tensor, short_valid: Tensor,
                       short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
                       relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
-                      resets: Tensor, any_reset: list[bool], *, lstm: bool,
+                      resets: Tensor, any_reset: list[bool], *, lstm: bool, normalised: bool,
                       save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
     steps, batch, _ = xp.shape
     hidden = s0.shape[1]
@@ -567,6 +578,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     mask[:, nu:slots].masked_fill_(~relevant_valid, minus_inf)
     mask[:, scratch] = minus_inf
     torch.add(score, mask, out=rank)
+    if normalised:
+        rank[:, nu:slots].masked_fill_(~relevant_valid, UNIFORM_SHARE)
     slot_time[:, :nu] = short_time
     slot_time[:, nu:slots] = relevant_time
     time = episode_time(t0, resets)
@@ -587,13 +600,13 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             xp, s0, resets, recurrent_t, key_t, score_vector, slot_data, z_in, z, entering, e,
             attention, history, targets, evicted if evicted is not None else empty, y,
             buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"], nu,
-            lstm, save)
+            lstm, normalised, UNIFORM_SHARE, save)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
     else:
         before_reset = _screened_loop(
             xp, s0, resets, any_reset, base, weights, slot_data, z_in, z, entering, e,
-            attention, history, targets, evicted, candidate, y, nu, save)
+            attention, history, targets, evicted, candidate, y, nu, normalised, save)
 
     # The state in its layout (S oldest first) and the traces, in the order [S oldest first, R].
     last = (steps + torch.arange(nu, device=device)) % nu
@@ -781,8 +794,8 @@ class _Screened(torch.autograd.Function):
     """:func:`_screened_forward` and :func:`_screened_backward` as one autograd node per chunk."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, any_reset: list[bool], resets: Tensor, t0: Tensor,
-                short_valid: Tensor, short_time: Tensor, relevant_valid: Tensor,
+    def forward(ctx: FunctionCtx, any_reset: list[bool], normalised: bool, resets: Tensor,
+                t0: Tensor, short_valid: Tensor, short_time: Tensor, relevant_valid: Tensor,
                 relevant_time: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor,
                 score: Tensor, query_bias: Tensor, s0: Tensor, c0: Tensor | None,
                 short: Tensor, short_score: Tensor, relevant: Tensor,
@@ -791,7 +804,7 @@ class _Screened(torch.autograd.Function):
             xp, Weights(recurrent, key, score, query_bias), s0, c0, short, short_score,
             short_valid,
             short_time, relevant, relevant_score, relevant_valid, relevant_time, t0, resets,
-            any_reset, lstm=c0 is not None, save=True)
+            any_reset, lstm=c0 is not None, normalised=normalised, save=True)
         ctx.tape = tape  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)
         outputs = _flatten(result)
@@ -810,10 +823,10 @@ class _Screened(torch.autograd.Function):
             raise RuntimeError("an attentive cell's chunk can be backpropagated once: its "
                                "backward reuses the forward's buffers (no retain_graph)")
         ctx.tape = None  # type: ignore[attr-defined]
-        return (None,) * 7 + _screened_backward(tape, *grads[:len(_DIFFERENTIABLE)])
+        return (None,) * 8 + _screened_backward(tape, *grads[:len(_DIFFERENTIABLE)])
 
 
-_SCORE_INPUTS = (15, 17)
+_SCORE_INPUTS = (16, 18)
 """Positions of ``short_score`` and ``relevant_score`` among :meth:`_Screened.forward`'s
 inputs (``ctx`` not counted)."""
 
@@ -831,11 +844,15 @@ def _flatten(result: ScreenedResult) -> tuple[Any, ...]:
 def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, short: Tensor,
                   short_score: Tensor, short_valid: Tensor, short_time: Tensor,
                   relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
-                  relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult | None:
+                  relevant_time: Tensor, t0: Tensor, resets: Tensor, *,
+                  normalised: bool = False) -> ScreenedResult | None:
     """Relevancy screening (ReLSTM with ``c0``, ReLRNN without) over one chunk.
 
     Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
-    :class:`rlmem.cells.relevancy._RelevancyScreening` for the equations. Returns ``None``
+    :class:`rlmem.cells.screening.RelevancyScreening` for the equations. ``normalised``
+    screens as ``Screening.normalised`` does (each attention weight counted relative to the
+    uniform share of its step, and a free slot of R ranked at :data:`UNIFORM_SHARE`), else as
+    Algorithm 1. Returns ``None``
     when the engine cannot take the chunk (a dtype other than float32 and float64, or an
     episode longer than its float holds exactly), for the caller to run the step instead.
 
@@ -856,10 +873,10 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
         return _screened_forward(xp, weights, s0, c0, short, short_score, short_valid,
                                  short_time, relevant, relevant_score, relevant_valid,
                                  relevant_time, t0, resets, any_reset, lstm=c0 is not None,
-                                 save=False)[0]
-    outputs = _Screened.apply(any_reset, resets, t0, short_valid, short_time, relevant_valid,
-                              relevant_time, xp, *weights, s0, c0, short, short_score, relevant,
-                              relevant_score)
+                                 normalised=normalised, save=False)[0]
+    outputs = _Screened.apply(any_reset, normalised, resets, t0, short_valid, short_time,
+                              relevant_valid, relevant_time, xp, *weights, s0, c0, short,
+                              short_score, relevant, relevant_score)
     differentiable = dict(zip(_DIFFERENTIABLE, outputs, strict=False))
     t, short_valid, short_time, relevant_valid, relevant_time, *traces = outputs[
         len(_DIFFERENTIABLE):]

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from rlmem.cells.attention import AdditiveAttention
 from rlmem.cells.attention_scan import (
+    UNIFORM_SHARE,
     Weights,
     outside_autocast,
     prepared,
@@ -83,11 +84,6 @@ class Readout(Enum):
     through the recurrence, which can gate it."""
 
 
-UNIFORM_SHARE = 1.0
-""":class:`Screening.normalised`'s relevance of a state that drew exactly its uniform share of
-attention, and the score an empty slot of R holds."""
-
-
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
            candidate_score: Tensor, candidate_valid: Tensor, candidate_time: Tensor,
            floor: float = float("-inf")) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -147,12 +143,12 @@ class RelevancyScreening(Cell):
     attention singled them out.
 
     A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
-    the loop, a hand-written backward), in the parameters' dtype even under autocast. The same
-    math also runs one step at a time through :meth:`step`: for a rollout's few steps without
-    autograd (its prepared weights kept between calls), for parameters other than float32
-    and float64, and for the options the engine does not implement (``screening=normalised``,
-    ``readout=authors_code``, ReLRNN's ``modrelu``), which train through autograd step by step,
-    several times slower.
+    the loop, a hand-written backward), in the parameters' dtype even under autocast, with
+    either screening. The same math also runs one step at a time through :meth:`step`: for a
+    rollout's few steps without autograd (its prepared weights kept between calls; Algorithm
+    1's screening has a compiled step for them), for parameters other than float32 and
+    float64, and for the options the engine does not implement (``readout=authors_code``,
+    ReLRNN's ``modrelu``), which train through autograd step by step, several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -170,8 +166,8 @@ class RelevancyScreening(Cell):
 
     def runs_engine(self) -> bool:
         """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
-        options (Algorithm 1's screening and a tanh or LSTM base); else :meth:`step` runs."""
-        return self.screening is Screening.algorithm1 and self.readout is Readout.algorithm1
+        options (Algorithm 1's read-out and a tanh or LSTM base); else :meth:`step` runs."""
+        return self.readout is Readout.algorithm1
 
     # --- the base recurrence, in the doubled form of rlmem.cells.attention ------------------
 
@@ -247,7 +243,8 @@ class RelevancyScreening(Cell):
             s, output = 0.5 * (h + read), h
         received = weights_t[:, :self.short_term].detach()
         if normalised:  # relative to the uniform share 1/|M_t|, averaged over the ν steps
-            received = received * (valid.sum(dim=1, keepdim=True) / self.short_term)
+            held = valid.sum(dim=1, keepdim=True).to(received.dtype)
+            received = received * (held / self.short_term)
         new_state = state._replace(
             s=s, t=state.t + 1, **base_fields,
             short=short, short_score=short_score + received,
@@ -276,8 +273,8 @@ class RelevancyScreening(Cell):
                 xp, weights, state.s, getattr(state, "c", None), state.short,
                 state.short_score, state.short_valid, state.short_time, state.relevant,
                 state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
-                resets)
-        if result is None and self.runs_engine():
+                resets, normalised=self.screening is Screening.normalised)
+        if result is None and self.runs_engine() and self.screening is Screening.algorithm1:
             result = screened_step(
                 xp, weights, state.s, getattr(state, "c", None), state.short,
                 state.short_score, state.short_valid, state.short_time, state.relevant,

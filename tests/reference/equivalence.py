@@ -35,7 +35,7 @@ def _float_fields(state: Any) -> list[Tensor]:
     return [value for value in state if value.is_floating_point()]
 
 
-def assert_matches_reference(fast: Cell, reference: ReferenceCell, *, steps: int = 48,
+def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, steps: int = 48,
                              batch: int = 5, chunks: Sequence[int] = (1, 16, 31),
                              warmup: int = 7, seed: int = 0, tolerance: float = 1e-10,
                              state_view: Callable[[Any], dict[str, Tensor]] | None = None

@@ -506,18 +506,29 @@ void screened_pre(T* slots_data, const T* query, int64_t query_stride, const T* 
 
 // The softmax of the logits in attention over the slots, s = h + Σ_i w_i m_i, the attention
 // added to the scores (and ranks) of S, and the slots' meta data recorded for the traces.
+// Normalised screening adds each weight times |M_t| / ν, |M_t| the slots holding a state.
 template <typename T>
 void screened_attend(T* slots_data, T* attention, T* history, T* y, int64_t p, int64_t nu,
-                     int64_t slots, int64_t width, int64_t hidden, int64_t batch) {
+                     int64_t slots, int64_t width, int64_t hidden, int64_t batch,
+                     bool normalised) {
   const int64_t wide = 2 * hidden;
   for (int64_t b = 0; b < batch; ++b) {
     T* rows = slots_data + b * (slots + 1) * width;
     T* w = attention + b * slots;
     softmax_read(w, slots, rows + p * width, y + b * hidden, hidden,
                  [&](int64_t i) { return rows + i * width; });
+    T share = T(1);
+    if (normalised) {
+      int64_t held = 0;
+      for (int64_t i = 0; i < slots; ++i) {
+        held += rows[i * width + wide + 1] == T(0);
+      }
+      share = static_cast<T>(held) / static_cast<T>(nu);
+    }
     for (int64_t i = 0; i < nu; ++i) {
-      rows[i * width + wide] += w[i];
-      rows[i * width + wide + 2] += w[i];
+      const T received = normalised ? w[i] * share : w[i];
+      rows[i * width + wide] += received;
+      rows[i * width + wide + 2] += received;
     }
     for (int64_t i = 0; i < slots; ++i) {
       std::copy_n(rows + i * width + wide, 4, history + (b * slots + i) * 4);
@@ -533,7 +544,8 @@ std::vector<Tensor> screened_forward(
     const Tensor& z_in, const Tensor& z, const Tensor& entering, const Tensor& e,
     const Tensor& attention, const Tensor& history, const Tensor& targets,
     const Tensor& evicted, const Tensor& y, const Tensor& act, const Tensor& partner,
-    const Tensor& minus_one, int64_t nu, bool lstm, bool save) {
+    const Tensor& minus_one, int64_t nu, bool lstm, bool normalised, double uniform_share,
+    bool save) {
   const int64_t steps = xp.size(0), batch = s0.size(0), hidden = s0.size(1);
   const int64_t slots = attention.size(2), gates = lstm ? 4 * hidden : hidden;
   const int64_t wide = 2 * hidden, width = slot_data.size(2);
@@ -560,6 +572,9 @@ std::vector<Tensor> screened_forward(
       slot_data.masked_fill_(reset.unsqueeze(2), 0.0);
       mask.masked_fill_(reset, minus_inf);
       rank.masked_fill_(reset, minus_inf);
+      if (normalised) {  // a free slot of R ranks at the uniform share
+        rank.narrow(1, nu, slots - nu).masked_fill_(reset, uniform_share);
+      }
     }
     z_in_base.copy_(xp[k]);
     at::addmm_out(z_out, z_in, s, recurrent_t);
@@ -581,7 +596,7 @@ std::vector<Tensor> screened_forward(
                       attention[k].data_ptr<T>(), p, slots, width, hidden, batch);
       screened_attend<T>(slot_data.data_ptr<T>(), attention[k].data_ptr<T>(),
                          history[k].data_ptr<T>(), y[k].data_ptr<T>(), p, nu, slots, width,
-                         hidden, batch);
+                         hidden, batch, normalised);
     });
     s = y[k];
   }
