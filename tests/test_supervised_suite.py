@@ -210,6 +210,21 @@ def test_a_diverged_run_is_a_finished_row_that_says_so(
     assert f"diverged: {message}" in out.read_text()
 
 
+def test_the_suite_reports_a_run_that_diverged_as_finished_not_failed(
+        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """A run whose loss stops being finite exits with an error after recording the divergence
+    in its ``results.json``: the suite says so, and does not count it as a failed run."""
+    preset = "kag2021_table4_adding_tarnn_T200"
+    code = scripts["suite"].main(["--presets", preset, "--runs", str(tmp_path), "--",
+                                  *TINY, "iterations=50", "lr=1000", "seq_len=20"])
+    out = capsys.readouterr().out
+    results = json.loads((tmp_path / preset / "seed0" / "results.json").read_text())
+    assert results["diverged"], out
+    assert code == 0 and "FAILED" not in out, out
+    assert f"{preset} seed 0: finished: diverged after" in out
+
+
 def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
         scripts: dict[str, ModuleType], runs: Path, tmp_path: Path) -> None:
     """Its recall accuracy at the training T is the run's final evaluation (same weights, same

@@ -103,6 +103,9 @@ PAPER: dict[str, Paper] = {
         {200: "CE → 0 (\"zero average cross entropy\")"}),
     "kag2021_table4_adding_tarnn_T200": Paper(
         f"{TARNN_FIG2}c", {200: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
+    "kag2021_grid_lr1e-3_adding_tarnn_T200": Paper(
+        f"{TARNN_FIG2}c, at lr 1e-3 (its §A.5 grid)",
+        {200: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
     "kag2021_table4_adding_tarnn_T750": Paper(
         f"{TARNN_FIG2}d", {750: "MSE → 0 (\"solves the addition task\", in 1K steps)"}),
     "kag2021_grid_lr1e-3_adding_tarnn_T750": Paper(

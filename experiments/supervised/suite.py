@@ -154,15 +154,19 @@ class Runner:
         with log.open("a") as output:
             code = subprocess.run([sys.executable, *job.command[1:]], cwd=REPO, env=env,
                                   stdout=output, stderr=subprocess.STDOUT).returncode
+        after = self.budgets.status(job)
         if code == INTERRUPTED:
             self.stop.set()
             print(f"[suite] {job.label}: interrupted at its checkpoint", flush=True)
+        elif code != 0 and after.state is State.finished:
+            # A diverged run exits with an error, having recorded its divergence as its result.
+            print(f"[suite] {job.label}: {after.describe()}", flush=True)
         elif code != 0:
             with self.lock:
                 self.failed.append(job.label)
             print(f"[suite] {job.label}: FAILED (exit {code}); see {shown(log)}", flush=True)
         else:
-            print(f"[suite] {job.label}: {self.budgets.status(job).describe()}", flush=True)
+            print(f"[suite] {job.label}: {after.describe()}", flush=True)
 
 
 def dry_run(jobs: Sequence[Job], overrides: Sequence[str]) -> None:
