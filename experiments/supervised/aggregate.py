@@ -116,11 +116,16 @@ PAPER: dict[str, Paper] = {
     # The iRNN paper (papers/irnn-incremental-rnn.txt): Fig. 4c (T = 200) and 4d (T = 750).
     "kag2020_adding_irnn_T200": Paper(
         f"{IRNN_FIG4}c", {200: "MSE → 0 (\"solves the addition task\", in 2K iterations)"}),
+    "kag2020_grid_lr1e-3_adding_irnn_T200": Paper(
+        f"{IRNN_FIG4}c, at lr 1e-3 (the paper tunes its initial 1e-2 by grid search)",
+        {200: "MSE → 0 (\"solves the addition task\", in 2K iterations)"}),
     "kag2020_adding_irnn_T750": Paper(
         f"{IRNN_FIG4}d", {750: "MSE → 0 (\"solves the addition task\", in 2K iterations)"}),
     # The ERNN paper (papers/ernn-equilibrated-rnn.txt) has no addition experiment.
     "zhang2019_adding_ernn_T200": Paper("Zhang et al. (2019): no addition experiment", {}),
     "zhang2019_adding_ernn_T750": Paper("Zhang et al. (2019): no addition experiment", {}),
+    "zhang2019_grid_lr1e-3_adding_ernn_T200": Paper(
+        "Zhang et al. (2019): no addition experiment", {}),
 }
 """The papers' numbers by preset. The papers are stored as text (``/work/shared/papers``,
 without page numbers), so each is cited by table or figure."""
