@@ -46,7 +46,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(SUITE_DIR))
     try:
         yield {name: load(name) for name in ("rows", "status", "suite", "aggregate",
-                                          "recall_timing", "attention_onset")}
+                                          "recall_timing", "attention_onset", "fresh_eval")}
     finally:
         sys.path.remove(str(SUITE_DIR))
 
@@ -223,6 +223,28 @@ def test_the_suite_reports_a_run_that_diverged_as_finished_not_failed(
     assert results["diverged"], out
     assert code == 0 and "FAILED" not in out, out
     assert f"{preset} seed 0: finished: diverged after" in out
+
+
+def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
+        scripts: dict[str, ModuleType], tmp_path: Path) -> None:
+    """A run stopped by its target is re-evaluated on new batches at its training T; their
+    scores differ from the reported one (other sequences), and the verdict is the task's."""
+    run_dir = tmp_path / ADDING / "seed0"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="supervised",
+                      overrides=[f"+preset={ADDING}", *TINY, "seq_len=20", "target=1.0",
+                                 f"run_dir={run_dir}"])
+    run(cfg, run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["converged_at"] == 1
+    check = scripts["fresh_eval"].check(run_dir, batches=3)
+    assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh) == 3
+    assert check.reported == results["eval"]["mse@T20"]
+    assert len({check.reported, *check.fresh}) == 4  # four different batches
+    assert check.meets == (check.pooled <= 1.0)
+    out = tmp_path / "FRESH_EVAL.md"
+    scripts["fresh_eval"].main(["--runs", str(run_dir), "--batches", "2", "--out", str(out)])
+    assert f"| `{run_dir}` | mse ≤ 1.0000 at T=20 | 1 |" in out.read_text()
 
 
 def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
