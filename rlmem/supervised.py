@@ -105,7 +105,8 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
         grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
         eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every,
         transfer_every=cfg.get("transfer_every"), log_every=cfg.log_every,
-        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target)
+        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target,
+        confirm_batches=cfg.confirm_batches)
     transfer_model = None
     if cfg.eval_memory:
         transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, cfg.eval_memory),

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 
-from rlmem.cells import CELLS, CellOutput
+from rlmem.cells import CELLS, CellOutput, make_cell
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint, resolved_config
 from rlmem.runs.checkpoint import check_compatible
@@ -24,6 +24,8 @@ from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import check_supervised_config
 from rlmem.supervised import RESUME_SECTIONS, run
 from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
+from rlmem.tasks import trainer as trainer_module
+from rlmem.tasks.held_out import confirmation_score, confirmation_seed, evaluate
 from rlmem.tasks.recall import RecallTask
 
 TINY = ["seq_len=4", "batch_size=2", "iterations=2", "memory.hidden_size=8", "eval_every=1",
@@ -159,6 +161,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     ("grad_clip=-1", "grad_clip"),
     ("seq_len_min=5", r"seq_len_min must be null or in \[1, seq_len=4\]"),
     ("seq_len_min=0", "seq_len_min"),
+    ("confirm_batches=101", r"confirm_batches must be in \[0, 100\]"),
     ("device=cuda:7", "device"),
 ])
 def test_bad_values_fail_before_training(override: str, message: str, tmp_path: Path) -> None:
@@ -263,6 +266,53 @@ def test_a_target_stops_training_at_the_first_evaluation_that_meets_it(tmp_path:
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("iteration") == 3
     again = run(config(*overrides), tmp_path)
     assert again.iteration == 3 and again.converged_at == 3
+
+
+def test_a_confirmed_target_stops_only_when_fresh_batches_meet_it_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``confirm_batches`` the target must hold on the pooled confirmation batches as
+    well: met there, the run stops at once and records their score; missed there, it trains on
+    through evaluations its batch alone would have stopped at."""
+    overrides = ["task=adding", *TINY, "iterations=6", "eval_every=3", "checkpoint_every=50",
+                 "target=10.0", "confirm_batches=2", "figures=false"]
+    confirmed = run(config(*overrides), tmp_path / "confirmed")
+    assert confirmed.converged_at == 3
+    results = json.loads((tmp_path / "confirmed" / "results.json").read_text())
+    assert 0 <= results["eval"]["confirmed_mse@T4"] <= 10.0
+    drawn: list[int] = []
+
+    def missed(*args: object, **kwargs: object) -> list[float]:
+        drawn.append(1)
+        return [11.0, 12.0]  # pooled 11.5: above the target MSE of 10
+
+    monkeypatch.setattr(trainer_module, "confirmation_score", missed)
+    unconfirmed = run(config(*overrides), tmp_path / "unconfirmed")
+    assert unconfirmed.converged_at is None and unconfirmed.iteration == 6
+    assert len(drawn) == 2  # asked at both evaluations, 3 and 6
+    # A run that stopped without confirmation, run again under it, re-checks its stop and
+    # trains on (the suite skips a run that has a results.json; run() resumes it).
+    unconfirmed_overrides = [o for o in overrides if not o.startswith("confirm_batches")]
+    monkeypatch.undo()
+    assert run(config(*unconfirmed_overrides), tmp_path / "reopened").converged_at == 3
+    monkeypatch.setattr(trainer_module, "confirmation_score", missed)
+    reopened = run(config(*overrides), tmp_path / "reopened")
+    assert reopened.converged_at is None and reopened.iteration == 6
+
+
+def test_confirmation_batches_are_new_batches_and_each_run_has_its_own() -> None:
+    """Batch k of seed s is no evaluation batch of any seed below 1000, differs from the run's
+    own, and ``first`` skips the batches a stop rule already drew."""
+    task = TASKS["adding"]()
+    model = SequenceModel(make_cell("lstm", input_size=task.input_size, hidden_size=4),
+                          task.output_size, task.categorical)
+    device = torch.device("cpu")
+    own = evaluate(model, task, [10], 8, 0, device)["mse@T10"]
+    scores = confirmation_score(model, task, 10, 3, 8, 0, device)
+    assert len({own, *scores}) == 4
+    assert confirmation_score(model, task, 10, 2, 8, 0, device, first=1) == scores[1:]
+    assert confirmation_seed(0, 99) < confirmation_seed(1, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        confirmation_seed(0, 100)
 
 
 @pytest.mark.parametrize("transfer_every", [None, 2])

@@ -8,9 +8,11 @@ the target (99% recall, or an MSE of 0.01), and ``RESULTS.md`` reports that same
 the first of many noisy evaluations that crosses a line makes the reported score optimistic:
 a run hovering around 98.9% stops on a lucky 99.0%. This script re-evaluates every finished
 run that met its target (or the given ``--runs``) on ``--batches`` new batches of the run's
-evaluation size at its training T, drawn from generators no evaluation of the run uses, and
-reports their pooled score beside the reported one. The transfer lengths need no such check:
-their batches never decide the stop. Writes ``FRESH_EVAL.md`` (``--out``).
+evaluation size at its training T, and reports their pooled score beside the reported one.
+They are confirmation batches (:func:`rlmem.tasks.held_out.confirmation_seed`) that no
+evaluation of the run used: those after the ones its own stop rule drew (``confirm_batches``).
+The transfer lengths need no such check: their batches never decide the stop. Writes
+``FRESH_EVAL.md`` (``--out``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,8 @@ import torch
 from rows import HERE, ROWS, RUNS
 
 from rlmem.runs import CHECKPOINT_NAME
-from rlmem.tasks.held_out import evaluate
+from rlmem.tasks.held_out import confirmation_score
 from rlmem.tasks.saved import load_saved_model
-
-FRESH_SEEDS = 1_000
-"""Fresh batch ``k`` of a run of seed ``s`` is the evaluation batch of seed ``1000 + 100 s + k``
-(:func:`~rlmem.tasks.held_out.eval_generator`), which no run of seed below 1000 evaluates on."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +54,9 @@ def check(run_dir: Path, batches: int) -> Check:
     task, config = saved.task, saved.config
     seq_len = int(config["seq_len"])
     key = f"{task.score}@T{seq_len}"
-    fresh = [evaluate(saved.model, task, [seq_len], int(config["eval_batch_size"]),
-                      FRESH_SEEDS + 100 * saved.seed + k, torch.device("cpu"))[key]
-             for k in range(batches)]
+    fresh = confirmation_score(saved.model, task, seq_len, batches,
+                               int(config["eval_batch_size"]), saved.seed, torch.device("cpu"),
+                               first=int(config.get("confirm_batches", 0)))
     target = float(config["target"])
     return Check(run_dir, task.score, seq_len, target, int(results["converged_at"]),
                  float(results["eval"][key]), fresh,

@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from rlmem.schema.memory import register_memory_configs
+from rlmem.tasks.held_out import MAX_CONFIRM_BATCHES
 
 
 class OptimizerName(Enum):
@@ -100,6 +101,12 @@ class SupervisedConfig:
     target: float | None = None
     """Stop at the first evaluation whose score at seq_len meets this: recall accuracy >= target
     (copy, denoise), MSE <= target (adding). null trains all iterations."""
+    confirm_batches: int = 0
+    """When the evaluation batch meets the target, stop only if the pooled score of this many
+    fresh batches at seq_len (eval_batch_size each, drawn from generators no evaluation uses)
+    meets it too; else train on. Stopping at the first of many noisy evaluations to cross the
+    line biases the reported score upward; the fresh batches do not share that bias. 0: the
+    evaluation batch alone decides. At most 100. May change when a run resumes."""
     lr: float = 2e-4
     """Learning rate (the ReLSTM paper's copy/denoise setting)."""
     optimizer: OptimizerName = OptimizerName.adam
@@ -179,6 +186,10 @@ def check_supervised_config(cfg: DictConfig) -> None:
                          f"({cfg.eval_every}) or null, got {transfer_every}")
     if cfg.grad_clip is not None and not cfg.grad_clip > 0:
         raise ValueError(f"grad_clip must be positive or null, got {cfg.grad_clip}")
+    confirm_batches = cfg.get("confirm_batches", 0)
+    if not 0 <= confirm_batches <= MAX_CONFIRM_BATCHES:
+        raise ValueError(f"confirm_batches must be in [0, {MAX_CONFIRM_BATCHES}], got "
+                         f"{confirm_batches}")
     seq_len_min = cfg.get("seq_len_min")
     if seq_len_min is not None and not 0 < seq_len_min <= cfg.seq_len:
         raise ValueError(f"seq_len_min must be null or in [1, seq_len={cfg.seq_len}] (the "

@@ -26,6 +26,22 @@ def eval_generator(device: torch.device, seed: int, seq_len: int) -> torch.Gener
     return generator
 
 
+CONFIRMATION_SEEDS = 1_000
+"""Confirmation batch ``k`` of a run of seed ``s`` is the evaluation batch of seed
+``CONFIRMATION_SEEDS + MAX_CONFIRM_BATCHES · s + k`` (:func:`eval_generator`): no run of a seed
+below ``CONFIRMATION_SEEDS`` evaluates on it, and no two runs share one."""
+
+MAX_CONFIRM_BATCHES = 100
+"""Confirmation batches a run may draw (``k < MAX_CONFIRM_BATCHES``)."""
+
+
+def confirmation_seed(seed: int, k: int) -> int:
+    """The evaluation seed of confirmation batch ``k`` of a run of seed ``seed``."""
+    if not 0 <= k < MAX_CONFIRM_BATCHES:
+        raise ValueError(f"confirmation batch {k} out of range [0, {MAX_CONFIRM_BATCHES})")
+    return CONFIRMATION_SEEDS + MAX_CONFIRM_BATCHES * seed + k
+
+
 class ChunkedRun(NamedTuple):
     """What :func:`run_in_chunks` returns."""
 
@@ -91,3 +107,15 @@ def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], 
     finally:
         model.train(was_training)
     return results
+
+
+def confirmation_score(model: SequenceModel, task: SequenceTask, seq_len: int, batches: int,
+                       batch_size: int, seed: int, device: torch.device, amp: bool = False,
+                       first: int = 0) -> list[float]:
+    """The task's score (:attr:`~rlmem.tasks.SequenceTask.score`) at ``seq_len`` on each of
+    the confirmation batches ``first … first + batches - 1`` (:func:`confirmation_seed`):
+    batches that neither the training stream nor the run's own evaluation batch draws, to
+    check a score that was selected on the evaluation batch."""
+    key = f"{task.score}@T{seq_len}"
+    return [evaluate(model, task, [seq_len], batch_size, confirmation_seed(seed, k), device,
+                     amp)[key] for k in range(first, first + batches)]

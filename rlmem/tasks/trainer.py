@@ -23,7 +23,7 @@ from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogge
 from rlmem.runs.checkpoint import on_disk
 from rlmem.tasks.amp import autocast
 from rlmem.tasks.base import SequenceTask
-from rlmem.tasks.held_out import evaluate
+from rlmem.tasks.held_out import confirmation_score, evaluate
 from rlmem.tasks.model import SequenceModel
 
 
@@ -59,6 +59,10 @@ class Schedule:
     target: float | None = None
     """Stop at the first evaluation whose score at ``seq_len`` meets this (the task's
     :attr:`~rlmem.tasks.SequenceTask.score`); None trains all ``iterations``."""
+    confirm_batches: int = 0
+    """With a target: stop only if the pooled score of this many confirmation batches
+    (:func:`~rlmem.tasks.held_out.confirmation_score`) meets it too; 0: the evaluation batch
+    alone decides."""
     seq_len_min: int | None = None
     """Train each batch at a delay drawn uniformly from ``[seq_len_min, seq_len]``; None:
     every batch at ``seq_len``."""
@@ -235,6 +239,11 @@ class SupervisedTrainer:
             self.model.train()
             clock = (time.perf_counter(), time.process_time())
             window_start, since_log = clock[0], 0
+            if self.converged_at is not None and not self._meets_target(
+                    self.evaluate(transfer=False)):
+                # The stop rule may change on resume (a stricter target, or confirmation
+                # batches): a run that no longer meets it trains on.
+                self.converged_at = None
             if self.finished:
                 final = self.evaluate()  # resumed a finished run: report its evaluation
             while not self.finished and not self.run.stop_requested:
@@ -283,10 +292,23 @@ class SupervisedTrainer:
         every = self.schedule.transfer_every
         return every is not None and self.iteration % every == 0
 
-    def _meets_target(self, metrics: Mapping[str, float]) -> bool:
-        target = self.schedule.target
-        key = f"eval/{self.task.score}@T{self.schedule.seq_len}"
-        return target is not None and self.task.reached(metrics[key], target)
+    def _meets_target(self, metrics: dict[str, float]) -> bool:
+        """Whether the evaluation in ``metrics`` meets the target, and its confirmation
+        batches too when the schedule asks for them (their pooled score is added to
+        ``metrics`` as ``eval/confirmed_<score>@T<seq_len>``)."""
+        schedule = self.schedule
+        score = f"{self.task.score}@T{schedule.seq_len}"
+        if schedule.target is None or not self.task.reached(metrics[f"eval/{score}"],
+                                                             schedule.target):
+            return False
+        if not schedule.confirm_batches:
+            return True
+        scores = confirmation_score(self.model, self.task, schedule.seq_len,
+                                    schedule.confirm_batches, schedule.eval_batch_size,
+                                    schedule.seed, self.device, schedule.amp)
+        pooled = sum(scores) / len(scores)  # equal batches: the score over all their sequences
+        metrics[f"eval/confirmed_{score}"] = pooled
+        return self.task.reached(pooled, schedule.target)
 
     def _eval_line(self, metrics: Mapping[str, float]) -> str:
         evals = " ".join(f"{key[5:]}={value:.4f}" for key, value in metrics.items()
