@@ -294,6 +294,10 @@ def test_a_confirmed_target_stops_only_when_fresh_batches_meet_it_too(
     unconfirmed_overrides = [o for o in overrides if not o.startswith("confirm_batches")]
     monkeypatch.undo()
     assert run(config(*unconfirmed_overrides), tmp_path / "reopened").converged_at == 3
+    # Run again under confirmation that holds, it stays stopped and records the confirmation.
+    again = run(config(*overrides), tmp_path / "reopened")
+    assert again.converged_at == 3 and again.iteration == 3
+    assert "eval/confirmed_mse@T4" in again.final
     monkeypatch.setattr(trainer_module, "confirmation_score", missed)
     reopened = run(config(*overrides), tmp_path / "reopened")
     assert reopened.converged_at is None and reopened.iteration == 6

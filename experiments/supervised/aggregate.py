@@ -284,6 +284,8 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
         paper = PAPER.get(row.preset)
         reached = f"{sum(m is not None for m in met)}/{len(finished)}" if finished else "—"
         cross_entropy = "—" if row.task is Task.adding else mean_of(result.values("ce", T), "ce")
+        confirmed = [run.results["eval"].get(f"confirmed_{result.score}@T{T}")
+                     for run in finished if run.results and run.results["converged_at"]]
         lines.append([
             link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
@@ -293,11 +295,13 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             target_text(result) if result.preset.target is None else
             f"{target_text(result)}: {reached}",
             ", ".join("—" if m is None else str(m) for m in met) or "—",
+            ", ".join("unconfirmed" if value is None else formatter(result.score)(value)
+                      for value in confirmed) or "—",
             ", ".join(minutes(run.cpu_s) for run in finished) or "—"])
     return table(["preset", "cell", "task", "seeds finished", "ours (mean ± sd)", "per seed",
                   "ours: CE", "paper", "naive baseline", "target met", "iterations to target",
-                  "CPU min per run"], lines, ["---"] * 3 + ["---:"] * 4 + ["---"] * 2
-                 + ["---:"] * 3)
+                  "the stop's confirmation batches", "CPU min per run"], lines,
+                 ["---"] * 3 + ["---:"] * 4 + ["---"] * 2 + ["---:"] * 4)
 
 
 def transfer(results: Sequence[RowResult]) -> list[str]:

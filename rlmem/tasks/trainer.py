@@ -239,13 +239,15 @@ class SupervisedTrainer:
             self.model.train()
             clock = (time.perf_counter(), time.process_time())
             window_start, since_log = clock[0], 0
-            if self.converged_at is not None and not self._meets_target(
-                    self.evaluate(transfer=False)):
+            recheck: dict[str, float] = {}
+            if self.converged_at is not None:
                 # The stop rule may change on resume (a stricter target, or confirmation
                 # batches): a run that no longer meets it trains on.
-                self.converged_at = None
-            if self.finished:
-                final = self.evaluate()  # resumed a finished run: report its evaluation
+                recheck = self.evaluate(transfer=False)
+                if not self._meets_target(recheck):
+                    self.converged_at = None
+            if self.finished:  # resumed a finished run: report its evaluation
+                final = {**self.evaluate(at_seq_len=not recheck), **recheck}
             while not self.finished and not self.run.stop_requested:
                 try:
                     step = self.train_step()
