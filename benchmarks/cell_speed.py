@@ -29,6 +29,10 @@ only comparable within itself.
 ``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
 above its bound (cells without a bound are reported, not checked).
 
+``--variants`` adds the rows of :data:`VARIANTS` to the train measurement: cells with options
+other than their defaults (reported, not checked), such as relstm's normalised screening
+through the chunk engine and through the step path it used before.
+
 ``--clock cpu`` times with the process's CPU time instead of the wall clock: on a machine
 shared with other jobs, the time this process waits for a core then does not count (cache
 contention still does). ``--fallback`` adds a row ``name (python)`` per cell with compiled
@@ -45,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -55,6 +60,13 @@ TRAIN_BOUNDS: dict[str, float] = {
     "ernn": 2.0, "memlstm": 4.0,
 }
 """Largest allowed ratio to lstm of forward + backward per step."""
+
+VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "relstm, screening=normalised": ("relstm", {"screening": "normalised"}, True),
+    "relstm, screening=normalised, step path": ("relstm", {"screening": "normalised"}, False),
+}
+"""``--variants``: a row's cell, its options, and whether it may run its chunk engine (False:
+the step path under autograd, forced)."""
 
 ROLLOUT_BOUND = 2.5
 """Largest allowed ratio to lstm of one T=1 forward call, for every cell."""
@@ -100,12 +112,12 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build(name: str, batch: int, hidden: int, steps: int,
-          device: torch.device) -> tuple[Cell, torch.Tensor, torch.Tensor]:
-    """A cell with its default hyperparameters, inputs ``(steps, batch, hidden)`` and resets
-    with one reset in the middle of environment 0."""
+def build(name: str, batch: int, hidden: int, steps: int, device: torch.device,
+          **options: Any) -> tuple[Cell, torch.Tensor, torch.Tensor]:
+    """A cell with its default hyperparameters (but ``options``), inputs
+    ``(steps, batch, hidden)`` and resets with one reset in the middle of environment 0."""
     torch.manual_seed(0)
-    cell = make_cell(name, input_size=hidden, hidden_size=hidden).to(device)
+    cell = make_cell(name, input_size=hidden, hidden_size=hidden, **options).to(device)
     x = torch.randn(steps, batch, hidden, device=device)
     resets = torch.zeros(steps, batch, dtype=torch.bool, device=device)
     resets[steps // 2, 0] = True
@@ -208,14 +220,23 @@ def summarise(samples: dict[str, list[float]],
 
 def measure_train(names: Sequence[str], batch: int, hidden: int, steps: int, repeats: int,
                   device: torch.device, clock: Clock = Clock.WALL,
-                  fallback: bool = False) -> list[Row]:
+                  fallback: bool = False, variants: bool = False) -> list[Row]:
     """Forward + backward per step, at ``steps`` steps per sequence."""
     def make(name: str) -> Timer:
         return train_timer(*build(name, batch, hidden, steps, device), clock)
 
+    def make_variant(row: str) -> Timer:
+        name, options, engine = VARIANTS[row]
+        cell, x, resets = build(name, batch, hidden, steps, device, **options)
+        if not engine:
+            setattr(cell, "runs_engine", lambda: False)  # noqa: B010 (shadows the method)
+        return train_timer(cell, x, resets, clock)
+
     timers = {name: make(name) for name in names}
     if fallback:
         timers = with_fallback(timers, make)
+    if variants:
+        timers |= {row: make_variant(row) for row in VARIANTS}
     return summarise(round_robin(timers, repeats), TRAIN_BOUNDS.get)
 
 
@@ -281,6 +302,8 @@ def main() -> None:
                              "machine)")
     parser.add_argument("--fallback", action="store_true",
                         help="also time the Python loops of the cells with compiled ones")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the cells with the options of VARIANTS (train only)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -294,7 +317,7 @@ def main() -> None:
     for batch in args.batch:
         if "train" in args.modes:
             rows = measure_train(names, batch, args.hidden, args.steps, args.repeats, device,
-                                 clock, args.fallback)
+                                 clock, args.fallback, args.variants)
             within &= print_table(f"Forward + backward, batch {batch}, T={args.steps}", "step",
                                   rows)
         if "rollout" in args.modes:
