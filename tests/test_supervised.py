@@ -25,7 +25,7 @@ from rlmem.schema.supervised import check_supervised_config
 from rlmem.supervised import RESUME_SECTIONS, run
 from rlmem.tasks import TASKS, NonFiniteLossError, SequenceModel
 from rlmem.tasks import trainer as trainer_module
-from rlmem.tasks.held_out import confirmation_score, confirmation_seed, evaluate
+from rlmem.tasks.held_out import Confirmation, confirmation_score, confirmation_seed, evaluate
 from rlmem.tasks.recall import RecallTask
 
 TINY = ["seq_len=4", "batch_size=2", "iterations=2", "memory.hidden_size=8", "eval_every=1",
@@ -281,9 +281,9 @@ def test_a_confirmed_target_stops_only_when_fresh_batches_meet_it_too(
     assert 0 <= results["eval"]["confirmed_mse@T4"] <= 10.0
     drawn: list[int] = []
 
-    def missed(*args: object, **kwargs: object) -> list[float]:
+    def missed(*args: object, **kwargs: object) -> Confirmation:
         drawn.append(1)
-        return [11.0, 12.0]  # pooled 11.5: above the target MSE of 10
+        return Confirmation([11.0, 12.0])  # pooled 11.5: above the target MSE of 10
 
     monkeypatch.setattr(trainer_module, "confirmation_score", missed)
     unconfirmed = run(config(*overrides), tmp_path / "unconfirmed")
@@ -311,9 +311,9 @@ def test_confirmation_batches_are_new_batches_and_each_run_has_its_own() -> None
                           task.output_size, task.categorical)
     device = torch.device("cpu")
     own = evaluate(model, task, [10], 8, 0, device)["mse@T10"]
-    scores = confirmation_score(model, task, 10, 3, 8, 0, device)
+    scores = confirmation_score(model, task, 10, 3, 8, 0, device).scores
     assert len({own, *scores}) == 4
-    assert confirmation_score(model, task, 10, 2, 8, 0, device, first=1) == scores[1:]
+    assert confirmation_score(model, task, 10, 2, 8, 0, device, first=1).scores == scores[1:]
     assert confirmation_seed(0, 99) < confirmation_seed(1, 0)
     with pytest.raises(ValueError, match="out of range"):
         confirmation_seed(0, 100)

@@ -238,10 +238,10 @@ def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
     results = json.loads((run_dir / "results.json").read_text())
     assert results["converged_at"] == 1
     check = scripts["fresh_eval"].check(run_dir, batches=3)
-    assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh) == 3
+    assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh.scores) == 3
     assert check.reported == results["eval"]["mse@T20"]
-    assert len({check.reported, *check.fresh}) == 4  # four different batches
-    assert check.meets == (check.pooled <= 1.0)
+    assert len({check.reported, *check.fresh.scores}) == 4  # four different batches
+    assert check.meets == (check.fresh.pooled <= 1.0)
     out = tmp_path / "FRESH_EVAL.md"
     scripts["fresh_eval"].main(["--runs", str(run_dir), "--batches", "2", "--out", str(out)])
     assert f"| `{run_dir}` | mse ≤ 1.0000 at T=20 | 1 |" in out.read_text()

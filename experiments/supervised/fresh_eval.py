@@ -26,7 +26,7 @@ import torch
 from rows import HERE, ROWS, RUNS
 
 from rlmem.runs import CHECKPOINT_NAME
-from rlmem.tasks.held_out import confirmation_score
+from rlmem.tasks.held_out import Confirmation, confirmation_score
 from rlmem.tasks.saved import load_saved_model
 
 
@@ -38,14 +38,9 @@ class Check:
     target: float
     converged_at: int
     reported: float
-    fresh: list[float]
+    fresh: Confirmation
     meets: bool
     """Whether the pooled fresh score meets the target, by the task's own rule."""
-
-    @property
-    def pooled(self) -> float:
-        """The mean over the fresh batches (equal sizes: the score over all their sequences)."""
-        return sum(self.fresh) / len(self.fresh)
 
 
 def check(run_dir: Path, batches: int) -> Check:
@@ -59,8 +54,7 @@ def check(run_dir: Path, batches: int) -> Check:
                                first=int(config.get("confirm_batches", 0)))
     target = float(config["target"])
     return Check(run_dir, task.score, seq_len, target, int(results["converged_at"]),
-                 float(results["eval"][key]), fresh,
-                 task.reached(sum(fresh) / len(fresh), target))
+                 float(results["eval"][key]), fresh, task.reached(fresh.pooled, target))
 
 
 def targets_met(runs: Path) -> list[Path]:
@@ -116,8 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(
             f"| `{name}` | {result.metric} {sign} {fmt(result.metric, result.target)} at "
             f"T={result.seq_len} | {result.converged_at} | {fmt(result.metric, result.reported)} "
-            f"| {fmt(result.metric, result.pooled)} | "
-            f"{', '.join(fmt(result.metric, value) for value in result.fresh)} | "
+            f"| {fmt(result.metric, result.fresh.pooled)} | "
+            f"{', '.join(fmt(result.metric, value) for value in result.fresh.scores)} | "
             f"{'yes' if result.meets else 'no'} |")
         print(lines[-1], flush=True)
     lines += [f"| `{path.relative_to(RUNS)}` | — | — | — | — | — | its checkpoint was not kept |"

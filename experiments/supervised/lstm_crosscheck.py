@@ -81,11 +81,10 @@ def preset_config() -> DictConfig:
         return compose(config_name="supervised", overrides=[f"+preset={PRESET}"])
 
 
-def logged(path: Path) -> dict[int, tuple[str, str]]:
-    """The committed run's held-out cross-entropy and recall by iteration."""
+def logged(path: Path, delay: int) -> dict[int, tuple[str, str]]:
+    """The committed run's held-out cross-entropy and recall at ``delay`` by iteration."""
     if not path.exists():
         return {}
-    delay = preset_config().seq_len
     rows = csv.DictReader(path.open())
     return {int(float(row["iteration"])): (row[f"eval/ce@T{delay}"],
                                            row[f"eval/accuracy@T{delay}"])
@@ -107,7 +106,7 @@ def main() -> None:
     held_out = copy_batch(HELD_OUT, cfg.seq_len, torch.Generator().manual_seed(10_000 + args.seed))
     model = PlainLSTM(cfg.memory.hidden_size)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    theirs = logged(RUN)
+    theirs = logged(RUN, cfg.seq_len)
     memoryless = RECALL * math.log(SYMBOLS) / (cfg.seq_len + 2 * RECALL)
     print(f"{PRESET}: T = {cfg.seq_len}, batch {cfg.batch_size}, hidden "
           f"{cfg.memory.hidden_size}, Adam lr {cfg.lr:g}, clip {cfg.grad_clip}; memoryless CE "

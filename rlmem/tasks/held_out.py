@@ -109,13 +109,24 @@ def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], 
     return results
 
 
+class Confirmation(NamedTuple):
+    """The task's score on each confirmation batch (:func:`confirmation_score`)."""
+
+    scores: list[float]
+
+    @property
+    def pooled(self) -> float:
+        """Their mean: with batches of equal size, the score over all their sequences."""
+        return sum(self.scores) / len(self.scores)
+
+
 def confirmation_score(model: SequenceModel, task: SequenceTask, seq_len: int, batches: int,
                        batch_size: int, seed: int, device: torch.device, amp: bool = False,
-                       first: int = 0) -> list[float]:
+                       first: int = 0) -> Confirmation:
     """The task's score (:attr:`~rlmem.tasks.SequenceTask.score`) at ``seq_len`` on each of
     the confirmation batches ``first … first + batches - 1`` (:func:`confirmation_seed`):
     batches that neither the training stream nor the run's own evaluation batch draws, to
     check a score that was selected on the evaluation batch."""
     key = f"{task.score}@T{seq_len}"
-    return [evaluate(model, task, [seq_len], batch_size, confirmation_seed(seed, k), device,
-                     amp)[key] for k in range(first, first + batches)]
+    return Confirmation([evaluate(model, task, [seq_len], batch_size, confirmation_seed(seed, k),
+                                  device, amp)[key] for k in range(first, first + batches)])

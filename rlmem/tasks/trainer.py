@@ -305,10 +305,9 @@ class SupervisedTrainer:
             return False
         if not schedule.confirm_batches:
             return True
-        scores = confirmation_score(self.model, self.task, schedule.seq_len,
+        pooled = confirmation_score(self.model, self.task, schedule.seq_len,
                                     schedule.confirm_batches, schedule.eval_batch_size,
-                                    schedule.seed, self.device, schedule.amp)
-        pooled = sum(scores) / len(scores)  # equal batches: the score over all their sequences
+                                    schedule.seed, self.device, schedule.amp).pooled
         metrics[f"eval/confirmed_{score}"] = pooled
         return self.task.reached(pooled, schedule.target)
 
