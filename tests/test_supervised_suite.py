@@ -15,11 +15,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from rlmem.runs.lock import RunLock
 from rlmem.schema.memory import CONF_DIR
 from rlmem.supervised import run
+from rlmem.tasks.held_out import confirmation_score
+from rlmem.tasks.saved import load_saved_model
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "experiments" / "supervised"
 TINY = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every=1",
@@ -228,19 +231,28 @@ def test_the_suite_reports_a_run_that_diverged_as_finished_not_failed(
 def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
         scripts: dict[str, ModuleType], tmp_path: Path) -> None:
     """A run stopped by its target is re-evaluated on new batches at its training T; their
-    scores differ from the reported one (other sequences), and the verdict is the task's."""
+    scores differ from the reported one (other sequences), and the verdict is the task's. A
+    run stopped without confirmation, then confirmed when run again (its checkpoint's config
+    has no confirmation, its config.yaml has the preset's 4 batches), is re-evaluated on
+    batches after those."""
     run_dir = tmp_path / ADDING / "seed0"
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="supervised",
-                      overrides=[f"+preset={ADDING}", *TINY, "seq_len=20", "target=1.0",
-                                 f"run_dir={run_dir}"])
-    run(cfg, run_dir)
+    for confirm in (["confirm_batches=0"], []):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="supervised",
+                          overrides=[f"+preset={ADDING}", *TINY, "seq_len=20", "target=1.0",
+                                     *confirm, f"run_dir={run_dir}"])
+        run(cfg, run_dir)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["converged_at"] == 1
     check = scripts["fresh_eval"].check(run_dir, batches=3)
     assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh.scores) == 3
     assert check.reported == results["eval"]["mse@T20"]
     assert len({check.reported, *check.fresh.scores}) == 4  # four different batches
+    # The second run confirmed the stop on 4 batches: fresh_eval draws after them.
+    saved = load_saved_model(run_dir)
+    confirmation = confirmation_score(saved.model, saved.task, 20, 4, 4, 0, torch.device("cpu"))
+    assert results["eval"]["confirmed_mse@T20"] == confirmation.pooled
+    assert not set(confirmation.scores) & set(check.fresh.scores)
     assert check.meets == (check.fresh.pooled <= 1.0)
     out = tmp_path / "FRESH_EVAL.md"
     scripts["fresh_eval"].main(["--runs", str(run_dir), "--batches", "2", "--out", str(out)])

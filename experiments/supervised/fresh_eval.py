@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 from rows import HERE, ROWS, RUNS
 
 from rlmem.runs import CHECKPOINT_NAME
@@ -49,9 +50,13 @@ def check(run_dir: Path, batches: int) -> Check:
     task, config = saved.task, saved.config
     seq_len = int(config["seq_len"])
     key = f"{task.score}@T{seq_len}"
+    # The stop rule of the run's latest start (config.yaml), which may have confirmed a stop
+    # that an earlier config (the checkpoint's) made: its batches are skipped.
+    latest = OmegaConf.load(run_dir / "config.yaml")
+    first = int(latest.confirm_batches) if "confirm_batches" in latest else 0
     fresh = confirmation_score(saved.model, task, seq_len, batches,
                                int(config["eval_batch_size"]), saved.seed, torch.device("cpu"),
-                               first=int(config.get("confirm_batches", 0)))
+                               first=first)
     target = float(config["target"])
     return Check(run_dir, task.score, seq_len, target, int(results["converged_at"]),
                  float(results["eval"][key]), fresh, task.reached(fresh.pooled, target))
