@@ -233,7 +233,7 @@ def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
     """A run stopped by its target is re-evaluated on new batches at its training T; their
     scores differ from the reported one (other sequences), and the verdict is the task's. A
     run stopped without confirmation, then confirmed when run again (its checkpoint's config
-    has no confirmation, its config.yaml has the preset's 4 batches), is re-evaluated on
+    has no confirmation, its config.yaml has the preset's batches), is re-evaluated on
     batches after those."""
     run_dir = tmp_path / ADDING / "seed0"
     for confirm in (["confirm_batches=0"], []):
@@ -248,9 +248,10 @@ def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
     assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh.scores) == 3
     assert check.reported == results["eval"]["mse@T20"]
     assert len({check.reported, *check.fresh.scores}) == 4  # four different batches
-    # The second run confirmed the stop on 4 batches: fresh_eval draws after them.
+    # The second run confirmed the stop on the preset's batches: fresh_eval draws after them.
     saved = load_saved_model(run_dir)
-    confirmation = confirmation_score(saved.model, saved.task, 20, 4, 4, 0, torch.device("cpu"))
+    confirmation = confirmation_score(saved.model, saved.task, 20, cfg.confirm_batches,
+                                      cfg.eval_batch_size, 0, torch.device("cpu"))
     assert results["eval"]["confirmed_mse@T20"] == confirmation.pooled
     assert not set(confirmation.scores) & set(check.fresh.scores)
     assert check.meets == (check.fresh.pooled <= 1.0)
