@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", type=Path, help="run directories (default: every "
                         "finished run of the suite that met its target)")
-    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--out", type=Path, default=HERE / "FRESH_EVAL.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
