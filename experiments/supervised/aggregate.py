@@ -84,6 +84,11 @@ PAPER: dict[str, Paper] = {
         "the first stage of a curriculum, not in the paper", {}),
     "kerg2020_table1_transfer_copy_lstm_curriculum": Paper(
         "the control of the relstm curriculum, not in the paper: compare with the lstm row", {}),
+    "kerg2020_table1_transfer_copy_relstm_rho15_curriculum_T20": Paper(
+        "the first stage of a curriculum, not in the paper", {}),
+    "kerg2020_table1_transfer_copy_relstm_rho15_curriculum": Paper(
+        "an ablation, not in the paper's tables (ρ = 15: the authors' script's default): "
+        "compare with the relstm curriculum row", {}),
     "kerg2020_table1_transfer_copy_relstm_forget_bias1": Paper(
         "an ablation, not in the paper: compare with the relstm row", {}),
     "kerg2020_table2_denoise_relstm": Paper(f"{KERG}, Table 2, ReLLSTM", {100: "100%"}),

@@ -94,6 +94,13 @@ ROWS: tuple[Row, ...] = (
     Row("kerg2020_table1_transfer_copy_relstm_curriculum_varied_delay", Task.transfer_copy,
         "relstm", HEADLINE_SEEDS, variant="curriculum, delays 50–100",
         after="kerg2020_table1_transfer_copy_relstm_curriculum_T20"),
+    # Not in the paper's tables: the relstm curriculum with R of 15 slots (the authors' public
+    # script's default), so that R can admit blank states without pushing out a symbol.
+    Row("kerg2020_table1_transfer_copy_relstm_rho15_curriculum_T20", Task.copy, "relstm",
+        HEADLINE_SEEDS, variant="ρ = 15, curriculum stage 1: T = 20, lr 1e-3"),
+    Row("kerg2020_table1_transfer_copy_relstm_rho15_curriculum", Task.transfer_copy, "relstm",
+        HEADLINE_SEEDS, variant="ρ = 15, curriculum: T = 20 first",
+        after="kerg2020_table1_transfer_copy_relstm_rho15_curriculum_T20"),
     # The rest of the ReLSTM paper's Tables 1 and 2.
     Row("kerg2020_table1_transfer_copy_relrnn", Task.transfer_copy, "relrnn"),
     Row("kerg2020_table1_transfer_copy_memlstm", Task.transfer_copy, "memlstm"),
