@@ -182,6 +182,20 @@ def test_gate_biases_reach_every_lstm_and_gru_inside_a_cell(name: str) -> None:
             assert bias[~rows].abs().max() < 2 * hidden ** -0.5, (name, bias)
 
 
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in CELLS if "forget_bias" in hyperparameters(CELLS[n])))
+def test_forget_bias_none_keeps_torchs_random_draw(name: str) -> None:
+    """``forget_bias=None`` leaves the forget gate's rows as torch drew them: a sum of two
+    ``U(±1/√H)`` draws that differs per unit, not one constant (``forget_bias=0``)."""
+    hidden = 32
+    for found_kind, bias, _ in _gate_biases(make_cell(name, input_size=5, hidden_size=hidden,
+                                                      forget_bias=None)):
+        assert found_kind == "lstm"
+        forget = bias[LSTM_FORGET_GATE * hidden:(LSTM_FORGET_GATE + 1) * hidden]
+        assert forget.abs().max() <= 2 * hidden ** -0.5, (name, forget)
+        assert forget.unique().numel() == hidden, (name, forget)
+
 def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "old"
     shutil.copytree(OLD_RUN, run)

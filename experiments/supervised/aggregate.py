@@ -66,6 +66,12 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_relstm": table1("ReLLSTM", "100%", "99%", "99%", "99%", "99%"),
     "kerg2020_table1_transfer_copy_lstm": table1(
         "LSTM (its Table 4: 100% at T = 100)", "99%", "64%", "48%", "19%", "14%"),
+    "kerg2020_table1_transfer_copy_relstm_script": table1(
+        "ReLLSTM (at the authors' script's settings, not Table 5's)",
+        "100%", "99%", "99%", "99%", "99%"),
+    "kerg2020_table1_transfer_copy_lstm_script": table1(
+        "LSTM (at the authors' script's settings, not Table 5's)",
+        "99%", "64%", "48%", "19%", "14%"),
     "kerg2020_table1_transfer_copy_relrnn": table1("ReLRNN", "100%", "99%", "99%", "99%", "99%"),
     "kerg2020_table1_transfer_copy_memlstm": table1("MemRNN", "99%", "99%", "99%", "92%", "OOM"),
     "kerg2020_table1_transfer_copy_relstm_normalised_screening": Paper(

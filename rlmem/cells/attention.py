@@ -94,14 +94,14 @@ class LSTMBase(nn.Module):
     bias starts at ``forget_bias`` (see :class:`rlmem.cells.LSTM`).
     """
 
-    def __init__(self, input_size: int, hidden_size: int, forget_bias: float) -> None:
+    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None) -> None:
         super().__init__()
         self.forget_bias = forget_bias
         self.cell = nn.LSTMCell(input_size, hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """torch's initialisation, then the forget-gate bias set to ``forget_bias``."""
+        """torch's initialisation, then the forget-gate bias set to ``forget_bias``, if given."""
         self.cell.reset_parameters()
         init_gate_bias(self.cell.bias_ih, self.cell.bias_hh, self.cell.hidden_size,
                        LSTM_FORGET_GATE, self.forget_bias)

@@ -36,13 +36,15 @@ class LSTM(Cell):
 
     Initialisation: torch's uniform :math:`\pm 1/\sqrt{H}`, except the forget-gate bias
     :math:`b_f` = ``forget_bias`` (default 1; Gers et al., 2000; Jozefowicz et al., 2015). With
-    torch's 0, :math:`f_t` starts near 0.5 and a cue fades within a few steps: on MiniGrid
-    MemoryS7 an LSTM agent stayed at chance with bias 0 and solved the task with bias 1.
+    0, :math:`f_t` starts near 0.5 and a cue fades within a few steps: on MiniGrid MemoryS7 an
+    LSTM agent stayed at chance with bias 0 and solved the task with bias 1. ``None`` keeps
+    torch's own draw, a bias near 0 that differs per unit (the ReLSTM authors' script).
 
     Args:
         input_size: features of each input.
         hidden_size: features of :math:`h` and :math:`c`.
-        forget_bias: initial bias of the forget gate (0 is torch's default).
+        forget_bias: initial bias of the forget gate; ``None`` keeps torch's random one
+            (:func:`~rlmem.cells.gate_bias.init_gate_bias`).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -51,14 +53,15 @@ class LSTM(Cell):
 
     state_type = LSTMState
 
-    def __init__(self, input_size: int, hidden_size: int, *, forget_bias: float = 1.0) -> None:
+    def __init__(self, input_size: int, hidden_size: int, *,
+                 forget_bias: float | None = 1.0) -> None:
         super().__init__(input_size, hidden_size)
         self.forget_bias = forget_bias
         self.rnn = nn.LSTM(input_size, hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """torch's initialisation, then the forget-gate bias set to ``forget_bias``."""
+        """torch's initialisation, then the forget-gate bias set to ``forget_bias``, if given."""
         self.rnn.reset_parameters()
         _, _, bias_ih, bias_hh = self.rnn.all_weights[0]
         init_gate_bias(bias_ih, bias_hh, self.hidden_size, LSTM_FORGET_GATE, self.forget_bias)

@@ -92,7 +92,7 @@ class MemLSTM(Cell):
     state_type = MemLSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *, capacity: int = 256,
-                 forget_bias: float = 1.0) -> None:
+                 forget_bias: float | None = 1.0) -> None:
         super().__init__(input_size, hidden_size)
         if capacity < 1:
             raise ValueError(f"MemLSTM: capacity must be ≥ 1, got {capacity}")

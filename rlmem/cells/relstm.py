@@ -95,7 +95,7 @@ class ReLSTM(RelevancyScreening):
     state_type = ReLSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
-                 relevant: int = 5, forget_bias: float = 1.0,
+                 relevant: int = 5, forget_bias: float | None = 1.0,
                  screening: Screening = Screening.algorithm1,
                  readout: Readout = Readout.algorithm1) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
