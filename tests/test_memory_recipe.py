@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,31 @@ def test_forget_bias_none_keeps_torchs_random_draw(name: str) -> None:
         forget = bias[LSTM_FORGET_GATE * hidden:(LSTM_FORGET_GATE + 1) * hidden]
         assert forget.abs().max() <= 2 * hidden ** -0.5, (name, forget)
         assert forget.unique().numel() == hidden, (name, forget)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in CELLS if "chrono_t_max" in hyperparameters(CELLS[n])))
+def test_chrono_draws_each_forget_bias_from_log_uniform_and_the_input_bias_opposite(
+        name: str) -> None:
+    """Tallec & Ollivier's chrono initialisation: ``b_f ~ log U[1, T_max - 1]``, ``b_i = -b_f``,
+    on every LSTM inside the cell; asking for it beside a forget_bias, or with T_max < 3, fails
+    before anything is built."""
+    hidden, t_max = 64, 120
+    torch.manual_seed(0)
+    gates = _gate_biases(make_cell(name, input_size=5, hidden_size=hidden, forget_bias=None,
+                                   chrono_t_max=t_max))
+    assert gates
+    for kind, bias, _ in gates:
+        assert kind == "lstm"
+        forget = bias[LSTM_FORGET_GATE * hidden:(LSTM_FORGET_GATE + 1) * hidden]
+        assert torch.equal(bias[:hidden], -forget)
+        assert forget.min() >= 0.0 and forget.max() <= math.log(t_max - 1)
+        # The time scales e^{b_f}, not the biases, are uniform: half lie below T_max / 2.
+        assert 0.3 < (forget.exp() < t_max / 2).float().mean() < 0.7
+    with pytest.raises(ValueError, match="forget_bias=None"):
+        make_cell(name, input_size=5, hidden_size=hidden, chrono_t_max=t_max)
+    with pytest.raises(ValueError, match="at least 3"):
+        make_cell(name, input_size=5, hidden_size=hidden, forget_bias=None, chrono_t_max=2)
 
 def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "old"

@@ -92,7 +92,8 @@ def test_the_filters_narrow_the_runs_and_overrides_follow(
         f"run_dir={tmp_path / preset / 'seed1'}{warm} device=cpu"
         for preset, warm in ((RELSTM, ""), (LSTM, ""),
                              *(stage for pair in curricula for stage in pair),
-                             (f"{RELSTM}_script", ""), (f"{LSTM}_script", ""))]
+                             (f"{RELSTM}_script", ""), (f"{LSTM}_script", ""),
+                             (f"{LSTM}_chrono_script", ""))]
     scripts["suite"].main(["--dry-run", "--only", "adding", "--presets", ADDING, RELSTM])
     assert [line.split()[3] for line in commands(capsys.readouterr().out)] == [
         f"+preset={ADDING}"]

@@ -107,6 +107,9 @@ ROWS: tuple[Row, ...] = (
         HEADLINE_SEEDS, headline=True, variant="authors' script: batch 10, RMSprop, ρ = 15"),
     Row("kerg2020_table1_transfer_copy_lstm_script", Task.transfer_copy, "lstm",
         HEADLINE_SEEDS, headline=True, variant="authors' script: batch 10, RMSprop"),
+    Row("kerg2020_table1_transfer_copy_lstm_chrono_script", Task.transfer_copy, "lstm",
+        HEADLINE_SEEDS, headline=True,
+        variant="authors' script: batch 10, RMSprop; chrono init, T_max = 120"),
     Row("kerg2020_table1_transfer_copy_relstm_script_rho10_bias0", Task.transfer_copy,
         "relstm", variant="authors' script's batch 10 and RMSprop, Table 5's ρ = 10, bias 0"),
     # The rest of the ReLSTM paper's Tables 1 and 2.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.gate_bias import LSTM_FORGET_GATE, init_gate_bias
+from rlmem.cells.gate_bias import init_lstm_gate_biases
 
 LSTM_GATE_G = 2
 """Block of the cell-input gate ``g`` (the one under a tanh) in torch's LSTM weights."""
@@ -90,21 +90,23 @@ class LSTMBase(nn.Module):
     r"""The LSTM recurrence of an attentive cell, fed the macro-state :math:`s_{t-1}`.
 
     :math:`(h_t, c_t) = \mathrm{LSTMCell}(x_t, (s_{t-1}, c_{t-1}))`: the gates read
-    :math:`[s_{t-1}, x_t]` and the cell state :math:`c` is carried as usual. The forget-gate
-    bias starts at ``forget_bias`` (see :class:`rlmem.cells.LSTM`).
+    :math:`[s_{t-1}, x_t]` and the cell state :math:`c` is carried as usual. The gate biases
+    start by ``forget_bias`` or ``chrono_t_max``, as in :class:`rlmem.cells.LSTM`.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None) -> None:
+    def __init__(self, input_size: int, hidden_size: int, forget_bias: float | None,
+                 chrono_t_max: int | None = None) -> None:
         super().__init__()
         self.forget_bias = forget_bias
+        self.chrono_t_max = chrono_t_max
         self.cell = nn.LSTMCell(input_size, hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """torch's initialisation, then the forget-gate bias set to ``forget_bias``, if given."""
+        """torch's initialisation, then the gate biases by ``forget_bias`` or ``chrono_t_max``."""
         self.cell.reset_parameters()
-        init_gate_bias(self.cell.bias_ih, self.cell.bias_hh, self.cell.hidden_size,
-                       LSTM_FORGET_GATE, self.forget_bias)
+        init_lstm_gate_biases(self.cell.bias_ih, self.cell.bias_hh, self.cell.hidden_size,
+                              self.forget_bias, self.chrono_t_max)
 
     def forward(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """Shapes: x_t ``(B, input)``, s and c ``(B, H)``; returns ``h_t, c_t``, each ``(B, H)``."""
@@ -138,4 +140,5 @@ class LSTMBase(nn.Module):
         return o * (2.0 * torch.sigmoid(2.0 * c) - 1.0), c
 
     def extra_repr(self) -> str:
-        return f"forget_bias={self.forget_bias}"
+        chrono = "" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"
+        return f"forget_bias={self.forget_bias}{chrono}"

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.fused import scan_segments
-from rlmem.cells.gate_bias import LSTM_FORGET_GATE, init_gate_bias
+from rlmem.cells.gate_bias import init_lstm_gate_biases
 from rlmem.cells.registry import register
 
 
@@ -39,12 +39,16 @@ class LSTM(Cell):
     0, :math:`f_t` starts near 0.5 and a cue fades within a few steps: on MiniGrid MemoryS7 an
     LSTM agent stayed at chance with bias 0 and solved the task with bias 1. ``None`` keeps
     torch's own draw, a bias near 0 that differs per unit (the ReLSTM authors' script).
+    ``chrono_t_max`` instead draws the forget and input gates' biases by the chrono
+    initialisation (Tallec & Ollivier, 2018; :func:`~rlmem.cells.gate_bias.init_lstm_gate_biases`).
 
     Args:
         input_size: features of each input.
         hidden_size: features of :math:`h` and :math:`c`.
         forget_bias: initial bias of the forget gate; ``None`` keeps torch's random one
             (:func:`~rlmem.cells.gate_bias.init_gate_bias`).
+        chrono_t_max: the longest dependency, in steps, of the chrono initialisation; ``None``
+            (default) leaves it off. Requires ``forget_bias=None``.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -54,17 +58,19 @@ class LSTM(Cell):
     state_type = LSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *,
-                 forget_bias: float | None = 1.0) -> None:
+                 forget_bias: float | None = 1.0, chrono_t_max: int | None = None) -> None:
         super().__init__(input_size, hidden_size)
         self.forget_bias = forget_bias
+        self.chrono_t_max = chrono_t_max
         self.rnn = nn.LSTM(input_size, hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """torch's initialisation, then the forget-gate bias set to ``forget_bias``, if given."""
+        """torch's initialisation, then the gate biases by ``forget_bias`` or ``chrono_t_max``."""
         self.rnn.reset_parameters()
         _, _, bias_ih, bias_hh = self.rnn.all_weights[0]
-        init_gate_bias(bias_ih, bias_hh, self.hidden_size, LSTM_FORGET_GATE, self.forget_bias)
+        init_lstm_gate_biases(bias_ih, bias_hh, self.hidden_size, self.forget_bias,
+                              self.chrono_t_max)
 
     def step(self, x_t: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState, dict[str, Tensor]]:
         h, c = torch.lstm_cell(x_t, (state.h, state.c), *self.rnn.all_weights[0])
@@ -80,4 +86,5 @@ class LSTM(Cell):
         return scan_segments(self._run_fused, x, state, resets)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, forget_bias={self.forget_bias}"
+        chrono = "" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"
+        return f"{super().extra_repr()}, forget_bias={self.forget_bias}{chrono}"

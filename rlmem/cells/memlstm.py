@@ -81,6 +81,7 @@ class MemLSTM(Cell):
         hidden_size: size of :math:`h`, :math:`s` and each memory slot.
         capacity: number of past states held (the longest exactly-attended episode).
         forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
+        chrono_t_max: the LSTM base's chrono initialisation (see :class:`~rlmem.cells.LSTM`).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -92,12 +93,13 @@ class MemLSTM(Cell):
     state_type = MemLSTMState
 
     def __init__(self, input_size: int, hidden_size: int, *, capacity: int = 256,
-                 forget_bias: float | None = 1.0) -> None:
+                 forget_bias: float | None = 1.0,
+                 chrono_t_max: int | None = None) -> None:
         super().__init__(input_size, hidden_size)
         if capacity < 1:
             raise ValueError(f"MemLSTM: capacity must be ≥ 1, got {capacity}")
         self.capacity = capacity
-        self.base = LSTMBase(input_size, hidden_size, forget_bias)
+        self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
         self.attention = AdditiveAttention(hidden_size)
         self.overflow_warned = False
         """Whether this cell has warned that an episode outgrew ``capacity``."""

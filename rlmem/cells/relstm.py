@@ -77,6 +77,7 @@ class ReLSTM(RelevancyScreening):
         short_term: ν, the length of the short-term buffer (paper: 5 for RL, 10 for copy).
         relevant: ρ, the capacity of the relevant set (paper: 5 for RL, 10 for copy).
         forget_bias: initial forget-gate bias of the LSTM base (see :class:`~rlmem.cells.LSTM`).
+        chrono_t_max: the LSTM base's chrono initialisation (see :class:`~rlmem.cells.LSTM`).
         screening: :attr:`Screening.algorithm1` (the paper's; R starts with the first ρ
             states) or the ablation :attr:`Screening.normalised`; a member or its name.
         readout: :attr:`Readout.algorithm1` (the paper's: emit :math:`s_t`) or
@@ -96,11 +97,12 @@ class ReLSTM(RelevancyScreening):
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
                  relevant: int = 5, forget_bias: float | None = 1.0,
+                 chrono_t_max: int | None = None,
                  screening: Screening = Screening.algorithm1,
                  readout: Readout = Readout.algorithm1) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
                          screening=screening, readout=readout)
-        self.base = LSTMBase(input_size, hidden_size, forget_bias)
+        self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         return self.base.doubled()

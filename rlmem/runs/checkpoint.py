@@ -216,16 +216,17 @@ LEGACY_VALUES: dict[str, Any] = {
     "memory.update_rule": "eq5",
     "memory.learn_alpha": True,
     "seq_len_min": None,
+    "memory.chrono_t_max": None,
 }
 """What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
 and left torch's gate biases; no cell was stacked; envs had no wrappers and no Discrete
 observations, and MiniGrid's had no direction; ReLSTM/ReLRNN screened and read out by
 Algorithm 1, and ReLRNN's base was tanh, before any of these was an option; iRNN ran Eq. 5
 with a learned α before Eq. 8 became its default; supervised runs trained every batch at
-seq_len before ``seq_len_min`` existed). A checkpoint without the key is compatible
-with a config that sets it to this value. Every option added to a cell after rlmem 0.1 needs an
-entry here, or runs written before it cannot resume (``tests/test_memory_recipe.py`` checks
-this against the configs of rlmem 0.1's runs)."""
+seq_len before ``seq_len_min`` existed; no LSTM had the chrono initialisation). A checkpoint
+without the key is compatible with a config that sets it to this value. Every option added to
+a cell after rlmem 0.1 needs an entry here, or runs written before it cannot resume
+(``tests/test_memory_recipe.py`` checks this against the configs of rlmem 0.1's runs)."""
 
 
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
