@@ -75,6 +75,8 @@ PAPER: dict[str, Paper] = {
     "kerg2020_table1_transfer_copy_lstm_chrono_script": table1(
         "LSTM (its init is torch's; this row's chrono init is not in the paper)",
         "99%", "64%", "48%", "19%", "14%"),
+    "kerg2020_table1_transfer_copy_relstm_script_rho10": Paper(
+        "an ablation, not in the paper's tables: compare with the relstm script row", {}),
     "kerg2020_table1_transfer_copy_relstm_script_rho10_bias0": Paper(
         "an ablation, not in the paper's tables: compare with the relstm script row", {}),
     "kerg2020_table1_transfer_copy_relrnn": table1("ReLRNN", "100%", "99%", "99%", "99%", "99%"),

@@ -112,6 +112,8 @@ ROWS: tuple[Row, ...] = (
         variant="authors' script: batch 10, RMSprop; chrono init, T_max = 120"),
     Row("kerg2020_table1_transfer_copy_relstm_script_rho10_bias0", Task.transfer_copy,
         "relstm", variant="authors' script's batch 10 and RMSprop, Table 5's ρ = 10, bias 0"),
+    Row("kerg2020_table1_transfer_copy_relstm_script_rho10", Task.transfer_copy, "relstm",
+        variant="authors' script, Table 5's ρ = 10"),
     # The rest of the ReLSTM paper's Tables 1 and 2.
     Row("kerg2020_table1_transfer_copy_relrnn", Task.transfer_copy, "relrnn"),
     Row("kerg2020_table1_transfer_copy_memlstm", Task.transfer_copy, "memlstm"),
