@@ -26,9 +26,9 @@ def init_gate_bias(bias_ih: Tensor, bias_hh: Tensor, hidden_size: int, gate: int
     torch adds two biases, ``b_i*`` and ``b_h*``, each stacking its gates in blocks of
     ``hidden_size``. The input-side block of ``gate`` is set to ``value`` and the hidden-side
     block to 0, so their sum, the gate's bias, is ``value`` (one per unit if a tensor of
-    ``hidden_size``). ``None`` leaves torch's own
-    initialisation, both blocks drawn from :math:`U(-1/\\sqrt{H}, 1/\\sqrt{H})`: the gate's bias
-    then varies per unit around 0, where ``value=0`` makes it exactly 0 for every unit.
+    ``hidden_size``). ``None`` leaves torch's own initialisation, both blocks drawn from
+    :math:`U(-1/\\sqrt{H}, 1/\\sqrt{H})`: the gate's bias then varies per unit around 0, where
+    ``value=0`` makes it exactly 0 for every unit.
     """
     if value is None:
         return
