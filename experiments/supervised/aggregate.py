@@ -144,6 +144,8 @@ PAPER: dict[str, Paper] = {
     "zhang2019_adding_ernn_T750": Paper("Zhang et al. (2019): no addition experiment", {}),
     "zhang2019_grid_lr1e-3_adding_ernn_T200": Paper(
         "Zhang et al. (2019): no addition experiment", {}),
+    "zhang2019_grid_lr1e-3_adding_ernn_T750": Paper(
+        "Zhang et al. (2019): no addition experiment", {}),
 }
 """The papers' numbers by preset. The papers are stored as text (``/work/shared/papers``,
 without page numbers), so each is cited by table or figure."""

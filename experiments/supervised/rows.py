@@ -129,6 +129,7 @@ ROWS: tuple[Row, ...] = (
     Row("zhang2019_adding_ernn_T200", Task.adding, "ernn"),
     Row("zhang2019_grid_lr1e-3_adding_ernn_T200", Task.adding, "ernn", variant="lr 1e-3"),
     Row("zhang2019_adding_ernn_T750", Task.adding, "ernn"),
+    Row("zhang2019_grid_lr1e-3_adding_ernn_T750", Task.adding, "ernn", variant="lr 1e-3"),
     Row("kag2021_adding_lstm_T200", Task.adding, "lstm"),
     Row("kag2021_adding_lstm_T750", Task.adding, "lstm"),
     # TARNN's copy at lr 1e-3, the next value of its paper's grid (at 1e-2 it diverges).
