@@ -222,6 +222,7 @@ def test_chrono_draws_each_forget_bias_from_log_uniform_and_the_input_bias_oppos
     with pytest.raises(ValueError, match="at least 3"):
         make_cell(name, input_size=5, hidden_size=hidden, forget_bias=None, chrono_t_max=2)
 
+
 def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
     run = tmp_path / "old"
     shutil.copytree(OLD_RUN, run)

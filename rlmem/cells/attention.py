@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.gate_bias import init_lstm_gate_biases
+from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 
 LSTM_GATE_G = 2
 """Block of the cell-input gate ``g`` (the one under a tanh) in torch's LSTM weights."""
@@ -140,5 +140,4 @@ class LSTMBase(nn.Module):
         return o * (2.0 * torch.sigmoid(2.0 * c) - 1.0), c
 
     def extra_repr(self) -> str:
-        chrono = "" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"
-        return f"forget_bias={self.forget_bias}{chrono}"
+        return lstm_gate_bias_repr(self.forget_bias, self.chrono_t_max)

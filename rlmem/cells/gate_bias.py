@@ -69,3 +69,9 @@ def init_lstm_gate_biases(bias_ih: Tensor, bias_hh: Tensor, hidden_size: int,
     forget = torch.log(forget.uniform_(1.0, float(chrono_t_max - 1)))
     init_gate_bias(bias_ih, bias_hh, hidden_size, LSTM_FORGET_GATE, forget)
     init_gate_bias(bias_ih, bias_hh, hidden_size, LSTM_INPUT_GATE, -forget)
+
+
+def lstm_gate_bias_repr(forget_bias: float | None, chrono_t_max: int | None) -> str:
+    """The gate-bias options of :func:`init_lstm_gate_biases` as an ``extra_repr`` shows them."""
+    chrono = "" if chrono_t_max is None else f", chrono_t_max={chrono_t_max}"
+    return f"forget_bias={forget_bias}{chrono}"

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.fused import scan_segments
-from rlmem.cells.gate_bias import init_lstm_gate_biases
+from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 from rlmem.cells.registry import register
 
 
@@ -86,5 +86,5 @@ class LSTM(Cell):
         return scan_segments(self._run_fused, x, state, resets)
 
     def extra_repr(self) -> str:
-        chrono = "" if self.chrono_t_max is None else f", chrono_t_max={self.chrono_t_max}"
-        return f"{super().extra_repr()}, forget_bias={self.forget_bias}{chrono}"
+        return (f"{super().extra_repr()}, "
+                f"{lstm_gate_bias_repr(self.forget_bias, self.chrono_t_max)}")
