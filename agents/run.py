@@ -12,7 +12,7 @@ A trainer writes only its loop::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,7 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.train_config import TrainConfig, recorded_config, with_derived_values
-from rlmem.envs import env_spec
+from rlmem.envs import TRUST_KEY, env_spec, refuse_untrusted_code
+from rlmem.envs.trust import named_imports
 from rlmem.runs import ResumeRules, RunSession, open_run
 
 RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
@@ -29,11 +30,23 @@ RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs
 """Keys that must match a checkpoint to resume from it (``frames`` may grow). ``transfer_env``
 is not one: it only names where the run is evaluated."""
 
+def refuse_recorded_code(saved: Mapping[str, Any], current: Mapping[str, Any],
+                         source: str) -> None:
+    """Refuse a checkpoint's config that names code to import, unless this run trusts it
+    (``trust_run_config=true``) or names the same code itself (a run resuming its own
+    ``env=my_module:MyEnv``): :func:`rlmem.envs.refuse_untrusted_code`."""
+    given = {target for _, target in named_imports(current)}
+    refuse_untrusted_code(saved, source=source, trusted=bool(current.get(TRUST_KEY)),
+                          given=given)
+
+
 RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
-                    same={"env": lambda name: env_spec(name).id}, recorded=with_derived_values)
+                    same={"env": lambda name: env_spec(name).id}, recorded=with_derived_values,
+                    refuse_code=refuse_recorded_code)
 """A run resumes a checkpoint of the same config; ``frames`` may grow, an env may be named by
 its short name or its gymnasium id, and a checkpoint that left a value undecided (an older
-run's ``mission: null``) is compared with what it decides to."""
+run's ``mission: null``) is compared with what it decides to. Code that the checkpoint's config
+names is imported only when trusted."""
 
 Agent = TypeVar("Agent", bound=AgentConfig)
 """The config class of the agent a loop trains."""

@@ -76,7 +76,17 @@ class TrainConfig:
     run_dir: str = MISSING
     """The run directory (defaults to runs/<agent>/<env>/<memory>/seed<seed>)."""
     resume: bool = True
-    """Continue from the run directory's checkpoint when there is one; false starts afresh."""
+    """Continue from the run directory's checkpoint when there is one; false starts afresh,
+    after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
+    deleted)."""
+    force: bool = False
+    """Use run_dir even though it is a non-empty folder that rlmem did not make (its files of
+    the names a run writes are replaced). Without it such a folder is refused."""
+    trust_run_config: bool = False
+    """On resume, import the modules the checkpoint's config names (module:EnvId, wrappers
+    outside gymnasium and minigrid) even where this command does not name them itself. A run
+    directory is data: without this, such a checkpoint is refused before anything is
+    imported."""
     progress_bar: bool = True
     """Show a tqdm progress bar."""
 

@@ -33,11 +33,13 @@ from rlmem.envs.spaces import (
     interface_mismatch,
     space_signature,
 )
+from rlmem.envs.trust import TRUST_KEY, UntrustedCodeError, refuse_untrusted_code
 from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 __all__ = [
     "ENVS",
     "MISSION_LENGTH",
+    "TRUST_KEY",
     "VECTORIZATIONS",
     "VOCABULARY",
     "EnvOptions",
@@ -48,6 +50,7 @@ __all__ = [
     "MiniGridObservation",
     "MissionSpace",
     "Observation",
+    "UntrustedCodeError",
     "WrapperSpec",
     "apply_wrappers",
     "describe_space",
@@ -58,6 +61,7 @@ __all__ = [
     "make_vector_env",
     "mission_varies",
     "parse_wrappers",
+    "refuse_untrusted_code",
     "resolved_mission",
     "space_signature",
     "tokenize",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import os
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from minigrid.minigrid_env import MiniGridEnv
 from PIL import Image
+
+from rlmem.runs.files import write_atomic
 
 
 class EpisodeRecorder(gym.Wrapper):
@@ -62,6 +66,10 @@ class EpisodeRecorder(gym.Wrapper):
 
 def write_gif(frames: list[np.ndarray], path: str | os.PathLike[str],
               duration_ms: int = 100) -> None:
-    """Write ``frames`` (each ``(H, W, 3)`` uint8) as a looping GIF."""
+    """Write ``frames`` (each ``(H, W, 3)`` uint8) as a looping GIF, atomically
+    (:func:`rlmem.runs.files.write_atomic`: never through a symlink, never half a file)."""
     images = [Image.fromarray(frame) for frame in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+    buffer = io.BytesIO()
+    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:],
+                   duration=duration_ms, loop=0)
+    write_atomic(Path(path), buffer.getvalue())

@@ -8,11 +8,13 @@ was built, and evaluation rebuilds the same env.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import gymnasium as gym
+
+from rlmem.envs.trust import module_of
 
 WRAPPER_KEYS = frozenset({"target", "kwargs"})
 """The keys of a wrapper given as a mapping."""
@@ -27,30 +29,40 @@ class WrapperSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments after the env."""
 
-    def resolve(self) -> Callable[..., gym.Env]:
-        """The wrapper class (or function) the import path names.
+    def resolve(self) -> type[gym.Wrapper[Any, Any, Any, Any]]:
+        """The wrapper class the import path names.
+
+        The module is imported (a config read from a run must pass
+        :func:`rlmem.envs.trust.refuse_untrusted_code` first), and the name must be a
+        :class:`gymnasium.Wrapper` subclass whatever the trust: a wrapper is called with the env
+        and the recorded kwargs, and nothing else may be.
 
         Raises:
-            ValueError: the module or the name does not exist, or it is not callable.
+            ValueError: the module or the name does not exist, or it is not a gymnasium
+                wrapper class.
         """
-        module_name, sep, attribute = self.target.partition(":")
-        if not sep:
-            module_name, _, attribute = self.target.rpartition(".")
-        if not module_name or not attribute:
+        module_name, attribute = module_of(self.target), self.target.partition(":")[2]
+        if ":" not in self.target:
+            attribute = self.target.rpartition(".")[2]
+        parts = attribute.split(".")
+        if not module_name or not all(part.isidentifier() and not part.startswith("_")
+                                      for part in parts):
             raise ValueError(f"wrapper {self.target!r}: write it as module:Name, e.g. "
-                             "gymnasium.wrappers:TimeLimit")
+                             "gymnasium.wrappers:TimeLimit (public names only)")
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
             raise ValueError(f"wrapper {self.target!r}: cannot import {module_name!r} "
                              f"({error})") from error
-        wrapper = module
-        for part in attribute.split("."):
+        wrapper: object = module
+        for part in parts:
             if not hasattr(wrapper, part):
                 raise ValueError(f"wrapper {self.target!r}: {module_name!r} has no {attribute!r}")
             wrapper = getattr(wrapper, part)
-        if not callable(wrapper):
-            raise ValueError(f"wrapper {self.target!r} is not a class or function")
+        if not (isinstance(wrapper, type) and issubclass(wrapper, gym.Wrapper)):
+            raise ValueError(f"wrapper {self.target!r} is {wrapper!r}, not a gymnasium.Wrapper "
+                             "subclass; a wrapper must be a class deriving from "
+                             "gymnasium.Wrapper (or ObservationWrapper, ActionWrapper, ...)")
         return wrapper
 
     def apply(self, env: gym.Env) -> gym.Env:

@@ -36,6 +36,7 @@ from rlmem.envs import (
     env_spec,
     interface_mismatch,
     make_vector_env,
+    refuse_untrusted_code,
     transfer_target,
 )
 from rlmem.envs.recording import write_gif
@@ -46,6 +47,9 @@ from rlmem.runs import (
     reported_as_cli_errors,
     resolve_device,
 )
+from rlmem.runs.directory import refuse_symlinks
+from rlmem.runs.files import write_json
+from rlmem.runs.lock import RunLock
 from rlmem.schema.evaluate import (
     TRANSFER,
     EvaluateConfig,
@@ -64,13 +68,17 @@ def short_name(name: str) -> str:
     return next((key for key, value in ENVS.items() if value == spec), name)
 
 
-def load_run(run: Path) -> Checkpoint:
+def load_run(run: Path, *, trusted: bool = False) -> Checkpoint:
     """The checkpoint of an RL run directory, its config's derived values decided (an older run
-    may have left them to be), with a clear error when there is none."""
+    may have left them to be), with a clear error when there is none.
+
+    The config is data: one that names code to import is refused unless ``trusted``
+    (:func:`rlmem.envs.refuse_untrusted_code`), before anything in it is interpreted.
+    """
     path = run / CHECKPOINT_NAME
     if not run.is_dir():
         raise ValueError(f"run={run}: no such run directory")
-    if not path.exists():
+    if not path.is_file():
         raise ValueError(f"run={run}: no {CHECKPOINT_NAME} (has it trained for one update?)")
     checkpoint = load_checkpoint(path)
     config = checkpoint.config
@@ -82,6 +90,7 @@ def load_run(run: Path) -> Checkpoint:
     if config["agent"]["name"] not in AGENTS:
         raise ValueError(f"run={run} was trained by agent={config['agent']['name']}; "
                          f"rlmem.evaluate evaluates {', '.join(AGENTS)} runs")
+    refuse_untrusted_code(config, source=str(path), trusted=trusted)
     return dataclasses.replace(checkpoint, config=with_derived_values(config))
 
 
@@ -127,7 +136,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     JSON was written (None when it could not be written; the error is printed)."""
     check_evaluate_config(cfg)
     run = Path(cfg.run)
-    checkpoint = load_run(run)
+    checkpoint = load_run(run, trusted=cfg.trust_run_config)
+    refuse_symlinks(run)  # the results are written into <run>/eval/
     config = checkpoint.config
     trained_on = config["env"]
     name = short_name(evaluation_env(cfg.env, config))
@@ -154,25 +164,28 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
             return recording
         return options.make(name)
 
-    envs = make_vector_env(name, num_envs, env_fns=[functools.partial(make, index)
-                                                    for index in range(num_envs)])
-    seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
-    torch.manual_seed(seed)
-    try:
-        result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
-                                          seed=seed, quotas=quotas)
-    finally:
-        envs.close()
-    if not probe.minigrid:
-        result = result.without_success()
-    # The result is printed by the caller whatever happens to the files below.
-    report = {"env": name, "trained_on": trained_on, "frames": checkpoint.count("frames"),
-              "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
-              "eval_memory": eval_memory,
-              **result.as_dict(), "returns": returns}
-    gifs = recorder[0].recorded if recorder else []
     target = report_path(run, name)
-    return name, result, write_results(target.parent, target.stem, report, gifs)
+    # Held to the end: two evaluations of one run on one env do not race for its report.
+    with RunLock(target.parent, name=f".{target.stem}.lock",
+                 what=f"the evaluation of {run} on {name}"):
+        envs = make_vector_env(name, num_envs, env_fns=[functools.partial(make, index)
+                                                        for index in range(num_envs)])
+        seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
+        torch.manual_seed(seed)
+        try:
+            result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
+                                              seed=seed, quotas=quotas)
+        finally:
+            envs.close()
+        if not probe.minigrid:
+            result = result.without_success()
+        # The result is printed by the caller whatever happens to the files below.
+        report = {"env": name, "trained_on": trained_on, "frames": checkpoint.count("frames"),
+                  "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
+                  "eval_memory": eval_memory,
+                  **result.as_dict(), "returns": returns}
+        gifs = recorder[0].recorded if recorder else []
+        return name, result, write_results(target.parent, target.stem, report, gifs)
 
 
 def report_path(run: Path, env: str) -> Path:
@@ -183,19 +196,37 @@ def report_path(run: Path, env: str) -> Path:
 
 def write_results(out_dir: Path, stem: str, report: dict[str, Any],
                   gifs: list[list[np.ndarray]]) -> Path | None:
-    """Write ``<stem>.json`` and ``<stem>_<i>.gif`` into ``out_dir``; return the JSON's path,
-    or None after printing why it could not be written."""
+    """Write ``<stem>.json`` and ``<stem>_<i>.gif`` into ``out_dir``, each atomically (a reader
+    sees the earlier file or this one, never a part); return the JSON's path, or None after
+    printing why it could not be written. Replacing an earlier evaluation is said, with its
+    settings."""
+    target = out_dir / f"{stem}.json"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
+        earlier = _settings(target)
         for index, frames in enumerate(gifs):
             write_gif(frames, out_dir / f"{stem}_{index}.gif")
-        target = out_dir / f"{stem}.json"
-        target.write_text(json.dumps(report, indent=2))
+        write_json(target, report)
     except OSError as error:
         print(f"rlmem.evaluate: could not write the results into {out_dir}: {error}",
               file=sys.stderr, flush=True)
         return None
+    if earlier is not None:
+        print(f"rlmem.evaluate: {target} replaces an earlier evaluation ({earlier})", flush=True)
     return target
+
+
+def _settings(report: Path) -> str | None:
+    """The settings of the evaluation stored in ``report``, in one phrase, or None when there
+    is none (or it cannot be read)."""
+    try:
+        stored = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict):
+        return None
+    keys = ("episodes", "argmax", "seed", "frames", "eval_memory")
+    return ", ".join(f"{key}={stored.get(key)!r}" for key in keys)
 
 
 def safe_file_name(name: str) -> str:

@@ -12,14 +12,12 @@ command again resumes from the checkpoint (``resume=false`` starts afresh).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import hydra
 import torch
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import make_cell_from_config
@@ -32,6 +30,8 @@ from rlmem.runs import (
     reported_as_cli_errors,
     resolved_config,
 )
+from rlmem.runs.files import write_json
+from rlmem.schema.memory import check_memory_config
 from rlmem.schema.supervised import (
     OptimizerName,
     check_supervised_config,
@@ -77,6 +77,7 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     """Build everything from ``cfg``, train (resuming if a checkpoint is there), write results
     and figures into ``run_dir``."""
     check_supervised_config(cfg)
+    check_memory_config(cfg.memory)
     task = make_task_from_config(cfg.task)
     task.check_seq_len(cfg.seq_len)
     if cfg.get("seq_len_min") is not None:
@@ -169,7 +170,7 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
         "baseline": {metric: baseline},
         "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
     }
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_json(run_dir / "results.json", results)
 
 
 def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
@@ -188,9 +189,10 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
 
 @hydra.main(config_path="conf", config_name="supervised", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    """The CLI: the run directory is Hydra's output directory."""
+    """The CLI: the run directory is ``run_dir``, which the run creates once the config has
+    been checked (Hydra creates none)."""
     with reported_as_cli_errors("rlmem.supervised"):
-        run(cfg, Path(HydraConfig.get().runtime.output_dir))
+        run(cfg, Path(cfg.run_dir))
 
 
 if __name__ == "__main__":

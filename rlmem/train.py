@@ -4,7 +4,8 @@
     python -m rlmem.train env=MemoryS7 memory=tarnn seed=1 frames=1000000 agent.lr=5e-4
     python -m rlmem.train -m memory=lstm,relstm seed=0,1,2      # a local sweep (joblib)
 
-The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``) receives
+The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``; in a sweep
+``<hydra.sweep.dir>/<agent>/<env>/<cell>/seed<seed>``) receives
 ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
 the same command again resumes from the checkpoint (``resume=false`` starts afresh).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlmem.runs import reported_as_cli_errors
@@ -28,10 +28,8 @@ def main(cfg: DictConfig) -> None:
     """Check ``cfg``, then hand it to the trainer of its agent."""
     with reported_as_cli_errors("rlmem.train"):
         trainer = check_train_config(cfg).agent.trainer()
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
-        # In a multirun the sweep's subdir decides; record where the run really is.
-        cfg.run_dir = str(run_dir)
-        trainer(cfg, run_dir)
+        # The run creates run_dir itself, once everything is checked; Hydra creates none.
+        trainer(cfg, Path(cfg.run_dir))
 
 
 if __name__ == "__main__":

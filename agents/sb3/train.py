@@ -36,7 +36,7 @@ from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.agents.train_config import with_derived_values
-from rlmem.envs import EnvOptions
+from rlmem.envs import EnvOptions, refuse_untrusted_code
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 
 VEC_ENVS: dict[str, type[DummyVecEnv] | type[SubprocVecEnv]] = {
@@ -98,7 +98,8 @@ def build_model(config: Mapping[str, Any], env: VecEnv,
 
 
 def load_model(run_dir: str | Path, env: VecEnv | None = None,
-               device: torch.device | str = "cpu") -> RecurrentPPO:
+               device: torch.device | str = "cpu", *,
+               trust_run_config: bool = False) -> RecurrentPPO:
     """The RecurrentPPO of an ``agent=sb3`` run's checkpoint, ready for ``predict`` and
     :func:`~stable_baselines3.common.evaluation.evaluate_policy`.
 
@@ -106,12 +107,20 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
         run_dir: the run directory (or the checkpoint file itself).
         env: the env to attach; ``None`` makes one copy of the run's env.
         device: where to put the policy.
+        trust_run_config: import the modules the run's config names (``module:EnvId``,
+            wrappers outside gymnasium and minigrid); without it such a run is refused before
+            anything is imported (:func:`rlmem.envs.refuse_untrusted_code`).
+
+    Raises:
+        UntrustedCodeError: the run's config names code and ``trust_run_config`` is off.
     """
     path = Path(run_dir)
-    checkpoint = load_checkpoint(path / CHECKPOINT_NAME if path.is_dir() else path)
+    file = path / CHECKPOINT_NAME if path.is_dir() else path
+    checkpoint = load_checkpoint(file)
     if checkpoint.config["agent"]["name"] != "sb3":
         raise ValueError(f"{path} is an agent={checkpoint.config['agent']['name']} run, not "
                          "agent=sb3")
+    refuse_untrusted_code(checkpoint.config, source=str(file), trusted=trust_run_config)
     return model_from_checkpoint(checkpoint, env, device)
 
 

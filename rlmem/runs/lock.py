@@ -7,6 +7,7 @@ holds the holder's PID, which a refused process names.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -22,21 +23,32 @@ class RunLock:
 
     Args:
         run_dir: the run directory (created if needed).
+        name: the lock file's name; another name locks one job within the run (an evaluation
+            holds ``eval/.<env>.lock``, so two evaluations of one run and env cannot race).
+        what: what the lock guards, for the message (``run_dir=<run_dir>``).
 
     Raises:
-        RunLockedError: another live process holds the directory.
-        RunDirectoryError: the directory cannot be created or written.
+        RunLockedError: another live process holds the lock.
+        RunDirectoryError: the directory cannot be created or written, or the lock file is a
+            symlink.
     """
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / LOCK_NAME
+    def __init__(self, run_dir: Path, name: str = LOCK_NAME, what: str | None = None) -> None:
+        self.path = Path(run_dir) / name
+        self.what = what or f"run_dir={run_dir}"
         self._fd: int | None = None
 
     def acquire(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # O_NOFOLLOW: a .lock planted as a symlink must not truncate its target below.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise RunDirectoryError(
+                    f"{self.path} is a symlink ({os.readlink(self.path)}); rlmem does not write "
+                    "through links, since that could reach any file. Nothing was written. "
+                    "Remove the link or choose another run_dir.") from error
             raise RunDirectoryError(
                 f"cannot write into run_dir={self.path.parent}: {error}. Nothing was started; "
                 "choose a writable run_dir.") from error
@@ -46,9 +58,8 @@ class RunLock:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise RunLockedError(
-                f"run_dir={self.path.parent} is in use by another process (PID {holder}). "
-                "Nothing was written. Wait for it to finish, stop it, or choose another "
-                "run_dir.") from None
+                f"{self.what} is in use by another process (PID {holder}). Nothing was "
+                "written. Wait for it to finish, stop it, or choose another run_dir.") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd

@@ -8,10 +8,10 @@ A trainer writes only its own loop::
             ...one update...
             run.save(Checkpoint(...))     # atomic, and only when every tensor is finite
 
-:func:`open_run` locks the run directory, picks the device and threads, loads a compatible
-checkpoint (or deletes an old one when ``resume`` is off), writes ``config.yaml`` when there is
-work to do, and turns the first Ctrl-C into a stop at the next checkpoint, with the command
-that resumes the run.
+:func:`open_run` claims and locks the run directory, picks the device and threads, loads a
+compatible checkpoint (or moves an earlier run aside when ``resume`` is off), writes
+``config.yaml`` when there is work to do, and turns the first Ctrl-C into a stop at the next
+checkpoint, with the command that resumes the run.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.runs.checkpoint import Checkpoint, check_compatible, load_checkpoint, save_checkpoint
 from rlmem.runs.device import resolve_device
-from rlmem.runs.errors import INTERRUPTED, RunDirectoryError
+from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, move_aside
+from rlmem.runs.errors import INTERRUPTED, RunDirectoryError, UnreadableCheckpointError
+from rlmem.runs.files import write_atomic
 from rlmem.runs.interrupt import GracefulInterrupt
 from rlmem.runs.lock import RunLock
 
@@ -52,6 +54,12 @@ class ResumeRules:
     recorded: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict
     """A checkpoint's config as this rlmem would record it (an older run may have left a value
     undecided that is decided today); compared instead of the checkpoint's own."""
+    refuse_code: Callable[[Mapping[str, Any], Mapping[str, Any], str], None] = (
+        lambda saved, current, source: None)
+    """Called with the checkpoint's config, this run's and the checkpoint's path before the
+    checkpoint's config is interpreted: raises where it names code this run may not import
+    (:func:`rlmem.envs.refuse_untrusted_code`). A run whose config names no code (a
+    supervised task) needs none."""
 
 
 @dataclass
@@ -100,28 +108,44 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
              ) -> Iterator[RunSession]:
     """Prepare ``run_dir`` for a run of ``config`` and hold it until the block ends.
 
-    ``config`` is the resolved config; its ``resume``, ``device`` and ``torch_threads`` keys
-    are read here.
+    ``config`` is the resolved config, already checked in full: this is the first step that
+    touches the disk. Its ``resume``, ``force``, ``device`` and ``torch_threads`` keys are read
+    here. The directory is claimed (:func:`~rlmem.runs.directory.claim_run_dir`: created and
+    marked, or refused when it is a foreign folder or holds symlinks), then locked; a checkpoint
+    there is resumed when it is compatible, and with ``resume=false`` the earlier run is moved
+    into ``previous/`` (:func:`~rlmem.runs.directory.move_aside`), never deleted.
 
     Raises:
         RunLockedError: another process holds ``run_dir``.
-        RunDirectoryError: ``run_dir`` cannot be written.
-        UnreadableCheckpointError: the checkpoint there is truncated or corrupt.
+        RunDirectoryError: ``run_dir`` cannot be created or written, is not rlmem's, or holds
+            symlinks.
+        UnreadableCheckpointError: the checkpoint there is truncated, corrupt or no file.
         CheckpointMismatchError: the checkpoint there belongs to another config.
         SystemExit: with status 130, after Ctrl-C stopped the run at a checkpoint.
     """
     run_dir = Path(run_dir)
+    claim_run_dir(run_dir, force=bool(config.get(FORCE_KEY, False)))
     with RunLock(run_dir):
         device = resolve_device(str(config.get("device", "auto")))
         torch.set_num_threads(int(config.get("torch_threads", 1)))
         path = run_dir / CHECKPOINT_NAME
+        resume = bool(config.get("resume", True))
         checkpoint = None
-        if path.exists() and config.get("resume", True):
+        if resume and path.exists():
+            if not path.is_file():
+                raise UnreadableCheckpointError(
+                    f"{path} is not a file, so there is no checkpoint to resume. Nothing was "
+                    "written. Move it away, or pass resume=false, which moves the run's files "
+                    f"into {run_dir / PREVIOUS} and starts afresh.")
             checkpoint = load_checkpoint(path, map_location=device)
+            rules.refuse_code(checkpoint.config, config, str(path))
             check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
                              same=rules.same)
-        elif path.exists():
-            path.unlink()
+        elif not resume:
+            moved = move_aside(run_dir)
+            if moved is not None:
+                print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
+                      "delete that folder when you no longer need it.", flush=True)
         done = checkpoint is not None and checkpoint.count(rules.counter) >= config[rules.budget]
         if done:
             assert checkpoint is not None
@@ -131,7 +155,7 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
                   "further.", flush=True)
         else:
             try:
-                (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(dict(config)))
+                write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(dict(config)))
             except OSError as error:
                 raise RunDirectoryError(
                     f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "

@@ -44,6 +44,10 @@ class EvaluateConfig:
     """Memory hyperparameters overridden for this evaluation, which must not change the
     weights: e.g. ``+eval_memory.capacity=2560`` lets MemLSTM attend over every step of a
     DoorKey-16x16 episode (agent=ppo runs)."""
+    trust_run_config: bool = False
+    """Import the modules the run's config names (an env given as module:EnvId, wrappers
+    outside gymnasium and minigrid). A run directory is data: without this, such a run is
+    refused before anything is imported. Set it only for runs whose author you trust."""
 
 
 def register_evaluate_configs() -> None:

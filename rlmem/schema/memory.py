@@ -10,10 +10,13 @@ no YAML files to write or keep in sync, and the group lists exactly the register
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import torch
 from hydra.core.config_store import ConfigStore
 
 from rlmem.cells import CELLS, cell_config
+from rlmem.cells.registry import make_cell_from_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 """The Hydra search path shipped inside the package."""
@@ -27,3 +30,15 @@ def register_memory_configs() -> None:
     store = ConfigStore.instance()
     for name in CELLS:
         store.store(group=MEMORY_GROUP, name=name, node=cell_config(name))
+
+
+def check_memory_config(config: Any) -> None:
+    """Build the cell of a memory config on torch's ``meta`` device, which allocates nothing,
+    so that every value the cell itself checks (``hidden_size=0``, an unknown option value)
+    fails before a run touches its directory.
+
+    Raises:
+        ValueError: naming the cell and the value, as the cell's constructor does.
+    """
+    with torch.device("meta"):
+        make_cell_from_config(config, input_size=1)

@@ -149,7 +149,12 @@ class SupervisedConfig:
     run_dir: str = MISSING
     """The run directory (defaults to runs/supervised/<task>/<memory>_T<seq_len>_seed<seed>)."""
     resume: bool = True
-    """Continue from the run directory's checkpoint when there is one; false starts afresh."""
+    """Continue from the run directory's checkpoint when there is one; false starts afresh,
+    after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
+    deleted)."""
+    force: bool = False
+    """Use run_dir even though it is a non-empty folder that rlmem did not make (its files of
+    the names a run writes are replaced). Without it such a folder is refused."""
     figures: bool = True
     """Write the PNG figures into the run directory at the end."""
     progress_bar: bool = True

@@ -22,7 +22,7 @@ from rlmem.agents.base import AgentConfig, EnvProbe
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import TrainConfig, recorded_config
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
-from rlmem.schema.memory import register_memory_configs
+from rlmem.schema.memory import check_memory_config, register_memory_configs
 
 __all__ = ["TrainConfig", "check_envs", "check_train_config", "register_train_configs"]
 
@@ -38,7 +38,8 @@ def register_train_configs() -> None:
 
 def check_train_config(cfg: DictConfig) -> TrainConfig:
     """The composed ``cfg`` as a :class:`TrainConfig`, after checking it: every config
-    dataclass checks its own values as it is built (the run's, the agent's), then one env (and
+    dataclass checks its own values as it is built (the run's, the agent's), the cell is built
+on the ``meta`` device (:func:`~rlmem.schema.memory.check_memory_config`), then one env (and
     one transfer env) is made to check that the agent can train on it, before any run directory
     is touched.
 
@@ -48,6 +49,7 @@ def check_train_config(cfg: DictConfig) -> TrainConfig:
     """
     typed = OmegaConf.to_object(cfg)
     assert isinstance(typed, TrainConfig)
+    check_memory_config(cfg.memory)
     check_envs(recorded_config(cfg), typed.agent)
     return typed
 
