@@ -254,8 +254,8 @@ def test_a_run_from_before_the_recipe_resumes_only_with_its_old_recipe(
     with pytest.raises(CheckpointMismatchError,
                        match=r"(?s)(?=.*grid_encoding: checkpoint has 'raw', this run has "
                              r"'embedding')(?=.*memory.forget_bias: checkpoint has 0.0, this "
-                             r"run has 1.0).*written before some of these keys existed.*"
-                             r"resume=false"):
+                             r"run has 1.0).*Resume it with memory.forget_bias=0.0 "
+                             r"grid_encoding=raw, or start afresh with resume=false"):
         ppo_train.train(default, run)
     ppo_train.train(old, run)
     assert load_checkpoint(run / "checkpoint.pt").count("frames") == 512

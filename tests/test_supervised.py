@@ -376,7 +376,7 @@ def test_warm_start_refuses_another_model_or_no_checkpoint(tmp_path: Path) -> No
     with pytest.raises(ValueError, match=r"memory\.short_term: 5 there, 3 here"):
         run(config("memory=relstm", "memory.short_term=3", *TINY,
                    f"warm_start={tmp_path / 'short'}"), tmp_path / "other")
-    with pytest.raises(FileNotFoundError, match="no checkpoint there"):
+    with pytest.raises(ValueError, match="no checkpoint there"):
         run(config("memory=relstm", *TINY, f"warm_start={tmp_path / 'nothing'}"),
             tmp_path / "other")
     assert not (tmp_path / "other").exists()  # refused before any work

@@ -14,7 +14,8 @@ from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors
 from rlmem.cells import State
 from rlmem.envs import Observation
-from rlmem.runs import Checkpoint
+from rlmem.runs import CHECKPOINT_NAME, Checkpoint
+from rlmem.runs.restore import ON_EVALUATE, load_state, saved_state, state_mismatches
 
 
 class PPOActor:
@@ -50,14 +51,25 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
 
     Raises:
         ValueError: ``eval_memory`` changes the shapes of the weights.
+        IncompatibleStateError: the weights do not fit the model of the run's own config
+            (the file was altered, or another trainer wrote it).
     """
     config = checkpoint.config
-    model = ActorCritic(observation_space, action_space, {**config["memory"], **eval_memory},
-                        grid_encoding=config["grid_encoding"],
-                        discrete_encoding=config["discrete_encoding"])
-    try:
-        model.load_state_dict(checkpoint.states["model"])
-    except RuntimeError as error:
-        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; only "
-                         f"weight-free hyperparameters may differ:\n{error}") from None
+    path = run / CHECKPOINT_NAME
+
+    def build(memory: dict[str, Any]) -> ActorCritic:
+        return ActorCritic(observation_space, action_space, memory,
+                           grid_encoding=config["grid_encoding"],
+                           discrete_encoding=config["discrete_encoding"])
+
+    model = build({**config["memory"], **eval_memory})
+    weights = saved_state(checkpoint, "model", path, ON_EVALUATE)
+    problems = state_mismatches(model, weights) if eval_memory else []
+    # eval_memory is to blame only where the run's own memory takes the weights.
+    if problems and not state_mismatches(build(dict(config["memory"])), weights):
+        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights ("
+                         f"{'; '.join(problems)}); only weight-free hyperparameters (such as "
+                         "MemLSTM's capacity) may differ. Nothing was evaluated; drop the "
+                         "keys that change the weights.")
+    load_state(model, checkpoint, "model", path, ON_EVALUATE)
     return PPOActor(model.to(device).eval(), device)

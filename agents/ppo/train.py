@@ -28,6 +28,7 @@ from rlmem.envs import EnvOptions, describe_space
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
 
 
 def train(cfg: DictConfig, run_dir: Path) -> None:
@@ -56,7 +57,7 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
                         config["memory"], grid_encoding=config["grid_encoding"],
                         discrete_encoding=config["discrete_encoding"]).to(run.device)
     ppo = PPO(model, agent)
-    frames, updates, episodes = _restore(run.checkpoint, model, ppo)
+    frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
     collector = RolloutCollector(envs, model, run.device, seed=env_seed(config["seed"], updates))
     save = functools.partial(_save, run, config, model, ppo, episodes, spaces={
         "observation": describe_space(envs.single_observation_space),
@@ -97,15 +98,20 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
         envs.close()
 
 
-def _restore(start: Checkpoint | None, model: ActorCritic,
+def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,
              ppo: PPO) -> tuple[int, int, EpisodeLog]:
     """Load a checkpoint's weights, optimizer and RNG state; return its frames, updates and
-    recent returns (zeros and an empty log for a fresh run)."""
+    recent returns (zeros and an empty log for a fresh run).
+
+    Raises:
+        IncompatibleStateError: the checkpoint at ``path`` holds states that do not fit the
+            model and optimizer of its own config.
+    """
     if start is None:
         return 0, 0, EpisodeLog()
-    model.load_state_dict(start.states["model"])
-    ppo.load_state_dict({"optimizer": start.states["optimizer"]})
-    torch.set_rng_state(start.rng["torch"].cpu())
+    load_state(model, start, "model", path, ON_RESUME)
+    load_state(ppo.optimizer, start, "optimizer", path, ON_RESUME)
+    restore_rng(torch.set_rng_state, start, "torch", path, ON_RESUME)
     return (start.count("frames"), start.count("updates"),
             EpisodeLog(start.extras.get("recent_returns", [])))
 

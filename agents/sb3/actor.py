@@ -13,7 +13,7 @@ from sb3_contrib import RecurrentPPO
 
 from rlmem.agents.sb3.train import model_from_checkpoint
 from rlmem.envs import Observation
-from rlmem.runs import Checkpoint
+from rlmem.runs import CHECKPOINT_NAME, Checkpoint
 
 SB3State: TypeAlias = tuple[np.ndarray, ...] | None
 """``predict``'s memory: the actor's packed ``(h, c)`` arrays, or None before the first step
@@ -56,6 +56,6 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
     """
     if eval_memory:
         raise ValueError("eval_memory applies to agent=ppo runs; this is an agent=sb3 run")
-    model = model_from_checkpoint(checkpoint, device=device)
+    model = model_from_checkpoint(checkpoint, device=device, path=run / CHECKPOINT_NAME)
     model.policy.set_training_mode(False)
     return SB3Actor(model)

@@ -38,6 +38,7 @@ from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import EnvOptions, refuse_untrusted_code
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
+from rlmem.runs.restore import ON_EVALUATE, ON_RESUME, load_state, restore_rng
 
 VEC_ENVS: dict[str, type[DummyVecEnv] | type[SubprocVecEnv]] = {
     "sync": DummyVecEnv, "async": SubprocVecEnv}
@@ -121,17 +122,23 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
         raise ValueError(f"{path} is an agent={checkpoint.config['agent']['name']} run, not "
                          "agent=sb3")
     refuse_untrusted_code(checkpoint.config, source=str(file), trusted=trust_run_config)
-    return model_from_checkpoint(checkpoint, env, device)
+    return model_from_checkpoint(checkpoint, env, device, path=file)
 
 
 def model_from_checkpoint(checkpoint: Checkpoint, env: VecEnv | None = None,
-                          device: torch.device | str = "cpu") -> RecurrentPPO:
-    """The RecurrentPPO of an ``agent=sb3`` checkpoint (see :func:`load_model`)."""
+                          device: torch.device | str = "cpu", *,
+                          path: Path = Path(CHECKPOINT_NAME)) -> RecurrentPPO:
+    """The RecurrentPPO of an ``agent=sb3`` checkpoint (see :func:`load_model`), read from
+    ``path`` (named in the error when its states do not fit its config).
+
+    Raises:
+        IncompatibleStateError: the policy or optimizer state does not fit its own config.
+    """
     config = with_derived_values(checkpoint.config)
     model = build_model(config, env if env is not None else make_envs(config, 1, config["seed"]),
                         device)
-    model.policy.load_state_dict(checkpoint.states["policy"])
-    model.policy.optimizer.load_state_dict(checkpoint.states["optimizer"])
+    load_state(model.policy, checkpoint, "policy", path, ON_EVALUATE)
+    load_state(model.policy.optimizer, checkpoint, "optimizer", path, ON_EVALUATE)
     model.num_timesteps = checkpoint.count("frames")
     return model
 
@@ -154,9 +161,9 @@ def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     # RecurrentPPO's own logger prints and writes nothing: RunRecorder writes the run's files.
     model.set_logger(Logger(folder=None, output_formats=[]))
     if start is not None:
-        model.policy.load_state_dict(start.states["policy"])
-        model.policy.optimizer.load_state_dict(start.states["optimizer"])
-        torch.set_rng_state(start.rng["torch"].cpu())
+        load_state(model.policy, start, "policy", run.checkpoint_path, ON_RESUME)
+        load_state(model.policy.optimizer, start, "optimizer", run.checkpoint_path, ON_RESUME)
+        restore_rng(torch.set_rng_state, start, "torch", run.checkpoint_path, ON_RESUME)
         model.num_timesteps = frames
 
     def save(frames: int, updates: int) -> None:

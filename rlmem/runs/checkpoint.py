@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
+from rlmem.runs.pickles import refused_object
 
 FORMAT = 2
 """Version of the checkpoint layout; rlmem 0.1 wrote untyped dicts (read as format 1)."""
@@ -168,23 +170,48 @@ def load_checkpoint(path: str | os.PathLike[str],
     code.
 
     Raises:
-        UnreadableCheckpointError: the file is truncated, corrupt or not a checkpoint.
+        UnreadableCheckpointError: the file is truncated, corrupt, not a checkpoint, or holds
+            pickled Python objects (which no rlmem checkpoint contains; it is never loaded).
     """
     path = Path(path)
+    afresh = ("It was not loaded, and nothing in the run directory was touched: move it away "
+              "to start afresh (or pass resume=false).")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile,
-            ValueError) as error:
+    except pickle.UnpicklingError as error:
+        refused = refused_object(path, error)
+        if refused is None:  # torch's message would advise loading it unsafely: not shown
+            raise UnreadableCheckpointError(
+                f"{path} is unreadable: its pickle stream is truncated or corrupt. "
+                f"{afresh}") from None
         raise UnreadableCheckpointError(
-            f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}). Move it away to start "
-            "afresh (or pass resume=false, which deletes it); nothing else in the run "
-            "directory was touched.") from error
-    if not isinstance(payload, dict) or "config" not in payload:
-        raise UnreadableCheckpointError(f"{path} is not an rlmem checkpoint")
-    if payload.get("format") == FORMAT:
-        return Checkpoint(**payload)
-    return _from_legacy(payload)
+            f"{path} holds pickled Python objects ({refused}), which no rlmem checkpoint "
+            "contains: loading them could run code hidden in the file, so it was refused. It "
+            "may be malicious; do not load it by any other means unless you know who made "
+            f"it and why. {afresh}") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
+            KeyError) as error:
+        reason = str(error).splitlines()[0] if str(error) else "the file ends early"
+        raise UnreadableCheckpointError(
+            f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: {reason}). "
+            f"{afresh}") from error
+    fields = {item.name: item.type for item in dataclasses.fields(Checkpoint)}
+    if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
+        raise UnreadableCheckpointError(
+            f"{path} is not an rlmem checkpoint (it holds no config). {afresh}")
+    if payload.get("format") != FORMAT:
+        return _from_legacy(payload)
+    unknown = sorted(map(str, set(payload) - set(fields)))
+    wrong = sorted(key for key in set(payload) & set(fields) - {"format"}
+                   if not isinstance(payload[key], dict))
+    if unknown or wrong:
+        found = (f"keys rlmem never writes ({', '.join(unknown)})" if unknown else
+                 f"{', '.join(wrong)} that {'is' if len(wrong) == 1 else 'are'} not a dict")
+        raise UnreadableCheckpointError(
+            f"{path} is not a checkpoint rlmem wrote: it has {found}; a checkpoint of format "
+            f"{FORMAT} holds {', '.join(fields)}. It was altered or written by another "
+            f"program. {afresh}")
+    return Checkpoint(**payload)
 
 
 # --- resuming ------------------------------------------------------------------------------
@@ -239,30 +266,74 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
     ``same[key]`` maps a value to a canonical form, for keys with several spellings of one
     thing (an env's short name and its gymnasium id). A key the saved config lacks counts as
     its :data:`LEGACY_VALUES` entry, where it has one.
+
+    The advice says only what can be true: the saved config predates a key only when it lacks
+    that key and the key's old value is all that differs; a section whose ``name`` differs
+    (``memory.name``: another cell, ``agent.name``: another agent) holds another thing, whose
+    options are not compared one by one.
     """
-    absent = "<absent>"
+    absent = object()  # a key one config does not record (None is a value)
     canonical = same or {}
-    differences = []
+    differences: list[str] = []
+    resumes: dict[str, Any] = {}   # the saved value of every differing key it records
+    legacy: list[str] = []         # differing keys the saved config predates
+    unrecorded: list[str] = []     # keys the saved config lacks and that have no old value
+    renamed: list[str] = []        # sections of another kind: ``memory=gru``
     for section in sections:
         old, new = (_flatten({section: config[section]}) if section in config else {}
                     for config in (saved, current))
+        name = f"{section}.name"
+        other_kind = name in old and name in new and old[name] != new[name]
+        if other_kind:
+            renamed.append(f"{section}={old[name]}")
         for key in sorted(set(old) | set(new)):
-            a, b = old.get(key, LEGACY_VALUES.get(key, absent)), new.get(key, absent)
-            if key in canonical and absent not in (a, b):
+            predates = key not in old and key in LEGACY_VALUES
+            a = old[key] if key in old else LEGACY_VALUES[key] if predates else absent
+            b = new.get(key, absent)
+            if other_kind and key != name and (a is absent or b is absent or predates):
+                continue  # an option of one kind of cell or agent only
+            if key in canonical and a is not absent and b is not absent:
                 a_same, b_same = canonical[key](a), canonical[key](b)
             else:
                 a_same, b_same = a, b
-            if a_same != b_same:
+            if a_same == b_same:
+                continue
+            if a is not absent:
+                resumes[key] = a
+            if a is absent:
+                unrecorded.append(key)
+                differences.append(f"  {key}: the {source} does not record it, this run has "
+                                   f"{b!r}")
+            elif b is absent:
+                differences.append(f"  {key}: {source} has {a!r}, this run does not set it")
+            elif predates:
+                legacy.append(key)
+                differences.append(f"  {key}: {source} has {a!r}, this run has {b!r} (the "
+                                   f"{source} predates the key: it ran as {a!r})")
+            else:
                 differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
-    if differences:
-        hint = ""
-        if any(f"{source} has {absent!r}" in line for line in differences):
-            hint = (f"\nKeys absent from the {source} did not exist when it was written (an "
-                    "older rlmem): evaluate it as it is, or start afresh with resume=false.")
-        elif any(key in line for line in differences for key in LEGACY_VALUES):
-            hint = (f"\nThe {source} was written before some of these keys existed; it "
-                    "resumes with their old values (e.g. grid_encoding=raw "
-                    "memory.forget_bias=0.0), or start afresh with resume=false.")
-        raise CheckpointMismatchError(
-            f"the {source} was written with a different config:\n" + "\n".join(differences)
-            + hint)
+    if not differences:
+        return
+    if renamed:
+        kinds = " ".join(renamed)
+        advice = (f"The {source} holds another kind of model ({kinds}): resume it with "
+                  f"{kinds}, or start afresh with resume=false (or another run_dir).")
+    elif unrecorded:
+        advice = (f"The {source} does not record {', '.join(unrecorded)}, and what "
+                  f"{'it' if len(unrecorded) == 1 else 'they'} meant when it was written (by "
+                  "an older rlmem, or altered) is not known: evaluate it as it is, or start "
+                  "afresh with resume=false.")
+    else:
+        scalar = all(value is None or isinstance(value, (str, int, float))
+                     for value in resumes.values())
+        values = (" ".join(  # as overrides: null, true, false
+            f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
+            for key, value in resumes.items()) if scalar else f"the {source}'s values above")
+        then = (f"The {source} was written before {', '.join(legacy)} existed. "
+                if len(legacy) == len(differences) else "")
+        advice = (f"{then}Resume it with {values}, or start afresh with resume=false (or "
+                  "another run_dir).")
+    raise CheckpointMismatchError(
+        f"the {source} was written with a different config:\n" + "\n".join(differences)
+        + f"\n{advice} Nothing was changed: the {source} is as it was.")
+

@@ -8,6 +8,7 @@ from typing import Any
 
 from rlmem.cells import make_cell_from_config
 from rlmem.runs import CHECKPOINT_NAME, load_checkpoint
+from rlmem.runs.restore import ON_EVALUATE, load_state
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.model import SequenceModel
 from rlmem.tasks.registry import make_task_from_config
@@ -37,6 +38,7 @@ def load_saved_model(run_dir: Path, seq_len: int | None = None) -> SavedModel:
 
     Raises:
         ValueError: ``seq_len`` is not one the task can make (:meth:`check_seq_len`).
+        IncompatibleStateError: the weights do not fit the model of the run's own config.
     """
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
     config = checkpoint.config
@@ -48,6 +50,6 @@ def load_saved_model(run_dir: Path, seq_len: int | None = None) -> SavedModel:
         memory.update(config.get("eval_memory") or {})
     model = SequenceModel(make_cell_from_config(memory, input_size=task.input_size),
                           task.output_size, task.categorical)
-    model.load_state_dict(checkpoint.states["model"])
+    load_state(model, checkpoint, "model", run_dir / CHECKPOINT_NAME, ON_EVALUATE)
     model.eval()
     return SavedModel(model, task, config, checkpoint.count("iteration"))

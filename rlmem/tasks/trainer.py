@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
+from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
 from rlmem.tasks.amp import autocast
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.held_out import confirmation_score, evaluate
@@ -151,10 +152,17 @@ class SupervisedTrainer:
         self.run.save(self.checkpoint())
 
     def load(self, checkpoint: Checkpoint) -> None:
-        """Restore weights, optimizer, data stream and counters."""
-        self.model.load_state_dict(checkpoint.states["model"])
-        self.optimizer.load_state_dict(checkpoint.states["optimizer"])
-        self.generator.set_state(checkpoint.rng["data"].cpu())  # map_location may move it
+        """Restore weights, optimizer, data stream and counters.
+
+        Raises:
+            IncompatibleStateError: a saved state does not fit the model, optimizer or
+                generator of the checkpoint's own config.
+        """
+        path = self.checkpoint_path
+        load_state(self.model, checkpoint, "model", path, ON_RESUME)
+        load_state(self.optimizer, checkpoint, "optimizer", path, ON_RESUME)
+        # On the CPU: map_location may have moved it, and a generator state lives there.
+        restore_rng(self.generator.set_state, checkpoint, "data", path, ON_RESUME)
         self.iteration = checkpoint.count("iteration")
         self.elapsed_s = float(checkpoint.progress.get("elapsed_s", 0.0))
         self.cpu_s = float(checkpoint.progress.get("cpu_s", 0.0))
