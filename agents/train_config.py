@@ -21,6 +21,7 @@ from rlmem.agents.registry import AGENTS
 from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
 from rlmem.runs import resolved_config
 from rlmem.runs.checkpoint import LEGACY_VALUES
+from rlmem.schema.ranges import check_seed, check_torch_threads
 
 
 @dataclass
@@ -97,9 +98,11 @@ class TrainConfig:
         env_spec(self.env)
         if self.transfer_env is not None:
             env_spec(self.transfer_env)
-        for key in ("frames", "num_envs", "torch_threads"):
+        for key in ("frames", "num_envs"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
+        check_seed(self.seed)
+        check_torch_threads(self.torch_threads)
         if (self.stop_return is not None and isinstance(self.agent, AgentConfig)
                 and not self.agent.supports_stop_return):
             able = ", ".join(f"agent={name}" for name, config in AGENTS.items()

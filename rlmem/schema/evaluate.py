@@ -8,6 +8,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from rlmem.schema.ranges import check_seed, check_torch_threads
+
 TRANSFER = "transfer"
 """The ``env`` value that means the training env's paired transfer target."""
 
@@ -57,8 +59,10 @@ def register_evaluate_configs() -> None:
 
 def check_evaluate_config(cfg: EvaluateConfig) -> None:
     """Raise a :class:`ValueError` naming the key when a value is out of range."""
-    for key in ("episodes", "num_envs", "gif_tile_size", "torch_threads"):
+    for key in ("episodes", "num_envs", "gif_tile_size"):
         if getattr(cfg, key) <= 0:
             raise ValueError(f"{key} must be positive, got {getattr(cfg, key)}")
+    check_seed(cfg.seed)
+    check_torch_threads(cfg.torch_threads)
     if not 0 <= cfg.gif <= cfg.episodes:
         raise ValueError(f"gif must be between 0 and episodes={cfg.episodes}, got {cfg.gif}")

@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra.core.config_store import ConfigStore
 
 from rlmem.cells import CELLS, cell_config
-from rlmem.cells.registry import make_cell_from_config
+from rlmem.cells.footprint import check_cell_fits
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 """The Hydra search path shipped inside the package."""
@@ -38,7 +37,8 @@ def check_memory_config(config: Any) -> None:
     fails before a run touches its directory.
 
     Raises:
-        ValueError: naming the cell and the value, as the cell's constructor does.
+        ValueError: naming the cell and the value, as the cell's constructor does; or naming
+            ``memory.hidden_size`` when training the cell would not fit in this machine's
+            memory (:func:`~rlmem.cells.footprint.check_cell_fits`).
     """
-    with torch.device("meta"):
-        make_cell_from_config(config, input_size=1)
+    check_cell_fits(config)

@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from rlmem.schema.memory import register_memory_configs
+from rlmem.schema.ranges import check_seed
 from rlmem.tasks.held_out import MAX_CONFIRM_BATCHES
 
 
@@ -181,6 +182,7 @@ def check_supervised_config(cfg: DictConfig) -> None:
     for key in positive:
         if cfg[key] <= 0:
             raise ValueError(f"{key} must be positive, got {cfg[key]}")
+    check_seed(cfg.seed)
     if not cfg.lr > 0:
         raise ValueError(f"lr must be positive, got {cfg.lr}")
     if not cfg.weight_decay >= 0:
