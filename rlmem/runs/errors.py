@@ -6,6 +6,7 @@ Each message says what happened, what is safe on disk, and what to do.
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,14 +50,50 @@ traceback."""
 def reported_as_cli_errors(program: str) -> Iterator[None]:
     """Turn :data:`USER_ERRORS` raised inside the block into ``<program>: error: ...`` on
     stderr and exit status 1, and Ctrl-C outside a trainer's safe points into one line and
-    exit status 130."""
+    exit status 130.
+
+    In a job of a Hydra sweep run with :class:`~rlmem.runs.multirun.SweepFailures`, an error
+    (a user error, or any other exception, then with its traceback) is reported with the job's
+    number and overrides and recorded for the sweep's summary, and the block returns: the
+    sweep goes on to its next job and exits with status 1 at its end. Ctrl-C still ends the
+    whole sweep (status 130).
+    """
+    from rlmem.runs.multirun import current_job  # it builds on this module
+
     try:
         yield
     except USER_ERRORS as error:
         # KeyError's str() adds quotes around the message; print its text as written.
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"{program}: error: {message}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        message = str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+        _failed(program, error, message)
     except KeyboardInterrupt:
         print(f"{program}: interrupted", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)
+    except Exception as error:
+        if current_job() is None:
+            raise  # a single run: Hydra prints the traceback, as ever
+        traceback.print_exc()  # a fault of rlmem, not of the input: the traceback helps
+        _failed(program, error, f"{type(error).__name__}: {error}")
+
+
+def _failed(program: str, error: BaseException, message: str) -> None:
+    """Report ``error`` and record it (:func:`~rlmem.runs.multirun.record_failure`); exit with
+    status 1 unless this is a job of a sweep that goes on."""
+    from rlmem.runs.multirun import JobFailure, current_job, one_line, record_failure
+
+    job = current_job()
+    where = "" if job is None else f"{job.describe()}: "
+    print(f"{program}: error: {where}{message}", file=sys.stderr, flush=True)
+    failure = JobFailure(program, None if job is None else job.number,
+                         () if job is None else job.overrides, one_line(message),
+                         locked=isinstance(error, RunLockedError))
+    try:
+        record_failure(failure)
+    except OSError as cannot:
+        print(f"{program}: this failure could not be recorded ({cannot})", file=sys.stderr,
+              flush=True)
+        if job is not None:
+            # Then the job fails in Hydra's own way, which still reports it when the sweep ends.
+            raise error from None
+    if job is None:
+        sys.exit(1)
