@@ -18,8 +18,8 @@ import torch
 from cli_runner import TINY_PPO, run_cli
 from omegaconf import OmegaConf
 
-from rlmem.cells import CELLS, ENTRY_POINT_GROUP, CellPluginError, make_cell
-from rlmem.cells.registry import load_plugins
+from rlmem.cells import CELLS, ENTRY_POINT_GROUP, CellPluginError, make_cell, registry
+from rlmem.cells.registry import CellPluginWarning, load_plugins
 
 TESTS = Path(__file__).resolve().parent
 
@@ -114,14 +114,20 @@ def test_the_plugin_cell_builds_through_make_cell(plugin_site: Path, with_plugin
     assert dict(cell.state_shapes()) == {"h": ((5,), None), "steps": ((), torch.long)}
 
 
-def test_a_broken_plugin_fails_naming_it(tmp_path: Path, with_plugins: None,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_plugin_is_warned_about_and_fails_only_when_asked_for(
+        tmp_path: Path, with_plugins: None, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "rlmem_broken_plugin.py").write_text("raise RuntimeError('no cell here')\n")
     _distribution(tmp_path, "rlmem-broken-plugin", "broken = rlmem_broken_plugin")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(CellPluginError, match=r"cell plugin 'broken' \(rlmem_broken_plugin, "
-                                              r"from rlmem-broken-plugin.*RuntimeError: no cell"):
+    monkeypatch.setattr(registry, "BROKEN_PLUGINS", {})  # get_cell_class reads it from there
+    named = (r"cell plugin 'broken' \(rlmem_broken_plugin, from rlmem-broken-plugin.*"
+             r"RuntimeError: no cell")
+    with pytest.warns(CellPluginWarning, match=named):
         load_plugins()
+    load_plugins()  # warned once: a second load adds nothing
+    assert make_cell("lstm", input_size=3, hidden_size=5).output_size == 5
+    with pytest.raises(CellPluginError, match=rf"memory=broken is the cell of a {named}"):
+        make_cell("broken", input_size=3, hidden_size=5)
 
 
 def test_the_plugin_cell_trains_through_the_cli(plugin_site: Path, tmp_path: Path,

@@ -189,6 +189,10 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor,
     return torch.stack(outputs), state, stacked
 
 
+class CellContractError(ValueError):
+    """A cell returned what its contract rules out (outputs not ``(T, B, output_size)``)."""
+
+
 class Cell(nn.Module, abc.ABC):
     """Base class of every rlmem memory cell.
 
@@ -310,6 +314,14 @@ class Cell(nn.Module, abc.ABC):
         """
         x, state, resets = self._validate(x, state, resets)
         y, state, traces = self._scan(x, state, resets)
+        if y.shape != (*x.shape[:2], self.output_size):  # two tuples: no cost worth caching
+            raise CellContractError(
+                f"cell {self.name or type(self).__name__!r} ({type(self).__module__}."
+                f"{type(self).__qualname__}) returned outputs of shape {tuple(y.shape)} for "
+                f"inputs of shape {tuple(x.shape)}; its output_size is {self.output_size}, so "
+                f"(T, B, output_size) = {(*x.shape[:2], self.output_size)} was due. The cell "
+                "breaks the cell contract (rlmem.cells.base): fix its step, or its "
+                "output_size. No update was made with it; any checkpoint on disk is as it was.")
         traces_detached = {key: value.detach() for key, value in traces.items()}
         aux = Aux(losses=self.aux_losses(traces),
                   diagnostics=lambda: {key: value.detach() for key, value

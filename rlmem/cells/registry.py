@@ -7,7 +7,9 @@ its module is imported, and two loaders import them all when :mod:`rlmem.cells` 
 - :func:`load_package_cells`: every public module of the :mod:`rlmem.cells` package;
 - :func:`load_plugins`: the entry-point group :data:`ENTRY_POINT_GROUP` of every installed
   distribution, so that a cell in the user's own package shows up in ``memory=``, the CLIs and
-  the contract tests (``tests/test_cells.py``).
+  the contract tests (``tests/test_cells.py``). A plug-in that fails to load is warned about
+  once and recorded (:data:`BROKEN_PLUGINS`); only asking for its cell is an error, so one
+  broken plug-in leaves every other cell, and every CLI, working.
 
 A cell's ``__init__`` signature is the single source of its hyperparameters: their names, types
 and defaults. :func:`register` checks it (``(self, input_size, hidden_size, *, ...)``, each
@@ -30,6 +32,7 @@ import pkgutil
 import re
 import types
 import typing
+import warnings
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -59,8 +62,22 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 C = TypeVar("C", bound=type[Cell])
 
 
-class CellPluginError(ImportError):
-    """A cell plugin (an entry point of :data:`ENTRY_POINT_GROUP`) failed to load."""
+BROKEN_PLUGINS: dict[str, str] = {}
+"""Entry points of :data:`ENTRY_POINT_GROUP` that failed to load, by name (the cell's name, by
+convention): what failed, naming the entry point, its distribution and the error."""
+
+
+class CellPluginWarning(UserWarning):
+    """A cell plug-in failed to load: its cell is unavailable, every other cell works."""
+
+
+class CellPluginError(KeyError):
+    """A cell was asked for whose plug-in (an entry point of :data:`ENTRY_POINT_GROUP`) failed
+    to load. A :class:`KeyError`, as for any unknown cell, so the CLIs report it in one line."""
+
+    def __str__(self) -> str:
+        # KeyError's own str() quotes its message; this one is a sentence.
+        return str(self.args[0]) if self.args else ""
 
 
 def register(name: str) -> typing.Callable[[C], C]:
@@ -168,13 +185,15 @@ def load_package_cells(package: types.ModuleType) -> None:
 def load_plugins() -> None:
     """Register the cells of installed distributions' :data:`ENTRY_POINT_GROUP` entry points.
 
-    Idempotent: a module is imported once, and a class already registered is skipped.
-
-    Raises:
-        CellPluginError: an entry point fails to load, or names neither a module nor a
-            :class:`Cell` subclass; the message names the entry point and its distribution.
+    Idempotent: a module is imported once, and a class already registered is skipped. An entry
+    point that fails to load, or names neither a module nor a :class:`Cell` subclass, is
+    recorded in :data:`BROKEN_PLUGINS` and warned about once (:class:`CellPluginWarning`,
+    naming the entry point, its distribution and the error); asking for its cell then raises
+    :class:`CellPluginError` (:func:`get_cell_class`).
     """
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in BROKEN_PLUGINS:
+            continue  # warned once already
         try:
             loaded = entry_point.load()
             if isinstance(loaded, type) and issubclass(loaded, Cell):
@@ -183,20 +202,46 @@ def load_plugins() -> None:
             elif not isinstance(loaded, types.ModuleType):
                 raise TypeError(f"it names {loaded!r}, neither a module of cells nor a Cell "
                                 f"subclass")
-        except Exception as error:
+        except Exception as error:  # whatever a plug-in raises, the other cells work on
             source = f", from {entry_point.dist.name}" if entry_point.dist else ""
-            raise CellPluginError(
+            BROKEN_PLUGINS[entry_point.name] = (
                 f"cell plugin {entry_point.name!r} ({entry_point.value}{source}, entry-point "
-                f"group {ENTRY_POINT_GROUP!r}) failed to load: {type(error).__name__}: "
-                f"{error}") from error
+                f"group {ENTRY_POINT_GROUP!r}) failed to load: {type(error).__name__}: {error}")
+            warnings.warn(f"{BROKEN_PLUGINS[entry_point.name]}. memory={entry_point.name} is "
+                          "unavailable until the plug-in is fixed or uninstalled; every other "
+                          "cell works.", CellPluginWarning, stacklevel=2)
 
 
 def get_cell_class(name: str) -> type[Cell]:
-    """The class registered as ``name``, or a :class:`KeyError` that lists the valid names."""
-    try:
+    """The class registered as ``name``.
+
+    Raises:
+        CellPluginError: ``name`` is the cell of a plug-in that failed to load.
+        KeyError: ``name`` is no cell at all; the message lists the valid names.
+    """
+    if name in CELLS:
         return CELLS[name]
-    except KeyError:
-        raise KeyError(f"unknown cell {name!r}; valid cells: {', '.join(sorted(CELLS))}") from None
+    if name in BROKEN_PLUGINS:
+        raise CellPluginError(
+            f"memory={name} is the cell of a {BROKEN_PLUGINS[name]}. Nothing was run; fix the "
+            "plug-in or reinstall it, or choose another memory (the other cells work).")
+    raise KeyError(f"unknown cell {name!r}; valid cells: {', '.join(sorted(CELLS))}")
+
+
+def unavailable_config(name: str) -> type:
+    """The ``memory=<name>`` config of a plug-in that failed to load: it composes (so
+    ``memory=<name>`` is not called unknown), and building it raises the plug-in's
+    :class:`CellPluginError`, before any work."""
+
+    def refuse(self: Any) -> None:
+        get_cell_class(name)
+
+    fields = [("name", str, dataclasses.field(default=name)),
+              ("hidden_size", int, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
+              *((key, kind, dataclasses.field(default=default))
+                for key, (kind, default) in _STACK_ARGS.items())]
+    return dataclasses.make_dataclass(f"Unavailable{name.title()}Config", fields,
+                                      namespace={"__post_init__": refuse})
 
 
 def hyperparameters(cls: type[Cell]) -> dict[str, inspect.Parameter]:

@@ -4,7 +4,8 @@ Each cell's config is the dataclass :func:`~rlmem.cells.cell_config` derives fro
 stored in Hydra's ConfigStore as ``memory/<name>``, so ``memory=<name>`` selects it, a misspelt
 key or a value of the wrong type fails when the config is composed (before any work), and a
 plugin cell (:data:`rlmem.cells.ENTRY_POINT_GROUP`) is a choice like the built-in ones. There are
-no YAML files to write or keep in sync, and the group lists exactly the registered cells.
+no YAML files to write or keep in sync, and the group lists exactly the registered cells (and
+the plug-ins that failed to load: selecting one fails naming the plug-in and its error).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 
 from rlmem.cells import CELLS, cell_config
 from rlmem.cells.footprint import check_cell_fits
+from rlmem.cells.registry import BROKEN_PLUGINS, unavailable_config
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 """The Hydra search path shipped inside the package."""
@@ -29,6 +31,8 @@ def register_memory_configs() -> None:
     store = ConfigStore.instance()
     for name in CELLS:
         store.store(group=MEMORY_GROUP, name=name, node=cell_config(name))
+    for name in BROKEN_PLUGINS.keys() - CELLS.keys():  # composes, then names the plug-in
+        store.store(group=MEMORY_GROUP, name=name, node=unavailable_config(name))
 
 
 def check_memory_config(config: Any) -> None:
