@@ -46,7 +46,7 @@ def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[i
         sys.executable, "-m", "rlmem.train", "-m", f"env={env}",
         f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
         f"frames={frames}", "progress_bar=false",
-        f"hydra.sweep.dir={root}", f"hydra.sweep.subdir=${{env}}/{label}/seed${{seed}}",
+        f"run_dir={root}/${{env}}/{label}/seed${{seed}}",
         *overrides,
     ]
     if not any(override.startswith("hydra/launcher=") for override in overrides):
