@@ -8,6 +8,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from rlmem.agents.env_output import EnvOutputCheck, env_name
 from rlmem.agents.episodes import EpisodeTracker
 from rlmem.envs import Observation
 
@@ -78,10 +79,12 @@ class Actor(Protocol[State]):
 
 
 def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
-                    quotas: list[int] | None = None) -> tuple[EvaluationResult, list[float]]:
+                    quotas: list[int] | None = None,
+                    name: str | None = None) -> tuple[EvaluationResult, list[float]]:
     """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
 
-    Each env's memory is re-initialised exactly when that env starts an episode.
+    Each env's memory is re-initialised exactly when that env starts an episode. What the envs
+    return is checked before the actor sees it (:class:`~rlmem.agents.env_output.EnvOutputCheck`).
 
     Args:
         actor: the trained agent.
@@ -90,22 +93,32 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
         greedy: take the most likely action instead of sampling.
         seed: seeds the envs' first reset.
         quotas: episodes per env (default :func:`episode_quotas`).
+        name: the env, for the messages (default: its gymnasium id).
 
     Returns:
         the summary, and the per-episode returns.
+
+    Raises:
+        EnvOutputError: an env returned a non-finite observation or reward, or an observation
+            that does not fit its space; the message names the env and the step.
     """
     num_envs = envs.num_envs
     quotas = quotas if quotas is not None else episode_quotas(episodes, num_envs)
-    observation, _ = envs.reset(seed=seed)
+    check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space, num_envs,
+                           "Nothing was evaluated or written.")
+    observation = check.reset(envs, seed, "the first reset of the evaluation")
     state = actor.initial_state(num_envs)
     resets = np.ones(num_envs, dtype=bool)
     tracker = EpisodeTracker(num_envs)
     counts = np.zeros(num_envs, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
+    step = 0
     while (counts < quotas).any():
         action, state = actor.act(observation, state, resets, greedy)
-        observation, reward, terminated, truncated, _ = envs.step(action)
+        step += 1
+        observation, reward, terminated, truncated, _ = check.step(
+            envs, action, f"step {step} of the evaluation (frame {step * num_envs})")
         resets = terminated | truncated
         for episode in tracker.step(reward, resets):
             if counts[episode.env] < quotas[episode.env]:

@@ -9,6 +9,7 @@ import torch
 from gymnasium.vector import VectorEnv
 from torch import Tensor
 
+from rlmem.agents.env_output import EnvOutputCheck, env_name
 from rlmem.agents.episodes import EpisodeTracker, FinishedEpisode
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors, stack_observations
@@ -21,22 +22,33 @@ class RolloutCollector:
     rollouts.
 
     Every step is one batched forward over all envs (``T = 1`` through the cell) under
-    ``torch.no_grad``; the rollout stays on ``device``.
+    ``torch.no_grad``; the rollout stays on ``device``. What the envs return is checked first
+    (:class:`~rlmem.agents.env_output.EnvOutputCheck`): a NaN observation or an infinite
+    reward is reported naming the env and the frame, not as the policy's divergence.
 
     Args:
         envs: a vector env with ``SAME_STEP`` autoreset (:func:`rlmem.envs.make_vector_env`).
         model: the actor-critic.
         device: where the model and the rollout live.
         seed: seeds the envs' first reset.
+        name: the env as the run names it (default: its gymnasium id), for the messages.
+        frames: the run's frame count before the first step (a resumed run's), for the
+            messages.
+
+    Raises:
+        EnvOutputError: the envs' first observations are not finite or do not fit their space.
     """
 
     def __init__(self, envs: VectorEnv, model: ActorCritic, device: torch.device,
-                 seed: int) -> None:
+                 seed: int, *, name: str | None = None, frames: int = 0) -> None:
         self.envs = envs
         self.model = model
         self.device = device
         self.num_envs = envs.num_envs
-        observation, _ = envs.reset(seed=seed)
+        self.frames = frames
+        self.check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space,
+                                    self.num_envs, "Nothing of it was used for an update.")
+        observation = self.check.reset(envs, seed, f"frame {frames} (the first reset)")
         self.observation = observation_to_tensors(observation, device)
         self.state = model.initial_state(self.num_envs, device=device)
         self.resets = torch.ones(self.num_envs, dtype=torch.bool, device=device)
@@ -97,7 +109,9 @@ class RolloutCollector:
         action, log_prob = head.sample(out.action_params[0])
         rollout.actions[t], rollout.log_probs[t], rollout.values[t] = (action, log_prob,
                                                                        out.value[0])
-        next_observation, reward, term, trunc, info = self.envs.step(head.env_action(action))
+        self.frames += self.num_envs
+        next_observation, reward, term, trunc, info = self.check.step(
+            self.envs, head.env_action(action), f"frame {self.frames}")
         rollout.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
         rollout.terminated[t] = torch.as_tensor(term, device=device)
         rollout.truncated[t] = torch.as_tensor(trunc & ~term, device=device)

@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from rlmem.agents.env_output import EnvOutputError
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
@@ -58,7 +59,8 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
                         discrete_encoding=config["discrete_encoding"]).to(run.device)
     ppo = PPO(model, agent)
     frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
-    collector = RolloutCollector(envs, model, run.device, seed=env_seed(config["seed"], updates))
+    collector = RolloutCollector(envs, model, run.device, seed=env_seed(config["seed"], updates),
+                                 name=config["env"], frames=frames)
     save = functools.partial(_save, run, config, model, ppo, episodes, spaces={
         "observation": describe_space(envs.single_observation_space),
         "action": describe_space(envs.single_action_space)})
@@ -89,9 +91,9 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
             print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
                   f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
                   f"{config['stop_return']}.", flush=True)
-    except NonFiniteLossError as error:
-        raise NonFiniteLossError(f"{error} Training stopped at {frames} frames. "
-                                 f"{on_disk(run.checkpoint_path)}") from error
+    except (NonFiniteLossError, EnvOutputError) as error:
+        raise type(error)(f"{error} Training stopped at {frames} frames. "
+                          f"{on_disk(run.checkpoint_path)}") from error
     finally:
         bar.close()
         logger.close()

@@ -29,15 +29,18 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
+from rlmem.agents.env_output import EnvOutputError
 from rlmem.agents.run import env_seed, run_training
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.config import SB3Config, SB3Policy
+from rlmem.agents.sb3.env_output import EnvOutputCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import EnvOptions, refuse_untrusted_code
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
+from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.restore import ON_EVALUATE, ON_RESUME, load_state, restore_rng
 
 VEC_ENVS: dict[str, type[DummyVecEnv] | type[SubprocVecEnv]] = {
@@ -179,10 +182,13 @@ def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     try:
         if frames < config["frames"]:
             # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
-            callbacks: list[BaseCallback] = [MemoryCallback(), recorder] \
-                if isinstance(model.policy, MemoryPolicy) else [recorder]
+            callbacks: list[BaseCallback] = [EnvOutputCallback(config["env"]), recorder]
+            if isinstance(model.policy, MemoryPolicy):
+                callbacks.insert(1, MemoryCallback())
             model.learn(config["frames"] - frames, callback=callbacks,
                         reset_num_timesteps=start is None)
+    except EnvOutputError as error:
+        raise EnvOutputError(f"{error} {on_disk(run.checkpoint_path)}") from error
     finally:
         logger.close()
         env.close()
