@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
 from rlmem.evaluate import report_path
+from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 TARGET = 0.9
@@ -32,8 +33,9 @@ TRANSFER_ENV = "DoorKey-16x16"
 
 def summarize(run: Path) -> tuple[dict[str, object], list[dict[str, float]]]:
     """The summary of one run and its curve (frames, return_recent, return_mean, fps)."""
-    with (run / "progress.csv").open(newline="") as file:
-        rows = [{key: float(value) for key, value in row.items()} for row in csv.DictReader(file)]
+    rows = [{key: row.number(key, math.nan) for key in ("frames", "return_recent",
+                                                        "return_mean", "fps")}
+            for row in read_progress(run / "progress.csv")]
     curve = [{"frames": row["frames"], "return_recent": row["return_recent"],
               "return_mean": row["return_mean"], "fps": row["fps"]} for row in rows]
     reached = next((row["frames"] for row in rows

@@ -10,9 +10,7 @@ Writes ``RESULTS.md`` from ``RESULTS.template.md`` and ``curves.png``.
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ import matplotlib.pyplot as plt
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.memory.suite import LABELS
+from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
@@ -55,12 +54,11 @@ def read_run(path: Path) -> Run:
         assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
         run.stop_return = config.get("stop_return")
     if (path / "progress.csv").exists():
-        with (path / "progress.csv").open(newline="") as file:
-            for row in csv.DictReader(file):
-                value = float(row.get("return_recent") or "nan")
-                if math.isfinite(value):
-                    run.frames.append(float(row["frames"]))
-                    run.recent.append(value)
+        for row in read_progress(path / "progress.csv"):
+            value = row.finite("return_recent")
+            if value is not None:
+                run.frames.append(row.number("frames"))
+                run.recent.append(value)
     for report in sorted((path / "eval").glob("*.json")):
         data = json.loads(report.read_text())
         if run.frames and data["frames"] == run.frames[-1]:  # not of an earlier checkpoint

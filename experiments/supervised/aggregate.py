@@ -15,8 +15,6 @@ checkpoint, the attention heatmap at T = 5000 (``attention_T5000.png`` in its ru
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import os
 import statistics
 from collections.abc import Callable, Sequence
@@ -30,6 +28,7 @@ from rows import HERE, REPO, ROWS, RUNS, Row, Task
 from status import RunStatus, State, run_status
 
 from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs.progress import read_progress
 from rlmem.tasks import SequenceTask, make_task
 from rlmem.tasks.figures import attention_from_checkpoint
 from rlmem.tasks.recall import RecallTask
@@ -431,9 +430,8 @@ def progress_curve(run: RunStatus, key: str) -> tuple[list[float], list[float]]:
     path = run.run_dir / "progress.csv"
     if not path.exists():
         return [], []
-    with path.open(newline="") as file:
-        points = [(float(row["iteration"]), float(row[key])) for row in csv.DictReader(file)
-                  if row.get(key) not in (None, "") and math.isfinite(float(row[key]))]
+    points = [(row.number("iteration"), value) for row in read_progress(path)
+              if (value := row.finite(key)) is not None]
     return [p[0] for p in points], [p[1] for p in points]
 
 

@@ -25,7 +25,6 @@ does not. The runs go to ``onset/<cell>_lr<lr>/seed<k>/`` and resume like any
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from pathlib import Path
 from rows import HERE, REPO
 from status import State, budget_of, run_status
 from suite import shown
+
+from rlmem.runs.progress import read_progress
 
 ONSET_RUNS = HERE / "onset"
 SEQ_LEN = 20
@@ -79,12 +80,11 @@ def evaluations(run_dir: Path) -> dict[int, dict[str, float]]:
     if not path.exists():
         return {}
     found: dict[int, dict[str, float]] = {}
-    with path.open() as handle:
-        for row in csv.DictReader(handle):
-            evals = {key[5:]: float(value) for key, value in row.items()
-                     if key.startswith("eval/") and value not in ("", None)}
-            if evals:
-                found[int(float(row["iteration"]))] = evals
+    for row in read_progress(path):
+        evals = {key[5:]: row.number(key) for key in row.values
+                 if key.startswith("eval/") and row.has(key)}
+        if evals:
+            found[int(row.number("iteration"))] = evals
     return found
 
 

@@ -21,7 +21,6 @@ is written.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from rlmem.runs.progress import read_progress
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import register_supervised_configs
 
@@ -81,14 +81,13 @@ def preset_config() -> DictConfig:
         return compose(config_name="supervised", overrides=[f"+preset={PRESET}"])
 
 
-def logged(path: Path, delay: int) -> dict[int, tuple[str, str]]:
+def logged(path: Path, delay: int) -> dict[int, tuple[float, float]]:
     """The committed run's held-out cross-entropy and recall at ``delay`` by iteration."""
     if not path.exists():
         return {}
-    rows = csv.DictReader(path.open())
-    return {int(float(row["iteration"])): (row[f"eval/ce@T{delay}"],
-                                           row[f"eval/accuracy@T{delay}"])
-            for row in rows if row.get(f"eval/accuracy@T{delay}")}
+    return {int(row.number("iteration")): (row.number(f"eval/ce@T{delay}"),
+                                           row.number(f"eval/accuracy@T{delay}"))
+            for row in read_progress(path) if row.has(f"eval/accuracy@T{delay}")}
 
 
 def main() -> None:
@@ -124,9 +123,10 @@ def main() -> None:
         optimizer.step()
         if iteration % args.every == 0:
             ce, recall = measure(model, held_out)
-            rlmem_ce, rlmem_recall = theirs.get(iteration, ("—", "—"))
-            print(f"| {iteration} | {ce:.4f} | {recall:.1%} | {rlmem_ce[:6]} | "
-                  f"{rlmem_recall if rlmem_recall == '—' else f'{float(rlmem_recall):.1%}'} |",
+            logged_ce, logged_recall = (f"{theirs[iteration][0]:.4f}",
+                                        f"{theirs[iteration][1]:.1%}") \
+                if iteration in theirs else ("—", "—")
+            print(f"| {iteration} | {ce:.4f} | {recall:.1%} | {logged_ce} | {logged_recall} |",
                   flush=True)
     print(f"CPU {time.process_time() - start:.0f} s")
 

@@ -9,11 +9,9 @@ run's exclusive lock refuses).
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import json
 import os
-from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rlmem.runs.lock import LOCK_NAME
+from rlmem.runs.progress import ProgressRow, read_progress
 
 
 class State(Enum):
@@ -87,14 +86,11 @@ def lock_holder(run_dir: Path) -> str | None:
         os.close(fd)
 
 
-def last_progress(run_dir: Path) -> dict[str, str]:
-    """The last row of ``progress.csv`` (empty before the first logged iteration)."""
+def last_progress(run_dir: Path) -> ProgressRow | None:
+    """The last row of ``progress.csv`` (None before the first logged iteration)."""
     path = run_dir / "progress.csv"
-    if not path.exists():
-        return {}
-    with path.open(newline="") as file:
-        last = deque(csv.DictReader(file), maxlen=1)
-    return last[0] if last else {}
+    rows = read_progress(path) if path.exists() else []
+    return rows[-1] if rows else None
 
 
 def budget_of(run_dir: Path) -> int | None:
@@ -120,7 +116,9 @@ def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
             return RunStatus(run_dir, State.finished, int(results["iterations"]),
                              float(results["cpu_s"]), results, holder)
     row = last_progress(run_dir)
-    if row or (run_dir / "checkpoint.pt").exists():
-        return RunStatus(run_dir, State.in_progress, int(float(row.get("iteration") or 0)),
-                         float(row.get("time/cpu_s") or 0.0), None, holder)
+    if row is not None or (run_dir / "checkpoint.pt").exists():
+        return RunStatus(run_dir, State.in_progress,
+                         int(row.number("iteration", 0.0)) if row is not None else 0,
+                         row.number("time/cpu_s", 0.0) if row is not None else 0.0, None,
+                         holder)
     return RunStatus(run_dir, State.not_started, 0, 0.0, None, holder)

@@ -12,9 +12,7 @@ runs of rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "b
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -23,6 +21,7 @@ import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
 from rlmem.envs import transfer_target
+from rlmem.runs import progress as progress_csv
 from rlmem.runs.sweep import final_frames
 
 HERE = Path(__file__).resolve().parent
@@ -57,12 +56,11 @@ MEMORY_ORDER = ["lstm", "memlstm", "relstm", "gru", "relrnn", "tarnn", "sarnn", 
 def read_progress(path: Path) -> tuple[list[float], list[float]]:
     """Frames and the training return of each update that finished episodes."""
     frames, returns = [], []
-    with path.open(newline="") as file:
-        for row in csv.DictReader(file):
-            value = float(row["return_mean"])
-            if math.isfinite(value):
-                frames.append(float(row["frames"]))
-                returns.append(value)
+    for row in progress_csv.read_progress(path):
+        value = row.finite("return_mean")
+        if value is not None:
+            frames.append(row.number("frames"))
+            returns.append(value)
     return frames, returns
 
 

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from rlmem.cells import CELLS, hyperparameters
 from rlmem.envs import env_spec
 from rlmem.evaluate import report_path
+from rlmem.runs.progress import read_progress
 
 
 def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]) -> list[Path]:
@@ -56,15 +57,14 @@ def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[i
 
 
 def final_frames(run: Path) -> int | None:
-    """The frame count of a run's last progress row (None before its first update)."""
+    """The frame count of a run's last progress row (None before its first update).
+
+    Raises:
+        CorruptProgressError: the row is not rlmem's; the message names the file and the line.
+    """
     progress = run / "progress.csv"
-    if not progress.exists():
-        return None
-    rows = progress.read_text().strip().splitlines()
-    if len(rows) < 2:
-        return None
-    frames_column = rows[0].split(",").index("frames")
-    return int(float(rows[-1].split(",")[frames_column]))
+    rows = read_progress(progress) if progress.exists() else []
+    return int(rows[-1].number("frames")) if rows else None
 
 
 def full_attention(memory: str, envs: Sequence[str]) -> dict[str, int]:

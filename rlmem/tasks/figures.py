@@ -17,7 +17,6 @@ A figure whose trace the cell does not produce is skipped, so every cell can cal
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from rlmem.runs.progress import read_progress
 from rlmem.tasks.base import Baseline, SequenceTask, TaskBatch
 from rlmem.tasks.model import SequenceModel
 from rlmem.tasks.saved import load_saved_model
@@ -39,13 +39,9 @@ T = 5000 sequence stay visible (drawn one pixel per step, most would fall betwee
 
 
 def _read_progress(path: Path) -> dict[str, np.ndarray]:
-    with path.open(newline="") as file:
-        rows = list(csv.DictReader(file))
-    columns: dict[str, np.ndarray] = {}
-    for key in rows[0] if rows else []:
-        columns[key] = np.array([float(row[key]) if row.get(key) not in (None, "") else math.nan
-                                 for row in rows])
-    return columns
+    rows = read_progress(path)
+    return {key: np.array([row.number(key, math.nan) for row in rows])
+            for key in (rows[0].values if rows else [])}
 
 
 def learning_curve(progress_csv: Path, baseline: Baseline, seq_len: int, out: Path,
