@@ -2,6 +2,8 @@
 
     python experiments/memory/suite.py                         # every cell, 1 local job
     python experiments/memory/suite.py --memories lstm relstm  # some cells
+    python experiments/memory/suite.py --dry-run               # the commands, where runs stand
+    python experiments/memory/suite.py --runs /scratch/memory  # runs in another folder
     python experiments/memory/suite.py --jobs 2 -- hydra/launcher=submitit_slurm ...
 
 MemoryS7 shows a cue (a key or a ball) in a small room, then a corridor ends at a key and a
@@ -14,24 +16,37 @@ defaults (hidden 64, embedded grid, forget-gate bias 1, rl-starter-files' PPO), 
 :data:`FRAMES` frames, stopping early once the mean return of the last 1000 training episodes
 (about six updates) reaches :data:`STOP_RETURN`. Each run is then evaluated for
 :data:`EPISODES` episodes with sampled actions on MemoryS7 and on MemoryS13. Runs go to
-``runs/MemoryS7/<cell>/seed<k>/``; ``aggregate.py`` writes ``RESULTS.md``. Every step
-resumes and skips finished work (see :mod:`rlmem.runs.sweep`), so the suite can be run over
-several sittings.
+``runs/MemoryS7/<cell>/seed<k>/`` (``--runs`` names another folder); ``aggregate.py``
+writes ``RESULTS.md``. Every step resumes and skips finished work (see :mod:`rlmem.runs.sweep`),
+so the suite can be run over several sittings. A run another process holds (another suite, a
+run started by hand) is skipped, not failed, and so is its evaluation
+(:mod:`rlmem.runs.suite_runs`); the suite exits with status 1 only when a run or an evaluation
+failed, and with 130 after Ctrl-C, once its runs have stopped at their checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 from rlmem.cells import CELLS
-from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs import CHECKPOINT_NAME, INTERRUPTED
 from rlmem.runs.lock import LOCK_NAME
-from rlmem.runs.sweep import evaluate_runs, run_dirs, train_sweep
+from rlmem.runs.multirun import Outcome
+from rlmem.runs.suite_runs import (
+    PlannedRun,
+    evaluate_step,
+    print_dry_run,
+    reported,
+    train_command,
+    train_step,
+)
+from rlmem.runs.sweep import run_dirs, train_sweep
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -155,7 +170,33 @@ def seeds_of(memory: str, seeds: int) -> list[int]:
     return list(range(min(ABLATIONS[memory].seeds, seeds) if memory in ABLATIONS else 1))
 
 
-def main() -> None:
+class Sweep(NamedTuple):
+    """How a label trains: the cell, the frames, the overrides and the directory label."""
+
+    memory: str
+    frames: int
+    stop_return: float | None
+    overrides: list[str]
+    """With ``stop_return=`` when there is one."""
+    label: str | None
+    """The runs' directory label when it is not the memory's name."""
+
+
+def sweep_of(memory: str, extra: list[str]) -> Sweep:
+    """How the label ``memory`` (a cell, the reference or an ablation) trains, with the
+    suite's ``extra`` overrides."""
+    if memory == REFERENCE:
+        return Sweep("lstm", FRAMES, None, ["agent=sb3", "agent.policy=sb3_lstm", *extra],
+                     REFERENCE)
+    if memory in ABLATIONS:
+        ablation = ABLATIONS[memory]
+        stop = [] if ablation.stop_return is None else [f"stop_return={ablation.stop_return}"]
+        return Sweep(ablation.memory, ablation.frames, ablation.stop_return,
+                     [*stop, *ablation.overrides, *extra], memory)
+    return Sweep(memory, FRAMES, STOP_RETURN, [f"stop_return={STOP_RETURN}", *extra], None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", nargs="+", default=LABELS, choices=LABELS,
@@ -165,46 +206,77 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="parallel local training runs (joblib) and evaluations")
     parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the commands and where each run stands; run nothing")
     parser.add_argument("overrides", nargs="*",
                         help="after --: Hydra overrides passed to every training run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    root = args.runs.resolve()
+    if args.dry_run:
+        print_dry_run([run for memory in args.memories
+                       for run in planned(root, memory, seeds_of(memory, args.seeds),
+                                          args.overrides)],
+                      [ENV, TARGET], EPISODES, train=not args.no_train)
+        return 0
     failed = []
     for memory in args.memories:  # one cell at a time: a sitting's results arrive in order
         seeds = seeds_of(memory, args.seeds)
-        try:
-            if not args.no_train:
-                train(memory, seeds, args.jobs, args.overrides)
-            evaluate_runs(run_dirs(RUNS, ENV, [memory], seeds), [ENV, TARGET], EPISODES,
-                          args.jobs)
-        except subprocess.CalledProcessError:  # its error is printed above; go on to the next
-            failed.append(memory)
+        if not args.no_train:
+            outcome = reported(memory, train_step(
+                partial(train, memory, seeds, args.jobs, args.overrides, runs=root)))
+            if outcome is Outcome.interrupted:
+                return INTERRUPTED
+            if outcome is Outcome.failed:  # its error is printed above; go on to the next
+                failed.append(memory)
+                continue
+        for command, ended in evaluate_step(run_dirs(root, ENV, [memory], seeds),
+                                            [ENV, TARGET], EPISODES, args.jobs):
+            outcome = reported(f"{memory}: {' '.join(command[3:5])}", ended)
+            if outcome is Outcome.interrupted:
+                return INTERRUPTED
+            if outcome is Outcome.failed and memory not in failed:
+                failed.append(memory)
     if failed:
-        sys.exit(f"memory suite: {', '.join(failed)} failed (see above); the rest are done")
+        print(f"memory suite: {', '.join(failed)} failed (see above); the rest are done",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
-def train(memory: str, seeds: list[int], jobs: int, extra: list[str]) -> None:
-    """Train (or resume) the runs of one label: a cell, the reference or an ablation."""
-    if memory == REFERENCE:
-        train_sweep(RUNS, ENV, ["lstm"], seeds, FRAMES, jobs,
-                    ["agent=sb3", "agent.policy=sb3_lstm", *extra], label=REFERENCE)
-    elif memory in ABLATIONS:
-        ablation = ABLATIONS[memory]
-        if ablation.continues is not None:
-            continue_from(ablation.continues, memory, seeds)
-        stop = [] if ablation.stop_return is None else [f"stop_return={ablation.stop_return}"]
-        train_sweep(RUNS, ENV, [ablation.memory], seeds, ablation.frames, jobs,
-                    [*stop, *ablation.overrides, *extra], label=memory)
+def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:
+    """The runs of the label ``memory`` at ``seeds``, as the dry run shows them."""
+    sweep = sweep_of(memory, extra)
+    return [PlannedRun(f"{memory} seed {seed}", run_dir, sweep.frames, sweep.stop_return,
+                       train_command(root, ENV, sweep.memory, seed, sweep.frames,
+                                     sweep.overrides, sweep.label))
+            for seed, run_dir in zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds),
+                                     strict=True)]
+
+
+def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
+          runs: Path | None = None) -> None:
+    """Train (or resume) the runs of one label: a cell, the reference or an ablation, in
+    ``runs`` (default :data:`RUNS`)."""
+    root = RUNS if runs is None else runs
+    sweep = sweep_of(memory, extra)
+    if memory in ABLATIONS and ABLATIONS[memory].continues is not None:
+        continue_from(str(ABLATIONS[memory].continues), memory, seeds, root)
+    if sweep.label is None:
+        train_sweep(root, ENV, [sweep.memory], seeds, sweep.frames, jobs, sweep.overrides)
     else:
-        train_sweep(RUNS, ENV, [memory], seeds, FRAMES, jobs,
-                    [f"stop_return={STOP_RETURN}", *extra])
+        train_sweep(root, ENV, [sweep.memory], seeds, sweep.frames, jobs, sweep.overrides,
+                    label=sweep.label)
 
 
-def continue_from(source: str, label: str, seeds: list[int]) -> None:
+def continue_from(source: str, label: str, seeds: list[int], runs: Path | None = None) -> None:
     """Start each run of ``label`` that has no checkpoint yet as a copy of ``source``'s run of
     the same seed: its checkpoint, config and progress (not its evaluations or TensorBoard
     events), so training resumes where that run stopped. Seeds ``source`` does not train start
-    afresh; a seed it trains but has not started is refused, before anything is copied."""
-    pairs = [(RUNS / ENV / source / f"seed{seed}", RUNS / ENV / label / f"seed{seed}")
+    afresh; a seed it trains but has not started is refused, before anything is copied. The
+    runs are in ``runs`` (default :data:`RUNS`)."""
+    root = RUNS if runs is None else runs
+    pairs = [(root / ENV / source / f"seed{seed}", root / ENV / label / f"seed{seed}")
              for seed in seeds if seed < ABLATIONS[source].seeds]
     pairs = [(old, new) for old, new in pairs if not (new / CHECKPOINT_NAME).exists()]
     missing = [str(old) for old, _ in pairs if not (old / CHECKPOINT_NAME).exists()]
@@ -219,4 +291,4 @@ def continue_from(source: str, label: str, seeds: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

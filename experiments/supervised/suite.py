@@ -17,19 +17,32 @@ rest). A preset trains until its target (99% recall at the training length, or a
 0.01 on adding) or its iteration budget. The suite skips finished runs (a ``results.json`` whose
 target was met or whose budget was spent), leaves alone a run another process is running (its
 lock is held), and resumes every other run from its checkpoint, so a killed suite is simply
-started again. Each run's output goes to ``<run_dir>/train.log``. Ctrl-C stops the runs at
-their next checkpoint and the suite with them. ``aggregate.py`` writes ``RESULTS.md``.
+started again. Ctrl-C stops the runs at their next checkpoint and the suite with them.
+``aggregate.py`` writes ``RESULTS.md``.
+
+Each run's output goes to ``<run_dir>/train.log``, one start after another, each under a line
+naming the suite's PID, the time and the command. Two suites may run at once over the same
+runs: the suite holds an exclusive lock on ``train.log`` (``flock``, inherited by the run's
+process) while its run runs, and a suite that finds the log held skips the run without writing
+a byte into it. A run held by a process that is no suite (a run started by hand) is skipped
+too: seen before the start, or, when that process took the run in between, by the run's own
+refusal (``RunLockedError``, :mod:`rlmem.runs.multirun`), which is then the last line of that
+start in the log. Skipped runs make no failure: the suite exits with status 1 only when a run
+failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,12 +50,30 @@ from hydra import compose, initialize_config_dir
 from rows import GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
 from status import RunStatus, State, run_status
 
-from rlmem.runs import INTERRUPTED
+from rlmem.runs import INTERRUPTED, RunDirectoryError
+from rlmem.runs.directory import claim_run_dir
+from rlmem.runs.multirun import Outcome, run_recorded
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import register_supervised_configs
 
 LOG_NAME = "train.log"
 """Each run's stdout and stderr, appended to over every start."""
+
+
+@contextmanager
+def held_log(path: Path) -> Iterator[int | None]:
+    """``path`` opened for appending (never through a link) and locked for this suite alone:
+    its file descriptor, or None when another suite holds it (then nothing was written)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield fd
+    finally:
+        os.close(fd)  # the lock goes with the last descriptor (the run's copy may outlive it)
 
 
 @dataclass(frozen=True)
@@ -147,24 +178,40 @@ class Runner:
             print(f"[suite] {job.label}: run by PID {status.holder} now; skipped", flush=True)
             return
         log = job.run_dir / LOG_NAME
-        job.run_dir.mkdir(parents=True, exist_ok=True)
-        print(f"[suite] {job.label}: {status.describe()}; starting, log {shown(log)}\n"
-              f"+ {' '.join(job.command)}", flush=True)
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        with log.open("a") as output:
-            code = subprocess.run([sys.executable, *job.command[1:]], cwd=REPO, env=env,
-                                  stdout=output, stderr=subprocess.STDOUT).returncode
-        after = self.budgets.status(job)
-        if code == INTERRUPTED:
-            self.stop.set()
-            print(f"[suite] {job.label}: interrupted at its checkpoint", flush=True)
-        elif code != 0 and after.state is State.finished:
-            # A diverged run exits with an error, having recorded its divergence as its result.
-            print(f"[suite] {job.label}: {after.describe()}", flush=True)
-        elif code != 0:
+        try:
+            claim_run_dir(job.run_dir)  # the log goes into it: it must be an rlmem run first
+        except RunDirectoryError as error:
             with self.lock:
                 self.failed.append(job.label)
-            print(f"[suite] {job.label}: FAILED (exit {code}); see {shown(log)}", flush=True)
+            print(f"[suite] {job.label}: FAILED: {error}", flush=True)
+            return
+        with held_log(log) as output:
+            if output is None:
+                print(f"[suite] {job.label}: another suite is running it (its {shown(log)} is "
+                      "held); skipped", flush=True)
+                return
+            print(f"[suite] {job.label}: {status.describe()}; starting, log {shown(log)}\n"
+                  f"+ {' '.join(job.command)}", flush=True)
+            now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+            os.write(output, f"\n[suite PID {os.getpid()}, {now}] + "
+                             f"{' '.join(job.command)}\n".encode())
+            env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+            ended = run_recorded([sys.executable, *job.command[1:]], cwd=REPO, env=env,
+                                 stdout=output, stderr=subprocess.STDOUT)
+        after = self.budgets.status(job)
+        if ended.outcome is Outcome.interrupted:
+            self.stop.set()
+            print(f"[suite] {job.label}: interrupted at its checkpoint", flush=True)
+        elif ended.outcome is Outcome.locked:
+            print(f"[suite] {job.label}: {ended.failures[0].reason} Skipped.", flush=True)
+        elif ended.outcome is Outcome.failed and after.state is State.finished:
+            # A diverged run exits with an error, having recorded its divergence as its result.
+            print(f"[suite] {job.label}: {after.describe()}", flush=True)
+        elif ended.outcome is Outcome.failed:
+            with self.lock:
+                self.failed.append(job.label)
+            print(f"[suite] {job.label}: FAILED (exit {ended.code}); see {shown(log)}",
+                  flush=True)
         else:
             print(f"[suite] {job.label}: {after.describe()}", flush=True)
 

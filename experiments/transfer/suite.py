@@ -3,6 +3,8 @@
     python experiments/transfer/suite.py                          # everything, 1 local job
     python experiments/transfer/suite.py --envs DoorKey-5x5 --memories lstm relstm
     python experiments/transfer/suite.py --jobs 2 --seeds 0 1
+    python experiments/transfer/suite.py --dry-run                # the commands, where runs stand
+    python experiments/transfer/suite.py --runs /scratch/transfer  # runs in another folder
     python experiments/transfer/suite.py -- hydra/launcher=submitit_slurm \\
         hydra.launcher.partition=gpu hydra.launcher.timeout_min=600 device=cuda
 
@@ -14,18 +16,33 @@ train env and on its paired large env with ``python -m rlmem.evaluate``.
 Every step is resumable and skips finished work: a trained run resumes from its checkpoint and
 returns at once when it has its frames, and an evaluation whose JSON already exists for the
 run's final frame count is not repeated. So the suite can be run over several sittings, and
-``experiments/transfer/aggregate.py`` tabulates whatever is finished.
+``experiments/transfer/aggregate.py`` tabulates whatever is finished. Runs go to
+``runs/<env>/<memory>/seed<k>/`` (``--runs`` names another folder). A run another process holds
+(another suite, a run started by hand) is skipped, not failed, and so is its evaluation
+(:mod:`rlmem.runs.suite_runs`); the suite exits with status 1 only when a run or an evaluation
+failed, and with 130 after Ctrl-C, once its runs have stopped at their checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from rlmem.envs import transfer_target
-from rlmem.runs.sweep import evaluate_runs, run_dirs, train_sweep
+from rlmem.runs import INTERRUPTED
+from rlmem.runs.multirun import Outcome
+from rlmem.runs.suite_runs import (
+    PlannedRun,
+    evaluate_step,
+    print_dry_run,
+    reported,
+    train_command,
+    train_step,
+)
+from rlmem.runs.sweep import run_dirs, train_sweep
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -48,7 +65,7 @@ PAPER_MEMORIES = ("lstm", "memlstm", "relstm")
 OUR_MEMORIES = ("gru", "tarnn", "sarnn", "irnn", "ernn")
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(FRAMES), choices=list(FRAMES))
@@ -60,22 +77,48 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=None,
                         help="override every env's budget (e.g. for a quick check)")
     parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the commands and where each run stands; run nothing")
     parser.add_argument("overrides", nargs="*",
                         help="after --: Hydra overrides passed to every training run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    root = args.runs.resolve()
+    if args.dry_run:
+        for env in args.envs:
+            frames = args.frames or FRAMES[env]
+            print_dry_run([PlannedRun(f"{env} {memory} seed {seed}", run_dir, frames, None,
+                                      train_command(root, env, memory, seed, frames,
+                                                    args.overrides))
+                           for memory in args.memories for seed in args.seeds
+                           for run_dir in run_dirs(root, env, [memory], [seed])],
+                          [env, transfer_target(env)], args.episodes, train=not args.no_train)
+        return 0
     failed = []
     for env in args.envs:
-        try:
-            if not args.no_train:
-                train_sweep(RUNS, env, args.memories, args.seeds, args.frames or FRAMES[env],
-                            args.jobs, args.overrides)
-            evaluate_runs(run_dirs(RUNS, env, args.memories, args.seeds),
-                          [env, transfer_target(env)], args.episodes, args.jobs)
-        except subprocess.CalledProcessError:  # its error is printed above; go on to the next
-            failed.append(env)
+        if not args.no_train:
+            outcome = reported(env, train_step(partial(
+                train_sweep, root, env, args.memories, args.seeds, args.frames or FRAMES[env],
+                args.jobs, args.overrides)))
+            if outcome is Outcome.interrupted:
+                return INTERRUPTED
+            if outcome is Outcome.failed:  # its error is printed above; go on to the next
+                failed.append(env)
+                continue
+        for command, ended in evaluate_step(run_dirs(root, env, args.memories, args.seeds),
+                                            [env, transfer_target(env)], args.episodes,
+                                            args.jobs):
+            outcome = reported(f"{env}: {' '.join(command[3:5])}", ended)
+            if outcome is Outcome.interrupted:
+                return INTERRUPTED
+            if outcome is Outcome.failed and env not in failed:
+                failed.append(env)
     if failed:
-        sys.exit(f"transfer suite: {', '.join(failed)} failed (see above); the rest are done")
+        print(f"transfer suite: {', '.join(failed)} failed (see above); the rest are done",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

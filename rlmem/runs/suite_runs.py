@@ -1,0 +1,227 @@
+"""A suite's training runs when other processes may hold them: where each run stands (for a
+``--dry-run``), and the steps of :mod:`rlmem.runs.sweep` run so that a run another process
+holds is skipped, not counted as failed.
+
+Two suites may run at once over the same runs (two terminals, two machines on one file
+system). A run is held by whichever process has its lock; the other one's job fails at once
+with ``RunLockedError`` and records it (:mod:`rlmem.runs.multirun`), and the suite reports that
+run skipped. Runs held by another process when the evaluations start are not evaluated (their
+checkpoint is about to change); an evaluation another process is making of the same run and
+env is skipped likewise.
+
+Each step runs in a worker thread while the suite waits (:func:`shielded`), so that Ctrl-C
+reaches the rlmem processes, which stop at their next checkpoint, rather than interrupting the
+wait, on which ``subprocess.run`` would kill them at once.
+
+A run's standing is its frames trained (the last row of ``progress.csv``) against the suite's
+budget, whether its checkpoint's last episodes met its ``stop_return`` (so that it trains no
+further), and the PID of the live process that holds its lock, if any. The lock is probed with
+a shared ``flock``, which a running run's exclusive lock refuses and which takes nothing from
+it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from rlmem.runs.checkpoint import load_checkpoint
+from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs.errors import RunError
+from rlmem.runs.lock import LOCK_NAME
+from rlmem.runs.multirun import Ending, Outcome, ending, failures_recorded_in, run_recorded
+from rlmem.runs.sweep import (
+    evaluation_command,
+    final_frames,
+    full_attention,
+    run_dirs,
+    run_memory,
+)
+
+T = TypeVar("T")
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The PID written in ``run_dir``'s lock while a live process holds it; None when free (or
+    when there is no lock file, or it is a link, which no run would have made)."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One run of a suite against its frame budget."""
+
+    run_dir: Path
+    frames: int | None
+    """Frames trained (None before the first logged update)."""
+    budget: int
+    stopped: bool
+    """Its checkpoint's last episodes met its ``stop_return``: it trains no further."""
+    holder: str | None
+    """PID of the live process running it now, if any."""
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped or (self.frames is not None and self.frames >= self.budget)
+
+    def describe(self) -> str:
+        """A few words for a dry run: ``trained 2048 of 4096 frames, running now (PID 7)``."""
+        if self.frames is None:
+            trained = "not started"
+        elif self.stopped:
+            trained = (f"finished: stopped at {self.frames} frames (its last {STOP_EPISODES} "
+                       "episodes met stop_return)")
+        elif self.finished:
+            trained = f"finished: {self.frames} frames"
+        else:
+            trained = f"trained {self.frames} of {self.budget} frames"
+        return trained + (f", running now (PID {self.holder})" if self.holder else "")
+
+
+def standing(run_dir: Path, budget: int, stop_return: float | None = None) -> Standing:
+    """Where ``run_dir`` stands against ``budget`` frames and ``stop_return``."""
+    frames = final_frames(run_dir)
+    stopped = False
+    checkpoint = run_dir / "checkpoint.pt"
+    if stop_return is not None and frames is not None and frames < budget and \
+            checkpoint.exists():
+        try:
+            recent = load_checkpoint(checkpoint).extras.get("recent_returns", [])
+        except RunError:  # unreadable: the run itself will say so
+            recent = []
+        stopped = EpisodeLog(recent).reached(stop_return)
+    return Standing(run_dir, frames, budget, stopped, lock_holder(run_dir))
+
+
+def train_command(root: Path, env: str, memory: str, seed: int, frames: int,
+                  overrides: Sequence[str] = (), label: str | None = None) -> list[str]:
+    """The single ``python -m rlmem.train`` command that is one job of a suite's sweep (see
+    :func:`~rlmem.runs.sweep.train_sweep`): the run of ``memory`` at ``seed`` on ``env`` in
+    ``<root>/<env>/<label>/seed<k>``, the label being the memory's name unless given."""
+    [run_dir] = run_dirs(root, env, [label or memory], [seed])
+    return ["python", "-m", "rlmem.train", f"env={env}", f"memory={memory}", f"seed={seed}",
+            f"frames={frames}", "progress_bar=false", f"run_dir={run_dir}", *overrides]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a suite, as its dry run shows it."""
+
+    name: str
+    """``lstm seed 0``, as the suite names it."""
+    run_dir: Path
+    budget: int
+    """Its frames."""
+    stop_return: float | None
+    command: list[str]
+    """:func:`train_command`."""
+
+
+def print_dry_run(planned: Sequence[PlannedRun], envs: Sequence[str], episodes: int,
+                  train: bool = True) -> None:
+    """Print where each run stands, the command that trains it (commented out when the suite
+    would not run it: finished, held by another process, or ``train`` off), and the
+    evaluations on ``envs`` due now (a run trained further is evaluated after its training)."""
+    for run in planned:
+        where = standing(run.run_dir, run.budget, run.stop_return)
+        print(f"# {run.name}: {where.describe()}")
+        skip = not train or where.finished or where.holder is not None
+        print(("# " if skip else "") + " ".join(run.command))
+        if not (run.run_dir / "checkpoint.pt").exists():
+            continue
+        for env in envs:
+            command = evaluation_command(run.run_dir, env, episodes,
+                                         full_attention(run_memory(run.run_dir), envs))
+            if command is not None:
+                print(("# " if where.holder else "") + " ".join(["python", *command[1:]]))
+    print(flush=True)
+
+
+def shielded(step: Callable[[], T]) -> T:
+    """``step()``, called in a worker thread while this one waits for it.
+
+    Ctrl-C at the terminal reaches the rlmem processes ``step`` runs, which stop at their next
+    checkpoint and exit with status 130; here it only says so and waits on. A second Ctrl-C
+    stops the waiting (and reaches them again: they stop at once).
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(step)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            print("[suite] interrupted: waiting for the running runs to stop at their next "
+                  "checkpoint", flush=True)
+            return future.result()
+
+
+def train_step(start: Callable[[], None]) -> Ending:
+    """How ``start`` ended: a call of :func:`~rlmem.runs.sweep.train_sweep` (one sweep, which
+    raises ``CalledProcessError`` when the sweep fails), its failures recorded in a directory
+    of its own (:func:`~rlmem.runs.multirun.ending`)."""
+    with tempfile.TemporaryDirectory(prefix="rlmem-records-") as records, \
+            failures_recorded_in(Path(records)):
+        def run() -> int:
+            try:
+                start()
+            except subprocess.CalledProcessError as error:
+                return error.returncode
+            return 0
+
+        return ending(shielded(run), Path(records))
+
+
+def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
+                  jobs: int) -> list[tuple[list[str], Ending]]:
+    """Each evaluation :func:`~rlmem.runs.sweep.evaluate_runs` would make (the trained runs
+    without an up-to-date JSON, MemLSTM with full attention), ``jobs`` at a time, and how each
+    ended; the runs another process holds now are left out."""
+    free = []
+    for run in runs:
+        holder = lock_holder(run)
+        if holder is not None:
+            print(f"[suite] {run}: running now (PID {holder}); not evaluated", flush=True)
+        elif (run / "checkpoint.pt").exists():
+            free.append(run)
+    commands = [command for run in free for env in envs
+                if (command := evaluation_command(
+                    run, env, episodes, full_attention(run_memory(run), envs))) is not None]
+
+    def execute(command: list[str]) -> tuple[list[str], Ending]:
+        print("+", " ".join(command), flush=True)
+        return command, run_recorded(command)
+
+    def evaluate_all() -> list[tuple[list[str], Ending]]:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(execute, commands))
+
+    return shielded(evaluate_all)
+
+
+def reported(name: str, ended: Ending) -> Outcome:
+    """Print what a suite says of the step ``name`` that ``ended`` so, and its outcome: each
+    run another process held is skipped; a failure's own error is printed above."""
+    if ended.outcome is Outcome.locked:
+        for failure in ended.failures:
+            print(f"[suite] {name}: {failure.describe()} Skipped.", flush=True)
+    elif ended.outcome is Outcome.failed:
+        print(f"[suite] {name}: FAILED (exit {ended.code}; its error is above)", flush=True)
+    return ended.outcome
