@@ -23,11 +23,17 @@ from rlmem.runs import load_checkpoint
 from rlmem.runs.directory import claim_run_dir
 from rlmem.runs.lock import RunLock
 from rlmem.runs.multirun import (
+    ENDED,
     RECORDS_ENV,
+    STARTED,
     JobFailure,
+    Outcome,
+    ending,
+    failures_recorded_in,
     job_overrides,
     one_line,
     read_failures,
+    record_failure,
     swept_keys,
 )
 
@@ -206,3 +212,30 @@ def test_a_job_is_named_by_its_swept_values_and_a_reason_is_one_sentence() -> No
     assert one_line("run_dir=/a/b.c is in use (PID 7). Nothing was\nwritten.") == \
         "run_dir=/a/b.c is in use (PID 7)."
     assert len(one_line("x" * 500)) == 200
+
+
+def test_a_process_ended_locked_only_when_every_failure_it_recorded_was_a_held_run(
+        tmp_path: Path) -> None:
+    """What a suite reads from a records directory: a sweep that started and did not end may
+    have failed jobs it never recorded, so its locked records alone do not make it skipped."""
+    def outcome(code: int, *failures: JobFailure, marks: tuple[str, ...] = ()) -> Outcome:
+        records = tmp_path / f"records{len(list(tmp_path.iterdir()))}"
+        records.mkdir()
+        with failures_recorded_in(records):
+            for failure in failures:
+                record_failure(failure)
+        for mark in marks:
+            (records / mark).touch()
+        assert read_failures(records) == sorted(failures, key=lambda f: f.job or 0)
+        return ending(code, records).outcome
+
+    held = JobFailure("rlmem.train", 1, ("seed=1",), "run_dir=r is in use.", locked=True)
+    bad = JobFailure("rlmem.train", 0, ("seed=0",), "the PPO loss is nan.", locked=False)
+    assert outcome(0) is Outcome.done
+    assert outcome(130) is Outcome.interrupted
+    assert outcome(1, held) is Outcome.locked  # a single run: its one failure
+    assert outcome(1, held, marks=(STARTED, ENDED)) is Outcome.locked
+    assert outcome(1, held, marks=(STARTED,)) is Outcome.failed  # the sweep did not end
+    assert outcome(1, held, bad, marks=(STARTED, ENDED)) is Outcome.failed
+    assert outcome(1) is Outcome.failed  # no record: a traceback, a composition error
+    assert outcome(2, held) is Outcome.failed
