@@ -30,7 +30,7 @@ class EnvOutputCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         # The reset's observation on the first rollout; the last step's afterwards.
         observation = self.model._last_obs
-        if isinstance(observation, (np.ndarray, dict)):  # a tuple observation goes unchecked
+        if isinstance(observation, (np.ndarray, dict)):  # None before any reset; no tuples
             self.check.check(observation, None, f"frame {self.num_timesteps}")
 
     def _on_step(self) -> bool:
