@@ -15,7 +15,9 @@ failure is what :meth:`EnvOutputCheck.step` turns into a message.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,29 +114,43 @@ class EnvOutputCheck:
             "then run the same command again.")
 
     def _unstackable(self, envs: VectorEnv, error: ValueError, at: str) -> EnvOutputError:
-        """The vector env could not stack the envs' observations: name the env whose
-        observation does not have its space's shape, where the vector env shows them."""
+        """The vector env raised ``error`` while stepping: when it came from stacking the envs'
+        observations, name the env whose observation does not have its space's shape (where
+        the vector env shows them); else the env itself refused the step."""
+        if not _from_stacking(error):
+            return EnvOutputError(
+                f"env {self.name} raised ValueError at {at}: {error}. {self.consequence} Fix "
+                "the env, then run the same command again.")
         # SyncVectorEnv keeps each env's last observation; no public API exposes them.
-        observations = getattr(envs, "_env_obs", None)
-        found = ""
-        for index, observation in enumerate(observations or ()):
-            for key, space in _fields(self.space):
-                value = observation if key is None else (
-                    observation.get(key) if isinstance(observation, Mapping) else None)
-                shape = np.shape(value) if value is not None else None
-                if isinstance(space, spaces.Box) and shape != space.shape:
-                    field = "" if key is None else f" (field {key!r})"
-                    found = (f": env {index} of {self.num_envs} returned an observation{field} "
-                             f"of shape {list(shape) if shape is not None else 'none'} where its "
-                             f"space has shape {list(space.shape)}")
-                    break
-            if found:
-                break
+        found = next((mismatch for index, observation
+                      in enumerate(getattr(envs, "_env_obs", None) or ())
+                      if (mismatch := self._misfit(index, observation))), "")
         return EnvOutputError(
             f"env {self.name} returned an observation that does not fit its observation space "
             f"({describe_space(self.space)}) at {at}{found or f' (gymnasium: {error})'}. "
             f"{self.consequence} Fix the env's observations (or its observation_space), then "
             "run the same command again.")
+
+    def _misfit(self, index: int, observation: Any) -> str:
+        """How env ``index``'s ``observation`` misses its space's shape ("" if it does not)."""
+        for key, space in _fields(self.space):
+            value = observation if key is None else (
+                observation.get(key) if isinstance(observation, Mapping) else None)
+            shape = np.shape(value) if value is not None else None
+            if isinstance(space, spaces.Box) and shape != space.shape:
+                field = "" if key is None else f" (field {key!r})"
+                return (f": env {index} of {self.num_envs} returned an observation{field} of "
+                        f"shape {list(shape) if shape is not None else 'none'} where its space "
+                        f"has shape {list(space.shape)}")
+        return ""
+
+
+def _from_stacking(error: BaseException) -> bool:
+    """Whether ``error`` was raised while gymnasium stacked the envs' observations (its
+    ``concatenate``), rather than by an env."""
+    return any(Path(frame.filename).parent.name == "utils" and "gymnasium" in frame.filename
+               and frame.name.startswith(("concatenate", "_concatenate"))
+               for frame in traceback.extract_tb(error.__traceback__))
 
 
 def _fields(space: spaces.Space[Any]) -> list[tuple[str | None, spaces.Space[Any]]]:
