@@ -19,6 +19,7 @@ from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from rlmem import evaluate as evaluate_module
 from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo import update as ppo_update
 from rlmem.evaluate import evaluate_run
@@ -156,9 +157,9 @@ def test_an_unwritable_run_dir_stops_before_any_work(tmp_path: Path,
 
     monkeypatch.setattr(lock_module.os, "open", read_only)
     with pytest.raises(RunDirectoryError, match=r"cannot write into run_dir=.*Read-only file "
-                                                r"system. Nothing was started"):
+                                                r"system. Nothing was written"):
         ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
-    with pytest.raises(RunDirectoryError, match="Nothing was started"):
+    with pytest.raises(RunDirectoryError, match="Nothing was written"):
         run_supervised(supervised_config(), tmp_path)
 
 
@@ -167,10 +168,10 @@ def test_evaluate_prints_its_result_even_when_it_cannot_write_it(
         ) -> None:
     ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
 
-    def read_only(self: Path, *args: Any, **kwargs: Any) -> int:
-        raise OSError(errno.EROFS, "Read-only file system", str(self))
+    def read_only(path: Path, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr(evaluate_module, "write_json", read_only)
     name, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), episodes=2,
                                                         num_envs=2))
     assert written is None and result.episodes == 2 and name == "DoorKey-16x16"

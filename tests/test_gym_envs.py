@@ -206,8 +206,9 @@ def test_masked_cartpole_trains_and_evaluates_through_the_clis(tmp_path: Path,
     assert checkpoint.extras["spaces"] == {"observation": "float32 Box of shape [2]",
                                            "action": "Discrete(2)"}
 
+    # The run names the tests' own module (gym_envs): evaluating it is an explicit opt-in.
     evaluated = run_cli("rlmem.evaluate", f"run={run_dir}", "episodes=3", "num_envs=2",
-                        cwd=tmp_path)
+                        "trust_run_config=true", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     summary = evaluated.stdout.strip().splitlines()[-1]
     assert summary.startswith("CartPole-v1: return ") and "success" not in summary
@@ -238,7 +239,8 @@ def test_a_dict_and_multidiscrete_env_runs_end_to_end(encoding: str, tmp_path: P
     assert "position.net.0.weight" in weights
     for field in ("cue", "grid"):  # one-hot has no weights
         assert (f"{field}.embedding.weight" in weights) == (encoding == "embedding")
-    name, result, _ = evaluate_run(EvaluateConfig(run=str(tmp_path), episodes=4, num_envs=2))
+    name, result, _ = evaluate_run(EvaluateConfig(run=str(tmp_path), episodes=4, num_envs=2,
+                                                  trust_run_config=True))
     assert name == env and result.episodes == 4 and result.length_mean == 8
 
 
@@ -320,9 +322,11 @@ def test_evaluation_refuses_an_env_with_other_spaces(tmp_path: Path) -> None:
     # Acrobot, masked like CartPole, observes 2 numbers too, but has 3 actions.
     with pytest.raises(IncompatibleEnvError, match=r"acts in Discrete\(3\) instead of "
                                                    r"Discrete\(2\)"):
-        evaluate_run(EvaluateConfig(run=str(tmp_path), env="Acrobot-v1", episodes=1))
+        evaluate_run(EvaluateConfig(run=str(tmp_path), env="Acrobot-v1", episodes=1,
+                                    trust_run_config=True))
     with pytest.raises(KeyError, match=r"has no transfer target.*transfer_env="):
-        evaluate_run(EvaluateConfig(run=str(tmp_path), env="transfer", episodes=1))
+        evaluate_run(EvaluateConfig(run=str(tmp_path), env="transfer", episodes=1,
+                                    trust_run_config=True))
     assert not (tmp_path / "eval").exists()
 
 

@@ -65,11 +65,12 @@ def _invalid_path(run_dir: Path) -> str | None:
 
 
 def is_unmarked_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` is a run of an rlmem that wrote no :data:`MARKER`: it holds the
-    run lock file and a ``config.yaml`` that records a memory cell and a seed, as every such
-    run did from its first step."""
-    lock, config = run_dir / LOCK_NAME, run_dir / "config.yaml"
-    if not (lock.is_file() and config.is_file()) or lock.is_symlink() or config.is_symlink():
+    """Whether ``run_dir`` is a run of an rlmem that wrote no :data:`MARKER`: a
+    ``config.yaml`` that records a memory cell and a seed, beside the run lock file or a
+    checkpoint, as every such run had from its first step (a copied run may lack the lock)."""
+    config = run_dir / "config.yaml"
+    beside = [run_dir / LOCK_NAME, run_dir / "checkpoint.pt"]
+    if not config.is_file() or not any(path.is_file() for path in beside):
         return False
     try:
         recorded: Any = OmegaConf.to_container(OmegaConf.load(config), resolve=False)

@@ -50,7 +50,7 @@ class RunLock:
                     "through links, since that could reach any file. Nothing was written. "
                     "Remove the link or choose another run_dir.") from error
             raise RunDirectoryError(
-                f"cannot write into run_dir={self.path.parent}: {error}. Nothing was started; "
+                f"cannot write into run_dir={self.path.parent}: {error}. Nothing was written; "
                 "choose a writable run_dir.") from error
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

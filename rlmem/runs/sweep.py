@@ -47,7 +47,8 @@ def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[i
         sys.executable, "-m", "rlmem.train", "-m", f"env={env}",
         f"memory={','.join(memories)}", f"seed={','.join(map(str, seeds))}",
         f"frames={frames}", "progress_bar=false",
-        f"run_dir={root}/${{env}}/{label}/seed${{seed}}",
+        # hydra.sweep.dir: where Hydra's basic sweeper writes multirun.yaml (it cannot be off).
+        f"hydra.sweep.dir={root}", f"run_dir={root}/${{env}}/{label}/seed${{seed}}",
         *overrides,
     ]
     if not any(override.startswith("hydra/launcher=") for override in overrides):

@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig
 
 from rlmem.schema.memory import register_memory_configs
 from rlmem.schema.ranges import check_seed
+from rlmem.schema.runs_root import register_runs_root
 from rlmem.tasks.held_out import MAX_CONFIRM_BATCHES
 
 
@@ -163,8 +164,10 @@ class SupervisedConfig:
 
 
 def register_supervised_configs() -> None:
-    """Store ``supervised_schema``, ``schema/task/<name>`` and ``memory/<cell>``."""
+    """Store ``supervised_schema``, ``schema/task/<name>`` and ``memory/<cell>``, and register
+    the ``runs_root`` resolver of the default ``run_dir``."""
     register_memory_configs()
+    register_runs_root()
     store = ConfigStore.instance()
     store.store(name="supervised_schema", node=SupervisedConfig)
     for name, schema in TASK_SCHEMAS.items():

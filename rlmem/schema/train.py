@@ -23,13 +23,16 @@ from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import TrainConfig, recorded_config
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
 from rlmem.schema.memory import check_memory_config, register_memory_configs
+from rlmem.schema.runs_root import register_runs_root
 
 __all__ = ["TrainConfig", "check_envs", "check_train_config", "register_train_configs"]
 
 
 def register_train_configs() -> None:
-    """Store ``train_schema``, ``schema/agent/<name>`` and ``memory/<cell>`` (idempotent)."""
+    """Store ``train_schema``, ``schema/agent/<name>`` and ``memory/<cell>``, and register the
+    ``runs_root`` resolver of the default ``run_dir`` (idempotent)."""
     register_memory_configs()
+    register_runs_root()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for name, schema in AGENTS.items():
