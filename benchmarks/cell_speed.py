@@ -36,7 +36,8 @@ through the chunk engine and through the step path it used before.
 ``--clock cpu`` times with the process's CPU time instead of the wall clock: on a machine
 shared with other jobs, the time this process waits for a core then does not count (cache
 contention still does). ``--fallback`` adds a row ``name (python)`` per cell with compiled
-loops (``rlmem/cells/csrc``), timed with ``RLMEM_NO_EXTENSION=1``: the Python loops they replace.
+loops (``rlmem/cells/_engines/csrc``), timed with ``RLMEM_NO_EXTENSION=1``: the Python loops
+they replace.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ from typing import Any
 
 import torch
 
-from rlmem.cells import CELLS, Cell, extension, hyperparameters, make_cell
+from rlmem.cells import CELLS, Cell, hyperparameters, make_cell
+from rlmem.cells._engines import compiled
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -74,7 +76,8 @@ ROLLOUT_BOUND = 2.5
 BASELINE = "lstm"
 
 COMPILED = ("tarnn", "relstm", "relrnn", "memlstm")
-"""Cells whose loops ``--fallback`` also times in Python (they run ``rlmem/cells/csrc``)."""
+"""Cells whose loops ``--fallback`` also times in Python (they run
+``rlmem/cells/_engines/csrc``)."""
 
 FALLBACK = " (python)"
 """Suffix of a ``--fallback`` row's name."""
@@ -170,15 +173,15 @@ def python_loops(timer: Timer) -> Timer:
     """``timer`` with the compiled loops disabled (``RLMEM_NO_EXTENSION=1``) while it runs."""
 
     def sample() -> float:
-        previous = os.environ.get(extension.DISABLE_VARIABLE)
-        os.environ[extension.DISABLE_VARIABLE] = "1"
+        previous = os.environ.get(compiled.DISABLE_VARIABLE)
+        os.environ[compiled.DISABLE_VARIABLE] = "1"
         try:
             return timer()
         finally:
             if previous is None:
-                del os.environ[extension.DISABLE_VARIABLE]
+                del os.environ[compiled.DISABLE_VARIABLE]
             else:
-                os.environ[extension.DISABLE_VARIABLE] = previous
+                os.environ[compiled.DISABLE_VARIABLE] = previous
 
     return sample
 

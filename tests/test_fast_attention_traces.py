@@ -1,6 +1,7 @@
-"""The attentive cells' chunk engines (``rlmem.cells.attention_scan``) beyond what
-``test_reference_equivalence`` compares: the traces and diagnostics that figures and trainers
-read, the no-grad rollout step, and the fallbacks.
+"""The attentive cells' engines (``rlmem.cells._engines.screened``, ``.full_attention``) beyond
+what ``test_reference_equivalence`` and ``test_engines`` compare: the traces and diagnostics
+that figures and trainers read against the frozen references, the recycled buffers, and the
+fallbacks.
 
 Everything is compared with the frozen references in float64, under random per-env resets,
 from a non-zero incoming state, in chunks.
@@ -19,7 +20,7 @@ from reference.base import Cell as ReferenceCell
 from reference.equivalence import random_resets
 
 from rlmem.cells import Cell, make_cell
-from rlmem.cells.attention_scan import WORKSPACE
+from rlmem.cells._engines.workspace import WORKSPACE
 
 INPUT, HIDDEN, STEPS, BATCH = 3, 6, 40, 5
 
@@ -173,7 +174,7 @@ def test_equal_chunks_chained_through_the_state_backpropagate_exactly(
 def test_a_recycled_memory_block_is_zero_beyond_the_rows_asked_for() -> None:
     """MemLSTM's rollout step copies only the slots in use into a recycled block: the block
     must be zero beyond them, however far an earlier (longer) episode wrote into it."""
-    from rlmem.cells.attention_scan import Workspace
+    from rlmem.cells._engines.workspace import Workspace
 
     workspace, shape = Workspace(), (2, 6, 3)
     alone = lambda block: 1  # noqa: E731 (nothing else holds the block: it is recycled)

@@ -1,4 +1,5 @@
-"""The fast forms of φ used by the hand-written loops are φ itself, value and gradient."""
+"""The fast forms of φ used by the hand-written loops (``rlmem.cells._engines.fast_forms``)
+are φ itself, value and gradient, for every nonlinearity a cell accepts."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import pytest
 import torch
 
 from rlmem.cells import activations
+from rlmem.cells._engines.fast_forms import FAST_FORMS
+
+
+def test_every_nonlinearity_has_a_fast_form() -> None:
+    assert FAST_FORMS.keys() == activations.NONLINEARITIES.keys()
 
 
 @pytest.mark.parametrize("name", sorted(activations.NONLINEARITIES))
 def test_fast_form_is_phi(name: str) -> None:
-    form = activations.fast_form(name, "test")
+    form = FAST_FORMS[name]
     a = torch.linspace(-6.0, 6.0, 1001, dtype=torch.float64).requires_grad_()
     grad = torch.randn(a.shape, generator=torch.Generator().manual_seed(0),
                        dtype=torch.float64)
@@ -27,6 +33,8 @@ def test_fast_form_is_phi(name: str) -> None:
 
 def test_unknown_nonlinearity_lists_the_valid_names() -> None:
     with pytest.raises(ValueError, match="valid: relu, sigmoid, tanh"):
-        activations.fast_form("gelu", "TARNN")
-    with pytest.raises(ValueError, match="valid: relu, sigmoid, tanh"):
         activations.nonlinearity("gelu", "TARNN")
+    with pytest.raises(ValueError, match="valid: relu, sigmoid, tanh"):
+        torch.manual_seed(0)
+        from rlmem.cells import make_cell
+        make_cell("tarnn", input_size=2, hidden_size=2, nonlinearity="gelu")

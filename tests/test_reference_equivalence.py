@@ -3,7 +3,8 @@
 float64, outputs, final states and gradients to 1e-10, under random per-env resets (several per
 env, at ``t = 0`` with a non-zero incoming state, episodes of length 1), run in chunks, with
 buffers that overflow and K > 1 for the iterative cells. This is what lets a cell be made fast.
-Every case runs twice: with the compiled loops and with their Python fallback.
+Every case runs twice: with the compiled loops and with their Python fallback. (Which engine
+runs which cell, each proven equal to the cell's own step: ``tests/test_engines.py``.)
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import torch
 from reference import ernn, irnn, lstm, memlstm, relevancy, sarnn, tarnn
 from reference.attention import AdditiveAttention
 from reference.base import Cell as ReferenceCell
-from reference.equivalence import assert_matches_reference
+from reference.equivalence import LOOPS, assert_matches_reference, use_loops
 
-from rlmem.cells import CELLS, extension, make_cell
+from rlmem.cells import CELLS, make_cell
 from rlmem.cells.irnn import IRNNUpdate
-from rlmem.cells.screening import RelevancyScreening, Screening
 
 INPUT, HIDDEN = 3, 6
 
@@ -62,21 +62,11 @@ STATE_VIEWS: dict[str, Any] = {}
 maps its state to the reference's fields here."""
 
 
-LOOPS = ("compiled", "python")
-"""The two implementations of the hand-written loops: ``rlmem/cells/csrc/loops.cpp`` (built at
-first use) and the Python fallback. Both must equal the reference."""
-
-
 @pytest.fixture(params=LOOPS)
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test with the compiled loops, or with the Python fallback they replace."""
-    if request.param == "python":
-        monkeypatch.setenv(extension.DISABLE_VARIABLE, "1")
-    elif not extension.enabled():
-        pytest.skip(f"{extension.DISABLE_VARIABLE} is set")
-    else:
-        assert extension.ops(torch.zeros(1)) is not None, "the compiled loops did not build"
-    return request.param
+    use_loops(request.param, monkeypatch)
+    return str(request.param)
 
 
 def test_every_registered_cell_has_a_reference() -> None:
@@ -101,37 +91,3 @@ def test_fast_cell_equals_its_reference(name: str, reference: type[ReferenceCell
     fast = make_cell(name, input_size=INPUT, hidden_size=HIDDEN, **hparams,
                      **FAST_ONLY.get(name, {}))
     assert_matches_reference(fast, reference_cell, state_view=STATE_VIEWS.get(name))
-
-
-@pytest.mark.parametrize(("name", "hparams"), [
-    ("relstm", {"short_term": 3, "relevant": 2}),
-    ("relstm", {"short_term": 2, "relevant": 1}),
-    ("relrnn", {"short_term": 4, "relevant": 3}),
-])
-def test_normalised_screening_engine_equals_the_step_path(name: str, hparams: dict[str, Any],
-                                                          loops: str,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
-    """``screening=normalised`` (not in the paper, so without a frozen reference) trains through
-    the chunk engine; its reference is the cell's own :meth:`step` under autograd, the path it
-    took before, forced here. Attention is sharpened so that states beat the uniform share,
-    enter R and replace each other."""
-    cells = []
-    for _ in range(2):
-        cell = make_cell(name, input_size=INPUT, hidden_size=HIDDEN,
-                         screening=Screening.normalised, **hparams)
-        assert isinstance(cell, RelevancyScreening) and cell.runs_engine()
-        cells.append(cell)
-    fast, step_path = cells
-    with torch.no_grad():
-        step_path.attention.score.weight.mul_(30.0)
-    monkeypatch.setattr(step_path, "runs_engine", lambda: False)
-    assert_matches_reference(fast, step_path)
-    # The check above means something only if screening kept some states out of R, let
-    # others in, and replaced some (ν = 1 would admit none: a state's share is then exactly 1).
-    x = torch.randn(48, 5, INPUT, dtype=torch.float64)
-    traces = step_path.double().forward_aux(x).aux.traces
-    admitted = traces["relevant_valid"].any(dim=2)
-    in_r = traces["slot_time"][:, :, step_path.short_term:]
-    replaced = (in_r[1:] != in_r[:-1]) & (in_r[:-1] >= 0)
-    assert admitted.any() and not admitted.all() and replaced.any()

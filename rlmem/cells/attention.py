@@ -3,13 +3,17 @@ r"""Additive (Bahdanau) attention over a bounded set of memory slots, and the LS
 Shared by :class:`~rlmem.cells.memlstm.MemLSTM` (every past state) and the relevancy-screening
 cells (short-term buffer and relevant set).
 
-The cells run these modules through :mod:`rlmem.cells.attention_scan` in the "doubled" form:
+The cells' steps compute with these modules in the "doubled" form:
 :math:`\tanh(x) = 2\sigma(2x) - 1`, with the factor 2 folded into the weights
-(:meth:`AdditiveAttention.doubled`, :meth:`LSTMBase.doubled`), because on CPU torch's ``tanh``
-is several times slower than its ``sigmoid``. It is the same function; only rounding differs.
+(:meth:`AdditiveAttention.doubled`, :meth:`LSTMBase.doubled`, gathered in :class:`Weights`),
+because on CPU torch's ``tanh`` is several times slower than its ``sigmoid``. It is the same
+function; only rounding differs. Their engines (:mod:`rlmem.cells._engines.screened`,
+:mod:`rlmem.cells._engines.full_attention`) take the same :class:`Weights`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +22,41 @@ from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 
 LSTM_GATE_G = 2
 """Block of the cell-input gate ``g`` (the one under a tanh) in torch's LSTM weights."""
+
+
+class Weights(NamedTuple):
+    r"""An attentive cell's recurrent weights in the doubled form, as its step and its engine
+    read them: built from the parameters under autograd on every call.
+
+    ``z = [xp[t], 2 b_a] + s_{t-1} W^\top`` gives both the base pre-activation and the
+    attention query in one matmul (``xp`` from the cell's ``project_input`` carries the base's
+    input terms and bias). Every pre-activation that goes through a ``tanh`` is doubled so that
+    it can be computed as :math:`2\sigma(2x) - 1`: the ``g`` block of the LSTM (or the whole
+    tanh-RNN pre-activation), the query, the keys and the score vector.
+    """
+
+    recurrent: Tensor
+    """``(G + H, H)``: the base's recurrent weights (``G`` rows) over ``2 W_a``."""
+    key: Tensor
+    """``(H, H)``: ``2 U_a``."""
+    score: Tensor
+    """``(H,)``: ``2 v_a``."""
+    query_bias: Tensor
+    """``(H,)``: ``2 b_a``."""
+
+
+def project(x: Tensor, weight_t: Tensor, bias: Tensor) -> Tensor:
+    """``x W^T + b`` over all ``T × B`` inputs in one matmul: an attentive cell's
+    ``project_input``.
+
+    ``weight_t`` is ``W^T``, contiguous: autograd then forms the weight's gradient as
+    ``x^T @ grad``, many times faster than ``grad^T @ x`` when the input is narrow (copy's 10
+    symbols).
+
+    Shapes: x ``(T, B, I)``; weight_t ``(I, G)``; bias ``(G,)``; returns ``(T, B, G)``.
+    """
+    steps, batch, features = x.shape
+    return torch.addmm(bias, x.reshape(-1, features), weight_t).view(steps, batch, -1)
 
 
 class AdditiveAttention(nn.Module):

@@ -13,8 +13,12 @@ state is all zeros, which is what makes ``state * (1 - episode_start)`` masking 
 equivalent to a reset.
 
 A cell implements one time step (:meth:`Cell.step`); the loop over time and the resets are
-written once, in :func:`scan`. What a cell adds to the loss and what it reports come back
-explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
+written once, in :func:`scan`, and ``scan(step)`` is the cell's specification. A cell may also
+have an engine (a fused kernel, a hand-written backward, a compiled loop: the private package
+:mod:`rlmem.cells._engines`), which it names in :meth:`Cell.fast_scan`; :meth:`Cell._scan` runs
+the engine where it applies and ``scan(step)`` everywhere else, and a test proves every engine
+equal to its cell's ``scan(step)`` (``tests/test_engines.py``). What a cell adds to the loss and
+what it reports come back explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar, final
 
 import torch
 from torch import Tensor, nn
@@ -161,12 +165,23 @@ def reset_state(state: S, reset: Tensor) -> S:
     return state._make(fields)
 
 
-def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor, State,
-                                                                          dict[str, Tensor]]:
+class ScanResult(NamedTuple):
+    """What a time loop returns: :func:`scan`, an engine (:meth:`Cell.fast_scan`), and so
+    :meth:`Cell._scan`."""
+
+    output: Tensor
+    """``(T, B, *)``: the output of every step."""
+    state: Any
+    """The state after the last step."""
+    traces: dict[str, Tensor]
+    """The per-step traces of :meth:`Cell.step`, each stacked on a leading time dimension."""
+
+
+def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> ScanResult:
     """Run ``step`` over time, re-initialising the state of each batch item where it resets.
 
-    This is the one time loop of rlmem: every cell runs through it, and the fused paths of
-    :class:`~rlmem.cells.LSTM` and :class:`~rlmem.cells.GRU` are tested against it.
+    This is the one time loop of rlmem, and ``scan(cell.step, cell.project_input(x), ...)`` is
+    every cell's specification: each engine is tested against it (``tests/test_engines.py``).
 
     Shapes:
         - x: ``(T, B, *)``
@@ -174,6 +189,14 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor,
         - returns ``y`` of shape ``(T, B, *)``, the final state, and the per-step traces of
           ``step`` stacked on a new leading time dimension.
     """
+    if x.shape[0] == 1:
+        # A rollout's single step: its outputs get their time dimension as views (they may
+        # share memory with the state), which costs less than stacked copies.
+        if bool(resets.any()):
+            state = reset_state(state, resets[0])
+        y, state, trace = step(x[0], state)
+        return ScanResult(y.unsqueeze(0), state,
+                          {key: value.unsqueeze(0) for key, value in trace.items()})
     # One host sync for the whole sequence instead of one per step.
     any_reset = resets.any(dim=1).tolist()
     outputs: list[Tensor] = []
@@ -186,7 +209,19 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor,
         for key, value in trace.items():
             traces.setdefault(key, []).append(value)
     stacked = {key: torch.stack(values) for key, values in traces.items()}
-    return torch.stack(outputs), state, stacked
+    return ScanResult(torch.stack(outputs), state, stacked)
+
+
+def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
+    """``(T, B)`` long: steps since the episode started at each step, before that step.
+
+    Step ``k`` of item ``b`` is ``k - r`` after its last reset ``r ≤ k``, else ``t0[b] + k``
+    (``t0``: the steps its episode had consumed before the chunk, ``(B,)`` long).
+    """
+    steps = resets.shape[0]
+    index = torch.arange(steps, device=resets.device).unsqueeze(1)
+    last = torch.where(resets, index, -1).cummax(dim=0).values
+    return torch.where(last >= 0, index - last, t0.unsqueeze(0) + index)
 
 
 class CellContractError(ValueError):
@@ -197,8 +232,16 @@ class Cell(nn.Module, abc.ABC):
     """Base class of every rlmem memory cell.
 
     A subclass defines its :attr:`state_type` (a NamedTuple class whose fields declare their
-    :class:`Dims`) and :meth:`step`. It may override :meth:`aux_losses`, :meth:`diagnostics`,
-    :meth:`anneal` and, for a fused kernel, :meth:`_scan`.
+    :class:`Dims`) and :meth:`step`. It may override :meth:`project_input`,
+    :meth:`aux_losses`, :meth:`diagnostics`, :meth:`anneal` and, to run an engine,
+    :meth:`fast_scan`.
+
+    The reference loop, :func:`scan` over :meth:`step`, which every engine must equal::
+
+        xp = cell.project_input(x)                  # the input terms, all steps at once
+        for t in range(T):
+            state = where(resets[t], zeros, state)  # per batch item, before x[t]
+            y[t], state, traces[t] = cell.step(xp[t], state)
 
     Args:
         input_size: features of each input ``x[t, b]``.
@@ -282,9 +325,32 @@ class Cell(nn.Module, abc.ABC):
         it), of shape ``(B, *)``.
         """
 
-    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
-                                                                     dict[str, Tensor]]:
-        """The time loop; fused cells override it, and a test proves them equal to :func:`scan`."""
+    def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult | None:
+        """An engine's run of the chunk, or ``None`` where no engine applies.
+
+        The one hook through which a cell runs faster than ``scan(step)``: a cell with an
+        engine overrides it with one line that hands the chunk to its engine module in
+        :mod:`rlmem.cells._engines`, which returns ``None`` for what it does not cover (a
+        dtype, a device, an option). Whatever it returns must equal :func:`scan` over
+        :meth:`step`, outputs, state, traces and gradients, and ``tests/test_engines.py`` lists
+        which engine is proven equal to which step. The default: no engine.
+
+        Shapes: as :meth:`_scan`.
+        """
+        return None
+
+    @final
+    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
+        """The time loop: the engine's result if :meth:`fast_scan` gives one, else
+        :func:`scan` over :meth:`step` (the specification). Written once, here.
+
+        Shapes:
+            - x: ``(T, B, input_size)``; state: the state before ``x[0]``; resets: ``(T, B)``
+            - returns ``(T, B, output_size)`` outputs, the final state and the traces
+        """
+        result = self.fast_scan(x, state, resets)
+        if result is not None:
+            return result
         return scan(self.step, self.project_input(x), state, resets)
 
     def forward(self, x: Tensor, state: Any | None = None,

@@ -12,8 +12,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from rlmem.cells import activations, fastloop
-from rlmem.cells.base import Cell, Dims
+from rlmem.cells import activations
+from rlmem.cells._engines import ernn as engine
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
 
 
@@ -40,9 +41,10 @@ class ERNN(Cell):
     How it is computed (the same map, rearranged; the parameters keep their names):
     :math:`(I + U)(V h + W x_t + b) = M h + d_t` with :math:`M = (I + U) V`, formed once per
     call, and :math:`d_t = (I + U)(W x_t + b)`, one matmul over the whole sequence
-    (:meth:`project_input`). An iteration is then one matmul. The residual of step t needs
-    :math:`M h_t`, which is also the first product of step t + 1: it is computed once, and
-    the residuals of all steps in one batched pass at the end.
+    (:meth:`project_input`). An iteration is then one matmul.
+
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    (:mod:`~rlmem.cells._engines.ernn`) shares the products with M between steps.
 
     Args:
         input_size: features of each input.
@@ -97,8 +99,7 @@ class ERNN(Cell):
 
     def step(self, x_t: Tensor, state: ERNNState) -> tuple[Tensor, ERNNState,
                                                            dict[str, Tensor]]:
-        """One step, from ``x_t = project_input(x)[t]``: the plain path that :meth:`_scan` is
-        tested against."""
+        """One step, from ``x_t = project_input(x)[t]``: the docstring's equations."""
         weight_t = self.fixed_point_weight().T
         h = state.h
         for k in range(self.K):
@@ -106,31 +107,8 @@ class ERNN(Cell):
         residual = (self.phi(h @ weight_t + x_t) - h).norm(dim=-1)
         return h, ERNNState(h), {"residual": residual}
 
-    def _scan(self, x: Tensor, state: ERNNState,
-              resets: Tensor) -> tuple[Tensor, ERNNState, dict[str, Tensor]]:
-        drives = self.project_input(x)
-        weight_t = self.fixed_point_weight().T
-        etas = self.eta.unbind()
-        masks = fastloop.reset_masks(resets)
-        h = state.h
-        outputs, products = [], []  # products[t] = M h_{t-1}, before a reset
-        for t, drive in enumerate(drives.unbind(0)):
-            product = h @ weight_t
-            products.append(product)
-            mask = masks[t]
-            if mask is not None:
-                h = h.masked_fill(mask, 0.0)
-                product = product.masked_fill(mask, 0.0)  # M·0, exactly
-            for k, eta in enumerate(etas):
-                if k:
-                    product = h @ weight_t
-                h = torch.lerp(h, self.phi(product + drive), eta)  # (1-η) h + η σ(M h + d)
-            outputs.append(h)
-        y = torch.stack(outputs)
-        with torch.no_grad():  # a trace: σ(M h_t + d_t) - h_t, with M h_t from step t + 1
-            products.append(h @ weight_t)
-            residual = (self.phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
-        return y, ERNNState(h), {"residual": residual}
+    def fast_scan(self, x: Tensor, state: ERNNState, resets: Tensor) -> ScanResult:
+        return engine.fast_scan(self, x, state, resets)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"residual": traces["residual"].mean(),

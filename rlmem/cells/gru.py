@@ -1,4 +1,4 @@
-"""GRU: torch's fused kernel behind the rlmem cell contract."""
+"""GRU (Cho et al., 2014) behind the rlmem cell contract, on torch's weights."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell, Dims
-from rlmem.cells.fused import scan_segments
+from rlmem.cells._engines import fused_rnn
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
 
@@ -28,7 +28,10 @@ class GRU(Cell):
         n_t &= \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})) \qquad
         h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}
 
-    Each reset-free segment runs through the fused ``nn.GRU`` kernel.
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    :meth:`step` (``torch.gru_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
+    runs each reset-free segment of a chunk through the fused ``nn.GRU`` kernel, on the same
+    weights.
 
     Initialisation: torch's uniform :math:`\pm 1/\sqrt{H}`, except the update-gate bias
     :math:`b_z` = ``update_bias``. A positive value starts :math:`z_t` above 0.5, so the state
@@ -66,13 +69,8 @@ class GRU(Cell):
         h = torch.gru_cell(x_t, state.h, *self.rnn.all_weights[0])
         return h, GRUState(h), {}
 
-    def _run_fused(self, x: Tensor, state: GRUState) -> tuple[Tensor, GRUState]:
-        y, h = self.rnn(x, state.h.unsqueeze(0).contiguous())
-        return y, GRUState(h.squeeze(0))
-
-    def _scan(self, x: Tensor, state: GRUState,
-              resets: Tensor) -> tuple[Tensor, GRUState, dict[str, Tensor]]:
-        return scan_segments(self._run_fused, x, state, resets)
+    def fast_scan(self, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
+        return fused_rnn.gru(self, x, state, resets)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, update_bias={self.update_bias}"

@@ -16,9 +16,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from rlmem.cells import activations, fastloop
-from rlmem.cells.attention_scan import prepared
-from rlmem.cells.base import Cell, Dims
+from rlmem.cells import activations
+from rlmem.cells._engines import irnn as engine
+from rlmem.cells._engines.weight_cache import prepared
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
 
@@ -99,11 +100,11 @@ class IncrementalRNN(Cell):
     is an operator on :math:`g + h_{k-1}` plus a drive, :math:`a(z) = A z + d_k`, with
     :math:`A = U, d_k = W x_k + b` (Eq. 5) or :math:`A = U^2, d_k = (UW) x_k + Ub` (Eq. 8).
     The drives of a sequence are one batched pass (:meth:`project_input`), and A is formed
-    once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank). The
-    first Euler step starts from :math:`g_0 = 0`, so it reads :math:`A h_{k-1}`. The residual
-    of round k needs :math:`A(g_K + h_{k-1}) = A h_k + A h_{k-1}`: both products are computed
-    anyway (the first by round k + 1), so the residuals of all rounds cost one batched pass at
-    the end.
+    once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank).
+
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`, one round per
+    step; its engine (:mod:`~rlmem.cells._engines.irnn`) shares the products with A between
+    rounds.
 
     A checkpoint records its ``update_rule``. One saved before the option existed was trained
     with Eq. 5 and a learned α: it loads only into ``update_rule=eq5`` (with
@@ -216,8 +217,7 @@ class IncrementalRNN(Cell):
 
     def step(self, x_t: Tensor, state: IRNNState) -> tuple[Tensor, IRNNState,
                                                            dict[str, Tensor]]:
-        """One round, from ``x_t = project_input(x)[t]``: the plain path that :meth:`_scan` is
-        tested against."""
+        """One round, from ``x_t = project_input(x)[t]``: the docstring's equations."""
         transition = self.transition()
         g = torch.zeros_like(state.h)
         for i in range(self.K):
@@ -225,36 +225,8 @@ class IncrementalRNN(Cell):
         residual = self.residual(g, state.h, x_t, transition).norm(dim=-1)
         return g, IRNNState(g), {"residual": residual}
 
-    def _scan(self, x: Tensor, state: IRNNState,
-              resets: Tensor) -> tuple[Tensor, IRNNState, dict[str, Tensor]]:
-        drives = self.project_input(x)
-        transition = self.transition()
-        etas = self.eta.unbind()
-        masks = fastloop.reset_masks(resets)
-        h = state.h
-        outputs, states, products, firsts = [], [], [], []
-        for t, drive in enumerate(drives.unbind(0)):
-            product = transition(h)  # A h_{t-1}, before a reset
-            products.append(product)
-            mask = masks[t]
-            if mask is not None:
-                h = h.masked_fill(mask, 0.0)
-                product = product.masked_fill(mask, 0.0)  # A·0, exactly
-            first = product + drive  # g_0 = 0: the first step reads A h
-            g = etas[0] * torch.addcmul(self.phi(first), self.alpha, h, value=-1.0)
-            for eta in etas[1:]:
-                g = g + eta * self.residual(g, h, drive, transition)
-            outputs.append(g)
-            states.append(h)
-            firsts.append(first)
-            h = g
-        y = torch.stack(outputs)
-        with torch.no_grad():  # a trace: φ(A g + A h + d) - α (g + h), A g from round t + 1
-            products.append(transition(h))
-            total = y + torch.stack(states)
-            residual = (self.phi(torch.stack(products[1:]) + torch.stack(firsts))
-                        - self.alpha * total).norm(dim=-1)
-        return y, IRNNState(h), {"residual": residual}
+    def fast_scan(self, x: Tensor, state: IRNNState, resets: Tensor) -> ScanResult:
+        return engine.fast_scan(self, x, state, resets)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         learned = {"alpha": self.alpha.detach()} if self.learn_alpha else {}

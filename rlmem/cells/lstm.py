@@ -1,4 +1,4 @@
-"""LSTM: torch's fused kernel behind the rlmem cell contract."""
+"""LSTM (Hochreiter & Schmidhuber, 1997) behind the rlmem cell contract, on torch's weights."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell, Dims
-from rlmem.cells.fused import scan_segments
+from rlmem.cells._engines import fused_rnn
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 from rlmem.cells.registry import register
 
@@ -31,8 +31,10 @@ class LSTM(Cell):
         o_t = \sigma(W_{io} x_t + W_{ho} h_{t-1} + b_o) \\
         c_t &= f_t \odot c_{t-1} + i_t \odot g_t \qquad h_t = o_t \odot \tanh(c_t)
 
-    The output is :math:`h_t`. Each reset-free segment of a chunk runs through the fused
-    ``nn.LSTM`` kernel; the per-step path uses the same weights.
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    :meth:`step` (``torch.lstm_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
+    runs each reset-free segment of a chunk through the fused ``nn.LSTM`` kernel, on the same
+    weights.
 
     Initialisation: torch's uniform :math:`\pm 1/\sqrt{H}`, except the forget-gate bias
     :math:`b_f` = ``forget_bias`` (default 1; Gers et al., 2000; Jozefowicz et al., 2015). With
@@ -76,14 +78,8 @@ class LSTM(Cell):
         h, c = torch.lstm_cell(x_t, (state.h, state.c), *self.rnn.all_weights[0])
         return h, LSTMState(h, c), {}
 
-    def _run_fused(self, x: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState]:
-        y, (h, c) = self.rnn(x, (state.h.unsqueeze(0).contiguous(),
-                                 state.c.unsqueeze(0).contiguous()))
-        return y, LSTMState(h.squeeze(0), c.squeeze(0))
-
-    def _scan(self, x: Tensor, state: LSTMState,
-              resets: Tensor) -> tuple[Tensor, LSTMState, dict[str, Tensor]]:
-        return scan_segments(self._run_fused, x, state, resets)
+    def fast_scan(self, x: Tensor, state: LSTMState, resets: Tensor) -> ScanResult:
+        return fused_rnn.lstm(self, x, state, resets)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, "

@@ -13,19 +13,10 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from rlmem.cells.attention import AdditiveAttention, LSTMBase
-from rlmem.cells.attention_scan import (
-    Weights,
-    episode_time,
-    full_scan,
-    full_step,
-    outside_autocast,
-    prepared,
-    project,
-    short_scan,
-    wants_engine,
-)
-from rlmem.cells.base import Cell, Dims
+from rlmem.cells._engines import full_attention
+from rlmem.cells._engines.weight_cache import prepared
+from rlmem.cells.attention import AdditiveAttention, LSTMBase, Weights, project
+from rlmem.cells.base import Cell, Dims, ScanResult, episode_time
 from rlmem.cells.registry import register
 
 
@@ -69,12 +60,14 @@ class MemLSTM(Cell):
     Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
     sequence, the contrast with relevancy screening that Kerg et al. make.
 
-    A chunk runs through :func:`~rlmem.cells.attention_scan.full_scan`: no autograd inside the
-    loop, a hand-written backward, and each step reads only the slots an episode of the chunk
-    can hold, without copying the memory; it runs in the parameters' dtype even under
-    autocast. The same math also runs one step at a time through :meth:`step`: for a
-    rollout's few steps without autograd (over the slots its longest episode can hold, found
-    with one host sync per call), and for parameters other than float32 and float64.
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`. Its engine
+    (:mod:`rlmem.cells._engines.full_attention`) runs a chunk without autograd inside the
+    loop, with a hand-written backward, each step reading only the slots an episode of the
+    chunk can hold, without copying the memory, in the parameters' dtype even under autocast;
+    and a rollout's single steps without autograd through a compiled step. The step itself,
+    its weights built once per call (:meth:`step_with`), runs for a rollout's few steps
+    otherwise (over the slots its longest episode can hold, found with one host sync per call)
+    and for parameters other than float32 and float64.
 
     Args:
         input_size: features of each input.
@@ -104,9 +97,11 @@ class MemLSTM(Cell):
         self.overflow_warned = False
         """Whether this cell has warned that an episode outgrew ``capacity``."""
 
-    def _weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """The transposed input weight and the bias of :meth:`project_input`, and the engine's
-        :class:`Weights` (the doubled form of :mod:`rlmem.cells.attention`)."""
+    def doubled_weights(self) -> tuple[Tensor, Tensor, Weights]:
+        """The transposed input weight and the bias of :meth:`project_input`, and the
+        recurrent :class:`~rlmem.cells.attention.Weights` of :meth:`step_with`, in the doubled
+        form of :mod:`rlmem.cells.attention`; kept between calls without autograd
+        (:func:`~rlmem.cells._engines.weight_cache.prepared`)."""
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base.doubled()
             query, query_bias, key, score = self.attention.doubled()
@@ -120,19 +115,21 @@ class MemLSTM(Cell):
 
         Shapes: x ``(T, B, input_size)``; returns ``(T, B, 4 hidden_size)``.
         """
-        w_in, bias, _ = self._weights()
+        w_in, bias, _ = self.doubled_weights()
         return project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
-        """One step of the docstring's equations, through autograd, attending over every slot
-        (masked); ``x_t`` is a step of :meth:`project_input`, ``(B, 4H)``."""
-        return self._step(x_t, state, self._weights()[2])
+        """One step of the docstring's equations, attending over every slot (masked); ``x_t``
+        is a step of :meth:`project_input`, ``(B, 4H)``."""
+        return self.step_with(x_t, state, self.doubled_weights()[2])
 
-    def _step(self, x_t: Tensor, state: MemLSTMState, weights: Weights,
-              used: int | None = None) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
-        """:meth:`step`, attending over the slots ``[0, used)`` only (every slot by default):
-        the caller promises that no batch item holds a state beyond them."""
+    def step_with(self, x_t: Tensor, state: MemLSTMState, weights: Weights,
+                  used: int | None = None) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
+        """:meth:`step` with its weights given (from :meth:`doubled_weights`), so that a loop
+        can build them once rather than once per step, attending over the slots
+        ``[0, used)`` only (every slot by default): the caller promises that no batch item
+        holds a state beyond them."""
         gates = 4 * self.hidden_size
         z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
         query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
@@ -155,39 +152,18 @@ class MemLSTM(Cell):
         traces = {"attention": weights_t, "slot_time": slot_time.masked_fill(~valid, -1)}
         return s, MemLSTMState(s, c, state.t + 1, memory, keys, valid), traces
 
-    def _scan(self, x: Tensor, state: MemLSTMState,
-              resets: Tensor) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
-        escaped = outside_autocast(self._scan, x, state, resets,
-                                   self.attention.score.weight.dtype)
-        if escaped is not None:
-            return escaped
+    def fast_scan(self, x: Tensor, state: MemLSTMState, resets: Tensor) -> ScanResult:
         self._warn_on_overflow(state.t, resets)
-        w_in, bias, weights = self._weights()
-        xp = project(x, w_in, bias)
-        result = None
-        if wants_engine(x.shape[0], (xp, *weights, *state)):
-            result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,
-                               state.valid, state.t, resets)
-        if result is None:
-            # A few steps (a rollout): the slots the longest episode can reach by the end of
-            # the chunk, found with one host sync before the loop.
-            used = min(int(state.t.max()) + x.shape[0], self.capacity)
-            result = full_step(xp, weights, state.s, state.c, state.t, state.memory,
-                               state.keys, state.valid, resets, used)
-        if result is None:
-            return short_scan(lambda x_t, state_t: self._step(x_t, state_t, weights, used),
-                              xp, state, resets)
-        new_state = MemLSTMState(result.y[-1], result.c, result.t, result.memory, result.keys,
-                                 result.valid)
-        return result.y, new_state, result.traces
+        return full_attention.fast_scan(self, x, state, resets)
 
     def _warn_on_overflow(self, t0: Tensor, resets: Tensor) -> None:
         """Warn, once per cell, when an episode of this chunk outgrows ``capacity``.
 
-        Before the loop, from what the chunk starts with: until the warning has fired, one
-        host read per call of a bound on the longest episode (free on CPU; on an accelerator
-        it waits for ``t0``, as the engine's own read of the chunk's resets does), and only
-        when the bound exceeds ``capacity`` a second for the exact length. Afterwards, none.
+        Before the chunk runs (through the engine, which takes every chunk), from what the
+        chunk starts with: until the warning has fired, one host read per call of a bound on
+        the longest episode (free on CPU; on an accelerator it waits for ``t0``, as the
+        engine's own read of the chunk's resets does), and only when the bound exceeds
+        ``capacity`` a second for the exact length. Afterwards, none.
         """
         if self.overflow_warned or int(t0.max()) + resets.shape[0] <= self.capacity:
             return
@@ -201,7 +177,7 @@ class MemLSTM(Cell):
             "window, not full attention). Set the capacity to the longest episode "
             "(memory.capacity=..., or +eval_memory.capacity=... to evaluate). Warned once per "
             "cell; the diagnostic memory_overflow counts the steps.",
-            MemoryOverflowWarning, stacklevel=4)
+            MemoryOverflowWarning, stacklevel=5)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         """Attention entropy, slot occupancy, and ``memory_overflow``: the fraction of steps

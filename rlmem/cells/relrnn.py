@@ -12,6 +12,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from rlmem.cells._engines import screened
+from rlmem.cells.base import ScanResult
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
@@ -119,6 +121,9 @@ class ReLRNN(RelevancyScreening):
 
     def runs_engine(self) -> bool:
         return super().runs_engine() and self.nonlinearity is BaseNonlinearity.tanh
+
+    def fast_scan(self, x: Tensor, state: ReLRNNState, resets: Tensor) -> ScanResult:
+        return screened.fast_scan(self, x, state, resets)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         if self.nonlinearity is BaseNonlinearity.modrelu:

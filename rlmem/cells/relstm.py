@@ -10,8 +10,9 @@ from typing import Annotated, NamedTuple
 
 from torch import Tensor
 
+from rlmem.cells._engines import screened
 from rlmem.cells.attention import LSTMBase
-from rlmem.cells.base import Dims
+from rlmem.cells.base import Dims, ScanResult
 from rlmem.cells.registry import register
 from rlmem.cells.screening import (
     EpisodeStep,
@@ -103,6 +104,9 @@ class ReLSTM(RelevancyScreening):
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
                          screening=screening, readout=readout)
         self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
+
+    def fast_scan(self, x: Tensor, state: ReLSTMState, resets: Tensor) -> ScanResult:
+        return screened.fast_scan(self, x, state, resets)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         return self.base.doubled()

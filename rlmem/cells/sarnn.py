@@ -6,15 +6,14 @@ State Neurons in Recurrent Networks", CIKM 2020.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
-from rlmem.cells import fastloop
-from rlmem.cells.base import Cell, Dims
+from rlmem.cells._engines import sarnn as engine
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
 
@@ -57,8 +56,11 @@ class SARNN(Cell):
     How it is computed (the same equations; the parameters keep their names): the input
     terms, the GRU's :math:`W_{ih} x_t + b_{ih}` and the coordinator's :math:`W_i x_t + b_u`,
     are one matmul over the whole sequence (:meth:`project_input`), and the GRU step is
-    written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`. The time loop
-    runs in :class:`_SARNNScan`, with a hand-written backward pass.
+    written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`.
+
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    (:mod:`~rlmem.cells._engines.sarnn`) runs the same steps without autograd, with a
+    hand-written backward pass.
 
     λ and Eq. 9: the paper's objective is, per sequence i of length T,
     :math:`\mathcal L_{task}^{(i)} + \lambda_{paper} \sum_{t=1}^{T} \tilde u^{(i)}_t`, averaged
@@ -144,8 +146,7 @@ class SARNN(Cell):
 
     def step(self, x_t: Tensor, state: SARNNState) -> tuple[Tensor, SARNNState,
                                                             dict[str, Tensor]]:
-        """One step through autograd, from ``x_t = project_input(x)[t]``: the plain path that
-        :class:`_SARNNScan` is tested against."""
+        """One step, from ``x_t = project_input(x)[t]``: the docstring's equations."""
         size = self.hidden_size
         h = state.h
         input_n, input_u, input_rz = x_t.split([size, size, 2 * size], 1)
@@ -158,12 +159,8 @@ class SARNN(Cell):
         h_new = update * gru + (1.0 - update) * h
         return h_new, SARNNState(h_new), {"update": update, "update_probability": probability}
 
-    def _scan(self, x: Tensor, state: SARNNState,
-              resets: Tensor) -> tuple[Tensor, SARNNState, dict[str, Tensor]]:
-        y, probability, update = _SARNNScan.apply(
-            self.project_input(x), state.h, resets, self.gru.weight_hh, self.gru.bias_hh,
-            self.w_u, self.slope)
-        return y, SARNNState(y[-1]), {"update": update, "update_probability": probability}
+    def fast_scan(self, x: Tensor, state: SARNNState, resets: Tensor) -> ScanResult:
+        return engine.fast_scan(self, x, state, resets)
 
     def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         if not self.lam:
@@ -179,132 +176,3 @@ class SARNN(Cell):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, lam={self.lam}, slope={float(self.slope):.3g}, "
                 f"slope_max={self.slope_max}, update_bias={self.update_bias}")
-
-
-class _SARNNScan(torch.autograd.Function):
-    r"""SA-RNN's time loop over one chunk, with a hand-written backward pass.
-
-    The forward pass is :meth:`SARNN.step` for every ``t``, outside autograd, rearranged:
-    :math:`\tanh(a) = 2\sigma(2a) - 1` for the GRU's candidate n (the factor 2 folded into its
-    input block and into the product with :math:`r`), the hard sigmoid as
-    :math:`\mathrm{clamp}(\tfrac{\alpha}{2}(w_u \odot h + W_i x + b_u) + \tfrac12, 0, 1)` with
-    :math:`\alpha/2` folded into :math:`w_u` and the input block, and the update as
-    :math:`h_t = h - u_t \odot d_t` with :math:`d_t = (1 - z) \odot (h - n)`. The backward pass
-    is the GRU's, plus the coordinator's: the straight-through gradient
-    :math:`\bar{\tilde u} = \bar u = -\bar h_t \odot d_t` (plus the budget's), through the
-    clamp (read from :math:`\tilde u`, so none passes where :math:`\tilde u` is exactly 0 or 1,
-    where autograd's clamp would pass it: a set of measure zero), and the weight gradients
-    summed over all steps in one matmul.
-
-    Shapes:
-        - inputs: ``(T, B, 4H)`` from :meth:`SARNN.project_input`; h0: ``(B, H)``
-        - resets: ``(T, B)`` bool; weight_hh: ``(3H, H)``; bias_hh: ``(3H,)``; w_u: ``(H,)``;
-          slope: scalar
-        - returns y, the update probability :math:`\tilde u` and the update :math:`u` (not
-          differentiable: a trace), each ``(T, B, H)``
-    """
-
-    @staticmethod
-    def forward(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor,
-                bias_hh: Tensor, w_u: Tensor, slope: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        size = h0.shape[1]
-        half_slope = 0.5 * slope
-        # Blocks [n, u, r, z]: 2·(W_in x + b_in) for tanh through σ, α/2·(W_i x + b_u) + 1/2.
-        scale = torch.ones_like(inputs[0, 0]).view(4, size)
-        scale[0] = 2.0
-        scale[1] = half_slope
-        shift = torch.zeros_like(scale)
-        shift[1] = 0.5
-        inputs = torch.addcmul(shift.view(-1), inputs, scale.view(-1))
-        input_n, input_u, input_rz = (block.unbind(0) for block in
-                                      inputs.split([size, size, 2 * size], 2))
-        w_u_scaled = w_u * half_slope
-        minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
-        weight_hh_t = weight_hh.t()
-        masks = fastloop.reset_masks(resets)
-        outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
-            [], [], [], [], [], [], [], [])
-        gaps, kept = [], []
-        h = h0
-        for t in range(inputs.shape[0]):
-            mask = masks[t]
-            if mask is not None:
-                h = h.masked_fill(mask, 0.0)
-            hidden = torch.addmm(bias_hh, h, weight_hh_t)
-            rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
-            r, z = rz.chunk(2, 1)
-            hidden_n_t = hidden[:, 2 * size:]
-            n = torch.add(minus_one, torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
-                          .sigmoid_(), alpha=2.0)
-            gap = torch.sub(h, n)
-            kept_gap = torch.addcmul(gap, z, gap, value=-1.0)  # d = (1 - z) ⊙ (h - n)
-            probability = torch.addcmul(input_u[t], w_u_scaled, h).clamp_(0.0, 1.0)
-            update = torch.gt(probability, 0.5, out=torch.empty_like(probability))
-            h_new = torch.addcmul(h, update, kept_gap, value=-1.0)
-            outputs.append(h_new)
-            probabilities.append(probability)
-            updates.append(update)
-            states.append(h)
-            resets_r.append(r)
-            keeps_z.append(z)
-            hidden_n.append(hidden_n_t)
-            candidates.append(n)
-            gaps.append(gap)
-            kept.append(kept_gap)
-            h = h_new
-        update_all = torch.stack(updates)
-        ctx.mark_non_differentiable(update_all)
-        ctx.save_for_backward(weight_hh, w_u_scaled, half_slope)
-        ctx.masks = masks
-        ctx.saved = (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates,
-                     gaps, kept)
-        return torch.stack(outputs), torch.stack(probabilities), update_all
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_y: Tensor, grad_probability: Tensor,
-                 _grad_update: Tensor) -> tuple[Tensor | None, ...]:
-        weight_hh, w_u_scaled, half_slope = ctx.saved_tensors
-        masks = ctx.masks
-        (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates, gaps,
-         kept) = ctx.saved
-        time_steps, batch, size = grad_y.shape
-        # Blocks [n, u, r, z | hidden n]: the first four are the input gradient, the last three
-        # the gradient of W_hh h + b_hh.
-        grad_all = grad_y.new_empty(time_steps, batch, 5 * size)
-        grad_next = grad_y.new_zeros(batch, size)
-        for t, grad_y_t, grad_probability_t, grad_t in zip(
-                range(time_steps - 1, -1, -1), reversed(grad_y.unbind(0)),
-                reversed(grad_probability.unbind(0)), reversed(grad_all.unbind(0)),
-                strict=True):
-            r, z, n = resets_r[t], keeps_z[t], candidates[t]
-            grad = torch.add(grad_y_t, grad_next)
-            # u = ũ + const: ū = -h̄ ⊙ d goes straight to ũ, then through the clamp.
-            grad_pre_u = torch.ops.aten.hardtanh_backward.default(
-                torch.addcmul(grad_probability_t, grad, kept[t], value=-1.0),
-                probabilities[t], 0.0, 1.0)
-            grad_gru = updates[t] * grad
-            grad_h = torch.sub(grad, grad_gru).addcmul_(grad_gru, z).addcmul_(grad_pre_u,
-                                                                               w_u_scaled)
-            grad_pre_n = torch.ops.aten.tanh_backward.default(
-                torch.addcmul(grad_gru, grad_gru, z, value=-1.0), n)
-            grad_pre_r = torch.ops.aten.sigmoid_backward.default(
-                grad_pre_n * hidden_n[t], r)
-            grad_pre_z = torch.ops.aten.sigmoid_backward.default(grad_gru * gaps[t], z)
-            torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
-                      out=grad_t)
-            grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
-            mask = masks[t]
-            if mask is not None:
-                grad_next.masked_fill_(mask, 0.0)
-
-        grad_inputs = grad_all[..., :4 * size]
-        grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄
-        grad_hidden = grad_all[..., 2 * size:].reshape(-1, 3 * size)
-        state_rows = torch.stack(states).view(-1, size)
-        grad_w_u = (grad_inputs[..., size:2 * size].reshape(-1, size) * state_rows).sum(0)
-        needs = ctx.needs_input_grad
-        return (grad_inputs if needs[0] else None, grad_next if needs[1] else None, None,
-                grad_hidden.T @ state_rows if needs[3] else None,
-                grad_hidden.sum(0) if needs[4] else None, grad_w_u if needs[5] else None,
-                None)

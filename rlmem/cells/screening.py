@@ -16,18 +16,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from rlmem.cells.attention import AdditiveAttention
-from rlmem.cells.attention_scan import (
-    UNIFORM_SHARE,
-    Weights,
-    outside_autocast,
-    prepared,
-    project,
-    screened_scan,
-    screened_step,
-    short_scan,
-    wants_engine,
-)
+from rlmem.cells._engines.weight_cache import prepared
+from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
 
@@ -53,6 +43,11 @@ RelevantValid = Annotated[Tensor, Dims("relevant", dtype=torch.bool)]
 """Which slots of R hold a state, ``(B, ρ)`` bool."""
 RelevantTime = Annotated[Tensor, Dims("relevant", dtype=torch.long)]
 """The episode step at which each state in R was made, ``(B, ρ)`` long."""
+
+UNIFORM_SHARE = 1.0
+"""Normalised screening's relevance of a state that drew exactly its uniform share of
+attention (:attr:`Screening.normalised`), and the score an empty slot of R ranks at under it:
+only a state above its share enters a free slot."""
 
 
 class Screening(Enum):
@@ -142,13 +137,15 @@ class RelevancyScreening(Cell):
     to R only if it drew more than that share, so R starts empty of the first states unless
     attention singled them out.
 
-    A chunk runs through :func:`~rlmem.cells.attention_scan.screened_scan` (no autograd inside
-    the loop, a hand-written backward), in the parameters' dtype even under autocast, with
-    either screening. The same math also runs one step at a time through :meth:`step`: for a
-    rollout's few steps without autograd (its prepared weights kept between calls; Algorithm
-    1's screening has a compiled step for them), for parameters other than float32 and
-    float64, and for the options the engine does not implement (``readout=authors_code``,
-    ReLRNN's ``modrelu``), which train through autograd step by step, several times slower.
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`. The cells' engine
+    (:mod:`rlmem.cells._engines.screened`) runs a chunk without autograd inside the loop, with a
+    hand-written backward, in the parameters' dtype even under autocast, with either
+    screening; and a rollout's single steps without autograd through a compiled step
+    (Algorithm 1's screening). The step itself, its weights built once per call
+    (:meth:`step_with`), runs for a rollout's few steps otherwise, for parameters other than
+    float32 and float64, and for the options the engine does not implement
+    (``readout=authors_code``, ReLRNN's ``modrelu``), which train through autograd step by
+    step, several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -165,8 +162,9 @@ class RelevancyScreening(Cell):
         self.attention = AdditiveAttention(hidden_size)
 
     def runs_engine(self) -> bool:
-        """Whether :func:`~rlmem.cells.attention_scan.screened_scan` implements this cell's
-        options (Algorithm 1's read-out and a tanh or LSTM base); else :meth:`step` runs."""
+        """Whether the chunk engine (:func:`rlmem.cells._engines.screened.screened_scan`)
+        implements this cell's options (Algorithm 1's read-out and a tanh or LSTM base); else
+        :meth:`step` runs."""
         return self.readout is Readout.algorithm1
 
     # --- the base recurrence, in the doubled form of rlmem.cells.attention ------------------
@@ -181,9 +179,11 @@ class RelevancyScreening(Cell):
         """``h_t`` and the updated base fields (``c`` for the LSTM) from the pre-activation
         ``z`` ``(B, G)``."""
 
-    def _weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """The transposed input weight and the bias of :meth:`project_input`, and the engine's
-        :class:`Weights` (the doubled form of :mod:`rlmem.cells.attention`)."""
+    def doubled_weights(self) -> tuple[Tensor, Tensor, Weights]:
+        """The transposed input weight and the bias of :meth:`project_input`, and the
+        recurrent :class:`~rlmem.cells.attention.Weights` of :meth:`step_with`, in the doubled
+        form of :mod:`rlmem.cells.attention`; kept between calls without autograd
+        (:func:`~rlmem.cells._engines.weight_cache.prepared`)."""
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base_weights()
             query, query_bias, key, score = self.attention.doubled()
@@ -197,17 +197,18 @@ class RelevancyScreening(Cell):
 
         Shapes: x ``(T, B, input_size)``; returns ``(T, B, G)``.
         """
-        w_in, bias, _ = self._weights()
+        w_in, bias, _ = self.doubled_weights()
         return project(x, w_in, bias)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        """One step of the docstring's equations, through autograd; ``x_t`` is a step of
-        :meth:`project_input`, ``(B, G)``."""
-        return self._step(x_t, state, self._weights()[2])
+        """One step of the docstring's equations; ``x_t`` is a step of :meth:`project_input`,
+        ``(B, G)``."""
+        return self.step_with(x_t, state, self.doubled_weights()[2])
 
-    def _step(self, x_t: Tensor, state: Any,
-              weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        """:meth:`step` with the prepared weights given."""
+    def step_with(self, x_t: Tensor, state: Any,
+                  weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
+        """:meth:`step` with its weights given (from :meth:`doubled_weights`), so that a loop
+        can build them once rather than once per step."""
         gates = x_t.shape[1]
         z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
         query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
@@ -258,39 +259,6 @@ class RelevancyScreening(Cell):
             "relevant_score": relevant_score,
         }
         return output, new_state, traces
-
-    def _scan(self, x: Tensor, state: Any, resets: Tensor) -> tuple[Tensor, Any,
-                                                                     dict[str, Tensor]]:
-        escaped = outside_autocast(self._scan, x, state, resets,
-                                   self.attention.score.weight.dtype)
-        if escaped is not None:
-            return escaped
-        w_in, bias, weights = self._weights()
-        xp = project(x, w_in, bias)
-        result = None
-        if self.runs_engine() and wants_engine(x.shape[0], (xp, *weights, *state)):
-            result = screened_scan(
-                xp, weights, state.s, getattr(state, "c", None), state.short,
-                state.short_score, state.short_valid, state.short_time, state.relevant,
-                state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
-                resets, normalised=self.screening is Screening.normalised)
-        if result is None and self.runs_engine() and self.screening is Screening.algorithm1:
-            result = screened_step(
-                xp, weights, state.s, getattr(state, "c", None), state.short,
-                state.short_score, state.short_valid, state.short_time, state.relevant,
-                state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
-                resets)
-        if result is None:
-            return short_scan(lambda x_t, state_t: self._step(x_t, state_t, weights), xp,
-                              state, resets)
-        base_fields = {"c": result.c} if result.c is not None else {}
-        new_state = state._replace(
-            s=result.y[-1], t=result.t, **base_fields,
-            short=result.short, short_score=result.short_score, short_valid=result.short_valid,
-            short_time=result.short_time, relevant=result.relevant,
-            relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
-            relevant_time=result.relevant_time)
-        return result.y, new_state, result.traces
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         valid = traces["relevant_valid"]

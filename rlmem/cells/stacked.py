@@ -20,7 +20,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell, State
+from rlmem.cells.base import Cell, ScanResult, State
 
 
 def check_stack(num_layers: int, dropout: float) -> None:
@@ -78,9 +78,10 @@ class Stacked(Cell):
     output is :math:`y^{(L)}_t` and the state is :math:`(s^{(0)}_t, \dots, s^{(L-1)}_t)`. A
     reset re-initialises every layer.
 
-    The stack runs layer after layer over the whole sequence, so each layer keeps its own
-    fused path; :meth:`step` runs all layers for one step and gives the same result without
-    dropout. Auxiliary losses, diagnostics and traces are each layer's, under the prefix
+    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`, which runs all
+    layers for one step. :meth:`fast_scan` runs the same layers layer after layer over the
+    whole chunk instead, so that each layer runs its own engine; without dropout the two give
+    the same result. Auxiliary losses, diagnostics and traces are each layer's, under the prefix
     ``l<index>_`` when there is more than one layer. :meth:`anneal` reaches every layer.
 
     Args:
@@ -178,8 +179,9 @@ class Stacked(Cell):
             traces.append(trace)
         return y, self._join_state(new_states), self._merge(traces)
 
-    def _scan(self, x: Tensor, state: State, resets: Tensor) -> tuple[Tensor, State,
-                                                                       dict[str, Tensor]]:
+    def fast_scan(self, x: Tensor, state: State, resets: Tensor) -> ScanResult:
+        """Layer after layer over the whole chunk, each through its own ``_scan`` (its engine,
+        or its ``scan(step)``)."""
         new_states, traces = [], []
         y = x
         for index, (layer, layer_state) in enumerate(zip(self.cells, self._split_state(state),
@@ -189,7 +191,7 @@ class Stacked(Cell):
             y, layer_state, trace = layer._scan(y, layer_state, resets)
             new_states.append(layer_state)
             traces.append(trace)
-        return y, self._join_state(new_states), self._merge(traces)
+        return ScanResult(y, self._join_state(new_states), self._merge(traces))
 
     # --- what the layers add and report ------------------------------------------------------
 

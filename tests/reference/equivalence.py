@@ -1,10 +1,11 @@
-"""Checking a fast cell against its frozen reference: float64 outputs, states and gradients.
+"""Checking a cell against a reference: float64 outputs, states, traces and gradients.
 
-The two run from the same weights on the same inputs, with random per-environment resets that
-exercise every edge a time loop can get wrong: several episodes per env, a reset at ``t = 0``
-that discards a non-zero incoming state, episodes of length 1, and (through ``steps``) buffers
-that overflow. The fast cell runs in chunks, carrying its state across them, as PPO and the
-rollout do, and so does the reference.
+The reference is a frozen copy of rlmem 0.1's cell (``tests/test_reference_equivalence.py``)
+or the cell's own ``scan(step)`` (``tests/test_engines.py``). The two run from the same weights
+on the same inputs, with random per-environment resets that exercise every edge a time loop
+can get wrong: several episodes per env, a reset at ``t = 0`` that discards a non-zero incoming
+state, episodes of length 1, and (through ``steps``) buffers that overflow. The cell runs in
+chunks, carrying its state across them, as PPO and the rollout do, and so does the reference.
 """
 
 from __future__ import annotations
@@ -13,11 +14,28 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
 import torch
 from torch import Tensor
 
 from reference.base import Cell as ReferenceCell
 from rlmem.cells import Cell
+from rlmem.cells._engines import compiled
+
+LOOPS = ("compiled", "python")
+"""The two implementations of the engines' hand-written loops: ``rlmem/cells/_engines/csrc``
+(built at first use) and the Python loops it replaces. Both must equal the reference."""
+
+
+def use_loops(loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the rest of a test with the compiled loops (``"compiled"``; skipped where the
+    environment disables them) or with their Python fallback (``"python"``)."""
+    if loops == "python":
+        monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+    elif not compiled.enabled():
+        pytest.skip(f"{compiled.DISABLE_VARIABLE} is set")
+    else:
+        assert compiled.ops(torch.zeros(1)) is not None, "the compiled loops did not build"
 
 
 def random_resets(steps: int, batch: int, generator: torch.Generator) -> Tensor:
@@ -38,8 +56,8 @@ def _float_fields(state: Any) -> list[Tensor]:
 def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, steps: int = 48,
                              batch: int = 5, chunks: Sequence[int] = (1, 16, 31),
                              warmup: int = 7, seed: int = 0, tolerance: float = 1e-10,
-                             state_view: Callable[[Any], dict[str, Tensor]] | None = None
-                             ) -> None:
+                             state_view: Callable[[Any], dict[str, Tensor]] | None = None,
+                             traces: bool = False, device: str = "cpu") -> int:
     """Assert that ``fast`` computes what ``reference`` computes, to ``tolerance``.
 
     Both are cast to float64 and given the reference's weights (``load_state_dict``: the fast
@@ -48,43 +66,54 @@ def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, ste
     into the same chunks at the offsets ``chunks``. Compared: outputs, aux losses, the final state
     (through ``state_view``, by default the fields by name), and the gradients of a random
     projection of all of them with respect to every parameter, the inputs and the incoming
-    state's float fields.
+    state's float fields; with ``traces``, also every chunk's traces and diagnostics. On
+    ``device``, with the inputs drawn on the CPU. Returns the number of calls made on ``fast``.
     """
     generator = torch.Generator().manual_seed(seed)
     reference = reference.double()
     fast = fast.double()
     fast.load_state_dict(reference.state_dict())
+    reference, fast = reference.to(device), fast.to(device)
     inputs = reference.input_size
-    prefix = torch.randn(warmup, batch, inputs, generator=generator, dtype=torch.float64)
-    x = torch.randn(steps, batch, inputs, generator=generator, dtype=torch.float64)
-    resets = random_resets(steps, batch, generator)
+    prefix = torch.randn(warmup, batch, inputs, generator=generator,
+                         dtype=torch.float64).to(device)
+    x = torch.randn(steps, batch, inputs, generator=generator, dtype=torch.float64).to(device)
+    resets = random_resets(steps, batch, generator).to(device)
     view = state_view or (lambda state: state._asdict())
 
     with torch.no_grad():
         _, reference_start = reference(prefix)
         _, fast_start = fast(prefix)
 
-    def run(cell: Cell | ReferenceCell, start: Any,
-            cuts: Sequence[int]) -> tuple[Tensor, Any, Tensor, Tensor, list[Tensor]]:
+    bounds = bounds_of(chunks, steps)
+
+    def run(cell: Cell | ReferenceCell, start: Any
+            ) -> tuple[Tensor, Any, Tensor, Tensor, list[Tensor], list[dict[str, Tensor]]]:
         x_leaf = x.clone().requires_grad_()
         fields = [value.clone().requires_grad_() if value.is_floating_point() else value
                   for value in start]
         state = type(start)(*fields)
-        outputs, aux = [], torch.zeros((), dtype=torch.float64)
-        bounds = [0, *[cut for cut in cuts if 0 < cut < steps], steps]
+        outputs, aux = [], torch.zeros((), dtype=torch.float64, device=device)
+        observed = []
         for begin, end in itertools.pairwise(bounds):
             out = cell.forward_aux(x_leaf[begin:end], state, resets[begin:end])
             outputs.append(out.output)
             aux = aux + out.aux.total_loss()
             state = out.state
-        return torch.cat(outputs), state, aux, x_leaf, _float_fields(type(start)(*fields))
+            if traces:
+                observed.append({**{f"trace {key}": value
+                                    for key, value in out.aux.traces.items()},
+                                 **{f"diagnostic {key}": value
+                                    for key, value in out.aux.diagnostics.items()}})
+        return (torch.cat(outputs), state, aux, x_leaf, _float_fields(type(start)(*fields)),
+                observed)
 
     # Both in the same chunks: an aux loss such as TARNN's Ω is counted once per call.
-    y_ref, state_ref, aux_ref, x_ref, start_ref = run(reference, reference_start, chunks)
-    y_fast, state_fast, aux_fast, x_fast, start_fast = run(fast, fast_start, chunks)
+    y_ref, state_ref, aux_ref, x_ref, start_ref, observed_ref = run(reference, reference_start)
+    y_fast, state_fast, aux_fast, x_fast, start_fast, observed_fast = run(fast, fast_start)
 
     def close(a: Tensor, b: Tensor, what: str) -> None:
-        torch.testing.assert_close(a, b, rtol=0, atol=tolerance, msg=lambda m: f"{what}: {m}")
+        assert_close(a, b, what, tolerance)
 
     close(y_fast, y_ref, "outputs")
     close(torch.as_tensor(aux_fast, dtype=torch.float64),
@@ -96,13 +125,16 @@ def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, ste
             close(fast_fields[key], ref_fields[key], f"final state.{key}")
         else:
             assert torch.equal(fast_fields[key], ref_fields[key]), f"final state.{key}"
+    for chunk, (got, want) in enumerate(zip(observed_fast, observed_ref, strict=True)):
+        assert_same_tensors(got, want, f"chunk {chunk}", tolerance)
 
     projection = torch.Generator().manual_seed(seed + 1)
     def objective(y: Tensor, aux: Tensor, state: Any) -> Tensor:
-        total = (y * torch.randn(y.shape, generator=projection, dtype=y.dtype)).sum() + aux
+        total = (y * torch.randn(y.shape, generator=projection, dtype=y.dtype).to(device)).sum()
+        total = total + aux
         for value in _float_fields(state):
             total = total + (value * torch.randn(value.shape, generator=projection,
-                                                 dtype=value.dtype)).sum()
+                                                 dtype=value.dtype).to(device)).sum()
         return total
 
     # The same projection for both: regenerate it from the same seed.
@@ -118,7 +150,72 @@ def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, ste
                                      allow_unused=True)
     names = ["x", *[f"incoming state[{i}]" for i in range(len(start_ref))], *ref_names]
     for name, a, b in zip(names, fast_grads, ref_grads, strict=True):
-        a = torch.zeros(()) if a is None else a
-        b = torch.zeros(()) if b is None else b
+        a = torch.zeros((), device=device) if a is None else a
+        b = torch.zeros((), device=device) if b is None else b
         close(a.double().expand_as(b) if b.dim() else a.double(), b.double(),
               f"gradient of {name}")
+    return len(bounds)  # the warm-up and one call per chunk
+
+
+def bounds_of(chunks: Sequence[int], steps: int) -> list[int]:
+    """The chunk boundaries that :func:`assert_matches_reference` cuts ``steps`` steps at."""
+    return [0, *[cut for cut in chunks if 0 < cut < steps], steps]
+
+
+def assert_close(a: Tensor, b: Tensor, what: str, tolerance: float) -> None:
+    """``a`` equals ``b`` to ``tolerance`` (absolute), the failure naming ``what``."""
+    torch.testing.assert_close(a, b, rtol=0, atol=tolerance, msg=lambda m: f"{what}: {m}")
+
+
+def assert_same_tensors(got: dict[str, Tensor], want: dict[str, Tensor], where: str,
+                        tolerance: float = 1e-10) -> None:
+    """The same keys, shapes and dtypes; floats to ``tolerance``, the rest exactly."""
+    assert got.keys() == want.keys(), (where, sorted(got), sorted(want))
+    for key, value in want.items():
+        other = got[key]
+        assert other.shape == value.shape and other.dtype == value.dtype, (
+            where, key, other.shape, value.shape, other.dtype, value.dtype)
+        if value.is_floating_point():
+            assert_close(other, value, f"{where}, {key}", tolerance)
+        else:
+            assert torch.equal(other, value), (where, key)
+
+
+def assert_matches_without_grad(fast: Cell, reference: Cell, *, chunk: int, steps: int = 24,
+                                warmup: int = 6, batch: int = 5, seed: int = 0,
+                                tolerance: float = 1e-10, device: str = "cpu") -> int:
+    """Assert that ``fast`` computes what ``reference`` computes without autograd (a rollout,
+    ``chunk`` = 1, or an evaluation), to ``tolerance``: the outputs, states, traces and
+    diagnostics of every call, in float64 on ``device``. Both run ``warmup + steps`` steps
+    under :func:`random_resets` in calls of ``chunk`` steps, feeding their state back. Returns
+    the number of calls made on ``fast``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    fast = fast.double()
+    fast.load_state_dict(reference.state_dict())
+    reference, fast = reference.double().to(device), fast.to(device)
+    total = warmup + steps
+    x = torch.randn(total, batch, reference.input_size, generator=generator,
+                    dtype=torch.float64).to(device)
+    resets = random_resets(total, batch, generator).to(device)
+    fast_state = fast.initial_state(batch, device=device, dtype=torch.float64)
+    reference_state = reference.initial_state(batch, device=device, dtype=torch.float64)
+    calls = 0
+    with torch.no_grad():
+        for begin in range(0, total, chunk):
+            end = min(begin + chunk, total)
+            got = fast.forward_aux(x[begin:end], fast_state, resets[begin:end])
+            want = reference.forward_aux(x[begin:end], reference_state, resets[begin:end])
+            calls += 1
+            where = f"steps {begin}-{end}"
+            assert_same_tensors({"output": got.output, **got.state._asdict(),
+                                 **{f"trace {k}": v for k, v in got.aux.traces.items()},
+                                 **{f"diagnostic {k}": v
+                                    for k, v in got.aux.diagnostics.items()}},
+                                {"output": want.output, **want.state._asdict(),
+                                 **{f"trace {k}": v for k, v in want.aux.traces.items()},
+                                 **{f"diagnostic {k}": v
+                                    for k, v in want.aux.diagnostics.items()}},
+                                where, tolerance)
+            fast_state, reference_state = got.state, want.state
+    return calls

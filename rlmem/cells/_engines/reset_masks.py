@@ -1,8 +1,4 @@
-"""Helpers shared by the cells whose time loop is hand-written (TARNN, SA-RNN, iRNN, ERNN).
-
-Such a loop is equivalent to :func:`rlmem.cells.base.scan`, and a test proves it for every
-cell (``tests/test_reference_equivalence.py`` and ``test_fast_path_equals_generic_scan``).
-"""
+"""The per-step reset masks of the engines' Python loops (TARNN, SA-RNN, iRNN, ERNN)."""
 
 from __future__ import annotations
 

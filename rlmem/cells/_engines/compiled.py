@@ -1,14 +1,15 @@
-"""The compiled time loops (``rlmem/cells/csrc/loops.cpp``), built at first use, and the fallback.
+"""The compiled time loops (``csrc/``), built at first use, and when the Python loops run instead.
 
-The research cells' hand-written loops (TARNN's, and the attentive cells' engines in
-:mod:`rlmem.cells.attention_scan`) make dozens of small ATen calls per time step; at batch 16
-calling one from Python costs about as much as running it. ``loops.cpp`` makes the same calls
-from C++. It is compiled with :func:`torch.utils.cpp_extension.load` the first time a cell
-needs it in a process (a few tens of seconds, once: the build is cached in torch's extension
-directory, ``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, under a name that changes
-with the source, see :func:`build_name`), so ``pip install -e .`` needs no build step.
+The engines' hand-written loops (:mod:`.tarnn`, :mod:`.screened`, :mod:`.full_attention`)
+make dozens of small ATen calls per time step; at batch 16 calling one from Python costs about
+as much as running it. ``csrc/`` makes the same calls from C++: one file per engine, compiled
+as one translation unit (``loops.cpp`` includes the others). It is compiled with
+:func:`torch.utils.cpp_extension.load` the first time a cell needs it in a process (a few tens
+of seconds, once: the build is cached in torch's extension directory, ``TORCH_EXTENSIONS_DIR``
+or ``~/.cache/torch_extensions``, under a name that changes with the sources, see
+:func:`build_name`), so ``pip install -e .`` needs no build step.
 
-Where it cannot be used, the cells run their Python loops, which compute the same thing:
+Where it cannot be used, the engines run their Python loops, which compute the same thing:
 
 - ``RLMEM_NO_EXTENSION=1`` in the environment (read at every call, so a test can switch);
 - a tensor on a device other than the CPU (the Python loops are the GPU path);
@@ -32,8 +33,12 @@ from torch import Tensor
 DISABLE_VARIABLE = "RLMEM_NO_EXTENSION"
 """Set to a value other than ``""`` or ``"0"`` to run the Python loops only."""
 
-SOURCE = Path(__file__).with_name("csrc") / "loops.cpp"
-"""The C++ source of the compiled loops."""
+SOURCES = Path(__file__).with_name("csrc")
+"""The C++ sources of the compiled loops: one file per engine (``*.h``), and ``loops.cpp``, the
+one translation unit, which includes them and registers the ops."""
+
+MAIN = SOURCES / "loops.cpp"
+"""The file the compiler is given."""
 
 LIBRARY = "rlmem_loops"
 """The name the ops are registered under: ``torch.ops.rlmem_loops``."""
@@ -64,19 +69,21 @@ def compile_flags() -> list[str]:
 
 def build_name(flags: list[str]) -> str:
     """The build's name (its directory in the cache): ``rlmem_loops_`` and a digest of the
-    source, the flags, torch's version and Python's. Checkouts of different versions of rlmem on one
-    machine share the cache; torch, finding a build of the same name under way, waits for it
+    sources, the flags, torch's version and Python's. Checkouts of different versions of rlmem
+    on one machine share the cache; torch, finding a build of the same name under way, waits for it
     and loads it, so each version needs a name of its own. A library of that name is that
     build: later processes load it directly, without torch's ninja check and its lock file
     (which a process killed while holding it would leave behind)."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for source in sorted(SOURCES.glob("*.[ch]*")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
     digest.update(" ".join([*flags, torch.__version__, platform.python_version()]).encode())
     return f"{LIBRARY}_{digest.hexdigest()[:12]}"
 
 
 @functools.cache
 def _build() -> Any | None:
-    """Compile (or load from the cache) ``loops.cpp`` once per process; ``None`` if it fails."""
+    """Compile (or load from the cache) ``csrc/`` once per process; ``None`` if it fails."""
     try:
         from torch.utils import cpp_extension
 
@@ -89,7 +96,7 @@ def _build() -> Any | None:
             torch.ops.load_library(str(library))
         else:
             directory.mkdir(parents=True, exist_ok=True)
-            cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags,
+            cpp_extension.load(name, [str(MAIN)], extra_cflags=flags,
                                build_directory=str(directory), is_python_module=False,
                                verbose=False)
         return getattr(torch.ops, LIBRARY)

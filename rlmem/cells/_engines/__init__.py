@@ -1,0 +1,32 @@
+"""The cells' engines: faster ways to compute what a cell's ``scan(step)`` computes.
+
+A cell's file holds its math (state, ``step``, equations); ``scan(step)``
+(:func:`rlmem.cells.base.scan`) is its specification. An engine computes the same over a whole
+chunk with fewer, larger operations: a fused kernel, a loop without autograd and a hand-written
+backward, a compiled loop. A cell opts in by overriding :meth:`rlmem.cells.base.Cell.fast_scan`
+with one line that hands the chunk to its engine module; the engine returns ``None`` for what
+it does not cover, and the cell then runs ``scan(step)``. ``tests/test_engines.py`` lists every
+(cell, options) and the engine that runs it, each proven equal to the cell's ``scan(step)`` in
+float64, with resets, outputs, states, traces and gradients.
+
+The engines, one module each:
+
+- :mod:`.fused_rnn`: LSTM and GRU through torch's fused ``nn.LSTM`` / ``nn.GRU``, one call per
+  reset-free segment.
+- :mod:`.screened`: relevancy screening (ReLSTM, ReLRNN): the chunk engine with its backward,
+  and the compiled rollout step.
+- :mod:`.full_attention`: MemLSTM's full attention: the chunk engine with its backward, and the
+  compiled rollout step.
+- :mod:`.tarnn`, :mod:`.sarnn`: the loops of TARNN and SA-RNN with their backward.
+- :mod:`.irnn`, :mod:`.ernn`: the loops of iRNN and ERNN, rearranged to share products.
+
+What they share: :mod:`.compiled` (the C++ loops of ``csrc/``, built at first use),
+:mod:`.base_recurrence` (the attentive cells' LSTM and tanh-RNN bases, forward and backward),
+:mod:`.attentive_paths` (when an attentive cell's chunk takes its engine),
+:mod:`.workspace` (scratch memory recycled across calls), :mod:`.weight_cache` (derived
+weights kept between calls without autograd), :mod:`.fast_forms` (φ for the hand-written
+backwards) and :mod:`.reset_masks`.
+
+Private: nothing outside :mod:`rlmem.cells` imports from here, except the benchmarks and tests
+that time or check the engines.
+"""

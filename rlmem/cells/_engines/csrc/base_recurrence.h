@@ -1,0 +1,132 @@
+// The attentive cells' base recurrence, LSTM or tanh-RNN, forward and backward
+// (rlmem.cells._engines.base_recurrence).
+//
+// Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
+// namespace after the ATen headers (one unit, as before the split, so that the compiler sees
+// and optimises the code as it did); not a standalone header.
+
+// The LSTM step's elementwise part, after act = σ(z) (B, 4, H) = [i, f, σ(z_g), o]: writes
+// partner = [g, c_{k-1}, 2i, 2 c_k] (B, 4, H) and c_k into c (rows c_stride apart); the
+// caller then applies σ to partner's last block in place.
+template <typename T>
+void lstm_cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
+               int64_t hidden) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* i = act + b * 4 * hidden;
+    const T *f = i + hidden, *g_sigmoid = i + 2 * hidden;
+    T* g = partner + b * 4 * hidden;
+    const T* c_prev = g + hidden;
+    T *i_twice = g + 2 * hidden, *c_twice = g + 3 * hidden, *c_b = c + b * c_stride;
+    #pragma omp simd
+    for (int64_t h = 0; h < hidden; ++h) {
+      g[h] = T(2) * g_sigmoid[h] - T(1);
+      i_twice[h] = i[h] + i[h];
+      c_b[h] = f[h] * c_prev[h] + i[h] * g[h];
+      c_twice[h] = c_b[h] + c_b[h];
+    }
+  }
+}
+
+// After σ(2 c_k): partner's last block becomes tanh c_k = 2σ(2 c_k) - 1, and h_k = o tanh c_k
+// is written into out (rows out_stride apart).
+template <typename T>
+void lstm_output(const T* act, T* partner, T* out, int64_t out_stride, int64_t batch,
+                 int64_t hidden) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* o = act + (b * 4 + 3) * hidden;
+    T* tanh_c = partner + (b * 4 + 3) * hidden;
+    T* h_b = out + b * out_stride;
+    #pragma omp simd
+    for (int64_t h = 0; h < hidden; ++h) {
+      tanh_c[h] = T(2) * tanh_c[h] - T(1);
+      h_b[h] = o[h] * tanh_c[h];
+    }
+  }
+}
+
+// The LSTM step's backward from dh (and dc, of c_k; may be null): the gradient of the
+// pre-activation z (rows dz_stride apart, blocks [i, f, g, o], g's doubled) and, into dc_out,
+// that of c_{k-1}.
+template <typename T>
+void lstm_cell_backward(const T* act, const T* partner, const T* dh, const T* dc, T* dz,
+                        int64_t dz_stride, T* dc_out, int64_t batch, int64_t hidden) {
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* a = act + b * 4 * hidden;
+    const T* p = partner + b * 4 * hidden;
+    const T* dh_b = dh + b * hidden;
+    T* dz_b = dz + b * dz_stride;
+    T* dc_b = dc_out + b * hidden;
+    for (int64_t h = 0; h < hidden; ++h) {
+      const T tanh_c = p[3 * hidden + h], o = a[3 * hidden + h];
+      T d_c = dh_b[h] * o * (T(1) - tanh_c * tanh_c);
+      if (dc != nullptr) {
+        d_c += dc[b * hidden + h];
+      }
+      const T d_gates[4] = {p[h] * d_c, p[hidden + h] * d_c, p[2 * hidden + h] * d_c,
+                            tanh_c * dh_b[h]};
+      for (int64_t gate = 0; gate < 4; ++gate) {
+        const T y = a[gate * hidden + h];
+        dz_b[gate * hidden + h] = d_gates[gate] * (T(1) - y) * y;
+      }
+      dc_b[h] = d_c * a[hidden + h];
+    }
+  }
+}
+
+// One base recurrence over the buffers of _Base: act (T or 1, B, 4, H) and partner (T + 1 or 2,
+// B, 4, H) for the LSTM (act[k] = [i, f, σ(z_g), o], partner[k] = [g, c_{k-1}, 2i, tanh c_k]),
+// nothing for the tanh-RNN. Every tanh pre-activation is doubled: tanh(x) = 2σ(2x) - 1.
+struct Base {
+  bool lstm, save;
+  Tensor act, partner, minus_one;
+
+  int64_t row(int64_t k) const { return save ? k : k % 2; }
+
+  void reset(int64_t k, const Tensor& reset) const {  // reset: (B, 1) bool
+    if (lstm) {
+      partner[row(k)].select(1, 1).masked_fill_(reset, 0.0);
+    }
+  }
+
+  // Writes h_k into h from the base block of z ((B, 4, H) for the LSTM).
+  void forward(int64_t k, const Tensor& z, Tensor h) const {
+    if (!lstm) {
+      at::sigmoid_out(h, z);
+      at::add_out(h, minus_one, h, 2.0);
+      return;
+    }
+    Tensor a = act[save ? k : 0];
+    const Tensor p = partner[row(k)];
+    at::sigmoid_out(a, z);
+    Tensor c = partner[save ? k + 1 : 1 - k % 2].select(1, 1);
+    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_cell", [&] {
+      lstm_cell<scalar_t>(a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(),
+                          c.stride(0), a.size(0), a.size(2));
+    });
+    p.select(1, 3).sigmoid_();
+    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_output", [&] {
+      lstm_output<scalar_t>(a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
+                            h.stride(0), a.size(0), a.size(2));
+    });
+  }
+
+  // Writes the gradient of the base block of z into dz and returns that of c_{k-1} (undefined
+  // for the RNN). h is h_k; dc_out is (B, H) scratch, not dc's.
+  Tensor backward(int64_t k, const Tensor& h, const Tensor& dh, const Tensor& dc, Tensor dz,
+                  Tensor dc_out) const {
+    if (!lstm) {
+      at::tanh_backward_out(dz, dh, h);
+      dz.mul_(0.5);  // z is the doubled pre-activation
+      return Tensor();
+    }
+    const Tensor a = act[k], p = partner[k];
+    const Tensor dh_rows = dh.contiguous(), dc_rows = dc.defined() ? dc.contiguous() : dc;
+    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_cell_backward", [&] {
+      lstm_cell_backward<scalar_t>(
+          a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), dh_rows.data_ptr<scalar_t>(),
+          dc_rows.defined() ? dc_rows.data_ptr<scalar_t>() : nullptr, dz.data_ptr<scalar_t>(),
+          dz.stride(0), dc_out.data_ptr<scalar_t>(), a.size(0), a.size(2));
+    });
+    return dc_out;
+  }
+};

@@ -1,0 +1,74 @@
+// What the compiled engines share: the attention's σ-dot and softmax-read over rows, and the
+// host read of which steps reset.
+//
+// Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
+// namespace after the ATen headers (one unit, as before the split, so that the compiler sees
+// and optimises the code as it did); not a standalone header.
+
+// σ in place over a row of n numbers, vectorised like ATen's sigmoid (at::vec; AVX2 where the
+// build has it, see compiled.py), and the dot product of the result with score.
+template <typename T>
+T sigmoid_dot(T* row, const T* score, int64_t n) {
+  using V = at::vec::Vectorized<T>;
+  const V one(T(1));
+  V acc(T(0));
+  int64_t i = 0;
+  for (; i + V::size() <= n; i += V::size()) {
+    const V value = one / (one + V::loadu(row + i).neg().exp());
+    value.store(row + i);
+    acc = acc + value * V::loadu(score + i);
+  }
+  T parts[V::size()];
+  acc.store(parts);
+  T total = 0;
+  for (int64_t j = 0; j < V::size(); ++j) {
+    total += parts[j];
+  }
+  for (; i < n; ++i) {
+    row[i] = T(1) / (T(1) + std::exp(-row[i]));
+    total += row[i] * score[i];
+  }
+  return total;
+}
+
+// The softmax of the n logits in w, in place, and out = own + Σ_i w_i row(i), each of the
+// H numbers that row(i) points to: the read of every attention.
+template <typename T, typename Row>
+void softmax_read(T* w, int64_t n, const T* own, T* out, int64_t hidden, Row row) {
+  T largest = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    largest = std::max(largest, w[i]);
+  }
+  T total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = std::exp(w[i] - largest);
+    total += w[i];
+  }
+  std::copy_n(own, hidden, out);
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] /= total;
+    const T weight = w[i];
+    const T* m = row(i);
+    #pragma omp simd
+    for (int64_t h = 0; h < hidden; ++h) {
+      out[h] += weight * m[h];
+    }
+  }
+}
+
+// Which steps reset some batch item: resets is a (T, B) bool CPU tensor.
+std::vector<bool> reset_steps(const Tensor& resets) {
+  const Tensor flags = resets.contiguous();
+  const bool* data = flags.data_ptr<bool>();
+  const int64_t steps = flags.size(0), batch = flags.size(1);
+  std::vector<bool> any(steps, false);
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (data[t * batch + b]) {
+        any[t] = true;
+        break;
+      }
+    }
+  }
+  return any;
+}

@@ -1,0 +1,78 @@
+// The time loops of rlmem's research cells, compiled: the same ATen calls as their engines'
+// Python loops (rlmem/cells/_engines/tarnn.py, screened.py, full_attention.py), without an
+// interpreter between them. At batch 16 a small op costs about as much to call from Python as to
+// run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
+// falls back to the Python loops when it cannot be built. CPU only: the caller checks the device.
+//
+// One translation unit: each engine's loops are in a file of their own (the .h files here),
+// included below in the order they were written in (each uses what the ones before define).
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/vec.h>
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/lerp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sigmoid_backward.h>
+#include <ATen/ops/sign.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tanh_backward.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <ATen/ops/arange.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+#include "kernels.h"
+#include "tarnn.h"
+#include "base_recurrence.h"
+#include "screened.h"
+#include "full_attention.h"
+#include "screened_step.h"
+#include "full_step.h"
+
+// How many tensors share the storage of this one (1: only this one).
+int64_t storage_use_count(const Tensor& tensor) {
+  return static_cast<int64_t>(tensor.storage().use_count());
+}
+
+}  // namespace
+
+TORCH_LIBRARY(rlmem_loops, m) {
+  m.def("tarnn_forward", &tarnn_forward);
+  m.def("tarnn_backward", &tarnn_backward);
+  m.def("screened_forward", &screened_forward);
+  m.def("screened_backward", &screened_backward);
+  m.def("full_forward", &full_forward);
+  m.def("full_backward", &full_backward);
+  m.def("full_traces", &full_traces);
+  m.def("full_step", &full_step);
+  m.def("screened_step", &screened_step);
+  m.def("storage_use_count", &storage_use_count);
+}

@@ -1,0 +1,253 @@
+"""Which engine runs which cell, each proven equal to the cell's own step: one table.
+
+A cell's specification is ``scan(step)``: :func:`rlmem.cells.base.scan` over its
+:meth:`~rlmem.cells.base.Cell.step`. An engine (:mod:`rlmem.cells._engines`) computes the same
+faster, behind :meth:`~rlmem.cells.base.Cell.fast_scan`. :data:`ENGINES` lists every (cell,
+options, way of calling it) and the engine function that computes it. Each row is checked in
+float64 against the same cell, with the same weights, whose ``fast_scan`` returns ``None``, so
+that it runs ``scan(step)``; under random per-env resets (several per env, one at ``t = 0``
+discarding a non-zero incoming state, episodes of length 1), from a non-zero incoming state, in
+chunks that carry the state across:
+
+- :attr:`Mode.TRAIN`: chunks of 1, 15, 15 and 17 steps under autograd. Compared: outputs, aux
+  losses, final states, every chunk's traces and diagnostics, and the gradients of the inputs,
+  of the incoming state and of every parameter.
+- :attr:`Mode.EVALUATE`, :attr:`Mode.SHORT`, :attr:`Mode.ROLLOUT`: calls of 8, 3 and 1 steps
+  without autograd (an evaluation, a few steps, a rollout's acting step). Compared: every
+  call's outputs, state, traces and diagnostics.
+
+Each row also checks that its engine function computed every call. It runs on the CPU with
+the compiled loops and with their Python fallback (:class:`Loops` says which the row needs),
+and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pytest
+import torch
+from reference.equivalence import (
+    assert_matches_reference,
+    assert_matches_without_grad,
+    random_resets,
+    use_loops,
+)
+
+from rlmem.cells import CELLS, Cell, Stacked, make_cell
+from rlmem.cells._engines import ernn, full_attention, fused_rnn, irnn, sarnn, screened, tarnn
+from rlmem.cells.irnn import IRNNUpdate
+from rlmem.cells.memlstm import MemLSTM
+from rlmem.cells.relrnn import BaseNonlinearity
+from rlmem.cells.screening import Readout, RelevancyScreening, Screening
+
+INPUT, HIDDEN = 3, 6
+
+
+class Mode(Enum):
+    """How a row calls the cell."""
+
+    TRAIN = 0
+    """Chunks of 1, 15, 15 and 17 steps under autograd; gradients compared."""
+    EVALUATE = 8
+    """Calls of 8 steps without autograd."""
+    SHORT = 3
+    """Calls of 3 steps without autograd."""
+    ROLLOUT = 1
+    """Calls of 1 step without autograd: a rollout's acting step."""
+
+
+class Loops(Enum):
+    """Which implementation of the compiled loops a row's engine needs."""
+
+    ANY = "any"
+    """Either: the row runs with each (on the CPU)."""
+    COMPILED = "compiled"
+    """The compiled loops (``rlmem/cells/_engines/csrc``): the CPU only."""
+    PYTHON = "python"
+    """Their Python fallback, where the compiled loops are disabled or off the CPU."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A cell with options, called in one way, and the engine function that computes it."""
+
+    cell: str
+    options: dict[str, Any]
+    mode: Mode
+    engine: Callable[..., Any]
+    loops: Loops = Loops.ANY
+    sharpen: float | None = None
+    """Scale the attention's score vector v_a by this much. At random init attention is
+    nearly uniform, so the first ρ states keep the highest relevance and R never replaces a
+    member; peaked attention makes later states enter R and exercises the screening."""
+    layers: int = 1
+
+
+NU3_RHO2 = {"short_term": 3, "relevant": 2}
+NU2_RHO2 = {"short_term": 2, "relevant": 2}
+NORMALISED = {"screening": Screening.normalised}
+AUTHORS = {"readout": Readout.authors_code}
+SHARP = 30.0
+T, E, S, R = Mode.TRAIN, Mode.EVALUATE, Mode.SHORT, Mode.ROLLOUT
+COMPILED, PYTHON = Loops.COMPILED, Loops.PYTHON
+
+ENGINES: list[Row] = [
+    # LSTM and GRU: torch's fused kernels, one call per reset-free segment.
+    Row("lstm", {}, T, fused_rnn.lstm),
+    Row("lstm", {"forget_bias": None, "chrono_t_max": 10}, T, fused_rnn.lstm),
+    Row("lstm", {}, R, fused_rnn.lstm),
+    Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
+    Row("gru", {}, R, fused_rnn.gru),
+    # MemLSTM: the chunk engine; the compiled rollout step; else the step, its weights built
+    # once per call and its attention over the slots in use.
+    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
+    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
+    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
+    Row("memlstm", {"capacity": 64}, S, full_attention.prepared_step),
+    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, full_attention.prepared_step, PYTHON, sharpen=SHARP),
+    # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
+    # (Algorithm 1's); else the step, its weights built once per call.
+    Row("relstm", NU3_RHO2, T, screened.screened_scan),
+    Row("relstm", {"short_term": 1, "relevant": 1}, T, screened.screened_scan),
+    Row("relstm", NU2_RHO2, T, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", {"short_term": 2, "relevant": 1} | NORMALISED, T, screened.screened_scan,
+        sharpen=SHARP),
+    Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, S, screened.prepared_step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, R, screened.prepared_step, PYTHON, sharpen=SHARP),
+    Row("relstm", NU3_RHO2 | NORMALISED, R, screened.prepared_step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2 | AUTHORS, T, screened.prepared_step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2 | AUTHORS, R, screened.prepared_step, sharpen=SHARP),
+    Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP),
+    Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.screened_step, COMPILED,
+        sharpen=SHARP),
+    Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.prepared_step, PYTHON,
+        sharpen=SHARP),
+    Row("relrnn", NU2_RHO2 | {"nonlinearity": BaseNonlinearity.modrelu}, T,
+        screened.prepared_step, sharpen=SHARP),
+    Row("relrnn", NU2_RHO2 | AUTHORS, T, screened.prepared_step, sharpen=SHARP),
+    # TARNN and SA-RNN: the loop without autograd and its hand-written backward.
+    Row("tarnn", {}, T, tarnn.fast_scan),
+    Row("tarnn", {"K": 2, "A": "coupled", "nonlinearity": "relu", "gamma1": 0.1,
+                  "gamma2": 0.2}, T, tarnn.fast_scan),
+    Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan),
+    Row("tarnn", {}, R, tarnn.fast_scan),
+    Row("sarnn", {}, T, sarnn.fast_scan),
+    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan),
+    Row("sarnn", {}, R, sarnn.fast_scan),
+    # iRNN and ERNN: the loop under autograd, products shared across steps.
+    Row("irnn", {}, T, irnn.fast_scan),
+    Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan),
+    Row("irnn", {"K": 2, "rank": 2}, T, irnn.fast_scan),
+    Row("irnn", {"K": 2, "update_rule": IRNNUpdate.eq5, "learn_alpha": True}, T,
+        irnn.fast_scan),
+    Row("irnn", {"K": 2, "rank": 2}, R, irnn.fast_scan),
+    Row("ernn", {}, T, ernn.fast_scan),
+    Row("ernn", {"K": 3, "eta": 0.4, "nonlinearity": "tanh"}, T, ernn.fast_scan),
+    Row("ernn", {}, R, ernn.fast_scan),
+    # Stacks: layer after layer over the chunk, each layer through its own engine.
+    Row("lstm", {}, T, Stacked.fast_scan, layers=2),
+    Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2),
+    Row("sarnn", {}, T, Stacked.fast_scan, layers=2),
+    Row("memlstm", {"capacity": 16}, R, Stacked.fast_scan, layers=2),
+]
+"""Every (cell, options, mode) and the engine function that computes it."""
+
+
+def row_id(row: Row) -> str:
+    options = ",".join(f"{key}={getattr(value, 'name', value)}"
+                       for key, value in row.options.items())
+    layers = f"*{row.layers}" if row.layers > 1 else ""
+    return (f"{row.cell}{layers}[{options}]-{row.mode.name.lower()}-"
+            f"{row.engine.__module__.rsplit('.', 1)[-1]}.{row.engine.__qualname__}")
+
+
+def cases() -> list[Any]:
+    """Each row on the CPU with each implementation of the loops it runs with, and on CUDA."""
+    params = []
+    for row in ENGINES:
+        loops = ["compiled", "python"] if row.loops is Loops.ANY else [row.loops.value]
+        params += [pytest.param(row, "cpu", kind, id=f"{row_id(row)}-cpu-{kind}")
+                   for kind in loops]
+        if row.loops is not Loops.COMPILED:
+            params.append(pytest.param(
+                row, "cuda", "python", id=f"{row_id(row)}-cuda",
+                marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")))
+    return params
+
+
+def build(row: Row) -> Cell:
+    torch.manual_seed(0)
+    cell = make_cell(row.cell, input_size=INPUT, hidden_size=HIDDEN, num_layers=row.layers,
+                     **row.options)
+    if row.sharpen is not None:
+        assert isinstance(cell, RelevancyScreening | MemLSTM)
+        with torch.no_grad():
+            cell.attention.score.weight.mul_(row.sharpen)
+    cell.anneal(0.5)  # SA-RNN: a slope other than 1 exercises the annealed hard sigmoid
+    return cell
+
+
+def count_results(engine: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Replace ``engine`` (a module's function or a class's method) by a wrapper that counts
+    the calls it returns a result for; the count is the returned list's length."""
+    owner_name, _, name = engine.__qualname__.rpartition(".")
+    module = sys.modules[engine.__module__]
+    owner = getattr(module, owner_name) if owner_name else module
+    results: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        result = engine(*args, **kwargs)
+        if result is not None:
+            results.append(1)
+        return result
+
+    monkeypatch.setattr(owner, name, counted)
+    return results
+
+
+def test_every_registered_cell_has_an_engine_row() -> None:
+    assert {row.cell for row in ENGINES} == set(CELLS)
+
+
+@pytest.mark.parametrize(("row", "device", "loops"), cases())
+def test_engine_equals_the_cells_step(row: Row, device: str, loops: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops(loops, monkeypatch)
+    engine, step = build(row), build(row)
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)  # scan(step)
+    results = count_results(row.engine, monkeypatch)
+    if row.mode is Mode.TRAIN:
+        calls = assert_matches_reference(engine, step, traces=True, device=device)
+    else:
+        calls = assert_matches_without_grad(engine, step, chunk=row.mode.value, device=device)
+    assert len(results) >= calls, (f"{row.engine.__qualname__} computed {len(results)} of "
+                                   f"the {calls} calls")
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn"])
+def test_the_normalised_rows_exercise_the_screening(name: str) -> None:
+    """The rows of ``screening=normalised`` mean something only if screening kept some states
+    out of R, let others in, and replaced some (ν = 1 would admit none: a state's share is
+    then exactly 1)."""
+    row = next(row for row in ENGINES if row.cell == name and row.options.get("screening")
+               is Screening.normalised and row.mode is Mode.TRAIN)
+    cell = build(row).double()
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(48, 5, INPUT, generator=generator, dtype=torch.float64)
+    traces = cell.forward_aux(x, None, random_resets(48, 5, generator)).aux.traces
+    admitted = traces["relevant_valid"].any(dim=2)
+    assert isinstance(cell, RelevancyScreening)
+    in_r = traces["slot_time"][:, :, cell.short_term:]
+    replaced = (in_r[1:] != in_r[:-1]) & (in_r[:-1] >= 0)
+    assert admitted.any() and not admitted.all() and replaced.any()
