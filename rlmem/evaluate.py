@@ -174,7 +174,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         torch.manual_seed(seed)
         try:
             result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
-                                              seed=seed, quotas=quotas)
+                                              seed=seed, quotas=quotas, name=name)
         finally:
             envs.close()
         if not probe.minigrid:
