@@ -55,7 +55,8 @@ class EnvProbe:
 
 @dataclass
 class AgentConfig:
-    """The config of a registered agent (``agent=<name>``, ``conf/agent/<name>.yaml``)."""
+    """The config of a registered agent (``agent=<name>``): its defaults are this dataclass's,
+    stored by :func:`rlmem.schema.train.register_train_configs`."""
 
     name: str = MISSING
     """The agent's registered name (``agent=<name>``)."""

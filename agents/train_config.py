@@ -46,7 +46,7 @@ class TrainConfig:
     """The memory cell and its hyperparameters (any registered cell,
     :mod:`rlmem.schema.memory`), e.g. ``memory=relstm``."""
     agent: Any = MISSING
-    """The trainer and its hyperparameters (``conf/agent/``): ``ppo`` (ours) or ``sb3``."""
+    """The trainer and its hyperparameters (``agent=<name>``): ``ppo`` (ours) or ``sb3``."""
     seed: int = 0
     """Seeds the weights, the action sampling and the envs."""
     frames: int = 300_000

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.registry import AGENTS, get_agent, register_agent
@@ -33,13 +33,12 @@ def test_composing_any_agents_config_imports_neither_torch_nor_sb3() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
-def test_every_agent_has_a_yaml_spelling_out_its_defaults_and_its_entry_points(name: str
-                                                                                ) -> None:
-    yaml = OmegaConf.load(CONF_DIR / "agent" / f"{name}.yaml")
-    assert isinstance(yaml, DictConfig)
-    del yaml["defaults"]
+def test_every_agent_is_a_choice_whose_defaults_are_its_dataclass(name: str) -> None:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        composed = compose("train", overrides=[f"agent={name}"]).agent
     defaults = OmegaConf.structured(AGENTS[name]())
-    assert OmegaConf.to_container(yaml) == OmegaConf.to_container(defaults, enum_to_str=True)
+    assert OmegaConf.to_container(composed) == OmegaConf.to_container(defaults)
     assert callable(AGENTS[name].trainer()) and callable(AGENTS[name].actor_loader())
 
 

@@ -15,7 +15,6 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo import update as ppo_update
 from rlmem.cells import CELLS
@@ -135,14 +134,6 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.count("frames") == 32
     assert all(torch.isfinite(value).all() for value in checkpoint.states["model"].values())
-
-
-def test_the_agent_yaml_spells_out_the_ppo_defaults() -> None:
-    yaml = OmegaConf.load(CONF_DIR / "agent" / "ppo.yaml")
-    assert isinstance(yaml, DictConfig)
-    del yaml["defaults"]
-    assert OmegaConf.to_container(yaml) == OmegaConf.to_container(
-        OmegaConf.structured(PPOConfig()))
 
 
 def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(

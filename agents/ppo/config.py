@@ -1,4 +1,4 @@
-"""The config of our PPO (``agent=ppo``, ``conf/agent/ppo.yaml``): torch-free."""
+"""The config of our PPO (``agent=ppo``): torch-free; its defaults are written only here."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """Typed config of ``python -m rlmem.train``: the run's keys and the ``agent`` group.
 
 ``rlmem/conf/train.yaml`` starts from ``train_schema``
-(:class:`~rlmem.agents.train_config.TrainConfig`), ``rlmem/conf/agent/<name>.yaml`` from
-``schema/agent/<name>`` (the config of every registered agent,
-:data:`rlmem.agents.registry.AGENTS`; outside the selectable groups: ``agent=<name>_schema`` is no
-choice), and ``memory=<cell>`` selects the typed config of any registered cell
-(:mod:`rlmem.schema.memory`). A misspelt key or a value of the wrong type fails when Hydra
-composes the config; a value out of range when the config is built (:func:`check_train_config`),
-before any env or model is built.
+(:class:`~rlmem.agents.train_config.TrainConfig`); ``agent=<name>`` selects the config
+dataclass of a registered agent (:data:`rlmem.agents.registry.AGENTS`), stored as
+``agent/<name>``, and ``memory=<cell>`` the typed config of any registered cell
+(:mod:`rlmem.schema.memory`). Every default is written once, in its dataclass: there is no
+YAML to keep equal to it. A misspelt key or a value of the wrong type fails when Hydra composes
+the config; a value out of range when the config is built (:func:`check_train_config`), before
+any env or model is built.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ __all__ = ["TrainConfig", "check_envs", "check_train_config", "register_train_co
 
 
 def register_train_configs() -> None:
-    """Store ``train_schema``, ``schema/agent/<name>`` and ``memory/<cell>``, and register the
+    """Store ``train_schema``, ``agent/<name>`` and ``memory/<cell>``, and register the
     ``runs_root`` resolver of the default ``run_dir`` (idempotent)."""
     register_memory_configs()
     register_runs_root()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for name, schema in AGENTS.items():
-        store.store(group="schema/agent", name=name, node=schema)
+        store.store(group="agent", name=name, node=schema)
 
 
 def check_train_config(cfg: DictConfig) -> TrainConfig:
