@@ -1,0 +1,67 @@
+"""rlmem.stats against values worked out by hand, and against rliable where it is installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlmem.stats import (
+    Estimate,
+    bootstrap,
+    count_meeting,
+    iqm,
+    mean,
+    probability_of_improvement,
+    probability_of_improvement_estimate,
+)
+
+
+def test_iqm_drops_a_quarter_at_each_end() -> None:
+    assert iqm([5.0, 1.0, 100.0, 3.0, 4.0]) == pytest.approx((3 + 4 + 5) / 3)  # cuts 1 each end
+    assert iqm(np.arange(8.0)) == pytest.approx((2 + 3 + 4 + 5) / 4)
+    assert iqm([[1.0, 10.0], [2.0, 20.0]]) == pytest.approx((2 + 10) / 2)  # over all scores
+    assert iqm([7.0]) == 7.0
+
+
+def test_probability_of_improvement_counts_ties_as_half() -> None:
+    assert probability_of_improvement([2.0, 3.0], [1.0, 2.0]) == pytest.approx(
+        (1 + 1 + 0.5 + 1) / 4)
+    assert probability_of_improvement([1.0, 2.0], [1.0, 2.0]) == 0.5
+    assert probability_of_improvement([[1.0, 9.0]], [[0.0, 9.5]]) == pytest.approx((1 + 0) / 2)
+    with pytest.raises(ValueError, match="same tasks"):
+        probability_of_improvement([[1.0, 2.0]], [[1.0]])
+
+
+def test_the_bootstrap_interval_holds_the_estimate_and_is_reproducible() -> None:
+    scores = np.random.default_rng(0).normal(size=(10, 3))
+    first = bootstrap(iqm, scores, reps=500, seed=3)
+    assert first.low <= first.value <= first.high
+    assert first == bootstrap(iqm, scores, reps=500, seed=3)
+    constant = bootstrap(mean, np.ones((5, 2)), reps=50)
+    assert constant == Estimate(1.0, 1.0, 1.0)
+    better = probability_of_improvement_estimate(scores + 10, scores, reps=200)
+    assert better == Estimate(1.0, 1.0, 1.0)
+
+
+def test_the_bootstrap_resamples_within_tasks() -> None:
+    """Task 0 always scores 0 and task 1 always 1: a stratified resample keeps one of each in
+    every row, so the mean never moves; a pooled one would."""
+    scores = np.array([[0.0, 1.0]] * 4)
+    assert bootstrap(mean, scores, reps=200) == Estimate(0.5, 0.5, 0.5)
+
+
+def test_k_of_n_and_bad_input() -> None:
+    assert count_meeting([[0.99, 0.995], [0.98, 1.0], [1.0, 1.0]], 0.99) == (2, 3)
+    with pytest.raises(ValueError, match="finite"):
+        iqm([1.0, float("nan")])
+    with pytest.raises(ValueError, match="non-empty"):
+        iqm([])
+
+
+def test_agrees_with_rliable() -> None:
+    rliable = pytest.importorskip("rliable.metrics")
+    scores = np.random.default_rng(1).uniform(size=(7, 4))
+    other = np.random.default_rng(2).uniform(size=(5, 4))
+    assert iqm(scores) == pytest.approx(rliable.aggregate_iqm(scores))
+    assert probability_of_improvement(scores, other) == pytest.approx(
+        rliable.probability_of_improvement(scores, other))
