@@ -46,4 +46,4 @@ def fast_scan(cell: ERNN, x: Tensor, state: ERNNState, resets: Tensor) -> ScanRe
     with torch.no_grad():  # a trace: σ(M h_t + d_t) - h_t, with M h_t from step t + 1
         products.append(h @ weight_t)
         residual = (cell.phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
-    return ScanResult(y, state._replace(h=h), {"residual": residual})
+    return ScanResult(y, type(state)(h), {"residual": residual})

@@ -68,8 +68,8 @@ def fast_scan(cell: MemLSTM, x: Tensor, state: MemLSTMState, resets: Tensor) -> 
                            state.keys, state.valid, resets, used)
     if result is None:
         return prepared_step(cell, xp, state, resets, weights, used)
-    new_state = state._replace(s=result.y[-1], c=result.c, t=result.t, memory=result.memory,
-                               keys=result.keys, valid=result.valid)
+    new_state = type(state)(result.y[-1], result.c, result.t, result.memory, result.keys,
+                            result.valid)
     return ScanResult(result.y, new_state, result.traces)
 
 

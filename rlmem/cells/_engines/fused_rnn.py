@@ -26,7 +26,7 @@ def lstm(cell: LSTM, x: Tensor, state: LSTMState, resets: Tensor) -> ScanResult:
     def run(segment: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState]:
         y, (h, c) = cell.rnn(segment, (state.h.unsqueeze(0).contiguous(),
                                        state.c.unsqueeze(0).contiguous()))
-        return y, state._replace(h=h.squeeze(0), c=c.squeeze(0))
+        return y, type(state)(h.squeeze(0), c.squeeze(0))
 
     return scan_segments(run, x, state, resets)
 
@@ -39,7 +39,7 @@ def gru(cell: GRU, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
     """
     def run(segment: Tensor, state: GRUState) -> tuple[Tensor, GRUState]:
         y, h = cell.rnn(segment, state.h.unsqueeze(0).contiguous())
-        return y, state._replace(h=h.squeeze(0))
+        return y, type(state)(h.squeeze(0))
 
     return scan_segments(run, x, state, resets)
 

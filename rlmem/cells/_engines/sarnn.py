@@ -23,7 +23,7 @@ def fast_scan(cell: SARNN, x: Tensor, state: SARNNState, resets: Tensor) -> Scan
     y, probability, update = SARNNScan.apply(
         cell.project_input(x), state.h, resets, cell.gru.weight_hh, cell.gru.bias_hh, cell.w_u,
         cell.slope)
-    return ScanResult(y, state._replace(h=y[-1]),
+    return ScanResult(y, type(state)(y[-1]),
                       {"update": update, "update_probability": probability})
 
 

@@ -29,7 +29,7 @@ def fast_scan(cell: TARNN, x: Tensor, state: TARNNState, resets: Tensor) -> Scan
     y, beta = TARNNScan.apply(cell.project_input(x), state.s, resets, cell.state_weight(),
                               cell.U.weight, cell.eta, cell.A_form == "coupled",
                               FAST_FORMS[cell.phi_name])
-    return ScanResult(y, state._replace(s=y[-1]), {"beta": beta})
+    return ScanResult(y, type(state)(y[-1]), {"beta": beta})
 
 
 class TARNNScan(torch.autograd.Function):
