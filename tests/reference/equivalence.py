@@ -72,7 +72,7 @@ def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, ste
     generator = torch.Generator().manual_seed(seed)
     reference = reference.double()
     fast = fast.double()
-    fast.load_state_dict(reference.state_dict())
+    fast.load_state_dict(reference_weights(fast, reference))
     reference, fast = reference.to(device), fast.to(device)
     inputs = reference.input_size
     prefix = torch.randn(warmup, batch, inputs, generator=generator,
@@ -157,6 +157,15 @@ def assert_matches_reference(fast: Cell, reference: ReferenceCell | Cell, *, ste
     return len(bounds)  # the warm-up and one call per chunk
 
 
+def reference_weights(fast: Cell, reference: ReferenceCell | Cell) -> dict[str, Any]:
+    """``reference``'s state dict, for ``fast`` to load: its parameters and buffers, and
+    ``fast``'s own extra states (``get_extra_state``, such as iRNN's update rule), which the
+    frozen references predate. Any other key missing from either side still fails the load."""
+    own_extra = {key: value for key, value in fast.state_dict().items()
+                 if key.endswith("_extra_state")}
+    return {**own_extra, **reference.state_dict()}
+
+
 def bounds_of(chunks: Sequence[int], steps: int) -> list[int]:
     """The chunk boundaries that :func:`assert_matches_reference` cuts ``steps`` steps at."""
     return [0, *[cut for cut in chunks if 0 < cut < steps], steps]
@@ -192,7 +201,7 @@ def assert_matches_without_grad(fast: Cell, reference: Cell, *, chunk: int, step
     """
     generator = torch.Generator().manual_seed(seed)
     fast = fast.double()
-    fast.load_state_dict(reference.state_dict())
+    fast.load_state_dict(reference_weights(fast, reference))
     reference, fast = reference.double().to(device), fast.to(device)
     total = warmup + steps
     x = torch.randn(total, batch, reference.input_size, generator=generator,
