@@ -1,27 +1,19 @@
-"""experiments/memory/fork_probe.py: the linear probe finds a planted linear signal and stays at
+"""experiments.memory.fork_probe: the linear probe finds a planted linear signal and stays at
 chance on noise, and per-step features are cut into the episodes they belong to."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
-from scripts import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "experiments" / "memory" / "fork_probe.py"
+from experiments.memory import fork_probe, start_positions
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    # The script imports its sibling as experiments.memory.start_positions, as `python -m`
-    # from the repository's root allows.
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    return load_script(SCRIPT, "memory_fork_probe")
+    return fork_probe
 
 
 def planted(rng: np.random.Generator, examples: int, signal: float) -> tuple[np.ndarray,
@@ -53,7 +45,6 @@ def test_a_probe_needs_both_cues(probe: ModuleType) -> None:
 
 
 def test_features_are_cut_into_each_envs_episodes(probe: ModuleType) -> None:
-    start_positions = sys.modules["experiments.memory.start_positions"]
     lengths = [[3, 2], [5]]  # env 0 plays two episodes, env 1 one, then both keep playing
     records = [start_positions.EpisodeRecord(1, 3, "key", 0.0, length,
                                              start_positions.Outcome.TIMEOUT, False, False,

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from cli_runner import TINY_PPO, run_cli
 
+from experiments.common.outcome import Outcome, ending, failures_recorded_in
 from rlmem.runs import load_checkpoint
 from rlmem.runs.directory import claim_run_dir
 from rlmem.runs.lock import RunLock
@@ -27,9 +28,6 @@ from rlmem.runs.multirun import (
     RECORDS_ENV,
     STARTED,
     JobFailure,
-    Outcome,
-    ending,
-    failures_recorded_in,
     job_overrides,
     one_line,
     read_failures,

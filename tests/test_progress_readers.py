@@ -4,24 +4,21 @@ cut short by a kill, a row with more fields than the header. Each reader gets a 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from experiments.common.sweep import final_frames
 from experiments.doorkey.summarize import summarize
 from experiments.memory.aggregate import read_run
+from experiments.supervised import aggregate, attention_onset, status
 from experiments.transfer.aggregate import read_progress as transfer_progress
 from rlmem.runs.logger import CorruptProgressError
-from rlmem.runs.sweep import final_frames
 from rlmem.tasks.base import Baseline
 from rlmem.tasks.figures import learning_curve
-
-SUPERVISED_SCRIPTS = Path(__file__).resolve().parents[1] / "experiments" / "supervised"
 
 RL_HEADER = "frames,updates,fps,return_mean,return_recent\n"
 SUPERVISED_HEADER = "iteration,train/loss,eval/accuracy@T4,time/cpu_s\n"
@@ -37,23 +34,9 @@ CUT = "32,1,100,0.5,0.5\n64,2,10"
 
 
 @pytest.fixture(scope="module")
-def supervised_scripts() -> Iterator[dict[str, ModuleType]]:
-    """status.py, aggregate.py and attention_onset.py of experiments/supervised (which import
-    their siblings by bare name), under names no other script has."""
-    sys.path.insert(0, str(SUPERVISED_SCRIPTS))
-    modules = {}
-    try:
-        for name in ("rows", "status", "suite", "aggregate", "attention_onset"):
-            spec = importlib.util.spec_from_file_location(f"progress_readers_{name}",
-                                                          SUPERVISED_SCRIPTS / f"{name}.py")
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module  # dataclasses look their module up there
-            spec.loader.exec_module(module)
-            modules[name] = module
-        yield modules
-    finally:
-        sys.path.remove(str(SUPERVISED_SCRIPTS))
+def supervised_scripts() -> dict[str, ModuleType]:
+    """status, aggregate and attention_onset of experiments.supervised, by name."""
+    return {"status": status, "aggregate": aggregate, "attention_onset": attention_onset}
 
 
 def run_with(tmp_path: Path, text: str) -> Path:
@@ -65,15 +48,15 @@ def run_with(tmp_path: Path, text: str) -> Path:
 
 
 RL_READERS: dict[str, tuple[Callable[[Path], Any], str, str]] = {
-    "rlmem.runs.sweep.final_frames": (
+    "experiments.common.sweep.final_frames": (
         final_frames, BLANK_LAST_FRAMES, "the row leaves blank the column 'frames'"),
-    "experiments/transfer/aggregate.py": (
+    "experiments.transfer.aggregate": (
         lambda run: transfer_progress(run / "progress.csv"), GARBLED,
         "column 'return_mean' holds '0.5x', which is no number"),
-    "experiments/memory/aggregate.py": (
+    "experiments.memory.aggregate": (
         read_run, GARBLED.replace("0.5x,0.5", "0.5,0.5x"),
         "column 'return_recent' holds '0.5x', which is no number"),
-    "experiments/doorkey/summarize.py": (
+    "experiments.doorkey.summarize": (
         summarize, GARBLED, "column 'return_mean' holds '0.5x', which is no number"),
 }
 

@@ -130,11 +130,8 @@ def test_the_sb3_loader_refuses_a_run_that_names_code(run: Path, tmp_path: Path,
 def test_the_experiment_scripts_refuse_a_run_that_names_code(run: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
-    from scripts import load_script
+    from experiments.memory import start_positions
 
-    root = Path(__file__).resolve().parent.parent
-    start_positions = load_script(root / "experiments/memory/start_positions.py",
-                                  "start_positions_under_test")
     (tmp_path / "evil_env.py").write_text(EVIL_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)

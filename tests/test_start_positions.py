@@ -1,4 +1,4 @@
-"""experiments/memory/start_positions.py: each episode's record says where the agent started
+"""experiments.memory.start_positions: each episode's record says where the agent started
 and how the episode ended, as the env and the evaluation's returns have it."""
 
 from __future__ import annotations
@@ -14,16 +14,14 @@ import pytest
 from minigrid.core.actions import Actions
 from minigrid.envs.memory import MemoryEnv
 from minigrid.minigrid_env import MiniGridEnv
-from scripts import load_script
 
+from experiments.memory import start_positions
 from rlmem.envs import EnvOptions
-
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "memory" / "start_positions.py"
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    return load_script(SCRIPT, "memory_start_positions")
+    return start_positions
 
 
 class RandomActor:

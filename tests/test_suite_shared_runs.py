@@ -12,23 +12,21 @@ import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from cli_runner import TINY_PPO
-from scripts import load_script
 
 from experiments.memory import suite as memory_suite
+from experiments.supervised import suite as supervised_suite_module
 from experiments.transfer import suite as transfer_suite
 from rlmem.runs import load_checkpoint
 from rlmem.runs.directory import claim_run_dir
 from rlmem.runs.lock import RunLock
 
 REPO = Path(__file__).resolve().parent.parent
-SUPERVISED = REPO / "experiments" / "supervised"
 RELSTM = "kerg2020_table1_transfer_copy_relstm"
 TINY_SUPERVISED = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every=1",
                    "log_every=1", "checkpoint_every=1", "progress_bar=false", "seq_len=4",
@@ -170,13 +168,9 @@ def test_the_transfer_suite_skips_held_runs_and_held_evaluations(
 
 # --- supervised suite ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def supervised() -> Iterator[ModuleType]:
-    """experiments/supervised/suite.py (it imports its siblings by bare name)."""
-    sys.path.insert(0, str(SUPERVISED))
-    try:
-        yield load_script(SUPERVISED / "suite.py", "supervised_suite_k2")
-    finally:
-        sys.path.remove(str(SUPERVISED))
+def supervised() -> ModuleType:
+    """experiments.supervised.suite."""
+    return supervised_suite_module
 
 
 def supervised_suite(module: ModuleType, runs: Path) -> int:
@@ -229,9 +223,10 @@ def test_a_supervised_suite_never_writes_into_the_log_another_suite_holds(
 def test_two_supervised_suites_at_once_train_a_run_once_into_one_log(tmp_path: Path) -> None:
     """Two suite processes started together over the same run: one trains it, the other skips
     it, both exit 0, and train.log holds the one start."""
-    command = [sys.executable, str(SUPERVISED / "suite.py"), "--presets", RELSTM, "--seeds", "0",
-               "--runs", str(tmp_path), "--", *TINY_SUPERVISED[1:], "iterations=300"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "experiments.supervised.suite", "--presets", RELSTM,
+               "--seeds", "0", "--runs", str(tmp_path), "--", *TINY_SUPERVISED[1:],
+               "iterations=300"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     suites = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [suite.communicate(timeout=300)[0] for suite in suites]

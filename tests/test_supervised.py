@@ -232,12 +232,18 @@ def test_rlmem_evaluate_refuses_a_supervised_run(tmp_path: Path) -> None:
         evaluate_run(EvaluateConfig(run=str(tmp_path)))
 
 
-PRESETS = sorted(path.stem for path in (CONF_DIR / "preset").glob("*.yaml"))
+SUITE_CONF = Path(__file__).resolve().parents[1] / "experiments" / "supervised" / "conf"
+"""The supervised suite's own presets (its ablations and curricula, ``preset/``), which
+``+preset=`` finds once this config root is on Hydra's search path."""
+PRESETS = {**{path.stem: [] for path in (CONF_DIR / "preset").glob("*.yaml")},
+           **{path.stem: [f"hydra.searchpath=[file://{SUITE_CONF}]"]
+              for path in (SUITE_CONF / "preset").glob("*.yaml")}}
+"""Every preset, and what finds it: the library's, then the suite's own."""
 
 
-@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_paper_preset_composes_and_checks(preset: str) -> None:
-    cfg = config(f"+preset={preset}")
+    cfg = config(*PRESETS[preset], f"+preset={preset}")
     check_supervised_config(cfg)
     first_stage = "_curriculum_T" in preset  # trained for a fixed budget, then continued
     # The papers' 128, or the authors' copy script's batch of 10 for the ``_script`` rows.
@@ -425,15 +431,14 @@ def test_a_fixed_delay_draws_nothing_from_the_training_stream(
         [row["train/loss"] for row in rows(tmp_path / "range_of_one")]
 
 
-def test_a_run_from_before_seq_len_min_resumes_with_fixed_delays_only() -> None:
-    """A committed checkpoint written before the option existed is compatible with its own
-    preset (every batch at seq_len), and refused with varied delays, naming the key."""
-    run_dir = (Path(__file__).parents[1] / "experiments" / "supervised" / "runs"
-               / "kerg2020_table1_transfer_copy_relstm_curriculum_T20" / "seed0")
-    saved = load_checkpoint(run_dir / "checkpoint.pt").config
-    assert "seq_len_min" not in saved
-    preset = ["+preset=kerg2020_table1_transfer_copy_relstm_curriculum_T20", f"run_dir={run_dir}"]
-    check_compatible(saved, resolved_config(config(*preset)), RESUME_SECTIONS)
+def test_a_run_at_a_fixed_delay_resumes_with_fixed_delays_only(tmp_path: Path) -> None:
+    """A run trained at a fixed delay (``seq_len_min`` unset: every batch at seq_len) is
+    compatible with its own config, and refused with varied delays, naming the key."""
+    common = [*TINY, "figures=false", f"run_dir={tmp_path}"]
+    run(config(*common), tmp_path)
+    saved = load_checkpoint(tmp_path / "checkpoint.pt").config
+    assert saved["seq_len_min"] is None
+    check_compatible(saved, resolved_config(config(*common)), RESUME_SECTIONS)
     with pytest.raises(CheckpointMismatchError, match=r"seq_len_min: checkpoint has None"):
-        check_compatible(saved, resolved_config(config(*preset, "seq_len_min=10")),
+        check_compatible(saved, resolved_config(config(*common, "seq_len_min=2")),
                          RESUME_SECTIONS)

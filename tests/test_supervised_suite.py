@@ -1,4 +1,4 @@
-"""experiments/supervised: the suite's commands and the aggregate's RESULTS.md.
+"""experiments.supervised: the suite's commands and the aggregate's RESULTS.md.
 
 The aggregate is fed tiny real runs (2 iterations, hidden 8) laid out as the suite lays them out,
 so every number it prints comes from a ``results.json`` a run wrote.
@@ -6,11 +6,8 @@ so every number it prints comes from a ``results.json`` a run wrote.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -18,13 +15,21 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from experiments.supervised import (
+    aggregate,
+    attention_onset,
+    fresh_eval,
+    recall_timing,
+    rows,
+    status,
+    suite,
+)
 from rlmem.runs.lock import RunLock
 from rlmem.schema.memory import CONF_DIR
 from rlmem.supervised import run
 from rlmem.tasks.held_out import confirmation_score
 from rlmem.tasks.saved import load_saved_model
 
-SUITE_DIR = Path(__file__).resolve().parent.parent / "experiments" / "supervised"
 TINY = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every=1",
         "log_every=1", "checkpoint_every=1", "progress_bar=false"]
 RELSTM = "kerg2020_table1_transfer_copy_relstm"
@@ -33,25 +38,11 @@ ADDING = "kag2020_adding_irnn_T200"
 CURRICULUM = "kerg2020_table1_transfer_copy_relstm_curriculum"
 
 
-def load(name: str) -> ModuleType:
-    """A script of experiments/supervised, under a name no other suite's script has."""
-    spec = importlib.util.spec_from_file_location(f"supervised_{name}", SUITE_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def scripts() -> Iterator[dict[str, ModuleType]]:
-    """rows.py, suite.py and aggregate.py (which import their siblings by bare name)."""
-    sys.path.insert(0, str(SUITE_DIR))
-    try:
-        yield {name: load(name) for name in ("rows", "status", "suite", "aggregate",
-                                          "recall_timing", "attention_onset", "fresh_eval")}
-    finally:
-        sys.path.remove(str(SUITE_DIR))
+def scripts() -> dict[str, ModuleType]:
+    """The modules of experiments.supervised the tests call, by name."""
+    return {module.__name__.rsplit(".", 1)[-1]: module for module in (
+        rows, status, suite, aggregate, recall_timing, attention_onset, fresh_eval)}
 
 
 def commands(output: str) -> list[str]:
@@ -61,13 +52,18 @@ def commands(output: str) -> list[str]:
 
 
 def test_the_dry_run_lists_every_run_in_priority_order(
-        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str]) -> None:
-    assert scripts["suite"].main(["--dry-run"]) == 0
+        scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """Each row's command, its own presets (ablations, curricula) found through the suite's
+    config root on Hydra's search path; the suite's runs are shown from the repository root,
+    where the commands run."""
+    assert scripts["suite"].main(["--dry-run", "--runs", str(tmp_path)]) == 0
     listed = commands(capsys.readouterr().out)
+    own = "hydra.searchpath=[file://experiments/supervised/conf]"
     expected = [f"python -m rlmem.supervised +preset={row.preset} seed={seed} "
-                f"progress_bar=false run_dir=experiments/supervised/runs/{row.preset}/seed{seed}"
-                + (f" warm_start=experiments/supervised/runs/{row.after}/seed{seed}"
-                   if row.after else "")
+                f"progress_bar=false run_dir={tmp_path / row.preset / f'seed{seed}'}"
+                + (f" warm_start={tmp_path / row.after / f'seed{seed}'}" if row.after else "")
+                + (f" {own}" if row.own_preset else "")
                 for row in scripts["rows"].ROWS for seed in range(row.seeds)]
     assert listed == expected
     assert [line.split()[3:5] for line in listed[:7]] == [
@@ -75,8 +71,17 @@ def test_the_dry_run_lists_every_run_in_priority_order(
         [f"+preset={RELSTM}", "seed=2"], [f"+preset={LSTM}", "seed=0"],
         [f"+preset={LSTM}", "seed=1"], [f"+preset={LSTM}", "seed=2"],
         [f"+preset={CURRICULUM}_T20", "seed=0"]]
-    presets = {row.preset for row in scripts["rows"].ROWS}
-    assert presets == {path.stem for path in (CONF_DIR / "preset").glob("*.yaml")}
+    assert scripts["suite"].shown(scripts["rows"].RUNS / RELSTM / "seed0") == \
+        f"experiments/supervised/runs/{RELSTM}/seed0"
+    # Every preset is a row, and every row's preset is in one place: the library's or the
+    # suite's own, which holds the ablations and curricula.
+    library = {path.stem for path in (CONF_DIR / "preset").glob("*.yaml")}
+    suites = {path.stem for path in (scripts["rows"].CONF / "preset").glob("*.yaml")}
+    assert not library & suites
+    assert {row.preset for row in scripts["rows"].ROWS} == library | suites
+    assert {row.preset for row in scripts["rows"].ROWS if row.own_preset} == suites
+    assert {CURRICULUM, f"{CURRICULUM}_T20", f"{LSTM}_chrono_script"} <= suites
+    assert {RELSTM, LSTM, f"{RELSTM}_script", ADDING} <= library
 
 
 def test_the_filters_narrow_the_runs_and_overrides_follow(
@@ -87,9 +92,11 @@ def test_the_filters_narrow_the_runs_and_overrides_follow(
     curricula = [((f"{stage2}_T20", ""),
                   (stage2, f" warm_start={tmp_path / f'{stage2}_T20' / 'seed1'}"))
                  for stage2 in (CURRICULUM, CURRICULUM.replace("relstm", "lstm"))]
+    own = " hydra.searchpath=[file://experiments/supervised/conf]"
     assert commands(capsys.readouterr().out) == [
         f"python -m rlmem.supervised +preset={preset} seed=1 progress_bar=false "
-        f"run_dir={tmp_path / preset / 'seed1'}{warm} device=cpu"
+        f"run_dir={tmp_path / preset / 'seed1'}{warm}"
+        f"{own if scripts['rows'].by_preset(preset).own_preset else ''} device=cpu"
         for preset, warm in ((RELSTM, ""), (LSTM, ""),
                              *(stage for pair in curricula for stage in pair),
                              (f"{RELSTM}_script", ""), (f"{LSTM}_script", ""),

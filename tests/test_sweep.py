@@ -1,18 +1,18 @@
-"""The resumable steps of the reproduction suites (``rlmem.runs.sweep``)."""
+"""The resumable steps of the reproduction suites (``experiments.common.sweep``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from rlmem.evaluate import report_path
-from rlmem.runs.sweep import (
+from experiments.common.sweep import (
     evaluation_command,
     final_frames,
     full_attention,
     run_dirs,
     run_memory,
 )
+from rlmem.evaluate import report_path
 
 
 def test_memlstm_attends_over_the_longest_episode_of_the_evaluated_envs() -> None:

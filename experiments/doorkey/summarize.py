@@ -1,6 +1,6 @@
 """Summarise DoorKey-5x5 runs: frames to a mean return of 0.9, learning curves, transfer.
 
-    python experiments/doorkey/summarize.py runs/ppo/DoorKey-5x5/*/seed0
+    python -m experiments.doorkey.summarize runs/ppo/DoorKey-5x5/*/seed0
 
 For each run directory it reads ``progress.csv`` and ``eval/DoorKey-16x16.json`` (if
 ``python -m rlmem.evaluate run=<dir> env=transfer`` ran) and writes, next to this script,

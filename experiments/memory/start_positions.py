@@ -1,7 +1,7 @@
 """Success on MiniGrid's memory task by the agent's start position: why agents trained on
 MemoryS7 fail zero-shot on MemoryS13 (issue 9).
 
-    OMP_NUM_THREADS=1 nice -n 15 python experiments/memory/start_positions.py \
+    OMP_NUM_THREADS=1 nice -n 15 python -m experiments.memory.start_positions \
         --runs /work/exp/experiments/memory/runs/MemoryS7/{relstm,lstm}/seed{0,1,2}
 
 ``MemoryEnv._gen_grid`` (minigrid) puts the agent facing east at ``x`` in
@@ -570,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{percent(evaluation.records, succeeded)} "
                   f"({time.monotonic() - started:.0f}s)", flush=True)
             evaluations.append(evaluation)
-    command = " ".join(["python", "experiments/memory/start_positions.py",
+    command = " ".join(["python", "-m", "experiments.memory.start_positions",
                         *(argv if argv is not None else sys.argv[1:])])
     reading = hand_written_reading(args.output)
     args.output.write_text(report(evaluations, command, time.monotonic() - started, reading))

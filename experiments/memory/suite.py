@@ -1,10 +1,10 @@
 """MiniGrid's memory task: train on MemoryS7, evaluate there and zero-shot on MemoryS13.
 
-    python experiments/memory/suite.py                         # every cell, 1 local job
-    python experiments/memory/suite.py --memories lstm relstm  # some cells
-    python experiments/memory/suite.py --dry-run               # the commands, where runs stand
-    python experiments/memory/suite.py --runs /scratch/memory  # runs in another folder
-    python experiments/memory/suite.py --jobs 2 -- hydra/launcher=submitit_slurm ...
+    python -m experiments.memory.suite                         # every cell, 1 local job
+    python -m experiments.memory.suite --memories lstm relstm  # some cells
+    python -m experiments.memory.suite --dry-run               # the commands, where runs stand
+    python -m experiments.memory.suite --runs /scratch/memory  # runs in another folder
+    python -m experiments.memory.suite --jobs 2 -- hydra/launcher=submitit_slurm ...
 
 MemoryS7 shows a cue (a key or a ball) in a small room, then a corridor ends at a key and a
 ball: the agent must go to the one it saw. The cue is out of view at the fork, so an agent
@@ -16,12 +16,13 @@ defaults (hidden 64, embedded grid, forget-gate bias 1, rl-starter-files' PPO), 
 :data:`FRAMES` frames, stopping early once the mean return of the last 1000 training episodes
 (about six updates) reaches :data:`STOP_RETURN`. Each run is then evaluated for
 :data:`EPISODES` episodes with sampled actions on MemoryS7 and on MemoryS13. Runs go to
-``runs/MemoryS7/<cell>/seed<k>/`` (``--runs`` names another folder); ``aggregate.py``
-writes ``RESULTS.md``. Every step resumes and skips finished work (see :mod:`rlmem.runs.sweep`),
-so the suite can be run over several sittings. A run another process holds (another suite, a
-run started by hand) is skipped, not failed, and so is its evaluation
-(:mod:`rlmem.runs.suite_runs`); the suite exits with status 1 only when a run or an evaluation
-failed, and with 130 after Ctrl-C, once its runs have stopped at their checkpoint.
+``runs/MemoryS7/<cell>/seed<k>/`` (``--runs`` names another folder);
+``python -m experiments.memory.aggregate`` writes ``RESULTS.md``. Every step resumes and skips
+finished work (see :mod:`experiments.common.sweep`), so the suite can be run over several
+sittings. A run another process holds (another suite, a run started by hand) is skipped, not
+failed, and so is its evaluation (:mod:`experiments.common.suite_runs`); the suite exits with
+status 1 only when a run or an evaluation failed, and with 130 after Ctrl-C, once its runs have
+stopped at their checkpoint.
 """
 
 from __future__ import annotations
@@ -34,11 +35,8 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from rlmem.cells import CELLS
-from rlmem.runs import CHECKPOINT_NAME, INTERRUPTED
-from rlmem.runs.lock import LOCK_NAME
-from rlmem.runs.multirun import Outcome
-from rlmem.runs.suite_runs import (
+from experiments.common.outcome import Outcome
+from experiments.common.suite_runs import (
     PlannedRun,
     evaluate_step,
     print_dry_run,
@@ -46,7 +44,10 @@ from rlmem.runs.suite_runs import (
     train_command,
     train_step,
 )
-from rlmem.runs.sweep import run_dirs, train_sweep
+from experiments.common.sweep import run_dirs, train_sweep
+from rlmem.cells import CELLS
+from rlmem.runs import CHECKPOINT_NAME, INTERRUPTED
+from rlmem.runs.lock import LOCK_NAME
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -282,7 +283,7 @@ def continue_from(source: str, label: str, seeds: list[int], runs: Path | None =
     missing = [str(old) for old, _ in pairs if not (old / CHECKPOINT_NAME).exists()]
     if missing:
         sys.exit(f"memory suite: {label} continues {source}, but {', '.join(missing)} has no "
-                 f"{CHECKPOINT_NAME}: run `python experiments/memory/suite.py --memories "
+                 f"{CHECKPOINT_NAME}: run `python -m experiments.memory.suite --memories "
                  f"{source}` first")
     for old, new in pairs:
         shutil.copytree(old, new, dirs_exist_ok=True,

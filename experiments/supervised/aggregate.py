@@ -1,7 +1,7 @@
 """Tabulate the supervised suite into ``RESULTS.md``, next to the papers' numbers.
 
-    python experiments/supervised/aggregate.py
-    python experiments/supervised/aggregate.py --runs /elsewhere/runs --out /tmp/RESULTS.md
+    python -m experiments.supervised.aggregate
+    python -m experiments.supervised.aggregate --runs /elsewhere/runs --out /tmp/RESULTS.md
 
 Reads ``runs/<preset>/seed<k>/`` as ``suite.py`` leaves them: ``results.json`` (a finished run:
 its final evaluation at every T, ``converged_at``, ``cpu_s``), ``config.yaml`` and
@@ -24,9 +24,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
-from rows import HERE, REPO, ROWS, RUNS, Row, Task
-from status import RunStatus, State, run_status
 
+from experiments.supervised.rows import HERE, REPO, ROWS, RUNS, Row, Task
+from experiments.supervised.status import RunStatus, State, run_status
 from rlmem.runs import CHECKPOINT_NAME
 from rlmem.runs.progress import read_progress
 from rlmem.tasks import SequenceTask, make_task

@@ -1,7 +1,7 @@
 """Is rlmem's LSTM slow to learn copy, or is copy slow for any LSTM? A cross-check.
 
-    OMP_NUM_THREADS=1 python experiments/supervised/lstm_crosscheck.py            # 3,000 its
-    OMP_NUM_THREADS=1 python experiments/supervised/lstm_crosscheck.py --iterations 6000
+    OMP_NUM_THREADS=1 python -m experiments.supervised.lstm_crosscheck            # 3,000 its
+    OMP_NUM_THREADS=1 python -m experiments.supervised.lstm_crosscheck --iterations 6000
 
 rlmem's ``lstm`` learns copy slowly: the curriculum's first stage
 (``kerg2020_table1_transfer_copy_lstm_curriculum_T20``: T = 20, lr 1e-3) recalls 39–44% after
@@ -31,6 +31,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from experiments.supervised.rows import searchpath
 from rlmem.runs.progress import read_progress
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import register_supervised_configs
@@ -78,7 +79,7 @@ def measure(model: PlainLSTM, batch: tuple[Tensor, Tensor]) -> tuple[float, floa
 def preset_config() -> DictConfig:
     register_supervised_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="supervised", overrides=[f"+preset={PRESET}"])
+        return compose(config_name="supervised", overrides=[searchpath(), f"+preset={PRESET}"])
 
 
 def logged(path: Path, delay: int) -> dict[int, tuple[float, float]]:

@@ -1,9 +1,11 @@
 """The rows of the supervised results table: which paper preset, how many seeds, in what order.
 
-Every row is one preset of ``rlmem/conf/preset/`` (named after the paper and table it comes
-from), run as ``python -m rlmem.supervised +preset=<preset> seed=<k>`` into
-``runs/<preset>/seed<k>/``. :data:`ROWS` is in priority order: the suite runs it top to bottom,
-so a sitting cut short still has the headline numbers.
+Every row is one preset (named after the paper and table it comes from), run as
+``python -m rlmem.supervised +preset=<preset> seed=<k>`` into ``runs/<preset>/seed<k>/``. A
+paper's setting is a preset of the library (``rlmem/conf/preset/``); an ablation or a curriculum,
+which no paper ran, is the suite's own (``conf/preset/`` here), found once :data:`CONF` is on
+Hydra's search path (:func:`searchpath`). :data:`ROWS` is in priority order: the suite runs it
+top to bottom, so a sitting cut short still has the headline numbers.
 """
 
 from __future__ import annotations
@@ -12,9 +14,15 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from rlmem.schema.memory import CONF_DIR
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-PRESETS = REPO / "rlmem" / "conf" / "preset"
+CONF = HERE / "conf"
+"""The config root of the suite's own presets, ``conf/preset/<preset>.yaml``: the rows that are
+ablations or curricula, not a paper's setting."""
+PRESET_DIRS = (CONF_DIR / "preset", CONF / "preset")
+"""Where a row's preset may be: the papers' settings in the library, then the suite's own."""
 RUNS = HERE / "runs"
 """Where the suite puts its runs (``runs/<preset>/seed<k>/``) and the aggregate reads them."""
 
@@ -33,7 +41,7 @@ class Row:
     """One line of the table: a preset and its seeds."""
 
     preset: str
-    """The preset's file name in ``rlmem/conf/preset/``, without ``.yaml``."""
+    """The preset's file name, without ``.yaml`` (:attr:`preset_file`)."""
     task: Task
     cell: str
     """The memory cell the preset runs (``memory=``)."""
@@ -53,10 +61,29 @@ class Row:
 
     @property
     def preset_file(self) -> Path:
-        return PRESETS / f"{self.preset}.yaml"
+        """The preset's file, in the first of :data:`PRESET_DIRS` that has it."""
+        files = [directory / f"{self.preset}.yaml" for directory in PRESET_DIRS]
+        return next((path for path in files if path.is_file()), files[0])
+
+    @property
+    def own_preset(self) -> bool:
+        """The preset is the suite's own (in :data:`CONF`), not one the library ships."""
+        return self.preset_file.parent == CONF / "preset"
+
+    def searchpath(self, root: Path | str = CONF) -> list[str]:
+        """What ``+preset=`` needs to find this row's preset: :func:`searchpath` for one of the
+        suite's own, nothing for a library preset."""
+        return [searchpath(root)] if self.own_preset else []
 
     def run_dir(self, seed: int, runs: Path = RUNS) -> Path:
         return runs / self.preset / f"seed{seed}"
+
+
+def searchpath(root: Path | str = CONF) -> str:
+    """The override that puts ``root`` (the suite's :data:`CONF`, or its path relative to the
+    directory a command runs in) on Hydra's search path, so that ``+preset=`` finds the suite's
+    own presets beside the library's."""
+    return f"hydra.searchpath=[file://{root}]"
 
 
 HEADLINE_SEEDS = 3

@@ -1,24 +1,26 @@
 """The papers' supervised claims at the papers' settings: one run per preset and seed.
 
-    python experiments/supervised/suite.py                    # every row, one run at a time
-    python experiments/supervised/suite.py --dry-run          # the commands, and where each stands
-    python experiments/supervised/suite.py --only headline    # relstm and lstm transfer-copy
-    python experiments/supervised/suite.py --presets kag2020_adding_irnn_T750 --seeds 0
-    python experiments/supervised/suite.py --jobs 2           # two runs at once
-    python experiments/supervised/suite.py -- device=cuda     # Hydra overrides for every run
+    python -m experiments.supervised.suite                    # every row, one run at a time
+    python -m experiments.supervised.suite --dry-run          # the commands, and where each stands
+    python -m experiments.supervised.suite --only headline    # relstm and lstm transfer-copy
+    python -m experiments.supervised.suite --presets kag2020_adding_irnn_T750 --seeds 0
+    python -m experiments.supervised.suite --jobs 2           # two runs at once
+    python -m experiments.supervised.suite -- device=cuda     # Hydra overrides for every run
 
 Every run is, from the repository root,
 
     python -m rlmem.supervised +preset=<preset> seed=<k> progress_bar=false \\
         run_dir=experiments/supervised/runs/<preset>/seed<k>
 
-in the priority order of :data:`rows.ROWS` (the headline relstm seeds, then lstm's, then the
-rest). A preset trains until its target (99% recall at the training length, or a test MSE of
-0.01 on adding) or its iteration budget. The suite skips finished runs (a ``results.json`` whose
-target was met or whose budget was spent), leaves alone a run another process is running (its
-lock is held), and resumes every other run from its checkpoint, so a killed suite is simply
-started again. Ctrl-C stops the runs at their next checkpoint and the suite with them.
-``aggregate.py`` writes ``RESULTS.md``.
+(and, for a preset of the suite's own, an ablation or a curriculum,
+``hydra.searchpath=[file://experiments/supervised/conf]``: :data:`rows.CONF`), in the priority
+order of :data:`rows.ROWS` (the headline relstm seeds, then lstm's, then the rest). A preset
+trains until its target (99% recall at the training length, or a test MSE of 0.01 on adding) or
+its iteration budget. The suite skips finished runs (a ``results.json`` whose target was met or
+whose budget was spent), leaves alone a run another process is running (its lock is held), and
+resumes every other run from its checkpoint, so a killed suite is simply started again. Ctrl-C
+stops the runs at their next checkpoint and the suite with them.
+``python -m experiments.supervised.aggregate`` writes ``RESULTS.md``.
 
 Each run's output goes to ``<run_dir>/train.log``, one start after another, each under a line
 naming the suite's PID, the time and the command. Two suites may run at once over the same
@@ -47,12 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from rows import GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
-from status import RunStatus, State, run_status
 
+from experiments.common.outcome import Outcome, run_recorded
+from experiments.supervised.rows import CONF, GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
+from experiments.supervised.status import RunStatus, State, run_status
 from rlmem.runs import INTERRUPTED, RunDirectoryError
 from rlmem.runs.directory import claim_run_dir
-from rlmem.runs.multirun import Outcome, run_recorded
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import register_supervised_configs
 
@@ -107,7 +109,8 @@ def plan(rows: Sequence[Row], seeds: Sequence[int] | None, runs: Path,
         first = None if row.after is None else job(by_preset(row.after), seed)
         warm = () if first is None else (f"warm_start={shown(first.run_dir)}",)
         command = ("python", "-m", "rlmem.supervised", f"+preset={row.preset}", f"seed={seed}",
-                   "progress_bar=false", f"run_dir={shown(run_dir)}", *warm, *overrides)
+                   "progress_bar=false", f"run_dir={shown(run_dir)}", *warm,
+                   *row.searchpath(shown(CONF)), *overrides)
         return Job(row, seed, run_dir, command, first)
 
     return [job(row, seed) for row in rows for seed in range(row.seeds)
@@ -130,7 +133,8 @@ class Budgets:
                 register_supervised_configs()
                 with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
                     cfg = compose(config_name="supervised",
-                                  overrides=[f"+preset={row.preset}", *self.overrides])
+                                  overrides=[*row.searchpath(), f"+preset={row.preset}",
+                                             *self.overrides])
                 self.known[row.preset] = int(cfg.iterations)
             return self.known[row.preset]
 
@@ -267,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if runner.failed:
         print(f"[suite] failed: {', '.join(runner.failed)}", flush=True)
         return 1
-    print("[suite] done; tabulate with: python experiments/supervised/aggregate.py", flush=True)
+    print("[suite] done; tabulate with: python -m experiments.supervised.aggregate", flush=True)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Why TARNN diverges at the TARNN paper's lr of 1e-2: on adding at T = 750, and on copy.
 
-    OMP_NUM_THREADS=1 python experiments/supervised/tarnn_divergence.py
-    OMP_NUM_THREADS=1 python experiments/supervised/tarnn_divergence.py kag2021_table4_copy_tarnn
+    OMP_NUM_THREADS=1 python -m experiments.supervised.tarnn_divergence
+    OMP_NUM_THREADS=1 python -m experiments.supervised.tarnn_divergence kag2021_table4_copy_tarnn
 
 Trains the preset (``kag2021_table4_adding_tarnn_T750`` by default) into a temporary directory,
 with a checkpoint at every iteration, until the trainer stops it on a non-finite loss or
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.supervised.rows import searchpath
 from rlmem.cells import Cell, make_cell_from_config
 from rlmem.tasks.base import TaskBatch
 from rlmem.tasks.saved import load_saved_model
@@ -50,10 +51,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir:
         # A diverging run exits with an error (copy) or records the divergence as its result
         # (adding): either way its last checkpoint is the one to read.
-        subprocess.run([sys.executable, "-m", "rlmem.supervised", f"+preset={args.preset}",
-                        f"iterations={MAX_ITERATIONS}", "checkpoint_every=1", "eval_every=1000",
-                        "target=null", "figures=false", "progress_bar=false",
-                        f"run_dir={run_dir}"], check=False)
+        subprocess.run([sys.executable, "-m", "rlmem.supervised", searchpath(),
+                        f"+preset={args.preset}", f"iterations={MAX_ITERATIONS}",
+                        "checkpoint_every=1", "eval_every=1000", "target=null", "figures=false",
+                        "progress_bar=false", f"run_dir={run_dir}"], check=False)
         saved = load_saved_model(Path(run_dir))
     cell = saved.model.cell
     updates = saved.iteration

@@ -1,9 +1,9 @@
 """Tabulate the transfer suite into ``RESULTS.md`` and plot its learning curves.
 
-    python experiments/transfer/aggregate.py
+    python -m experiments.transfer.aggregate
 
 Reads ``runs/<env>/<memory>/seed<k>/`` (``eval/<env>.json`` and ``progress.csv``), as written by
-``experiments/transfer/suite.py``, and the MemoryS7 runs of ``experiments/memory/suite.py``, and
+``experiments.transfer.suite``, and the MemoryS7 runs of ``experiments.memory.suite``, and
 writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (mean ± std over
 seeds of the mean evaluation return, the paper's number in brackets), the same table for the
 runs of rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "before", and
@@ -20,9 +20,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
+from experiments.common.sweep import final_frames
 from rlmem.envs import transfer_target
 from rlmem.runs import progress as progress_csv
-from rlmem.runs.sweep import final_frames
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"

@@ -1,11 +1,11 @@
 """The ReLSTM paper's MiniGrid transfer table (Table 3): train small, evaluate large.
 
-    python experiments/transfer/suite.py                          # everything, 1 local job
-    python experiments/transfer/suite.py --envs DoorKey-5x5 --memories lstm relstm
-    python experiments/transfer/suite.py --jobs 2 --seeds 0 1
-    python experiments/transfer/suite.py --dry-run                # the commands, where runs stand
-    python experiments/transfer/suite.py --runs /scratch/transfer  # runs in another folder
-    python experiments/transfer/suite.py -- hydra/launcher=submitit_slurm \\
+    python -m experiments.transfer.suite                          # everything, 1 local job
+    python -m experiments.transfer.suite --envs DoorKey-5x5 --memories lstm relstm
+    python -m experiments.transfer.suite --jobs 2 --seeds 0 1
+    python -m experiments.transfer.suite --dry-run                # the commands, where runs stand
+    python -m experiments.transfer.suite --runs /scratch/transfer  # runs in another folder
+    python -m experiments.transfer.suite -- hydra/launcher=submitit_slurm \\
         hydra.launcher.partition=gpu hydra.launcher.timeout_min=600 device=cuda
 
 For each train env, one Hydra multirun of ``python -m rlmem.train`` trains every memory with
@@ -16,11 +16,11 @@ train env and on its paired large env with ``python -m rlmem.evaluate``.
 Every step is resumable and skips finished work: a trained run resumes from its checkpoint and
 returns at once when it has its frames, and an evaluation whose JSON already exists for the
 run's final frame count is not repeated. So the suite can be run over several sittings, and
-``experiments/transfer/aggregate.py`` tabulates whatever is finished. Runs go to
+``python -m experiments.transfer.aggregate`` tabulates whatever is finished. Runs go to
 ``runs/<env>/<memory>/seed<k>/`` (``--runs`` names another folder). A run another process holds
 (another suite, a run started by hand) is skipped, not failed, and so is its evaluation
-(:mod:`rlmem.runs.suite_runs`); the suite exits with status 1 only when a run or an evaluation
-failed, and with 130 after Ctrl-C, once its runs have stopped at their checkpoint.
+(:mod:`experiments.common.suite_runs`); the suite exits with status 1 only when a run or an
+evaluation failed, and with 130 after Ctrl-C, once its runs have stopped at their checkpoint.
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from rlmem.envs import transfer_target
-from rlmem.runs import INTERRUPTED
-from rlmem.runs.multirun import Outcome
-from rlmem.runs.suite_runs import (
+from experiments.common.outcome import Outcome
+from experiments.common.suite_runs import (
     PlannedRun,
     evaluate_step,
     print_dry_run,
@@ -42,7 +40,9 @@ from rlmem.runs.suite_runs import (
     train_command,
     train_step,
 )
-from rlmem.runs.sweep import run_dirs, train_sweep
+from experiments.common.sweep import run_dirs, train_sweep
+from rlmem.envs import transfer_target
+from rlmem.runs import INTERRUPTED
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"

@@ -24,9 +24,9 @@ directory must be on a file system the jobs share (``TMPDIR`` or :data:`RECORDS_
 that cannot write its record fails in Hydra's own way instead, so no failure goes unreported.
 
 A single run records its failure too when :data:`RECORDS_ENV` is set, and otherwise behaves as
-ever (the message, then exit status 1). :func:`run_recorded` runs an rlmem command so, and
-tells from the records how it ended (:class:`Outcome`): the suites skip a run another process
-holds instead of counting it failed.
+ever (the message, then exit status 1). :func:`read_failures` reads the records back: the
+reproduction suites (``experiments/common/outcome.py``) tell from them whether a run another
+process held was skipped rather than failed.
 """
 
 from __future__ import annotations
@@ -37,14 +37,11 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from enum import Enum
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -162,67 +159,6 @@ def read_failures(directory: Path) -> list[JobFailure]:
         fields["overrides"] = tuple(fields["overrides"])
         failures.append(JobFailure(**fields))
     return sorted(failures, key=lambda failure: -1 if failure.job is None else failure.job)
-
-
-class Outcome(Enum):
-    """How an rlmem process (a run, an evaluation, a sweep) ended, as a suite counts it."""
-
-    done = "done"
-    locked = "locked"
-    """It failed only on runs (or evaluations) another process holds: nothing was tried there,
-    so a suite reports them skipped."""
-    failed = "failed"
-    interrupted = "interrupted"
-
-
-@dataclass(frozen=True)
-class Ending:
-    """An rlmem process's :class:`Outcome`, its exit status and the failures it recorded."""
-
-    outcome: Outcome
-    code: int
-    failures: tuple[JobFailure, ...]
-
-
-def ending(code: int, records: Path) -> Ending:
-    """How a process that exited with ``code`` ended, from the failures it recorded in
-    ``records`` (its own directory, fresh for it). It ended ``locked`` when it failed (status
-    1) having recorded only locked runs, and recorded all of its failures: a single run records
-    its one failure, a sweep every failed job, unless it did not reach its end."""
-    failures = tuple(read_failures(records))
-    if code == 0:
-        return Ending(Outcome.done, code, failures)
-    if code == INTERRUPTED:
-        return Ending(Outcome.interrupted, code, failures)
-    complete = (records / ENDED).exists() or not (records / STARTED).exists()
-    if code == 1 and failures and complete and all(failure.locked for failure in failures):
-        return Ending(Outcome.locked, code, failures)
-    return Ending(Outcome.failed, code, failures)
-
-
-def run_recorded(command: Sequence[str], **kwargs: Any) -> Ending:
-    """``subprocess.run(command, **kwargs)`` of an rlmem CLI with its failures recorded in a
-    fresh temporary directory (:data:`RECORDS_ENV`; ``env`` is the parent's unless given), and
-    how it ended."""
-    with tempfile.TemporaryDirectory(prefix="rlmem-records-") as records:
-        env = {**kwargs.pop("env", os.environ), RECORDS_ENV: records}
-        code = subprocess.run(list(command), env=env, check=False, **kwargs).returncode
-        return ending(code, Path(records))
-
-
-@contextmanager
-def failures_recorded_in(directory: Path) -> Iterator[Path]:
-    """Set :data:`RECORDS_ENV` to ``directory`` for the block, so rlmem processes started in it
-    (a sweep, a run) leave their failures there for the caller to read."""
-    previous = os.environ.get(RECORDS_ENV)
-    os.environ[RECORDS_ENV] = str(directory)
-    try:
-        yield directory
-    finally:
-        if previous is None:
-            del os.environ[RECORDS_ENV]
-        else:
-            os.environ[RECORDS_ENV] = previous
 
 
 def swept_keys(overrides: Sequence[str], params: dict[str, Any] | None = None) -> set[str]:

@@ -1,13 +1,13 @@
 """A suite's training runs when other processes may hold them: where each run stands (for a
-``--dry-run``), and the steps of :mod:`rlmem.runs.sweep` run so that a run another process
+``--dry-run``), and the steps of :mod:`experiments.common.sweep` run so that a run another process
 holds is skipped, not counted as failed.
 
 Two suites may run at once over the same runs (two terminals, two machines on one file
 system). A run is held by whichever process has its lock; the other one's job fails at once
 with ``RunLockedError`` and records it (:mod:`rlmem.runs.multirun`), and the suite reports that
-run skipped. Runs held by another process when the evaluations start are not evaluated (their
-checkpoint is about to change); an evaluation another process is making of the same run and
-env is skipped likewise.
+run skipped (:mod:`experiments.common.outcome`). Runs held by another process when the
+evaluations start are not evaluated (their checkpoint is about to change); an evaluation another
+process is making of the same run and env is skipped likewise.
 
 Each step runs in a worker thread while the suite waits (:func:`shielded`), so that Ctrl-C
 reaches the rlmem processes, which stop at their next checkpoint, rather than interrupting the
@@ -32,18 +32,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from rlmem.runs.checkpoint import load_checkpoint
-from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
-from rlmem.runs.errors import RunError
-from rlmem.runs.lock import LOCK_NAME
-from rlmem.runs.multirun import Ending, Outcome, ending, failures_recorded_in, run_recorded
-from rlmem.runs.sweep import (
+from experiments.common.outcome import (
+    Ending,
+    Outcome,
+    ending,
+    failures_recorded_in,
+    run_recorded,
+)
+from experiments.common.sweep import (
     evaluation_command,
     final_frames,
     full_attention,
     run_dirs,
     run_memory,
 )
+from rlmem.runs.checkpoint import load_checkpoint
+from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs.errors import RunError
+from rlmem.runs.lock import LOCK_NAME
 
 T = TypeVar("T")
 
@@ -115,7 +121,7 @@ def standing(run_dir: Path, budget: int, stop_return: float | None = None) -> St
 def train_command(root: Path, env: str, memory: str, seed: int, frames: int,
                   overrides: Sequence[str] = (), label: str | None = None) -> list[str]:
     """The single ``python -m rlmem.train`` command that is one job of a suite's sweep (see
-    :func:`~rlmem.runs.sweep.train_sweep`): the run of ``memory`` at ``seed`` on ``env`` in
+    :func:`~experiments.common.sweep.train_sweep`): the run of ``memory`` at ``seed`` on ``env`` in
     ``<root>/<env>/<label>/seed<k>``, the label being the memory's name unless given."""
     [run_dir] = run_dirs(root, env, [label or memory], [seed])
     return ["python", "-m", "rlmem.train", f"env={env}", f"memory={memory}", f"seed={seed}",
@@ -174,9 +180,9 @@ def shielded(step: Callable[[], T]) -> T:
 
 
 def train_step(start: Callable[[], None]) -> Ending:
-    """How ``start`` ended: a call of :func:`~rlmem.runs.sweep.train_sweep` (one sweep, which
-    raises ``CalledProcessError`` when the sweep fails), its failures recorded in a directory
-    of its own (:func:`~rlmem.runs.multirun.ending`)."""
+    """How ``start`` ended: a call of :func:`~experiments.common.sweep.train_sweep` (one sweep,
+    which raises ``CalledProcessError`` when the sweep fails), its failures recorded in a
+    directory of its own (:func:`~experiments.common.outcome.ending`)."""
     with tempfile.TemporaryDirectory(prefix="rlmem-records-") as records, \
             failures_recorded_in(Path(records)):
         def run() -> int:
@@ -191,7 +197,7 @@ def train_step(start: Callable[[], None]) -> Ending:
 
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
                   jobs: int) -> list[tuple[list[str], Ending]]:
-    """Each evaluation :func:`~rlmem.runs.sweep.evaluate_runs` would make (the trained runs
+    """Each evaluation :func:`~experiments.common.sweep.evaluate_runs` would make (the trained runs
     without an up-to-date JSON, MemLSTM with full attention), ``jobs`` at a time, and how each
     ended; the runs another process holds now are left out."""
     free = []

@@ -1,6 +1,6 @@
 """Resumable reproduction sweeps: train a grid of runs, then evaluate what lacks a result.
 
-The suites in ``experiments/`` are built from these steps. Every step skips finished work: a
+The suites of ``experiments/`` are built from these steps. Every step skips finished work: a
 trained run resumes from its checkpoint and returns at once when it has its frames (or has met
 its ``stop_return``), and an evaluation whose JSON exists for the run's final frame count is
 not repeated. So a suite can be stopped at any time and run again over several sittings.

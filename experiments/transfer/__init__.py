@@ -1,0 +1,2 @@
+"""The ReLSTM paper's MiniGrid transfer table (Table 3): ``suite`` trains and evaluates,
+``aggregate`` tabulates."""
