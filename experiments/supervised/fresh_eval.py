@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no finished run (checkpoint.pt and results.json) in: "
                          f"{', '.join(missing)}")
         unkept = []
-    else:  # a finished run's checkpoint is kept only where an analysis needs it
+    else:  # git keeps no finished run's checkpoint (experiments/README.md): those on disk
         found = targets_met(RUNS)
         run_dirs = [path for path in found if (path / CHECKPOINT_NAME).exists()]
         unkept = [path for path in found if path not in run_dirs]
