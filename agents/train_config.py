@@ -20,7 +20,6 @@ from rlmem.agents.encodings import DISCRETE_ENCODINGS, GRID_ENCODINGS
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
 from rlmem.runs import resolved_config
-from rlmem.runs.checkpoint import LEGACY_VALUES
 from rlmem.schema.ranges import check_seed, check_torch_threads
 
 
@@ -118,18 +117,11 @@ class TrainConfig:
             spec.resolve()
 
 
-LEGACY_KEYS = ("grid_encoding", "discrete_encoding", "wrappers", "direction")
-"""Keys of :class:`TrainConfig` that older runs did not record; they read as their
-:data:`~rlmem.runs.checkpoint.LEGACY_VALUES` entry (rlmem 0.1 fed the grid as raw floats)."""
-
-
 def with_derived_values(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's config (resolved, or as a checkpoint recorded it) with every derived value
-    decided: a null ``mission`` becomes whether the env's mission varies, and the keys an older
-    run did not record (:data:`LEGACY_KEYS`) take the value they had then."""
+    decided: a null ``mission`` becomes whether the env's mission varies. A run records what
+    was decided, so this is idempotent: reading a recorded config decides nothing anew."""
     derived = dict(config)
-    for key in LEGACY_KEYS:
-        derived.setdefault(key, LEGACY_VALUES[key])
     derived["mission"] = resolved_mission(derived)
     return derived
 

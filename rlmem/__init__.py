@@ -1,3 +1,3 @@
 """rlmem: recurrent memory cells for reinforcement learning."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -42,6 +42,7 @@ from rlmem.cells import Cell, make_cell_from_config
 from rlmem.envs import GridSpace, IncompatibleEnvError, MissionSpace, make_env
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.runs.checkpoint import load_payload
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import check_train_config, register_train_configs
@@ -180,11 +181,12 @@ def test_the_minigrid_model_keeps_its_parameter_names_and_order() -> None:
         "mission.gru.bias_ih_l0", "mission.gru.bias_hh_l0", *memory,
         "actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias",
         "critic.0.weight", "critic.0.bias", "critic.2.weight", "critic.2.bias"]
-    checkpoint = load_checkpoint(OLD_RUN / "checkpoint.pt")
+    # rlmem 0.1's weights, read raw (rlmem.migrate moves them into a checkpoint unchanged).
+    payload = load_payload(OLD_RUN / "checkpoint.pt")
     old_env = make_env("MemoryS7")
     old = ActorCritic(old_env.observation_space, old_env.action_space,
-                      checkpoint.config["memory"], grid_encoding="raw")
-    old.load_state_dict(checkpoint.states["model"])  # strict: the same keys and shapes
+                      payload["config"]["memory"], grid_encoding="raw")
+    old.load_state_dict(payload["model"])  # strict: the same keys and shapes
 
 
 # --- end to end ---------------------------------------------------------------------------------

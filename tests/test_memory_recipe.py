@@ -1,16 +1,14 @@
 """The recipe memory needs (issue: memory that learns): the grid encoding and the gate biases.
 
 - the grid encoder separates every object, colour and state index, in our PPO and in sb3;
-- ``forget_bias`` reaches every LSTM inside a cell, ``update_bias`` every GRU;
-- a run written before either existed (raw grid, no ``forget_bias`` key) still evaluates, and
-  resuming it is refused with a message that says why.
+- ``forget_bias`` reaches every LSTM inside a cell, ``update_bias`` every GRU.
+
+A run written before either existed is migrated once (``tests/test_migrate.py``).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,22 +20,14 @@ from minigrid.minigrid_env import MiniGridEnv
 from torch import nn
 
 from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model
-from rlmem.agents.train_config import with_derived_values
 from rlmem.cells import CELLS, hyperparameters, make_cell
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
-from rlmem.evaluate import evaluate_run
-from rlmem.runs import CheckpointMismatchError, load_checkpoint
-from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
-
-OLD_RUN = Path(__file__).parent / "fixtures" / "run_v0_1_raw_lstm"
-"""A MemoryS7 lstm run written by rlmem 0.1 (before grid_encoding and forget_bias existed)."""
 
 CHANNELS = {"object": (0, OBJECT_TO_IDX), "colour": (1, COLOR_TO_IDX), "state": (2, STATE_TO_IDX)}
 
@@ -221,80 +211,3 @@ def test_chrono_draws_each_forget_bias_from_log_uniform_and_the_input_bias_oppos
         make_cell(name, input_size=5, hidden_size=hidden, chrono_t_max=t_max)
     with pytest.raises(ValueError, match="at least 3"):
         make_cell(name, input_size=5, hidden_size=hidden, forget_bias=None, chrono_t_max=2)
-
-
-def test_a_run_from_before_the_recipe_still_evaluates(tmp_path: Path) -> None:
-    run = tmp_path / "old"
-    shutil.copytree(OLD_RUN, run)
-    assert "format" not in torch.load(run / "checkpoint.pt", weights_only=True)  # rlmem 0.1
-    checkpoint = load_checkpoint(run / "checkpoint.pt")
-    assert checkpoint.format == 1 and checkpoint.count("frames") == 256
-    assert "grid_encoding" not in checkpoint.config
-    assert "forget_bias" not in checkpoint.config["memory"]
-    assert with_derived_values(checkpoint.config)["grid_encoding"] == "raw"
-    name, result, _ = evaluate_run(EvaluateConfig(run=str(run), env="transfer", episodes=2,
-                                               num_envs=2))
-    assert name == "MemoryS13" and result.episodes == 2
-    assert (run / "eval" / "MemoryS13.json").exists()
-
-
-def test_a_run_from_before_the_recipe_resumes_only_with_its_old_recipe(
-        tmp_path: Path) -> None:
-    """Keys the old checkpoint lacks count as what they meant then (raw grid, forget bias 0,
-    one layer): the default recipe is refused with the reason, the old one resumes."""
-    run = tmp_path / "old"
-    shutil.copytree(OLD_RUN, run)
-    register_train_configs()
-    common = ["env=MemoryS7", "memory.hidden_size=16", "num_envs=2", "frames=512",
-              "agent.frames_per_env=128", f"run_dir={run}", "progress_bar=false"]
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        default = compose("train", overrides=common)
-        old = compose("train", overrides=[*common, "grid_encoding=raw",
-                                          "memory.forget_bias=0.0"])
-    with pytest.raises(CheckpointMismatchError,
-                       match=r"(?s)(?=.*grid_encoding: checkpoint has 'raw', this run has "
-                             r"'embedding')(?=.*memory.forget_bias: checkpoint has 0.0, this "
-                             r"run has 1.0).*Resume it with memory.forget_bias=0.0 "
-                             r"grid_encoding=raw, or start afresh with resume=false"):
-        ppo_train.train(default, run)
-    ppo_train.train(old, run)
-    assert load_checkpoint(run / "checkpoint.pt").count("frames") == 512
-
-
-V0_1_RUNS = Path(__file__).parents[1] / "experiments" / "transfer" / "runs_v0_1"
-"""The runs rlmem 0.1 wrote for the transfer table: their ``config.yaml`` lists every cell key
-that existed then."""
-
-
-def test_every_cell_option_added_since_v0_1_says_what_older_runs_meant() -> None:
-    """A cell option added after rlmem 0.1 is absent from older checkpoints; without a
-    ``LEGACY_VALUES`` entry no such run could resume, even at the old behaviour."""
-    import dataclasses
-
-    from omegaconf import OmegaConf
-
-    from rlmem.cells import cell_config
-    from rlmem.runs.checkpoint import LEGACY_VALUES
-
-    then: dict[str, set[str]] = {}
-    for path in V0_1_RUNS.glob("*/*/seed*/config.yaml"):
-        memory = OmegaConf.load(path).memory
-        then.setdefault(str(memory.name), set()).update(str(key) for key in memory)
-    assert {"lstm", "relstm", "memlstm", "irnn"} <= set(then)
-    for name, keys in then.items():
-        added = {field.name for field in dataclasses.fields(cell_config(name))} - keys
-        assert not {f"memory.{key}" for key in added} - set(LEGACY_VALUES), name
-
-
-def test_an_old_irnn_run_resumes_only_with_the_update_rule_it_had() -> None:
-    """iRNN runs written before ``update_rule`` and ``learn_alpha`` existed ran Eq. 5 with a
-    learned α: they resume with those, and the new default (Eq. 8, fixed α) is refused."""
-    from rlmem.runs.checkpoint import check_compatible
-
-    saved = {"memory": {"name": "irnn", "K": 1, "eta": 1.0}}
-    then = {"memory": {**saved["memory"], "update_rule": "eq5", "learn_alpha": True}}
-    now = {"memory": {**saved["memory"], "update_rule": "eq8", "learn_alpha": False}}
-    check_compatible(saved, then, ["memory"])
-    with pytest.raises(CheckpointMismatchError, match="update_rule") as error:
-        check_compatible(saved, now, ["memory"])
-    assert "learn_alpha" in str(error.value)

@@ -22,6 +22,7 @@ from rlmem.agents.sb3.train import load_model, make_envs, train
 from rlmem.cells import CELLS
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
+from rlmem.runs.checkpoint import FORMAT
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -53,7 +54,7 @@ def test_run_writes_the_run_directory_of_agent_ppo(cell: str, tmp_path: Path) ->
         assert column in table[0], column
     assert float(table[-1]["loss/entropy"]) > 0  # an entropy, not SB3's negated one
     assert list((tmp_path / "tb").iterdir())
-    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["format"] == 2
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["format"] == FORMAT
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.count("frames") == 64 and checkpoint.count("updates") == 2
     model = load_model(tmp_path)

@@ -43,11 +43,6 @@ class IRNNUpdate(Enum):
     of Eq. 8, which the paper uses in all its experiments (§4.1, "Implementation")."""
 
 
-LEGACY_UPDATE = IRNNUpdate.eq5
-"""What a checkpoint without a recorded update rule was trained with: rlmem before the option
-computed Eq. 5, with α learned."""
-
-
 def _low_rank(z: Tensor, V: Tensor, H: Tensor) -> Tensor:
     """:math:`(I + V H) z` on rows ``z`` ``(..., D)``, in O(D r) per row."""
     return z + (z @ H.T) @ V.T
@@ -242,20 +237,9 @@ class IncrementalRNN(Cell):
         saved = IRNNUpdate(int(state))
         if saved is not self.update_rule:
             raise ValueError(
-                f"IncrementalRNN: these weights were trained with update_rule={saved.name}"
-                f"{' (saved before the option existed)' if saved is LEGACY_UPDATE else ''}; "
+                f"IncrementalRNN: these weights were trained with update_rule={saved.name}; "
                 f"this cell has update_rule={self.update_rule.name}. Build it with "
-                f"update_rule={saved.name} (memory.update_rule={saved.name}"
-                f"{' memory.learn_alpha=true' if saved is LEGACY_UPDATE else ''}).")
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
-                              local_metadata: dict[str, Any], strict: bool,
-                              missing_keys: list[str], unexpected_keys: list[str],
-                              error_msgs: list[str]) -> None:
-        # Weights saved before the update rule was recorded are Eq. 5's.
-        state_dict.setdefault(prefix + "_extra_state", torch.tensor(LEGACY_UPDATE.value))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+                f"update_rule={saved.name} (memory.update_rule={saved.name}).")
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, K={self.K}, update_rule={self.update_rule.name}, "

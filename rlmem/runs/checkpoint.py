@@ -4,6 +4,10 @@ Every trainer (our PPO, ``agent=sb3``, the supervised tasks) saves a :class:`Che
 ``rlmem.evaluate`` reads the same type. On disk it is a plain dict of tensors, numbers,
 strings, lists and dicts, so loading it never executes pickled code. A checkpoint is only
 written when every tensor in it is finite, so the file on disk can always act.
+
+A checkpoint records its :data:`FORMAT`. One of an older format (rlmem 0.1's untyped dict, or a
+config that lacks keys added since) is never read as if it were current: :func:`load_checkpoint`
+refuses it, naming ``python -m rlmem.migrate`` (:mod:`rlmem.migrate`), which rewrites it once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import errno
 import json
 import os
 import pickle
+import shlex
 import shutil
 import tempfile
 import zipfile
@@ -27,12 +32,22 @@ from torch import Tensor
 from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
 from rlmem.runs.pickles import refused_object
 
-FORMAT = 2
-"""Version of the checkpoint layout; rlmem 0.1 wrote untyped dicts (read as format 1)."""
+FORMAT = 3
+"""Version of the checkpoint: its layout and what its config records. 1: rlmem 0.1's untyped
+dict (no ``format`` key); 2: the typed :class:`Checkpoint`, whose config may lack keys added
+later; 3: every key of the config written explicitly (rlmem 0.2). :mod:`rlmem.migrate` brings
+an older one to this format."""
+
+MIGRATE_COMMAND = "python -m rlmem.migrate"
+"""The command that brings a run of an older format to :data:`FORMAT`."""
 
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint was written by a run with a different cell or config."""
+
+
+class OlderCheckpointError(UnreadableCheckpointError):
+    """A checkpoint of an older :data:`FORMAT`: ``python -m rlmem.migrate`` rewrites it."""
 
 
 @dataclass
@@ -60,27 +75,6 @@ class Checkpoint:
     def count(self, key: str) -> int:
         """An integer counter of :attr:`progress` (0 when absent)."""
         return int(self.progress.get(key, 0))
-
-
-# --- rlmem 0.1's untyped dicts -----------------------------------------------------------------
-
-_LEGACY_STATES = ("model", "policy", "optimizer")
-_LEGACY_PROGRESS = ("frames", "updates", "iteration", "elapsed_s", "cpu_s")
-
-
-def _from_legacy(payload: Mapping[str, Any]) -> Checkpoint:
-    """Read a checkpoint of rlmem 0.1 (a flat dict per trainer) as a :class:`Checkpoint`."""
-    states = {key: payload[key] for key in _LEGACY_STATES if key in payload}
-    if "ppo" in payload:  # our PPO kept its optimizer one level down
-        states["optimizer"] = payload["ppo"]["optimizer"]
-    rng = {"torch": payload["rng"]} if "rng" in payload else {}
-    if "generator" in payload:
-        rng["data"] = payload["generator"]
-    extras = {key: payload[key] for key in ("recent_returns", "observation", "num_actions")
-              if key in payload}
-    return Checkpoint(config=dict(payload["config"]),
-                      progress={key: payload[key] for key in _LEGACY_PROGRESS if key in payload},
-                      states=states, rng=rng, extras=extras, format=1)
 
 
 # --- finiteness --------------------------------------------------------------------------------
@@ -164,18 +158,28 @@ def _write_failure(path: Path, error: BaseException) -> str:
             "space or choose another run_dir, then run the same command again to resume.")
 
 
-def load_checkpoint(path: str | os.PathLike[str],
-                    map_location: torch.device | str | None = "cpu") -> Checkpoint:
-    """Read a checkpoint written by :func:`save_checkpoint` (or by rlmem 0.1), refusing pickled
-    code.
+AFRESH = ("It was not loaded, and nothing in the run directory was touched: move it away to "
+          "start afresh (or pass resume=false).")
+"""What a reader of an unreadable checkpoint can do, ending its message."""
+
+
+def load_payload(path: str | os.PathLike[str],
+                 map_location: torch.device | str | None = "cpu", *,
+                 remedy: str = AFRESH) -> dict[str, Any]:
+    """The raw dict a checkpoint file holds, of any format, read with ``weights_only=True``: a
+    dict with a ``config`` dict. :func:`load_checkpoint` reads a current one; only
+    :mod:`rlmem.migrate` reads older ones through this.
+
+    Args:
+        path: the checkpoint file.
+        map_location: where its tensors are loaded.
+        remedy: what the user can do, ending the message of a refusal.
 
     Raises:
         UnreadableCheckpointError: the file is truncated, corrupt, not a checkpoint, or holds
             pickled Python objects (which no rlmem checkpoint contains; it is never loaded).
     """
     path = Path(path)
-    afresh = ("It was not loaded, and nothing in the run directory was touched: move it away "
-              "to start afresh (or pass resume=false).")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
@@ -183,24 +187,48 @@ def load_checkpoint(path: str | os.PathLike[str],
         if refused is None:  # torch's message would advise loading it unsafely: not shown
             raise UnreadableCheckpointError(
                 f"{path} is unreadable: its pickle stream is truncated or corrupt. "
-                f"{afresh}") from None
+                f"{remedy}") from None
         raise UnreadableCheckpointError(
             f"{path} holds pickled Python objects ({refused}), which no rlmem checkpoint "
             "contains: loading them could run code hidden in the file, so it was refused. It "
             "may be malicious; do not load it by any other means unless you know who made "
-            f"it and why. {afresh}") from None
+            f"it and why. {remedy}") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
             KeyError) as error:
         reason = str(error).splitlines()[0] if str(error) else "the file ends early"
         raise UnreadableCheckpointError(
             f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: {reason}). "
-            f"{afresh}") from error
-    fields = {item.name: item.type for item in dataclasses.fields(Checkpoint)}
+            f"{remedy}") from error
     if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
         raise UnreadableCheckpointError(
-            f"{path} is not an rlmem checkpoint (it holds no config). {afresh}")
-    if payload.get("format") != FORMAT:
-        return _from_legacy(payload)
+            f"{path} is not an rlmem checkpoint (it holds no config). {remedy}")
+    return payload
+
+
+def payload_format(path: Path, payload: Mapping[str, Any], remedy: str = AFRESH) -> int:
+    """The :data:`FORMAT` of a checkpoint's raw ``payload``: 1 where it records none (rlmem
+    0.1's untyped dict).
+
+    Raises:
+        UnreadableCheckpointError: its ``format`` is no positive integer.
+    """
+    found = payload.get("format", 1)
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        raise UnreadableCheckpointError(
+            f"{path} is not a checkpoint rlmem wrote: its format is {found!r}, not a version "
+            f"number. It was altered or written by another program. {remedy}")
+    return found
+
+
+def checkpoint_from_payload(path: Path, payload: Mapping[str, Any],
+                            remedy: str = AFRESH) -> Checkpoint:
+    """A raw ``payload`` of the current :data:`FORMAT` as a :class:`Checkpoint`, once its keys
+    are those of the type.
+
+    Raises:
+        UnreadableCheckpointError: it has keys rlmem never writes, or one that is no dict.
+    """
+    fields = [item.name for item in dataclasses.fields(Checkpoint)]
     unknown = sorted(map(str, set(payload) - set(fields)))
     wrong = sorted(key for key in set(payload) & set(fields) - {"format"}
                    if not isinstance(payload[key], dict))
@@ -210,8 +238,39 @@ def load_checkpoint(path: str | os.PathLike[str],
         raise UnreadableCheckpointError(
             f"{path} is not a checkpoint rlmem wrote: it has {found}; a checkpoint of format "
             f"{FORMAT} holds {', '.join(fields)}. It was altered or written by another "
-            f"program. {afresh}")
+            f"program. {remedy}")
     return Checkpoint(**payload)
+
+
+def load_checkpoint(path: str | os.PathLike[str],
+                    map_location: torch.device | str | None = "cpu") -> Checkpoint:
+    """Read a checkpoint of the current :data:`FORMAT` written by :func:`save_checkpoint`,
+    refusing pickled code.
+
+    Raises:
+        OlderCheckpointError: it is of an older format (rlmem 0.1's, or a config without the
+            keys added since): ``python -m rlmem.migrate <run_dir>`` rewrites it once. It is
+            never read as if it were current.
+        UnreadableCheckpointError: the file is truncated, corrupt, not a checkpoint, holds
+            pickled Python objects (which no rlmem checkpoint contains; it is never loaded), or
+            was written by a newer rlmem.
+    """
+    path = Path(path)
+    payload = load_payload(path, map_location)
+    found = payload_format(path, payload)
+    if found < FORMAT:
+        raise OlderCheckpointError(
+            f"{path} was written by an older rlmem (format {found}); run {MIGRATE_COMMAND} "
+            f"{shlex.quote(str(path.parent))} once, then run this command again. The migration "
+            "writes every key this rlmem reads (format "
+            f"{FORMAT}) into the checkpoint and config.yaml, at the values the run had. It was "
+            "not loaded, and nothing in the run directory was touched.")
+    if found > FORMAT:
+        raise UnreadableCheckpointError(
+            f"{path} was written by a newer rlmem (format {found}; this rlmem reads format "
+            f"{FORMAT}). It was not loaded, and nothing in the run directory was touched: "
+            "upgrade rlmem to read it.")
+    return checkpoint_from_payload(path, payload)
 
 
 # --- resuming ------------------------------------------------------------------------------
@@ -227,35 +286,6 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-LEGACY_VALUES: dict[str, Any] = {
-    "grid_encoding": "raw",
-    "memory.forget_bias": 0.0,
-    "memory.update_bias": 0.0,
-    "memory.num_layers": 1,
-    "memory.dropout": 0.0,
-    "weight_decay": 0.0,
-    "wrappers": [],
-    "discrete_encoding": "onehot",
-    "direction": False,
-    "memory.screening": "algorithm1",
-    "memory.readout": "algorithm1",
-    "memory.nonlinearity": "tanh",
-    "memory.update_rule": "eq5",
-    "memory.learn_alpha": True,
-    "seq_len_min": None,
-    "memory.chrono_t_max": None,
-}
-"""What a key meant in runs written before it existed (rlmem 0.1 fed the grid as raw floats
-and left torch's gate biases; no cell was stacked; envs had no wrappers and no Discrete
-observations, and MiniGrid's had no direction; ReLSTM/ReLRNN screened and read out by
-Algorithm 1, and ReLRNN's base was tanh, before any of these was an option; iRNN ran Eq. 5
-with a learned α before Eq. 8 became its default; supervised runs trained every batch at
-seq_len before ``seq_len_min`` existed; no LSTM had the chrono initialisation). A checkpoint
-without the key is compatible with a config that sets it to this value. Every option added to
-a cell after rlmem 0.1 needs an entry here, or runs written before it cannot resume
-(``tests/test_memory_recipe.py`` checks this against the configs of rlmem 0.1's runs)."""
-
-
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
                      sections: Iterable[str], source: str = "checkpoint",
                      same: Mapping[str, Any] | None = None) -> None:
@@ -264,20 +294,19 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
     ``sections`` are top-level keys (``memory``, ``env``, ``agent``, ...) whose values decide
     the shapes and meaning of the saved weights; the message lists every differing key.
     ``same[key]`` maps a value to a canonical form, for keys with several spellings of one
-    thing (an env's short name and its gymnasium id). A key the saved config lacks counts as
-    its :data:`LEGACY_VALUES` entry, where it has one.
+    thing (an env's short name and its gymnasium id). A checkpoint of the current format
+    records every key (:mod:`rlmem.migrate` brings an older one to it), so a key the saved
+    config lacks is not known, never assumed.
 
-    The advice says only what can be true: the saved config predates a key only when it lacks
-    that key and the key's old value is all that differs; a section whose ``name`` differs
-    (``memory.name``: another cell, ``agent.name``: another agent) holds another thing, whose
-    options are not compared one by one.
+    The advice says only what can be true: a section whose ``name`` differs (``memory.name``:
+    another cell, ``agent.name``: another agent) holds another thing, whose options are not
+    compared one by one.
     """
     absent = object()  # a key one config does not record (None is a value)
     canonical = same or {}
     differences: list[str] = []
     resumes: dict[str, Any] = {}   # the saved value of every differing key it records
-    legacy: list[str] = []         # differing keys the saved config predates
-    unrecorded: list[str] = []     # keys the saved config lacks and that have no old value
+    unrecorded: list[str] = []     # keys the saved config lacks
     renamed: list[str] = []        # sections of another kind: ``memory=gru``
     for section in sections:
         old, new = (_flatten({section: config[section]}) if section in config else {}
@@ -287,10 +316,8 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
         if other_kind:
             renamed.append(f"{section}={old[name]}")
         for key in sorted(set(old) | set(new)):
-            predates = key not in old and key in LEGACY_VALUES
-            a = old[key] if key in old else LEGACY_VALUES[key] if predates else absent
-            b = new.get(key, absent)
-            if other_kind and key != name and (a is absent or b is absent or predates):
+            a, b = old.get(key, absent), new.get(key, absent)
+            if other_kind and key != name and (a is absent or b is absent):
                 continue  # an option of one kind of cell or agent only
             if key in canonical and a is not absent and b is not absent:
                 a_same, b_same = canonical[key](a), canonical[key](b)
@@ -298,18 +325,14 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
                 a_same, b_same = a, b
             if a_same == b_same:
                 continue
-            if a is not absent:
-                resumes[key] = a
             if a is absent:
                 unrecorded.append(key)
                 differences.append(f"  {key}: the {source} does not record it, this run has "
                                    f"{b!r}")
-            elif b is absent:
+                continue
+            resumes[key] = a
+            if b is absent:
                 differences.append(f"  {key}: {source} has {a!r}, this run does not set it")
-            elif predates:
-                legacy.append(key)
-                differences.append(f"  {key}: {source} has {a!r}, this run has {b!r} (the "
-                                   f"{source} predates the key: it ran as {a!r})")
             else:
                 differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
     if not differences:
@@ -329,11 +352,8 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
         values = (" ".join(  # as overrides: null, true, false
             f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
             for key, value in resumes.items()) if scalar else f"the {source}'s values above")
-        then = (f"The {source} was written before {', '.join(legacy)} existed. "
-                if len(legacy) == len(differences) else "")
-        advice = (f"{then}Resume it with {values}, or start afresh with resume=false (or "
-                  "another run_dir).")
+        advice = (f"Resume it with {values}, or start afresh with resume=false (or another "
+                  "run_dir).")
     raise CheckpointMismatchError(
         f"the {source} was written with a different config:\n" + "\n".join(differences)
         + f"\n{advice} Nothing was changed: the {source} is as it was.")
-
