@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig
 
 from rlmem.agents.base import AgentConfig
-from rlmem.agents.encodings import DISCRETE_ENCODINGS, GRID_ENCODINGS
+from rlmem.agents.encoding_names import DISCRETE_ENCODINGS, GRID_ENCODINGS
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
 from rlmem.runs import resolved_config
@@ -67,10 +67,10 @@ class TrainConfig:
     rl-starter-files recipe leaves it out. MiniGrid envs only."""
     grid_encoding: str = "embedding"
     """How MiniGrid's grid indices enter the conv net: embedding, onehot or raw (the paper's
-    rl-starter-files recipe); see rlmem.agents.encoders.ImageEncoder."""
+    rl-starter-files recipe); see rlmem.agents.minigrid_encoders.ImageEncoder."""
     discrete_encoding: str = "onehot"
     """How Discrete and MultiDiscrete observations are encoded: onehot or embedding; see
-    rlmem.agents.ppo.field_encoders.DiscreteEncoder."""
+    rlmem.agents.ppo.space_encoders.DiscreteEncoder."""
     torch_threads: int = 1
     """torch intra-op threads; 1 is fastest for the small batched ops of a rollout."""
     run_dir: str = MISSING

@@ -6,7 +6,15 @@ train -> transfer pairs, a run's ``env_kwargs`` and ``wrappers``.
 >>> envs = make_vector_env("CartPole-v1", num_envs=16)  # doctest: +SKIP
 """
 
-from rlmem.envs.encoding import (
+from rlmem.envs.factory import (
+    VECTORIZATIONS,
+    EnvOptions,
+    make_env,
+    make_vector_env,
+    resolved_mission,
+    uses_mission,
+)
+from rlmem.envs.minigrid_observation import (
     MISSION_LENGTH,
     VOCABULARY,
     GridSpace,
@@ -15,14 +23,6 @@ from rlmem.envs.encoding import (
     is_minigrid,
     mission_varies,
     tokenize,
-)
-from rlmem.envs.factory import (
-    VECTORIZATIONS,
-    EnvOptions,
-    make_env,
-    make_vector_env,
-    resolved_mission,
-    uses_mission,
 )
 from rlmem.envs.recording import EpisodeRecorder, write_gif
 from rlmem.envs.registry import ENVS, EnvSpec, env_spec, transfer_target

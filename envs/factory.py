@@ -11,7 +11,7 @@ import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlmem.envs.encoding import MiniGridObservation, is_minigrid, mission_varies
+from rlmem.envs.minigrid_observation import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.registry import env_spec
 from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_wrappers
 

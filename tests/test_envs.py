@@ -20,7 +20,7 @@ from rlmem.envs import (
     transfer_target,
     uses_mission,
 )
-from rlmem.envs.encoding import PAD, UNKNOWN
+from rlmem.envs.minigrid_observation import PAD, UNKNOWN
 
 PAPER_PAIRS = {
     "DoorKey-5x5": "DoorKey-16x16",

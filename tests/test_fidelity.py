@@ -214,7 +214,7 @@ def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
         tmp_path: Path) -> None:
     """Training with capacity 4 on DoorKey-5x5 warns once and logs ``memory/memory_overflow``;
     ``+eval_memory.capacity`` gives the evaluation full attention (no warning), as the
-    transfer suites do (:func:`rlmem.runs.sweep.full_attention`)."""
+    transfer suites do (:func:`experiments.common.sweep.full_attention`)."""
     stderr = train_tiny_ppo(tmp_path, "memory=memlstm", "memory.capacity=4")
     assert stderr.count(OVERFLOW) == 1, stderr[-3000:]
     with (tmp_path / "progress.csv").open(newline="") as file:

@@ -21,10 +21,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from rlmem.agents.encoders import ImageEncoder, MissionEncoder
+from rlmem.agents.minigrid_encoders import ImageEncoder, MissionEncoder
 from rlmem.agents.ppo import model as model_module
 from rlmem.agents.ppo import train as ppo_train
-from rlmem.agents.ppo.field_encoders import DiscreteEncoder, PixelEncoder, VectorEncoder
 from rlmem.agents.ppo.heads import (
     CategoricalHead,
     GaussianHead,
@@ -38,6 +37,7 @@ from rlmem.agents.ppo.observation import (
     check_observation_space,
     field_encoder,
 )
+from rlmem.agents.ppo.space_encoders import DiscreteEncoder, PixelEncoder, VectorEncoder
 from rlmem.cells import Cell, make_cell_from_config
 from rlmem.envs import GridSpace, IncompatibleEnvError, MissionSpace, make_env
 from rlmem.evaluate import evaluate_run

@@ -19,7 +19,7 @@ from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from minigrid.minigrid_env import MiniGridEnv
 from torch import nn
 
-from rlmem.agents.encoders import GRID_ENCODINGS, ImageEncoder
+from rlmem.agents.minigrid_encoders import GRID_ENCODINGS, ImageEncoder
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.env_util import make_vec_env
 
-from rlmem.agents.ppo.field_encoders import DiscreteEncoder
+from rlmem.agents.ppo.space_encoders import DiscreteEncoder
 from rlmem.agents.sb3 import MiniGridExtractor, MultiInputMemoryPolicy
 from rlmem.envs import EnvOptions, make_env
 from rlmem.evaluate import evaluate_run

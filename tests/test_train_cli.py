@@ -19,8 +19,8 @@ from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo import update as ppo_update
 from rlmem.cells import CELLS
 from rlmem.runs import CheckpointMismatchError, NonFiniteLossError, load_checkpoint
-from rlmem.runs import episodes as episodes_module
-from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs import episode_stats as episodes_module
+from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import check_train_config, register_train_configs
 

@@ -73,9 +73,9 @@ class ActorCritic(nn.Module):
         memory: a memory config (``name``, ``hidden_size``, the cell's hyperparameters).
         head_size: hidden units of the actor and critic MLPs.
         grid_encoding: how MiniGrid's grid indices enter the conv net
-            (:data:`rlmem.agents.encodings.GRID_ENCODINGS`).
+            (:data:`rlmem.agents.encoding_names.GRID_ENCODINGS`).
         discrete_encoding: how Discrete/MultiDiscrete fields are encoded
-            (:data:`rlmem.agents.encodings.DISCRETE_ENCODINGS`).
+            (:data:`rlmem.agents.encoding_names.DISCRETE_ENCODINGS`).
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,

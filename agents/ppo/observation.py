@@ -30,8 +30,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.agents.encoders import FieldEncoder, ImageEncoder, MissionEncoder
-from rlmem.agents.ppo.field_encoders import (
+from rlmem.agents.minigrid_encoders import FieldEncoder, ImageEncoder, MissionEncoder
+from rlmem.agents.ppo.space_encoders import (
     DiscreteEncoder,
     PixelEncoder,
     VectorEncoder,

@@ -28,7 +28,7 @@ from rlmem.agents.run import env_seed, run_training
 from rlmem.envs import EnvOptions, describe_space
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
-from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
 
 

@@ -8,18 +8,19 @@ from stable_baselines3.common.preprocessing import is_image_space_channels_first
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import Tensor
 
-from rlmem.agents.encoders import ImageEncoder, MissionEncoder
+from rlmem.agents.minigrid_encoders import ImageEncoder, MissionEncoder
 
 
 class MiniGridExtractor(BaseFeaturesExtractor):
     """The conv encoder of the 7×7×3 grid view, the compass heading when the observation has a
     ``direction``, and the mission encoder when it has a ``mission``, concatenated (the encoders
-    of :mod:`rlmem.agents.encoders`).
+    of :mod:`rlmem.agents.minigrid_encoders`).
 
     Use it with ``normalize_images=False``: the image holds MiniGrid's object / colour / state
     indices, not pixels to divide by 255; ``grid_encoding`` says how they enter the conv net,
-    exactly as in our PPO's model (:class:`~rlmem.agents.encoders.ImageEncoder`). SB3 transposes
-    image observations to channels-first (``VecTransposeImage``); both layouts are accepted.
+    exactly as in our PPO's model (:class:`~rlmem.agents.minigrid_encoders.ImageEncoder`).
+    SB3 transposes image observations to channels-first (``VecTransposeImage``); both layouts
+    are accepted.
 
     Unlike our PPO's model, where the mission joins after the memory, the whole feature vector
     goes through the memory cell here: that is where RecurrentPPO puts its LSTM.
@@ -31,7 +32,7 @@ class MiniGridExtractor(BaseFeaturesExtractor):
         mission_embedding: features per mission word.
         mission_size: features of the mission encoding.
         grid_encoding: ``embedding`` (default), ``onehot`` or ``raw``
-            (:data:`rlmem.agents.encoders.GRID_ENCODINGS`).
+            (:data:`rlmem.agents.minigrid_encoders.GRID_ENCODINGS`).
 
     Shapes:
         - image: ``(N, H, W, C)`` or ``(N, C, H, W)``

@@ -11,7 +11,7 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from tqdm import tqdm
 
 from rlmem.runs import NonFiniteLossError, RunLogger
-from rlmem.runs.episodes import EpisodeLog
+from rlmem.runs.episode_stats import EpisodeLog
 
 SB3_METRICS: dict[str, tuple[str, float]] = {
     "train/policy_gradient_loss": ("loss/policy", 1.0),

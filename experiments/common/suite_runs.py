@@ -47,7 +47,7 @@ from experiments.common.sweep import (
     run_memory,
 )
 from rlmem.runs.checkpoint import load_checkpoint
-from rlmem.runs.episodes import STOP_EPISODES, EpisodeLog
+from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.errors import RunError
 from rlmem.runs.lock import LOCK_NAME
 

@@ -1,9 +1,9 @@
 """Encoders of one observation field of any gymnasium env, built on stable-baselines3's
 preprocessing (``preprocess_obs``) and extractors (``FlattenExtractor``, ``NatureCNN``).
 
-MiniGrid's own fields have their encoders in :mod:`rlmem.agents.encoders`;
+MiniGrid's own fields have their encoders in :mod:`rlmem.agents.minigrid_encoders`;
 :func:`rlmem.agents.ppo.observation.field_encoder` picks one for each field by its space's type.
-Each is a :class:`~rlmem.agents.encoders.FieldEncoder`: it maps a flat batch
+Each is a :class:`~rlmem.agents.minigrid_encoders.FieldEncoder`: it maps a flat batch
 ``(N, *field shape)`` to ``(N, output_size)`` features, and says with ``after_memory`` whether its
 features enter the memory (False) or join the memory's output (True: for what is visible at every
 step).
@@ -22,8 +22,8 @@ from stable_baselines3.common.preprocessing import (
 from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
 from torch import Tensor, nn
 
-from rlmem.agents.encoders import FieldEncoder
-from rlmem.agents.encodings import DISCRETE_ENCODINGS
+from rlmem.agents.encoding_names import DISCRETE_ENCODINGS
+from rlmem.agents.minigrid_encoders import FieldEncoder
 
 VECTOR_FEATURES = 64
 """Features of :class:`VectorEncoder` (the size of MiniGrid's grid encoding)."""

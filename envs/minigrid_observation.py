@@ -64,7 +64,7 @@ class GridSpace(spaces.Box):
     """MiniGrid's egocentric grid encoding: an (object, colour, state) *index* per cell.
 
     A Box like any other for gymnasium and SB3; its type tells the agent to use MiniGrid's grid
-    encoder (:class:`rlmem.agents.encoders.ImageEncoder`) rather than a pixel conv net.
+    encoder (:class:`rlmem.agents.minigrid_encoders.ImageEncoder`) rather than a pixel conv net.
     """
 
 
@@ -72,7 +72,7 @@ class MissionSpace(spaces.Box):
     """The mission as token ids of :data:`VOCABULARY`, padded with :data:`PAD`.
 
     A Box like any other for gymnasium and SB3; its type tells the agent to encode it with
-    :class:`rlmem.agents.encoders.MissionEncoder` and to join it *after* the memory (it is
+    :class:`rlmem.agents.minigrid_encoders.MissionEncoder` and to join it *after* the memory (it is
     visible at every step, so there is nothing to remember about it).
     """
 

@@ -1,6 +1,6 @@
 """The contract of an observation field's encoder (:class:`FieldEncoder`), and the encoders of
 MiniGrid observations, shared by our PPO model and the sb3-contrib policy (the encoders of other
-envs' fields are in :mod:`rlmem.agents.ppo.field_encoders`).
+envs' fields are in :mod:`rlmem.agents.ppo.space_encoders`).
 
 Both follow ``rl-starter-files`` (Willems, 2020), the MiniGrid recipe the ReLSTM paper builds on:
 a three-layer conv net on the 7×7×3 egocentric grid encoding, and a word embedding plus GRU on
@@ -16,8 +16,8 @@ import torch
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import Tensor, nn
 
-from rlmem.agents.encodings import GRID_ENCODINGS
-from rlmem.envs.encoding import PAD
+from rlmem.agents.encoding_names import GRID_ENCODINGS
+from rlmem.envs.minigrid_observation import PAD
 
 GRID_VOCABULARY = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX))
 """How many values each channel of MiniGrid's grid encoding takes: objects, colours, states."""
@@ -161,7 +161,8 @@ class MissionEncoder(FieldEncoder):
         output_size: features of the GRU state, the mission's encoding.
 
     Shapes:
-        - input: ``(N, L)`` int64 token ids, padded at the end with :data:`rlmem.envs.encoding.PAD`
+        - input: ``(N, L)`` int64 token ids, padded at the end with
+          :data:`rlmem.envs.minigrid_observation.PAD`
         - output: ``(N, output_size)``
     """
 
