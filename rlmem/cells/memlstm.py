@@ -15,8 +15,9 @@ from torch.nn import functional as F
 
 from rlmem.cells._engines import full_attention
 from rlmem.cells._engines.weight_cache import prepared
-from rlmem.cells.attention import AdditiveAttention, LSTMBase, Weights, project
+from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims, ScanResult, episode_time
+from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
 
 

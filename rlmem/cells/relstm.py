@@ -11,8 +11,8 @@ from typing import Annotated, NamedTuple
 from torch import Tensor
 
 from rlmem.cells._engines import screened
-from rlmem.cells.attention import LSTMBase
 from rlmem.cells.base import Dims, ScanResult
+from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
 from rlmem.cells.screening import (
     EpisodeStep,

@@ -1,7 +1,7 @@
 """The base recurrences of the attentive cells' engines (LSTM or tanh-RNN), forward into
 preallocated buffers and backward by hand; and what their backward loops share.
 
-The math is :meth:`rlmem.cells.attention.LSTMBase.step_doubled` (ReLSTM, MemLSTM) and ReLRNN's
+The math is :meth:`rlmem.cells.lstm_base.LSTMBase.step_doubled` (ReLSTM, MemLSTM) and ReLRNN's
 :math:`2\\sigma(z) - 1`, the tanh of its doubled pre-activation.
 """
 
