@@ -21,16 +21,18 @@ paragraph saying why it was not migrated (the others are migrated all the same).
 How a format changes (the rule for whoever changes it next)
 -----------------------------------------------------------
 Bump :data:`~rlmem.runs.checkpoint.FORMAT` whenever what a checkpoint records changes: a key
-added to a config (the run's, an agent's, a task's or a cell's), a weight renamed or added.
-An added key whose default is what runs without it did needs nothing more: the completion
-writes its default into older runs. Anything else gets one step here, a small function from
-the old format to the new one, and that step says what runs before the change did *next to the
-option it concerns*: the module that defines the option also defines the function that maps
-an older run's config (and state dict, as torch's per-module ``_version`` upgrades a module's
-weights), and the step calls it. Never a central table keyed by options: a new option of a
-cell touches that cell's file (and its step), not this package or ``rlmem.runs``.
+added to a config (the run's, an agent's, a task's or a cell's), a weight renamed or added;
+and add the step from the old format, a small function, to :data:`STEPS`. For a key whose
+default is what runs without it did, the step changes nothing but the format's number: the
+completion writes the default. Anything else is migrated *next to the option it concerns*:
+the module that defines the option also defines the function that maps an older run's config
+(and state dict, as torch's per-module ``_version`` upgrades a module's weights), and the step
+only calls it. Never a central table keyed by options: a new option of a cell touches that
+cell's file and one step, not ``rlmem.runs``.
 
-The steps so far (:data:`STEPS`):
+The steps so far (:data:`STEPS`); step 2 → 3 replaces, once and whole, the central table of
+rlmem 0.1.x (``LEGACY_VALUES``) that this rule forbids: it is history, and no later option
+changes it.
 
 - format 1 → 2: rlmem 0.1's untyped dict, one per trainer, sorted into the typed
   :class:`~rlmem.runs.checkpoint.Checkpoint` (:func:`format_1_to_2`);
@@ -183,10 +185,10 @@ def _irnn_weights_record_their_rule(state: dict[str, Any], memory: Mapping[str, 
     ``_extra_state``, which refuses another rule); weights saved before the option do not, and
     were trained with the rule the migrated config records. Found by the cell's own state
     keys, wherever the model holds the cell (one per layer, the actor's and the critic's)."""
-    if not issubclass(get_cell_class(memory["name"]), IncrementalRNN):
+    cls = get_cell_class(memory["name"])
+    if not issubclass(cls, IncrementalRNN):
         return
-    options = {key: value for key, value in memory.items()
-               if key in hyperparameters(IncrementalRNN)}
+    options = {key: value for key, value in memory.items() if key in hyperparameters(cls)}
     with torch.device("meta"):  # key names only: nothing is allocated
         cell = make_cell(memory["name"], input_size=1, hidden_size=int(memory["hidden_size"]),
                          **options)
