@@ -27,9 +27,11 @@ def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def test_a_cell_stops_at_the_suite_return_and_an_ablation_keeps_its_own_rule(
-        sweeps: list[dict[str, Any]]) -> None:
+        sweeps: list[dict[str, Any]], runs: Path) -> None:
     suite.train("relstm", [0, 1, 2], 1, ["extra=1"])
     suite.train("relstm_view3", [0], 1, [])
+    for seed in range(3):  # what relstm_view3_no_stop continues
+        fake_run(runs / "relstm_view3" / f"seed{seed}", 3)
     suite.train("relstm_view3_no_stop", suite.seeds_of("relstm_view3_no_stop", 3), 1, [])
     cell, stopped, unstopped = sweeps
     assert cell["overrides"] == [f"stop_return={suite.STOP_RETURN}", "extra=1"]
