@@ -31,8 +31,8 @@ only calls it. Never a central table keyed by options: a new option of a cell to
 cell's file and one step, not ``rlmem.runs``.
 
 The steps so far (:data:`STEPS`); step 2 → 3 replaces, once and whole, the central table of
-rlmem 0.1.x (``LEGACY_VALUES``) that this rule forbids: it is history, and no later option
-changes it.
+old values that rlmem 0.1.x's checkpoint module kept and this rule forbids: it is history, and
+no later option changes it.
 
 - format 1 → 2: rlmem 0.1's untyped dict, one per trainer, sorted into the typed
   :class:`~rlmem.runs.checkpoint.Checkpoint` (:func:`format_1_to_2`);
