@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.common import suite_runs
 from experiments.memory import suite
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -107,3 +109,30 @@ def test_a_continuation_whose_source_has_not_run_is_refused_before_any_copy(
     with pytest.raises(SystemExit, match=r"relstm_view3_direction/seed1 .*has no checkpoint"):
         suite.train("relstm_view3_direction_5M", [0, 1], 1, [])
     assert not (runs / "relstm_view3_direction_5M").exists() and not sweeps
+
+
+def kept_run(run: Path, frames: int) -> None:
+    """A finished run as the repository keeps it: progress and evaluations of its final
+    frames, no checkpoint (experiments/README.md)."""
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "MemoryS7.json").write_text(json.dumps({"frames": frames}))
+    (run / "progress.csv").write_text(f"frames\n{frames}\n")
+
+
+def test_a_finished_run_kept_without_its_checkpoint_is_not_started(
+        sweeps: list[dict[str, Any]], runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stopped by its rule before its budget, or at its budget, a run whose checkpoint the
+    repository does not keep is finished: not trained, and not copied again from the run it
+    continued; a run with its checkpoint is started as ever (it returns at once if finished)."""
+    kept_run(runs / "relstm" / "seed0", 376_832)
+    fake_run(runs / "relstm" / "seed1", 2048)
+    standing = suite_runs.standing(runs / "relstm" / "seed0", suite.FRAMES, suite.STOP_RETURN)
+    assert standing.finished and standing.describe() == (
+        "finished: 376832 frames (evaluated; its checkpoint is not kept)")
+    suite.train("relstm", [0, 1, 2], 1, [])
+    assert [call["seeds"] for call in sweeps] == [[1, 2]]
+    assert f"[suite] {runs / 'relstm' / 'seed0'}: finished: 376832 frames" in \
+        capsys.readouterr().out
+    kept_run(runs / "relstm_view3_direction_5M" / "seed0", suite.PAPER_FRAMES)
+    suite.train("relstm_view3_direction_5M", [0], 1, [])  # its 3M source is not there either
+    assert len(sweeps) == 1 and not (runs / "relstm_view3_direction").exists()

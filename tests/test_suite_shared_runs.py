@@ -9,6 +9,7 @@ other process is this test, holding the lock with :class:`~rlmem.runs.lock.RunLo
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -164,6 +165,24 @@ def test_the_transfer_suite_skips_held_runs_and_held_evaluations(
     assert load_checkpoint(runs / "seed1" / "checkpoint.pt").count("frames") == 64
     assert [path.name for path in (runs / "seed1" / "eval").glob("*.json")] == [
         "DoorKey-16x16.json"]
+
+
+def test_the_transfer_suite_starts_no_finished_run_kept_without_its_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finished runs whose checkpoints the repository does not keep (at their budget, or
+    evaluated at their final frames) are left out of the sweeps; the runs left are swept
+    together where their seeds agree."""
+    calls: list[tuple[list[str], list[int]]] = []
+    monkeypatch.setattr(transfer_suite, "train_sweep",
+                        lambda root, env, memories, seeds, *args: calls.append((memories, seeds)))
+    for memory, seed, frames in (("lstm", 0, 4096), ("lstm", 1, 4096), ("relstm", 0, 2048)):
+        [run] = transfer_suite.run_dirs(tmp_path, "DoorKey-5x5", [memory], [seed])
+        (run / "eval").mkdir(parents=True)
+        (run / "eval" / "DoorKey-16x16.json").write_text(json.dumps({"frames": frames}))
+        (run / "progress.csv").write_text(f"frames,updates\n{frames},1\n")
+    transfer_suite.train(tmp_path, "DoorKey-5x5", ["lstm", "relstm", "gru", "sarnn"], [0, 1],
+                         4096, 1, [])
+    assert calls == [(["relstm"], [1]), (["gru", "sarnn"], [0, 1])]
 
 
 # --- supervised suite ---------------------------------------------------------------------------

@@ -17,12 +17,17 @@ A run's standing is its frames trained (the last row of ``progress.csv``) agains
 budget, whether its checkpoint's last episodes met its ``stop_return`` (so that it trains no
 further), and the PID of the live process that holds its lock, if any. The lock is probed with
 a shared ``flock``, which a running run's exclusive lock refuses and which takes nothing from
-it.
+it. A run without its checkpoint but evaluated at its final frames is finished too: the
+repository keeps a finished run's results and not its checkpoint (``experiments/README.md``),
+and the suites evaluate a run only once it has trained. The suites start no training for such
+a run (:func:`startable`): ``rlmem.train`` would refuse its folder, and there is nothing left
+to train.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import tempfile
@@ -84,10 +89,14 @@ class Standing:
     """Its checkpoint's last episodes met its ``stop_return``: it trains no further."""
     holder: str | None
     """PID of the live process running it now, if any."""
+    kept: bool = False
+    """No checkpoint, but an evaluation of its final frames: a finished run whose results the
+    repository keeps without its checkpoint."""
 
     @property
     def finished(self) -> bool:
-        return self.stopped or (self.frames is not None and self.frames >= self.budget)
+        return self.stopped or self.kept or (self.frames is not None
+                                             and self.frames >= self.budget)
 
     def describe(self) -> str:
         """A few words for a dry run: ``trained 2048 of 4096 frames, running now (PID 7)``."""
@@ -96,6 +105,9 @@ class Standing:
         elif self.stopped:
             trained = (f"finished: stopped at {self.frames} frames (its last {STOP_EPISODES} "
                        "episodes met stop_return)")
+        elif self.kept and self.frames is not None and self.frames < self.budget:
+            trained = (f"finished: {self.frames} frames (evaluated; its checkpoint is not "
+                       "kept)")
         elif self.finished:
             trained = f"finished: {self.frames} frames"
         else:
@@ -115,7 +127,34 @@ def standing(run_dir: Path, budget: int, stop_return: float | None = None) -> St
         except RunError:  # unreadable: the run itself will say so
             recent = []
         stopped = EpisodeLog(recent).reached(stop_return)
-    return Standing(run_dir, frames, budget, stopped, lock_holder(run_dir))
+    kept = frames is not None and not checkpoint.exists() and evaluated_at(run_dir, frames)
+    return Standing(run_dir, frames, budget, stopped, lock_holder(run_dir), kept)
+
+
+def evaluated_at(run_dir: Path, frames: int) -> bool:
+    """Whether ``run_dir`` holds an evaluation (``eval/<env>.json``) of its model at ``frames``."""
+    return any(json.loads(path.read_text()).get("frames") == frames
+               for path in sorted((run_dir / "eval").glob("*.json")))
+
+
+def startable(run_dir: Path, budget: int, stop_return: float | None = None) -> bool:
+    """Whether a suite starts ``python -m rlmem.train`` for ``run_dir``: for every run but a
+    finished one without its checkpoint (a run with one returns at once when finished)."""
+    return (run_dir / "checkpoint.pt").exists() or not standing(
+        run_dir, budget, stop_return).finished
+
+
+def left_to_start(runs: Sequence[Path], budget: int,
+                  stop_return: float | None = None) -> list[Path]:
+    """The runs of ``runs`` a suite starts (:func:`startable`), saying which it does not."""
+    left = []
+    for run_dir in runs:
+        if startable(run_dir, budget, stop_return):
+            left.append(run_dir)
+        else:
+            print(f"[suite] {run_dir}: {standing(run_dir, budget, stop_return).describe()}; "
+                  "not started", flush=True)
+    return left
 
 
 def train_command(root: Path, env: str, memory: str, seed: int, frames: int,

@@ -39,6 +39,7 @@ from experiments.common.outcome import Outcome
 from experiments.common.suite_runs import (
     PlannedRun,
     evaluate_step,
+    left_to_start,
     print_dry_run,
     reported,
     train_command,
@@ -258,9 +259,15 @@ def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list
 def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
           runs: Path | None = None) -> None:
     """Train (or resume) the runs of one label: a cell, the reference or an ablation, in
-    ``runs`` (default :data:`RUNS`)."""
+    ``runs`` (default :data:`RUNS`); a finished run without its checkpoint is left as it is
+    (:func:`~experiments.common.suite_runs.startable`)."""
     root = RUNS if runs is None else runs
     sweep = sweep_of(memory, extra)
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
+    left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
+    seeds = [seed for seed, run_dir in runs_of.items() if run_dir in left]
+    if not seeds:
+        return
     if memory in ABLATIONS and ABLATIONS[memory].continues is not None:
         continue_from(str(ABLATIONS[memory].continues), memory, seeds, root)
     if sweep.label is None:

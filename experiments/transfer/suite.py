@@ -14,8 +14,9 @@ same sweep to a cluster), then every run is evaluated for ``--episodes`` episode
 train env and on its paired large env with ``python -m rlmem.evaluate``.
 
 Every step is resumable and skips finished work: a trained run resumes from its checkpoint and
-returns at once when it has its frames, and an evaluation whose JSON already exists for the
-run's final frame count is not repeated. So the suite can be run over several sittings, and
+returns at once when it has its frames, a finished run kept without its checkpoint is not
+started (``experiments/README.md``), and an evaluation whose JSON already exists for the run's
+final frame count is not repeated. So the suite can be run over several sittings, and
 ``python -m experiments.transfer.aggregate`` tabulates whatever is finished. Runs go to
 ``runs/<env>/<memory>/seed<k>/`` (``--runs`` names another folder). A run another process holds
 (another suite, a run started by hand) is skipped, not failed, and so is its evaluation
@@ -26,6 +27,7 @@ evaluation failed, and with 130 after Ctrl-C, once its runs have stopped at thei
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -35,6 +37,7 @@ from experiments.common.outcome import Outcome
 from experiments.common.suite_runs import (
     PlannedRun,
     evaluate_step,
+    left_to_start,
     print_dry_run,
     reported,
     train_command,
@@ -98,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env in args.envs:
         if not args.no_train:
             outcome = reported(env, train_step(partial(
-                train_sweep, root, env, args.memories, args.seeds, args.frames or FRAMES[env],
+                train, root, env, args.memories, args.seeds, args.frames or FRAMES[env],
                 args.jobs, args.overrides)))
             if outcome is Outcome.interrupted:
                 return INTERRUPTED
@@ -118,6 +121,29 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], frames: int,
+          jobs: int, overrides: Sequence[str]) -> None:
+    """Train (or resume) every memory × seed on ``env``: one sweep, or one per set of seeds
+    left when some runs are finished without their checkpoint, which are left as they are
+    (:func:`~experiments.common.suite_runs.startable`). Every sweep runs; the first that failed
+    is raised at the end."""
+    sweeps: dict[tuple[int, ...], list[str]] = {}
+    for memory in memories:
+        runs_of = dict(zip(seeds, run_dirs(root, env, [memory], seeds), strict=True))
+        left = left_to_start(list(runs_of.values()), frames)
+        chosen = tuple(seed for seed, run_dir in runs_of.items() if run_dir in left)
+        if chosen:
+            sweeps.setdefault(chosen, []).append(memory)
+    failure: subprocess.CalledProcessError | None = None
+    for chosen, group in sweeps.items():
+        try:
+            train_sweep(root, env, group, list(chosen), frames, jobs, overrides)
+        except subprocess.CalledProcessError as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 if __name__ == "__main__":
