@@ -2,7 +2,7 @@
 
     python benchmarks/irnn_steps.py
 
-Same budget as the slow learning check (tests/test_cells_learn.py): adding at T=30, hidden 32,
+Same budget as the slow learning check (tests/cells/test_cells_learn.py): adding at T=30, hidden 32,
 batch 64, 400 Adam updates at lr 1e-2, test MSE on 1024 fresh sequences (naive baseline 0.167).
 """
 

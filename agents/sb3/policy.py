@@ -56,7 +56,7 @@ bases of ``relstm`` and ``memlstm``) unless ``memory_kwargs`` sets it, so that a
 difference is measurable: on sb3-contrib's CartPole-without-velocities test, the evaluations
 at 40k-50k steps returned more than 450 in 18 of 24 for sb3-contrib's LSTM (seeds 1-8), 21 of
 24 for rlmem's lstm started at 0, and 7 of 15 started at 1 (seeds 1-5); see
-``tests/test_sb3_contrib_lstm.py``. rlmem's Hydra runs (``agent=sb3``) pass their config's
+``tests/agents/test_sb3_contrib_lstm.py``. rlmem's Hydra runs (``agent=sb3``) pass their config's
 value, so they keep 1. (The cell sets the forget block of both its biases to exactly 0, where
 torch draws each uniformly in ``±1/sqrt(hidden_size)``: the same mean.)"""
 

@@ -17,8 +17,8 @@ written once, in :func:`scan`, and ``scan(step)`` is the cell's specification. A
 have an engine (a fused kernel, a hand-written backward, a compiled loop: the private package
 :mod:`rlmem.cells._engines`), which it names in :meth:`Cell.fast_scan`; :meth:`Cell._scan` runs
 the engine where it applies and ``scan(step)`` everywhere else, and a test proves every engine
-equal to its cell's ``scan(step)`` (``tests/test_engines.py``). What a cell adds to the loss and
-what it reports come back explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
+equal to its cell's ``scan(step)`` (``tests/cells/test_engines.py``). What a cell adds to the loss
+and what it reports come back explicitly in :class:`Aux` from :meth:`Cell.forward_aux`.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> ScanResult:
     """Run ``step`` over time, re-initialising the state of each batch item where it resets.
 
     This is the one time loop of rlmem, and ``scan(cell.step, cell.project_input(x), ...)`` is
-    every cell's specification: each engine is tested against it (``tests/test_engines.py``).
+    every cell's specification: each engine is tested against it (``tests/cells/test_engines.py``).
 
     Shapes:
         - x: ``(T, B, *)``
@@ -332,8 +332,8 @@ class Cell(nn.Module, abc.ABC):
         engine overrides it with one line that hands the chunk to its engine module in
         :mod:`rlmem.cells._engines`, which returns ``None`` for what it does not cover (a
         dtype, a device, an option). Whatever it returns must equal :func:`scan` over
-        :meth:`step`, outputs, state, traces and gradients, and ``tests/test_engines.py`` lists
-        which engine is proven equal to which step. The default: no engine.
+        :meth:`step`, outputs, state, traces and gradients, and ``tests/cells/test_engines.py``
+        lists which engine is proven equal to which step. The default: no engine.
 
         Shapes: as :meth:`_scan`.
         """

@@ -7,7 +7,7 @@ its module is imported, and two loaders import them all when :mod:`rlmem.cells` 
 - :func:`load_package_cells`: every public module of the :mod:`rlmem.cells` package;
 - :func:`load_plugins`: the entry-point group :data:`ENTRY_POINT_GROUP` of every installed
   distribution, so that a cell in the user's own package shows up in ``memory=``, the CLIs and
-  the contract tests (``tests/test_cells.py``). A plug-in that fails to load is warned about
+  the contract tests (``tests/cells/test_cells.py``). A plug-in that fails to load is warned about
   once and recorded (:data:`BROKEN_PLUGINS`); only asking for its cell is an error, so one
   broken plug-in leaves every other cell, and every CLI, working.
 

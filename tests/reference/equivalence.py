@@ -1,11 +1,12 @@
 """Checking a cell against a reference: float64 outputs, states, traces and gradients.
 
-The reference is a frozen copy of rlmem 0.1's cell (``tests/test_reference_equivalence.py``)
-or the cell's own ``scan(step)`` (``tests/test_engines.py``). The two run from the same weights
-on the same inputs, with random per-environment resets that exercise every edge a time loop
-can get wrong: several episodes per env, a reset at ``t = 0`` that discards a non-zero incoming
-state, episodes of length 1, and (through ``steps``) buffers that overflow. The cell runs in
-chunks, carrying its state across them, as PPO and the rollout do, and so does the reference.
+The reference is a frozen copy of rlmem 0.1's cell
+(``tests/cells/test_reference_equivalence.py``) or the cell's own ``scan(step)``
+(``tests/cells/test_engines.py``). The two run from the same weights on the same inputs, with
+random per-environment resets that exercise every edge a time loop can get wrong: several
+episodes per env, a reset at ``t = 0`` that discards a non-zero incoming state, episodes of
+length 1, and (through ``steps``) buffers that overflow. The cell runs in chunks, carrying its
+state across them, as PPO and the rollout do, and so does the reference.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ A cell's file holds its math (state, ``step``, equations); ``scan(step)``
 chunk with fewer, larger operations: a fused kernel, a loop without autograd and a hand-written
 backward, a compiled loop. A cell opts in by overriding :meth:`rlmem.cells.base.Cell.fast_scan`
 with one line that hands the chunk to its engine module; the engine returns ``None`` for what
-it does not cover, and the cell then runs ``scan(step)``. ``tests/test_engines.py`` lists every
-(cell, options) and the engine that runs it, each proven equal to the cell's ``scan(step)`` in
+it does not cover, and the cell then runs ``scan(step)``. ``tests/cells/test_engines.py`` lists
+every (cell, options) and the engine that runs it, each proven equal to the cell's ``scan(step)`` in
 float64, with resets, outputs, states, traces and gradients.
 
 The engines, one module each:

@@ -34,7 +34,7 @@ CASES: list[tuple[str, type[ReferenceCell], dict[str, Any], float | None]] = [
 IDS = [f"{name}-{i}" for i, (name, _, _, _) in enumerate(CASES)]
 
 EXTRA_DIAGNOSTICS: dict[str, set[str]] = {"memlstm": {"memory_overflow"}}
-"""Diagnostics a cell reports beyond its frozen reference's (``tests/test_fidelity.py``)."""
+"""Diagnostics a cell reports beyond its frozen reference's (``tests/cells/test_fidelity.py``)."""
 
 
 def pair(name: str, reference: type[ReferenceCell], hparams: dict[str, Any],

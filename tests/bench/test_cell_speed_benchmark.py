@@ -5,13 +5,13 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
+from locations import REPO
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "cell_speed.py"
+PATH = REPO / "benchmarks" / "cell_speed.py"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 Two-layer stacks (:class:`~rlmem.cells.Stacked`) of a few representative cells run through the
 same tests: a fused kernel (lstm), fixed-size buffers with integer fields (relstm), an aux loss
 and annealing (sarnn) and full attention (memlstm). Their dropout is 0 here, so that a stack is
-deterministic in training mode; ``tests/test_stacked.py`` covers dropout.
+deterministic in training mode; ``tests/cells/test_stacked.py`` covers dropout.
 """
 
 from __future__ import annotations

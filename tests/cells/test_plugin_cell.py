@@ -1,7 +1,7 @@
 """A cell from someone else's package: one file, registered through the ``rlmem.cells`` entry
 point, and nothing else touched. It builds with ``make_cell``, trains through
-``python -m rlmem.train memory=<it>``, and passes the contract tests of ``tests/test_cells.py``,
-which pick it up as they do every registered cell."""
+``python -m rlmem.train memory=<it>``, and passes the contract tests of
+``tests/cells/test_cells.py``, which pick it up as they do every registered cell."""
 
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_cells
 import torch
+from cells import test_cells
 from cli_runner import TINY_PPO, run_cli
+from locations import TESTS
 from omegaconf import OmegaConf
 
 from rlmem.cells import CELLS, ENTRY_POINT_GROUP, CellPluginError, make_cell, registry
 from rlmem.cells.registry import CellPluginWarning, load_plugins
-
-TESTS = Path(__file__).resolve().parent
 
 PACKAGE = "rlmem_toy_plugin"
 """The throwaway package: a namespace package holding one file, the cell."""
@@ -144,11 +143,11 @@ def test_the_plugin_cell_trains_through_the_cli(plugin_site: Path, tmp_path: Pat
 
 def test_the_plugin_cell_passes_the_contract_tests(plugin_site: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """``tests/test_cells.py`` as it stands, run where the plugin is installed."""
+    """``tests/cells/test_cells.py`` as it stands, run where the plugin is installed."""
     _with_site_on_path(monkeypatch, plugin_site)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-k", NAME,
-         str(TESTS / "test_cells.py")], cwd=TESTS.parent, capture_output=True, text=True,
+         str(TESTS / "cells" / "test_cells.py")], cwd=TESTS.parent, capture_output=True, text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:]
     contracts = [name for name in vars(test_cells) if name.startswith("test_")]

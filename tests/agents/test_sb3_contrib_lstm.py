@@ -15,8 +15,9 @@ under ``python -O``); :func:`test_invalid_critic_combinations_are_rejected` chec
 
 The learning test on CartPole without velocities is marked ``slow`` (run with ``-m slow``); it
 covers lstm, gru and relstm (relstm with twice the steps), and runs sb3-contrib's own
-``MlpLstmPolicy`` beside them as the reference. ``python tests/test_sb3_contrib_lstm.py <cell>
-<seed> [steps]`` runs it for another seed (``sb3-contrib`` as the cell: the reference).
+``MlpLstmPolicy`` beside them as the reference.
+``python tests/agents/test_sb3_contrib_lstm.py <cell> <seed> [steps]`` runs it for another seed
+(``sb3-contrib`` as the cell: the reference).
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ def test_ppo_lstm_performance(cell: str) -> None:
     and ``policy_kwargs``), its criterion: the final mean return above 450. relstm gets 100k
     steps (:data:`LONGER`).
 
-    Measured with ``python tests/test_sb3_contrib_lstm.py <cell> <seed> [steps]``: per seed,
+    Measured with ``python tests/agents/test_sb3_contrib_lstm.py <cell> <seed> [steps]``: per seed,
     the final return (the criterion), and the number of the evaluations of the last 10k steps
     (20 episodes each, at 40k, 45k and 50k, or 90k, 95k and 100k) that were above 450; every
     cell's best evaluation was above 450 in every seed except relstm with rlmem's forget-gate

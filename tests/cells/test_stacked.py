@@ -1,4 +1,4 @@
-"""Stacked cells: what a stack adds to the contract (``tests/test_cells.py`` runs the contract
+"""Stacked cells: what a stack adds to the contract (``tests/cells/test_cells.py`` runs the contract
 itself on two-layer stacks)."""
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from types import ModuleType
 
 import pytest
 from cli_runner import TINY_PPO
+from locations import REPO
 
 from experiments.memory import suite as memory_suite
 from experiments.supervised import suite as supervised_suite_module
@@ -27,7 +28,6 @@ from rlmem.runs import load_checkpoint
 from rlmem.runs.directory import claim_run_dir
 from rlmem.runs.lock import RunLock
 
-REPO = Path(__file__).resolve().parent.parent
 RELSTM = "kerg2020_table1_transfer_copy_relstm"
 TINY_SUPERVISED = ["iterations=2", "memory.hidden_size=8", "eval_batch_size=4", "eval_every=1",
                    "log_every=1", "checkpoint_every=1", "progress_bar=false", "seq_len=4",

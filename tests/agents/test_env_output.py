@@ -14,11 +14,11 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 from faulty_envs import FAULT_STEP, INFINITE_REWARD, NAN_OBSERVATION, WRONG_SHAPE
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from locations import TESTS
 
 from rlmem.agents.env_output import EnvOutputError
 from rlmem.agents.policy_evaluation import evaluate_policy
 
-TESTS = Path(__file__).resolve().parent
 NUM_ENVS = 2  # TINY_PPO's
 
 

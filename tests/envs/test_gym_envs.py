@@ -18,6 +18,7 @@ from cli_runner import TINY_PPO, run_cli
 from gym_envs import DICT_CUE, TEXT_OBSERVATION
 from gymnasium import spaces
 from hydra import compose, initialize_config_dir
+from locations import TESTS
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
@@ -47,7 +48,6 @@ from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import check_train_config, register_train_configs
 
-TESTS = Path(__file__).parent
 MASKED = "wrappers=[gym_envs:MaskVelocity]"
 OLD_RUN = TESTS / "fixtures" / "run_v0_1_raw_lstm"
 

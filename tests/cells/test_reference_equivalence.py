@@ -4,7 +4,7 @@ float64, outputs, final states and gradients to 1e-10, under random per-env rese
 env, at ``t = 0`` with a non-zero incoming state, episodes of length 1), run in chunks, with
 buffers that overflow and K > 1 for the iterative cells. This is what lets a cell be made fast.
 Every case runs twice: with the compiled loops and with their Python fallback. (Which engine
-runs which cell, each proven equal to the cell's own step: ``tests/test_engines.py``.)
+runs which cell, each proven equal to the cell's own step: ``tests/cells/test_engines.py``.)
 """
 
 from __future__ import annotations
