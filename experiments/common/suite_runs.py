@@ -26,9 +26,7 @@ to train.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -54,27 +52,9 @@ from experiments.common.sweep import (
 from rlmem.runs.checkpoint import load_checkpoint
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.errors import RunError
-from rlmem.runs.lock import LOCK_NAME
+from rlmem.runs.lock import lock_holder
 
 T = TypeVar("T")
-
-
-def lock_holder(run_dir: Path) -> str | None:
-    """The PID written in ``run_dir``'s lock while a live process holds it; None when free (or
-    when there is no lock file, or it is a link, which no run would have made)."""
-    try:
-        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

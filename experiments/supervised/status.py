@@ -9,9 +9,7 @@ run's exclusive lock refuses).
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from rlmem.runs.lock import LOCK_NAME
+from rlmem.runs.lock import lock_holder
 from rlmem.runs.progress import ProgressRow, read_progress
 
 
@@ -67,23 +65,6 @@ class RunStatus:
         if self.state is State.in_progress:
             return f"in progress at iteration {self.iteration}{running}"
         return f"not started{running}"
-
-
-def lock_holder(run_dir: Path) -> str | None:
-    """The PID written in the run's lock while a live process holds it; None when free."""
-    path = run_dir / LOCK_NAME
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def last_progress(run_dir: Path) -> ProgressRow | None:

@@ -158,7 +158,7 @@ def _write_failure(path: Path, error: BaseException) -> str:
             "space or choose another run_dir, then run the same command again to resume.")
 
 
-AFRESH = ("It was not loaded, and nothing in the run directory was touched: move it away to "
+AFRESH = ("It was not loaded, and no file of the run was changed: move it away to "
           "start afresh (or pass resume=false).")
 """What a reader of an unreadable checkpoint can do, ending its message."""
 
@@ -264,11 +264,11 @@ def load_checkpoint(path: str | os.PathLike[str],
             f"{shlex.quote(str(path.parent))} once, then run this command again. The migration "
             "writes every key this rlmem reads (format "
             f"{FORMAT}) into the checkpoint and config.yaml, at the values the run had. It was "
-            "not loaded, and nothing in the run directory was touched.")
+            "not loaded, and no file of the run was changed.")
     if found > FORMAT:
         raise UnreadableCheckpointError(
             f"{path} was written by a newer rlmem (format {found}; this rlmem reads format "
-            f"{FORMAT}). It was not loaded, and nothing in the run directory was touched: "
+            f"{FORMAT}). It was not loaded, and no file of the run was changed: "
             "upgrade rlmem to read it.")
     return checkpoint_from_payload(path, payload)
 

@@ -18,6 +18,24 @@ from rlmem.runs.errors import RunDirectoryError, RunLockedError
 LOCK_NAME = ".lock"
 
 
+def lock_holder(run_dir: Path, name: str = LOCK_NAME) -> str | None:
+    """The PID written in ``run_dir``'s lock while a live process holds it; None when it is
+    free, or when there is no lock file (or it is a link, which no run would have made)."""
+    try:
+        fd = os.open(Path(run_dir) / name, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 class RunLock:
     """Hold ``<run_dir>/.lock`` exclusively, or fail at once naming the holder.
 
