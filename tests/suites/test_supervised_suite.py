@@ -446,18 +446,25 @@ def test_a_long_sequence_heatmap_pools_blocks_and_keeps_each_rows_attention() ->
         [float(paid[i * block:(i + 1) * block].mean()) for i in range(7)], rel=1e-5)
 
 
-def test_a_headline_run_started_before_the_screening_option_resumes(
+def test_a_headline_run_started_before_the_screening_option_resumes_once_migrated(
         runs: Path, tmp_path: Path) -> None:
     """The suite resumes runs already under way: a relstm checkpoint written before
-    ``memory.screening`` existed (Algorithm 1 was the only screening) resumes as
-    ``screening=algorithm1``."""
+    ``memory.screening`` existed (format 2, Algorithm 1 the only screening) is refused until
+    ``python -m rlmem.migrate`` has written the key, then resumes as ``screening=algorithm1``."""
     import torch
+
+    from rlmem.migrate import migrate_run
+    from rlmem.runs.checkpoint import OlderCheckpointError
 
     run_dir = tmp_path / RELSTM / "seed0"
     shutil.copytree(runs / RELSTM / "seed0", run_dir)
     payload = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     del payload["config"]["memory"]["screening"]
+    payload["format"] = 2
     torch.save(payload, run_dir / "checkpoint.pt")
+    with pytest.raises(OlderCheckpointError, match="format 2"):
+        load_saved_model(run_dir)
+    assert "from format 2 to" in migrate_run(run_dir)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="supervised",
                       overrides=[f"+preset={RELSTM}", "seed=0", *TINY, "iterations=3",
