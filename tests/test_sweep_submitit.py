@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
 from cli_runner import TINY_PPO, run_cli
 from omegaconf import OmegaConf
 
@@ -29,6 +30,7 @@ def _files(run_dir: Path) -> dict[str, bytes]:
             for name in ("checkpoint.pt", "progress.csv", "config.yaml")}
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_submitit_sweep_trains_every_job_and_resumes_when_relaunched(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     command = ("rlmem.train", "-m", f"memory={','.join(MEMORIES)}", *TINY_PPO,

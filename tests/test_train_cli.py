@@ -42,6 +42,7 @@ def _assert_complete_run(run_dir: Path, frames: list[int]) -> None:
     assert checkpoint.count("frames") == frames[-1]
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_every_cell_trains_through_the_cli_in_a_local_multirun(tmp_path: Path) -> None:
     cells = ",".join(sorted(CELLS))
     result = run_cli("rlmem.train", "-m", f"memory={cells}", *TINY_PPO,

@@ -158,6 +158,7 @@ def test_irnn_weights_keep_their_update_rule() -> None:
 
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_an_rl_run_records_the_update_rule_by_name(tmp_path: Path) -> None:
     """The checkpoint's config holds ``eq5`` (a string: checkpoints load with weights_only),
     and the evaluation rebuilds the cell with it."""
@@ -210,6 +211,7 @@ def test_memlstm_reports_the_steps_that_attend_a_window() -> None:
         "memory_overflow"]) == 0.0
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
         tmp_path: Path) -> None:
     """Training with capacity 4 on DoorKey-5x5 warns once and logs ``memory/memory_overflow``;

@@ -96,6 +96,7 @@ PLUGIN = ("cell plugin 'broken' (rlmem_broken_plugin, from rlmem-broken-plugin, 
           "group 'rlmem.cells') failed to load: RuntimeError: no cell here")
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_broken_plugin_leaves_evaluating_an_lstm_run_working(
         broken_site: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "lstm"

@@ -84,6 +84,7 @@ LONG_RUN = ["num_envs=2", "frames=100000", "agent.frames_per_env=16", "agent.rec
 
 
 # 1 ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_second_process_on_the_same_run_dir_stops_at_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     first = launch(*LONG_RUN, f"run_dir={run_dir}", cwd=tmp_path)

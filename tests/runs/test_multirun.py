@@ -138,6 +138,7 @@ def test_a_locked_job_is_recorded_as_locked_where_the_caller_asked(tmp_path: Pat
     assert f"\n  #0 seed=0: run_dir={runs / 'seed0'} is in use" in result.stderr
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_single_run_reports_as_before_and_records_only_when_asked(
         tmp_path: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = ("rlmem.train", "agent.lr=1e11", *TINY_PPO, f"run_dir={tmp_path / 'run'}")

@@ -202,6 +202,7 @@ def test_writes_replace_a_symlink_instead_of_following_it(tmp_path: Path) -> Non
 
 # --- D1, D2: a run dir is rlmem's, and resume=false deletes nothing ----------------------------
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_foreign_folder_is_refused_unless_forced(tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -249,6 +250,7 @@ def test_resume_false_checks_everything_before_it_moves_the_old_run_aside(
     assert snapshot(previous) == kept  # the TensorBoard events too: curves never mix
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_checkpoint_that_is_a_folder_is_named_and_resume_false_moves_it(
         run: Path, tmp_path: Path) -> None:
     (run / "checkpoint.pt").unlink()
@@ -340,6 +342,7 @@ def test_a_full_disk_at_the_tensorboard_writer_is_one_paragraph(
 
 # --- D4: evaluation reports are whole, and two evaluations of one report do not race -----------
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_an_evaluation_already_running_on_the_same_env_is_refused(run: Path,
                                                                   tmp_path: Path) -> None:
     (run / "eval").mkdir()

@@ -92,6 +92,7 @@ def test_the_memory_suite_dry_run_shows_each_run_and_runs_nothing(
     assert after == before  # nothing was written
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_the_memory_suite_skips_a_run_another_process_holds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,6 +144,7 @@ def test_the_transfer_suite_dry_run_lists_the_runs_in_the_runs_folder(
     assert files(tmp_path) == before
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_the_transfer_suite_skips_held_runs_and_held_evaluations(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,6 +241,7 @@ def test_a_supervised_suite_never_writes_into_the_log_another_suite_holds(
     assert not (run_dir / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_two_supervised_suites_at_once_train_a_run_once_into_one_log(tmp_path: Path) -> None:
     """Two suite processes started together over the same run: one trains it, the other skips
     it, both exit 0, and train.log holds the one start."""

@@ -106,6 +106,7 @@ def test_the_filters_narrow_the_runs_and_overrides_follow(
         f"+preset={ADDING}"]
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_curriculum_runs_its_first_stage_first_and_starts_from_its_weights(
         scripts: dict[str, ModuleType], capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
