@@ -370,3 +370,17 @@ def test_a_failed_report_write_leaves_the_earlier_report_whole(
         write_atomic(target, '{"later": true}\n')
     assert target.read_text() == '{"earlier": true}\n'
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_claiming_a_foreign_folder_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """The fast form of the foreign-folder check (the CLI form is ``slow``)."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("my: settings\n")
+    (mine / "notes.txt").write_text("thesis\n")
+    before = snapshot(mine)
+    with pytest.raises(RunDirectoryError, match=r"rlmem did not make.*force=true"):
+        claim_run_dir(mine)
+    assert snapshot(mine) == before and not (mine / MARKER).exists()
+    claim_run_dir(mine, force=True)
+    assert (mine / MARKER).is_file() and (mine / "notes.txt").read_text() == "thesis\n"
