@@ -119,6 +119,7 @@ def test_shared_and_feedforward_critics(tmp_path: Path) -> None:
     assert load_model(tmp_path / "ff").policy.critic is not None
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_cli(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "rlmem.train", "agent=sb3", "memory=relstm", "frames=32",
                *TINY, f"run_dir={tmp_path}"]

@@ -129,6 +129,7 @@ def test_a_broken_plugin_is_warned_about_and_fails_only_when_asked_for(
         make_cell("broken", input_size=3, hidden_size=5)
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_the_plugin_cell_trains_through_the_cli(plugin_site: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     _with_site_on_path(monkeypatch, plugin_site)

@@ -51,6 +51,7 @@ def test_an_env_without_a_heading_is_refused() -> None:
         make_env("CartPole-v1", direction=True)
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_a_run_trains_with_it_records_it_and_evaluates_with_it(tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = run_cli("rlmem.train", "env=MemoryS7", "memory=gru", "memory.hidden_size=8",
