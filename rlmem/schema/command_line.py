@@ -1,0 +1,206 @@
+"""The front door every CLI shares: ``--help``, a missing required key, and unknown keys, all
+answered before Hydra composes the run's config.
+
+Each CLI (``rlmem.train``, ``rlmem.supervised``, ``rlmem.evaluate``) describes itself once in
+a :class:`CommandLine` and calls :func:`front_door` with its arguments before handing them to
+its ``@hydra.main`` function:
+
+- ``--help`` / ``-h``: rlmem's own page (:mod:`rlmem.schema.help_page`): every key with its
+  description, the groups that apply, the cells and the envs. ``--hydra-help`` stays Hydra's.
+- a key the program cannot run without (``run=`` for ``rlmem.evaluate``): a one-paragraph
+  usage message and exit status 2, as a shell tool does, instead of Hydra's traceback.
+- a key that no schema knows, with or without Hydra's ``+`` (``frams=100``,
+  ``+iteratons=10``, ``+memory.hiden_size=128``): one message naming the nearest valid keys
+  (:func:`~rlmem.schema.known_keys.check_known_keys`), exit status 1, nothing started. The
+  overrides are composed once here, each key override forced (``++``) so that a misspelt key
+  reaches the check instead of Hydra's advice to add ``+``.
+
+Anything this cannot interpret (Hydra's flags that change the config source, an override Hydra
+itself will refuse) is left to Hydra, which reports it as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.utils import get_args_parser
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType
+from omegaconf import DictConfig
+
+from rlmem.runs import reported_as_cli_errors
+from rlmem.schema.known_keys import check_known_keys
+from rlmem.schema.memory import CONF_DIR
+
+USAGE_ERROR = 2
+"""Exit status of a command line that cannot run (a required key missing), as shells use it."""
+
+MAX_VARIANTS = 16
+"""At most this many compositions check the keys of a sweep over groups."""
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """What a CLI says about itself: its name, config, purpose and examples."""
+
+    program: str
+    """``rlmem.train``: run as ``python -m <program>``."""
+    config_name: str
+    """Its primary config in ``rlmem/conf`` (``train``)."""
+    purpose: str
+    """One paragraph: what the program does, what it writes, how it resumes."""
+    examples: tuple[str, ...]
+    """Command lines that show its common uses (without ``python -m <program>``)."""
+    register: Callable[[], None]
+    """Stores its schemas in Hydra's ConfigStore."""
+    groups: tuple[str, ...] = ()
+    """The config groups a user selects (``memory``, ``agent``; ``+preset``, ``+recipe``)."""
+    required: tuple[str, ...] = ()
+    """Keys without which it cannot run (``run``): their absence gets :meth:`usage`."""
+    shows_envs: bool = False
+    """Its help lists the env short names."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    """Further paragraphs of its help page."""
+
+    @property
+    def command(self) -> str:
+        return f"python -m {self.program}"
+
+    def usage(self) -> str:
+        """The one-paragraph answer to a command line without a required key."""
+        needed = " ".join(f"{key}=..." for key in self.required)
+        return (f"usage: {self.command} {needed} [key=value ...]\n{self.purpose} For example:\n"
+                + "\n".join(f"  {self.command} {example}" for example in self.examples)
+                + f"\n`{self.command} --help` lists every key with its meaning.")
+
+
+def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> None:
+    """Answer ``--help``, a missing required key and unknown keys in ``argv`` (default:
+    ``sys.argv[1:]``); return when the command line is Hydra's to run.
+
+    Raises:
+        SystemExit: 0 after the help page, :data:`USAGE_ERROR` after the usage message, 1
+            after an unknown key's message.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = get_args_parser().parse_args(argv)
+    except SystemExit:
+        return  # Hydra's parser reports its own flags' errors
+    if args.hydra_help or args.info or args.shell_completion or args.experimental_rerun:
+        return
+    if args.config_path or args.config_name or args.config_dir:
+        return  # another config source: its keys are not ours to judge
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(args.overrides))
+    except Exception:  # Hydra reports a malformed override in its own words
+        overrides = None
+    if args.help:
+        from rlmem.schema.help_page import help_page
+
+        line.register()
+        selected = [] if overrides is None else _first_variant(overrides, _groups())
+        print(help_page(line, _composed(line, selected)))
+        raise SystemExit(0)
+    if overrides is None:
+        return
+    given = {override.key_or_group.lstrip("+") for override in overrides}
+    if any(key not in given for key in line.required) and not args.cfg:
+        print(line.usage(), file=sys.stderr, flush=True)
+        raise SystemExit(USAGE_ERROR)
+    line.register()
+    with reported_as_cli_errors(line.program):
+        check_command_line(line, overrides)
+
+
+def _groups() -> set[str]:
+    """The config groups of rlmem's config search path, at any depth (``memory``,
+    ``hydra/launcher``)."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        found: set[str] = set()
+        pending = [""]
+        while pending:
+            parent = pending.pop()
+            for name in loader.list_groups(parent):
+                path = f"{parent}/{name}" if parent else name
+                found.add(path)
+                pending.append(path)
+        return found
+
+
+def _is_group(override: Override, groups: set[str]) -> bool:
+    return override.key_or_group in groups or override.key_or_group.startswith("hydra")
+
+
+def _single(override: Override, value: str, *, force: bool) -> str:
+    """``override`` with one ``value``; a key override forced to ``++`` when ``force``."""
+    key = override.get_key_element()
+    if force and override.type == OverrideType.CHANGE:
+        key = f"++{key}"
+    return f"{key}={value}"
+
+
+def _values(override: Override) -> list[str]:
+    if override.type == OverrideType.DEL:
+        return []
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+def _first_variant(overrides: list[Override], groups: set[str]) -> list[str]:
+    """The group choices of ``overrides`` (the first of a sweep's), for the help page."""
+    return [_single(override, values[0], force=False) for override in overrides
+            if _is_group(override, groups) and not override.key_or_group.startswith("hydra")
+            and (values := _values(override))]
+
+
+def variants(overrides: list[Override], groups: set[str]) -> list[list[str]]:
+    """Single-valued override lists that together select every choice of a sweep's groups;
+    key overrides forced (``++``), at their first value (their values do not change which
+    keys exist)."""
+    keys = [(override.input_line if override.type == OverrideType.DEL else
+             _single(override, values[0], force=True))
+            for override in overrides if not _is_group(override, groups)
+            and (override.type == OverrideType.DEL or (values := _values(override)))]
+    choices = [[_single(override, value, force=False) for value in _values(override)]
+               for override in overrides if _is_group(override, groups)
+               and not override.key_or_group.startswith("hydra") and _values(override)]
+    combined = [list(combination) for combination in
+                itertools.islice(itertools.product(*choices), MAX_VARIANTS)]
+    return [[*combination, *keys] for combination in combined]
+
+
+def _composed(line: CommandLine, overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose(line.config_name, overrides=overrides)
+
+
+def check_command_line(line: CommandLine, overrides: list[Override]) -> None:
+    """Compose ``overrides`` (every choice of a swept group) and refuse keys that no schema
+    knows; leave any other failure to compose to Hydra, which reports it as ever.
+
+    Raises:
+        UnknownKeyError: a key is unknown in every composition.
+    """
+    groups = _groups()
+    errors = []
+    for variant in variants(overrides, groups):
+        try:
+            cfg = _composed(line, variant)
+        except Exception:
+            return  # Hydra refuses these overrides itself, in its own words
+        try:
+            check_known_keys(cfg, line.program)
+        except ValueError as error:
+            errors.append(error)
+            continue
+        return  # the keys are known to at least one choice of the sweep
+    if errors:
+        raise errors[0]
