@@ -1,0 +1,134 @@
+"""MkDocs hook: the table of supervised presets, generated from the presets themselves.
+
+A preset (``+preset=<name>``) is a YAML file whose header comment quotes its source: the paper,
+table and row, what the paper leaves open and how it is filled. This hook reads every preset of
+the library (``rlmem/conf/preset/``) and of the supervised suite
+(``experiments/supervised/conf/preset/``) at each build and writes ``reference/presets.md``:
+the header comment, and the task, cell and ``T`` from the YAML. A new preset is a new row, and
+a preset without a header comment is logged as a warning, which fails a strict build.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+
+REPO = Path(__file__).resolve().parents[2]
+"""The repository's root."""
+
+PAGE = "reference/presets.md"
+"""Where the generated page sits in the site."""
+
+FOLDERS = (
+    ("The papers' settings", "rlmem/conf/preset",
+     "Installed with rlmem: `python -m rlmem.supervised +preset=<name> seed=<k>`."),
+    ("The supervised suite's ablations and curricula", "experiments/supervised/conf/preset",
+     "Not a paper's setting, and not installed: from the repository's root, "
+     "`python -m rlmem.supervised 'hydra.searchpath=[file://experiments/supervised/conf]' "
+     "+preset=<name> seed=<k>` (see `experiments/README.md`)."),
+)
+"""Each table: its heading, the presets' folder (relative to the root) and how to run one."""
+
+LOG = logging.getLogger("mkdocs.plugins.rlmem.presets")
+"""Warnings here fail a strict build."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One preset file, as the table shows it."""
+
+    name: str
+    """``+preset=<name>``."""
+    header: str
+    """Its header comment, one paragraph (commands left out)."""
+    commands: tuple[str, ...]
+    """The commands its header quotes."""
+    values: dict[str, Any]
+    """The YAML itself."""
+
+    def choice(self, group: str) -> str:
+        """The option the preset selects for ``group`` (``task``, ``memory``), or ``""``."""
+        for entry in self.values.get("defaults", []):
+            if isinstance(entry, dict):
+                for key, value in entry.items():
+                    if key.removeprefix("override ").strip("/") == group:
+                        return str(value)
+        return ""
+
+
+def read_preset(path: Path) -> Preset:
+    """The preset in ``path``: its header comment (the leading ``#`` lines but Hydra's
+    ``@package`` line; a line indented under ``#`` that starts with ``python`` is a command)."""
+    text = path.read_text(encoding="utf-8")
+    header: list[str] = []
+    commands: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        comment = line[1:]
+        if comment.strip().startswith("@package"):
+            continue
+        if re.match(r"\s{2,}python ", comment):
+            commands.append(comment.strip())
+        elif commands and re.match(r"\s{4,}\S", comment):
+            commands[-1] += " " + comment.strip()
+        else:
+            header.append(comment.strip())
+    return Preset(path.stem, " ".join(" ".join(header).split()), tuple(commands),
+                  yaml.safe_load(text) or {})
+
+
+def presets(folder: Path) -> Iterator[Preset]:
+    """Every preset of ``folder``, by name."""
+    for path in sorted(folder.glob("*.yaml")):
+        preset = read_preset(path)
+        if not preset.header:
+            LOG.warning("presets: %s has no header comment saying where its settings come from",
+                        path.relative_to(REPO))
+        yield preset
+
+
+def escaped(text: str) -> str:
+    """``text`` for a Markdown table cell: pipes, emphasis marks and tag-like ``<`` escaped."""
+    return re.sub(r"<(?=[A-Za-z/])", "&lt;", text.replace("|", "\\|").replace("*", "\\*"))
+
+
+def row(preset: Preset) -> str:
+    """The table row of ``preset``."""
+    delay = preset.values.get("seq_len", "")
+    delays = f"{preset.values.get('seq_len_min')}–{delay}" if preset.values.get(
+        "seq_len_min") else str(delay)
+    evaluated = ", ".join(str(t) for t in preset.values.get("eval_seq_lens", []))
+    return (f"| `{preset.name}` | {preset.choice('task')} | {preset.choice('memory')} "
+            f"| {delays}{f' (evaluated at {evaluated})' if evaluated else ''} "
+            f"| {escaped(preset.header)} |")
+
+
+def render() -> str:
+    """The presets page, in Markdown."""
+    lines = ["# Presets", "",
+             "A preset loads a setting of `python -m rlmem.supervised` in one argument, "
+             "`+preset=<name>`; any key given after it still wins. This page is generated at "
+             "every build from the presets' files (`docs/hooks/presets.py`): each row quotes "
+             "the file's header comment, which names its source; task and cell are those the "
+             "preset selects (blank: those of the preset it extends). The supervised suite runs "
+             "them all and tables the results (`experiments/supervised/RESULTS.md`).", ""]
+    for heading, folder, how in FOLDERS:
+        lines += [f"## {heading}", "", how, "",
+                  "| preset | task | cell | T | source and settings |", "|---|---|---|---|---|",
+                  *(row(preset) for preset in presets(REPO / folder)), ""]
+    return "\n".join(lines)
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    """Add the generated page to the site."""
+    files.append(File.generated(config, PAGE, content=render()))
+    return files
