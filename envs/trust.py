@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-SAFE_PACKAGES = ("gymnasium", "minigrid", "rlmem")
+SAFE_PACKAGES = ("gymnasium", "minigrid", "rlmem", "popgym")
 """Top-level packages whose modules a run's config may name without ``trust_run_config``: those
-rlmem depends on and imports anyway, whose import runs no code a run could choose."""
+rlmem depends on and imports anyway, whose import runs no code a run could choose. POPGym is an
+optional extra of rlmem that :func:`rlmem.envs.env_spec` imports itself for POPGym's short
+names; its envs' ids name it (``popgym:popgym-RepeatPreviousEasy-v0``)."""
 
 TRUST_KEY = "trust_run_config"
 """The opt-in, as the CLIs spell it."""
