@@ -50,6 +50,7 @@ from rlmem.runs import (
 from rlmem.runs.directory import refuse_symlinks
 from rlmem.runs.files import write_json
 from rlmem.runs.lock import RunLock
+from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.evaluate import (
     TRANSFER,
     EvaluateConfig,
@@ -235,9 +236,21 @@ def safe_file_name(name: str) -> str:
     return name.replace("/", "_")
 
 
+LINE = CommandLine(
+    program="rlmem.evaluate", config_name="evaluate", register=register_evaluate_configs,
+    purpose=("Evaluate a trained agent (a run directory of python -m rlmem.train) on its "
+             "transfer target, its own env or any env with the same spaces, and write the "
+             "result into <run>/eval/, in a file named by the env and the evaluation's "
+             "settings."),
+    examples=("run=runs/ppo/DoorKey-5x5/relstm/seed0 env=transfer episodes=100",
+              "run=runs/ppo/DoorKey-5x5/relstm/seed0 env=DoorKey-8x8 argmax=true gif=3"),
+    required=("run",), shows_envs=True)
+"""What ``python -m rlmem.evaluate --help`` says."""
+
+
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """Evaluate and print one summary line."""
+def _hydra_main(cfg: DictConfig) -> None:
+    """Evaluate and print the summary."""
     with reported_as_cli_errors("rlmem.evaluate"):
         typed = OmegaConf.to_object(cfg)
         assert isinstance(typed, EvaluateConfig)  # the schema of conf/evaluate.yaml
@@ -245,6 +258,13 @@ def main(cfg: DictConfig) -> None:
     print(f"{name}: {result.summary()}", flush=True)
     if written is None:
         sys.exit(1)
+
+
+def main() -> None:
+    """The CLI: ``--help``, a missing ``run=``, unknown keys
+    (:func:`~rlmem.schema.command_line.front_door`), then Hydra."""
+    front_door(LINE)
+    _hydra_main()
 
 
 if __name__ == "__main__":

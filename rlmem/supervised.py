@@ -31,6 +31,7 @@ from rlmem.runs import (
     resolved_config,
 )
 from rlmem.runs.files import write_json
+from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import check_memory_config
 from rlmem.schema.supervised import (
     OptimizerName,
@@ -187,12 +188,33 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
     return "\n".join(lines)
 
 
+LINE = CommandLine(
+    program="rlmem.supervised", config_name="supervised", register=register_supervised_configs,
+    purpose=("Train a memory cell on a supervised sequence task (copy, transfer_copy, denoise, "
+             "adding), or a paper's setting with +preset=<name>. The run directory (run_dir) "
+             "receives config.yaml, progress.csv, TensorBoard events in tb/, checkpoint.pt, "
+             "results.json and figures; the same command again resumes it."),
+    examples=("task=copy seq_len=100 memory=relstm",
+              "task=transfer_copy memory=relstm memory.hidden_size=128",
+              "task=adding seq_len=200 memory=tarnn iterations=1000 lr=1e-2",
+              "+preset=kerg2020_table1_transfer_copy_relstm seed=1"),
+    groups=("task", "memory", "+preset"))
+"""What ``python -m rlmem.supervised --help`` says."""
+
+
 @hydra.main(config_path="conf", config_name="supervised", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """The CLI: the run directory is ``run_dir``, which the run creates once the config has
+def _hydra_main(cfg: DictConfig) -> None:
+    """The run: the run directory is ``run_dir``, which the run creates once the config has
     been checked (Hydra creates none)."""
     with reported_as_cli_errors("rlmem.supervised"):
         run(cfg, Path(cfg.run_dir))
+
+
+def main() -> None:
+    """The CLI: ``--help``, unknown keys (:func:`~rlmem.schema.command_line.front_door`),
+    then Hydra."""
+    front_door(LINE)
+    _hydra_main()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
+from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import register_memory_configs
 from rlmem.schema.ranges import check_seed
 from rlmem.schema.runs_root import register_runs_root
@@ -178,8 +179,11 @@ def check_supervised_config(cfg: DictConfig) -> None:
     """Raise a :class:`ValueError` naming the key when a value is out of range.
 
     Types are checked by the schema; this checks what a type cannot say (positive sizes, ...).
-    The task checks ``seq_len`` and ``eval_seq_lens`` against its own minimum.
+    The task checks ``seq_len`` and ``eval_seq_lens`` against its own minimum. A key that no
+    schema knows (added with ``+``) is refused first
+    (:func:`~rlmem.schema.known_keys.check_known_keys`).
     """
+    check_known_keys(cfg, "rlmem.supervised")
     positive = ("batch_size", "iterations", "eval_batch_size", "eval_every", "log_every",
                 "checkpoint_every")
     for key in positive:

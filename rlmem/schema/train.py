@@ -22,6 +22,7 @@ from rlmem.agents.base import AgentConfig, EnvProbe
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import TrainConfig, recorded_config
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
+from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import check_memory_config, register_memory_configs
 from rlmem.schema.runs_root import register_runs_root
 
@@ -47,9 +48,12 @@ on the ``meta`` device (:func:`~rlmem.schema.memory.check_memory_config`), then 
     is touched.
 
     Raises:
+        UnknownKeyError: a key no schema knows, added with ``+``
+            (:func:`~rlmem.schema.known_keys.check_known_keys`).
         ValueError: naming the key or the env (:class:`KeyError` for an unknown env name,
             :class:`IncompatibleEnvError` for a transfer env of other spaces).
     """
+    check_known_keys(cfg, "rlmem.train")
     typed = OmegaConf.to_object(cfg)
     assert isinstance(typed, TrainConfig)
     check_memory_config(cfg.memory)
