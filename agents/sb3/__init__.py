@@ -20,6 +20,7 @@ from rlmem.agents.sb3.config import SB3Config
 
 if TYPE_CHECKING:
     from rlmem.agents.sb3.callback import MemoryCallback
+    from rlmem.agents.sb3.errors import PolicyArgumentError
     from rlmem.agents.sb3.extractor import MiniGridExtractor
     from rlmem.agents.sb3.memory import PackedMemory
     from rlmem.agents.sb3.packing import StatePacker
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "MemoryCallback": "callback",
     "MiniGridExtractor": "extractor",
+    "PolicyArgumentError": "errors",
     "PackedMemory": "memory",
     "StatePacker": "packing",
     "SB3_DEFAULT_HIDDEN_SIZE": "policy",
@@ -61,6 +63,7 @@ __all__ = [
     "MiniGridExtractor",
     "MultiInputMemoryPolicy",
     "PackedMemory",
+    "PolicyArgumentError",
     "SB3Config",
     "StatePacker",
     "attach_loss",

@@ -38,6 +38,7 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
+from rlmem.agents.sb3.errors import PolicyArgumentError
 from rlmem.agents.sb3.memory import PackedMemory
 from rlmem.cells import Aux, get_cell_class, hyperparameters, make_cell
 
@@ -189,9 +190,12 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
     Raises:
         KeyError: unknown ``memory``. TypeError: unknown ``memory_kwargs`` or ``lstm_kwargs``
             key.
-        ValueError: ``shared_lstm`` together with ``enable_critic_lstm``, or with an unshared
-            features extractor (sb3-contrib raises an ``AssertionError`` there); an LSTM
-            argument given both ways or that does not apply (:func:`translate_lstm_kwargs`).
+        PolicyArgumentError: ``shared_lstm`` together with ``enable_critic_lstm``, or with an
+            unshared features extractor: a :class:`ValueError` that is also the
+            ``AssertionError`` sb3-contrib raises there
+            (:class:`~rlmem.agents.sb3.errors.PolicyArgumentError`).
+        ValueError: an LSTM argument given both ways or that does not apply
+            (:func:`translate_lstm_kwargs`).
     """
 
     # sb3-contrib types these as nn.LSTM, but only ever hands them to _process_sequence (and
@@ -227,10 +231,10 @@ class MemoryPolicy(RecurrentActorCriticPolicy):
         memory_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if shared_lstm and enable_critic_lstm:
-            raise ValueError("shared_lstm=True needs enable_critic_lstm=False: choose a shared, "
-                             "a separate or no recurrent critic")
+            raise PolicyArgumentError("shared_lstm=True needs enable_critic_lstm=False: choose a "
+                                      "shared, a separate or no recurrent critic")
         if shared_lstm and not share_features_extractor:
-            raise ValueError("shared_lstm=True needs share_features_extractor=True")
+            raise PolicyArgumentError("shared_lstm=True needs share_features_extractor=True")
         get_cell_class(memory)  # an unknown name fails here, listing the valid ones
         self.memory = memory
         # Saved by _get_constructor_parameters in place of the LSTM arguments, so a loaded

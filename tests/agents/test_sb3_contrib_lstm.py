@@ -9,9 +9,10 @@ cases are exactly a class swap). Every functional case runs for every registered
 environments are sb3-contrib's, from ``tests/sb3_envs.py``, whose Dict wrapper adds a constant
 ``flag`` key next to ``obs``.
 
-One deliberate difference: an invalid critic combination raises ``ValueError`` (with a message
-saying what to choose) where sb3-contrib uses ``assert`` (``AssertionError``, which disappears
-under ``python -O``); :func:`test_invalid_critic_combinations_are_rejected` checks ours.
+An invalid critic combination raises :class:`~rlmem.agents.sb3.PolicyArgumentError`, both the
+``AssertionError`` sb3-contrib raises (so its own :func:`test_check` passes unchanged) and a
+``ValueError`` with a message saying what to choose (which, unlike an ``assert``, ``python -O``
+keeps); :func:`test_invalid_critic_combinations_are_rejected` checks the message.
 
 The learning test on CartPole without velocities is marked ``slow`` (run with ``-m slow``); it
 covers lstm, gru and relstm (relstm with twice the steps), and runs sb3-contrib's own
@@ -37,7 +38,12 @@ from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from rlmem.agents.sb3 import CnnMemoryPolicy, MemoryPolicy, MultiInputMemoryPolicy
+from rlmem.agents.sb3 import (
+    CnnMemoryPolicy,
+    MemoryPolicy,
+    MultiInputMemoryPolicy,
+    PolicyArgumentError,
+)
 from rlmem.cells import CELLS, get_cell_class, hyperparameters
 from rlmem.cells.lstm import LSTM
 
@@ -100,15 +106,31 @@ def test_policy_kwargs(cell: str, policy_kwargs: dict[str, Any]) -> None:
     model.learn(total_timesteps=32)
 
 
+def test_check() -> None:
+    # sb3-contrib's test_check, unchanged but for the policy: it expects an AssertionError.
+    policy_kwargs: dict[str, Any] = dict(shared_lstm=True, enable_critic_lstm=True)
+    with pytest.raises(AssertionError):
+        recurrent_ppo("MlpLstmPolicy", "CartPole-v1", "lstm", policy_kwargs, n_steps=16,
+                      seed=0)
+
+    policy_kwargs = dict(shared_lstm=True, enable_critic_lstm=False,
+                         share_features_extractor=False)
+    with pytest.raises(AssertionError):
+        recurrent_ppo("MlpLstmPolicy", "CartPole-v1", "lstm", policy_kwargs, n_steps=16,
+                      seed=0)
+
+
 @pytest.mark.parametrize("cell", CELL_NAMES)
 def test_invalid_critic_combinations_are_rejected(cell: str) -> None:
-    # sb3-contrib asserts (AssertionError); rlmem raises ValueError, which `python -O` keeps.
+    # sb3-contrib asserts (AssertionError); rlmem's error is also a ValueError, which
+    # `python -O` keeps, and says what to choose.
     for policy_kwargs in (dict(shared_lstm=True, enable_critic_lstm=True),
                           dict(shared_lstm=True, enable_critic_lstm=False,
                                share_features_extractor=False)):
-        with pytest.raises(ValueError, match="shared_lstm"):
+        with pytest.raises(PolicyArgumentError, match="shared_lstm") as raised:
             recurrent_ppo("MlpLstmPolicy", "CartPole-v1", cell, policy_kwargs, n_steps=16,
                           seed=0)
+        assert isinstance(raised.value, ValueError) and isinstance(raised.value, AssertionError)
 
 
 def _forget_biases(model: RecurrentPPO) -> set[float]:
