@@ -1,0 +1,165 @@
+"""Reproduction suite: every cell in our PPO and sb3-contrib's RecurrentPPO on POPGym's Easy envs.
+
+    python -m experiments.popgym.suite --dry-run        # the runs, where each stands, commands
+    python -m experiments.popgym.suite                  # train what is left (resumable)
+    python -m experiments.popgym.suite --envs RepeatPreviousEasy --agents lstm sb3 --seeds 0
+    python -m experiments.popgym.aggregate              # RESULTS.md, mmer.csv
+
+Eight POPGym families at their Easy setting (:data:`ENVS`), the nine cells of
+:data:`rlmem.cells.CELLS` in our PPO at the library's defaults (``python -m rlmem.train
+env=<env> memory=<cell>``) and sb3-contrib's RecurrentPPO with its own ``MlpLstmPolicy``
+(:mod:`experiments.popgym.sb3_reference`, label :data:`REFERENCE`), five seeds each, every run
+:data:`FRAMES` frames: 400 runs. Each run is ``runs/<env>/<agent>/seed<k>/``; the measure is
+POPGym's maximum mean episodic reward over training (:mod:`experiments.popgym.mmer`), so there is
+no evaluation step.
+
+It runs seed by seed (seed 0 of every env and agent, then seed 1, ...), so a partial suite has
+every row. Every step skips finished work: a run whose ``progress.csv`` has its frames is not
+started (ours without their checkpoint too: :func:`~experiments.common.suite_runs.startable`); an
+unfinished run of ours resumes from its checkpoint, an unfinished sb3 run starts again from zero
+(it keeps none); a run another process holds is skipped, not failed. So it can be stopped
+(Ctrl-C: our runs stop at their next checkpoint) and run again over several sittings. It exits
+with status 1 when a run failed, 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from experiments.common.outcome import Outcome, run_recorded
+from experiments.common.suite_runs import (
+    PlannedRun,
+    print_dry_run,
+    reported,
+    shielded,
+    standing,
+    startable,
+)
+from rlmem.cells import CELLS
+from rlmem.runs import INTERRUPTED
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs"
+
+FAMILIES = ("RepeatPrevious", "RepeatFirst", "CountRecall", "Autoencode",
+            "PositionOnlyCartPole", "PositionOnlyPendulum", "HigherLower", "Battleship")
+"""POPGym's families in the suite: its diagnostic, control, noisy and game envs."""
+ENVS = tuple(f"{family}Easy" for family in FAMILIES)
+"""POPGym's names of the envs (``RepeatPreviousEasy``, ...): the runs' folder names."""
+
+
+def env_argument(name: str) -> str:
+    """What ``env=`` is given for the POPGym env ``name``: its full gymnasium id, which
+    imports popgym first. Once ``rlmem.envs`` knows POPGym's short names, this is ``name``."""
+    return f"popgym:popgym-{name}-v0"
+
+
+FRAMES = 163_840
+"""Frames per run: 80 updates of our PPO's 16 envs × 128 frames (and of RecurrentPPO's, matched),
+whole updates for any of 1, 2, 4, 8, 16 or 32 envs × 128 frames too. Measured on this machine's
+shared core: an lstm run of RepeatPreviousEasy about 2.5 min and an sb3 run about 4 min
+(``RESULTS.template.md``), so the 400 runs take about a day of one core. The POPGym paper trained
+15M frames per trial."""
+SEEDS = tuple(range(5))
+
+REFERENCE = "sb3"
+"""The label of sb3-contrib's RecurrentPPO (:mod:`experiments.popgym.sb3_reference`)."""
+HEADLINE = ("lstm", "gru")
+"""The cells the POPGym paper ran too, listed first."""
+AGENTS = (*HEADLINE, *sorted(set(CELLS) - set(HEADLINE)), REFERENCE)
+"""Every label of the suite, in the order it runs them and ``aggregate`` lists them."""
+
+
+def run_dir(root: Path, env: str, agent: str, seed: int) -> Path:
+    """Where the run of ``agent`` at ``seed`` on ``env`` goes."""
+    return root / env / agent / f"seed{seed}"
+
+
+def command(root: Path, env: str, agent: str, seed: int, frames: int,
+            extra: Sequence[str] = ()) -> list[str]:
+    """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell
+    (``extra`` Hydra overrides appended), :mod:`experiments.popgym.sb3_reference` for
+    :data:`REFERENCE`."""
+    where = run_dir(root, env, agent, seed)
+    if agent == REFERENCE:
+        return ["python", "-m", "experiments.popgym.sb3_reference", "--env", env_argument(env),
+                "--seed", str(seed), "--frames", str(frames), "--run-dir", str(where)]
+    return ["python", "-m", "rlmem.train", f"env={env_argument(env)}", f"memory={agent}",
+            f"seed={seed}", f"frames={frames}", "progress_bar=false", f"run_dir={where}",
+            *extra]
+
+
+def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Sequence[int],
+            frames: int, extra: Sequence[str] = ()) -> list[PlannedRun]:
+    """Every run, seed by seed, then env by env, then agent by agent."""
+    return [PlannedRun(f"{env} {agent} seed {seed}", run_dir(root, env, agent, seed), frames,
+                       None, command(root, env, agent, seed, frames, extra))
+            for seed in seeds for env in envs for agent in agents]
+
+
+def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
+    """Train the runs left, ``jobs`` at a time, and how each ended (``done`` for a run that was
+    finished already); after Ctrl-C no further run starts."""
+    stop = threading.Event()
+
+    def train_one(run: PlannedRun) -> Outcome:
+        where = standing(run.run_dir, run.budget)
+        if where.finished or not startable(run.run_dir, run.budget):
+            return Outcome.done
+        if where.holder is not None:
+            print(f"[suite] {run.name}: running now (PID {where.holder}); skipped", flush=True)
+            return Outcome.locked
+        if stop.is_set():
+            return Outcome.interrupted
+        print("+", " ".join(run.command), flush=True)
+        outcome = reported(run.name, run_recorded([sys.executable, *run.command[1:]]))
+        if outcome is Outcome.interrupted:
+            stop.set()
+        return outcome
+
+    def train_each() -> list[Outcome]:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(train_one, runs))
+
+    return {run.name: outcome for run, outcome in zip(runs, shielded(train_each), strict=True)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=ENVS)
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS,
+                        help=f"cells, and {REFERENCE} for sb3-contrib's RecurrentPPO")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--frames", type=int, default=FRAMES,
+                        help="frames per run (the suite's budget; aggregate reads any)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the commands and where each run stands; run nothing")
+    parser.add_argument("overrides", nargs="*",
+                        help="after --: Hydra overrides passed to every run of our PPO")
+    args = parser.parse_args(argv)
+    runs = planned(args.runs.resolve(), args.envs, args.agents, args.seeds, args.frames,
+                   args.overrides)
+    if args.dry_run:
+        print_dry_run(runs, [], 0)
+        return 0
+    outcomes = train_all(runs, args.jobs)
+    if Outcome.interrupted in outcomes.values():
+        return INTERRUPTED
+    failed = [name for name, outcome in outcomes.items() if outcome is Outcome.failed]
+    if failed:
+        print(f"popgym suite: {len(failed)} runs failed ({', '.join(failed)}; see above); the "
+              "rest are done", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

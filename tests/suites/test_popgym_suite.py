@@ -1,0 +1,122 @@
+"""The POPGym suite: what its dry run plans, POPGym's MMER and the aggregator's statistics on a
+tiny synthetic run folder, checked against a hand computation, and the sb3 reference's
+observations."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from locations import REPO
+
+from experiments.popgym import aggregate, suite
+from experiments.popgym.mmer import MIN_EPISODES, mmer
+from experiments.popgym.sb3_reference import make_env
+
+COLUMNS = ["frames", "updates", "episodes", "return_mean", "return_recent"]
+
+
+def fake_run(run_dir: Path, rows: list[tuple[int, float]], budget: int,
+             update: int = 2048) -> None:
+    """A run's ``config.yaml`` (its budget) and ``progress.csv``: one row per (episodes ended
+    in the update, return_recent)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(f"frames: {budget}\n")
+    with (run_dir / "progress.csv").open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(COLUMNS)
+        for index, (episodes, recent) in enumerate(rows, start=1):
+            writer.writerow([index * update, index, episodes, recent, recent])
+
+
+def test_the_dry_run_lists_every_planned_run_and_comments_out_a_finished_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    finished = suite.run_dir(tmp_path, "CountRecallEasy", "gru", 3)
+    fake_run(finished, [(100, 0.0)], budget=suite.FRAMES, update=suite.FRAMES)
+    assert suite.main(["--dry-run", "--runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    names = [line for line in out.splitlines() if line.startswith("# ") and ": " in line
+             and " seed " in line]
+    assert len(names) == len(suite.ENVS) * len(suite.AGENTS) * len(suite.SEEDS) == 400
+    assert sum("not started" in line for line in names) == 399
+    assert f"# CountRecallEasy gru seed 3: finished: {suite.FRAMES} frames" in out
+    assert (f"# python -m rlmem.train env=popgym:popgym-CountRecallEasy-v0 memory=gru seed=3 "
+            f"frames={suite.FRAMES}") in out
+    lstm = suite.run_dir(tmp_path, "RepeatPreviousEasy", "lstm", 0)
+    assert (f"\npython -m rlmem.train env=popgym:popgym-RepeatPreviousEasy-v0 memory=lstm "
+            f"seed=0 frames={suite.FRAMES} progress_bar=false run_dir={lstm}\n") in out
+    sb3 = suite.run_dir(tmp_path, "BattleshipEasy", suite.REFERENCE, 4)
+    assert (f"\npython -m experiments.popgym.sb3_reference --env "
+            f"popgym:popgym-BattleshipEasy-v0 --seed 4 --frames {suite.FRAMES} "
+            f"--run-dir {sb3}\n") in out
+    assert set(suite.AGENTS) == {"lstm", "gru", "relstm", "tarnn", "memlstm", "sarnn", "irnn",
+                                 "ernn", "relrnn", suite.REFERENCE}
+
+
+def test_mmer_is_the_largest_100_episode_mean_once_100_episodes_ended(tmp_path: Path) -> None:
+    # 0.9 after 60 episodes does not count; after 120: 0.2, after 180: 0.5, after 240: 0.4.
+    fake_run(tmp_path / "run", [(60, 0.9), (60, 0.2), (60, 0.5), (60, 0.4)], budget=8192)
+    assert MIN_EPISODES == 100
+    assert mmer(tmp_path / "run") == 0.5
+    fake_run(tmp_path / "short", [(60, 0.9)], budget=2048)
+    assert mmer(tmp_path / "short") is None
+
+
+def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
+    env = "RepeatPreviousEasy"
+    ours = [0.1, 0.3, 0.2, 0.5, 0.4]  # MMER of seeds 0-4: each run's best counted point
+    for seed, best in enumerate(ours):
+        fake_run(tmp_path / env / "lstm" / f"seed{seed}", [(100, best - 0.05), (100, best)],
+                 budget=4096)
+    for seed, best in enumerate([0.25, 0.0]):
+        fake_run(tmp_path / env / suite.REFERENCE / f"seed{seed}", [(100, best)], budget=2048)
+    fake_run(tmp_path / env / "gru" / "seed0", [(100, 0.7)], budget=4096)  # still training
+
+    runs = aggregate.collect(tmp_path)
+    assert {run.seed: run.mmer for run in runs if run.agent == "lstm"} == dict(enumerate(ours))
+    # IQM of 5: drop floor(5/4) = 1 from each end -> mean(0.2, 0.3, 0.4) = 0.3.
+    estimate = aggregate.iqm_estimate(list(aggregate.scores(runs, env, "lstm").values()))
+    assert estimate.value == pytest.approx(0.3)
+    assert estimate.low <= 0.3 <= estimate.high
+    text = aggregate.render(runs, "{{per_env}}\n{{improvement}}\n{{summary}}")
+    assert (f"| {env} | lstm | 5 | 4,096 | 0.100, 0.300, 0.200, 0.500, 0.400 | 0.300 ["
+            in text)
+    assert f"| {env} | gru | 0 | — | not run (1 training) | — | not found offline |" in text
+    assert "| CountRecallEasy | lstm | 0 | — | not run | — | not found offline |" in text
+    # P(lstm > sb3): of the 10 pairs, lstm wins where it scores above 0.25 (3 seeds) against
+    # seed 0 and everywhere (5) against seed 1: 8 / 10.
+    assert f"| {env} | 5 / 2 | 0.800 [" in text
+    assert "| **all 1 envs** | 5 / 2 | **0.800 [" in text
+
+    aggregate.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
+    with (tmp_path / "out" / "mmer.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 8
+    gru = next(row for row in rows if row["agent"] == "gru")
+    assert gru["finished"] == "0" and gru["frames"] == "2048" and gru["budget"] == "4096"
+    assert "{{" not in (tmp_path / "out" / "RESULTS.md").read_text()
+
+
+def test_the_sb3_reference_flattens_a_tuple_observation() -> None:
+    env = make_env(suite.env_argument("AutoencodeEasy"))
+    assert isinstance(env.observation_space, gym.spaces.Box)
+    assert isinstance(make_env(suite.env_argument("CountRecallEasy")).observation_space,
+                      gym.spaces.MultiDiscrete)
+
+
+@pytest.mark.slow
+def test_the_suite_trains_lstm_and_sb3_and_the_aggregator_scores_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end at 4 updates (8192 frames, about 160 RepeatPrevious episodes): both agents'
+    runs are trained, a second sitting starts nothing, and both get an MMER."""
+    monkeypatch.chdir(REPO)  # python -m experiments.popgym.sb3_reference imports from here
+    arguments = ["--envs", "RepeatPreviousEasy", "--agents", "lstm", suite.REFERENCE,
+                 "--seeds", "0", "--frames", "8192", "--runs", str(tmp_path / "runs")]
+    assert suite.main(arguments) == 0
+    assert suite.main(arguments) == 0  # finished: nothing is started again
+    runs = aggregate.collect(tmp_path / "runs")
+    assert [(run.agent, run.frames, run.finished) for run in runs] == [
+        ("lstm", 8192, True), (suite.REFERENCE, 8192, True)]
+    assert all(run.mmer is not None and -1 <= run.mmer <= 1 for run in runs)
