@@ -5,7 +5,10 @@
     python -m rlmem.supervised task=adding seq_len=200 memory=tarnn iterations=1000 lr=1e-2
 
 The run directory (``runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>`` unless
-``run_dir=...``) receives ``config.yaml``, ``progress.csv``, TensorBoard
+``run_dir=...``, with the settings that differ from the defaults after the cell, or a preset's
+name in its place: ``runs/supervised/transfer_copy/relstm_T100,memory.hidden_size=128_seed0``,
+so that runs of other tasks, presets or settings never share one,
+:mod:`rlmem.schema.run_names`) receives ``config.yaml``, ``progress.csv``, TensorBoard
 events in ``tb/``, ``checkpoint.pt``, ``results.json`` and the PNG figures. Running the same
 command again resumes from the checkpoint (``resume=false`` starts afresh).
 """

@@ -4,8 +4,10 @@
     python -m rlmem.train env=MemoryS7 memory=tarnn seed=1 frames=1000000 agent.lr=5e-4
     python -m rlmem.train -m memory=lstm,relstm seed=0,1,2      # a local sweep (joblib)
 
-The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``; in a sweep
-``<hydra.sweep.dir>/<agent>/<env>/<cell>/seed<seed>``) receives
+The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``, with the
+settings that differ from the defaults after the cell, e.g.
+``runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0``, so that runs of other settings never
+share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``) receives
 ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
 the same command again resumes from the checkpoint (``resume=false`` starts afresh).
 """

@@ -13,11 +13,20 @@ from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import register_memory_configs
 from rlmem.schema.ranges import check_seed
+from rlmem.schema.run_names import (
+    RunNaming,
+    cell_defaults,
+    describe,
+    label_and_differences,
+    schema_defaults,
+    task_choice,
+    task_file_defaults,
+)
 from rlmem.schema.runs_root import register_runs_root
 from rlmem.tasks.held_out import MAX_CONFIRM_BATCHES
 
@@ -150,7 +159,11 @@ class SupervisedConfig:
     Its task and memory must equal this run's. Ignored when this run resumes its own
     checkpoint."""
     run_dir: str = MISSING
-    """The run directory (defaults to runs/supervised/<task>/<memory>_T<seq_len>_seed<seed>)."""
+    """The run directory. Default: runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>, with
+    the settings that differ from the defaults after the cell (or a +preset's name and the
+    settings the command line adds to it), e.g.
+    transfer_copy/relstm_T100,memory.hidden_size=128_seed0, so that runs of other settings
+    never share a folder (rlmem/schema/run_names.py)."""
     resume: bool = True
     """Continue from the run directory's checkpoint when there is one; false starts afresh,
     after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
@@ -164,11 +177,43 @@ class SupervisedConfig:
     """Show a tqdm progress bar."""
 
 
+RUN_NAME = "supervised_run_name"
+"""The resolver of the default run directory: ``${runs_root:runs/supervised}/
+${supervised_run_name:}``."""
+
+NAMING = RunNaming(
+    keys=("task", "memory", "seq_len_min", "batch_size", "lr", "optimizer", "weight_decay",
+          "grad_clip", "amp", "eval_seq_lens", "eval_memory", "target", "warm_start"),
+    in_path=frozenset({"task.name", "memory.name"}))
+"""What tells two supervised runs of one task, delay and seed apart: every key a checkpoint
+must share to be resumed (``rlmem.supervised.RESUME_SECTIONS`` but ``seq_len`` and ``seed``,
+which the path shows) and what changes the run's results (the evaluated delays and memory,
+the target, a warm start)."""
+
+
+def supervised_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
+    """``<task>/<label>_T<seq_len>[,<key>=<value>...]_seed<seed>``: the default run directory
+    below the runs root (:mod:`rlmem.schema.run_names`); ``<task>`` is the ``task=`` chosen
+    (``transfer_copy``), outside a Hydra application the task's name."""
+    task = str(_root_.task.name)
+    choice = task_choice(task)
+    defaults = {**schema_defaults(SupervisedConfig), **cell_defaults(_root_),
+                **task_file_defaults(choice)}
+    if task in TASK_SCHEMAS:
+        defaults.update(schema_defaults(TASK_SCHEMAS[task], "task."))
+    name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
+    settings = describe(shown)
+    return (f"{choice}/{name}_T{_root_.seq_len}{',' if settings else ''}{settings}"
+            f"_seed{_root_.seed}")
+
+
 def register_supervised_configs() -> None:
     """Store ``supervised_schema``, ``schema/task/<name>`` and ``memory/<cell>``, and register
-    the ``runs_root`` resolver of the default ``run_dir``."""
+    the ``runs_root`` and ``supervised_run_name`` resolvers of the default ``run_dir``."""
     register_memory_configs()
     register_runs_root()
+    if not OmegaConf.has_resolver(RUN_NAME):
+        OmegaConf.register_new_resolver(RUN_NAME, supervised_run_name)
     store = ConfigStore.instance()
     store.store(name="supervised_schema", node=SupervisedConfig)
     for name, schema in TASK_SCHEMAS.items():

@@ -24,16 +24,49 @@ from rlmem.agents.train_config import TrainConfig, recorded_config
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import check_memory_config, register_memory_configs
+from rlmem.schema.run_names import (
+    RunNaming,
+    cell_defaults,
+    describe,
+    label_and_differences,
+    schema_defaults,
+)
 from rlmem.schema.runs_root import register_runs_root
 
 __all__ = ["TrainConfig", "check_envs", "check_train_config", "register_train_configs"]
 
+RUN_NAME = "train_run_name"
+"""The resolver of the default run directory: ``${runs_root:runs}/${train_run_name:}``, or
+``${train_run_name:<label>}`` where a recipe labels its runs."""
+
+NAMING = RunNaming(
+    keys=("env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission", "direction",
+          "grid_encoding", "discrete_encoding", "stop_return"),
+    in_path=frozenset({"memory.name", "agent.name"}))
+"""What tells two RL runs of one env and seed apart: every key a checkpoint must share to be
+resumed (``rlmem.agents.run.RESUME_SECTIONS`` but ``env`` and ``seed``, which are folders of
+the path) and ``stop_return``."""
+
+
+def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
+    """``<agent>/<env>/<label>[,<key>=<value>...]/seed<seed>``: the default run directory
+    below the runs root (:mod:`rlmem.schema.run_names`)."""
+    agent = str(_root_.agent.name)
+    defaults = {**schema_defaults(TrainConfig), **cell_defaults(_root_)}
+    if agent in AGENTS:
+        defaults.update(schema_defaults(AGENTS[agent], "agent."))
+    name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
+    settings = describe(shown)
+    return f"{agent}/{_root_.env}/{name}{',' if settings else ''}{settings}/seed{_root_.seed}"
+
 
 def register_train_configs() -> None:
     """Store ``train_schema``, ``agent/<name>`` and ``memory/<cell>``, and register the
-    ``runs_root`` resolver of the default ``run_dir`` (idempotent)."""
+    ``runs_root`` and ``train_run_name`` resolvers of the default ``run_dir`` (idempotent)."""
     register_memory_configs()
     register_runs_root()
+    if not OmegaConf.has_resolver(RUN_NAME):
+        OmegaConf.register_new_resolver(RUN_NAME, train_run_name)
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for name, schema in AGENTS.items():
