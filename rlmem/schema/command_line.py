@@ -21,6 +21,7 @@ itself will refuse) is left to Hydra, which reports it as before.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Callable, Sequence
@@ -118,24 +119,18 @@ def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> None:
         check_command_line(line, overrides)
 
 
-def _groups() -> set[str]:
-    """The config groups of rlmem's config search path, at any depth (``memory``,
-    ``hydra/launcher``)."""
+@functools.cache
+def _groups() -> frozenset[str]:
+    """The top-level config groups of rlmem's config search path (``memory``, ``preset``)."""
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        found: set[str] = set()
-        pending = [""]
-        while pending:
-            parent = pending.pop()
-            for name in loader.list_groups(parent):
-                path = f"{parent}/{name}" if parent else name
-                found.add(path)
-                pending.append(path)
-        return found
+        return frozenset(GlobalHydra.instance().config_loader().list_groups(""))
 
 
-def _is_group(override: Override, groups: set[str]) -> bool:
-    return override.key_or_group in groups or override.key_or_group.startswith("hydra")
+def _is_group(override: Override, groups: frozenset[str]) -> bool:
+    """Whether ``override`` selects a group (``memory=relstm``, ``hydra/launcher=joblib``) or
+    sets one of Hydra's own keys, rather than one of the run's keys."""
+    key = override.key_or_group
+    return key in groups or "/" in key or key == "hydra" or key.startswith("hydra.")
 
 
 def _single(override: Override, value: str, *, force: bool) -> str:
@@ -154,14 +149,14 @@ def _values(override: Override) -> list[str]:
     return [override.get_value_element_as_str()]
 
 
-def _first_variant(overrides: list[Override], groups: set[str]) -> list[str]:
+def _first_variant(overrides: list[Override], groups: frozenset[str]) -> list[str]:
     """The group choices of ``overrides`` (the first of a sweep's), for the help page."""
     return [_single(override, values[0], force=False) for override in overrides
             if _is_group(override, groups) and not override.key_or_group.startswith("hydra")
             and (values := _values(override))]
 
 
-def variants(overrides: list[Override], groups: set[str]) -> list[list[str]]:
+def variants(overrides: list[Override], groups: frozenset[str]) -> list[list[str]]:
     """Single-valued override lists that together select every choice of a sweep's groups;
     key overrides forced (``++``), at their first value (their values do not change which
     keys exist)."""

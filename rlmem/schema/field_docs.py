@@ -12,8 +12,10 @@ by :func:`rlmem.cells.make_cell`'s (:func:`cell_docs`).
 from __future__ import annotations
 
 import ast
+import itertools
 import functools
 import inspect
+import itertools
 import re
 import textwrap
 from typing import Any
@@ -35,7 +37,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         tree = ast.parse(source)
         body = next((node.body for node in tree.body if isinstance(node, ast.ClassDef)), [])
-        for node, following in zip(body, body[1:], strict=False):
+        for node, following in itertools.pairwise(body):
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and isinstance(following, ast.Expr)
                     and isinstance(following.value, ast.Constant)

@@ -59,7 +59,7 @@ def _shown(node: DictConfig, key: str) -> str:
 def _entries(node: DictConfig, docs: dict[str, str], prefix: str, skip: set[str]) -> list[str]:
     width = _width()
     lines = []
-    for key in node.keys():
+    for key in node:
         name = str(key)
         if name in skip:
             continue
@@ -108,7 +108,7 @@ def help_page(line: CommandLine, cfg: DictConfig) -> str:
     group_keys = {group.lstrip("+") for group in groups}
     sections.append(f"Keys ({command} key=value; the value shown is the default):\n"
                     + "\n".join(_entries(cfg, _schema_docs(cfg), "", group_keys)))
-    for name in sorted(group_keys & {str(key) for key in cfg.keys()}):
+    for name in sorted(group_keys & {str(key) for key in cfg}):
         node = cfg[name]
         if not isinstance(node, DictConfig):
             continue

@@ -33,7 +33,7 @@ def unknown_keys(cfg: DictConfig, prefix: str = "") -> Iterator[tuple[str, list[
     kind = OmegaConf.get_type(cfg)
     valid = ([field.name for field in dataclasses.fields(kind)]
              if kind is not None and dataclasses.is_dataclass(kind) else None)
-    for key in cfg.keys():
+    for key in cfg:
         name = str(key)
         if valid is not None and name not in valid:
             yield f"{prefix}{name}", [f"{prefix}{field}" for field in valid]

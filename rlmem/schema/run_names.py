@@ -81,7 +81,7 @@ def schema_defaults(cls: type, prefix: str = "") -> dict[str, Any]:
     ``prefix`` (a required field is absent)."""
     node = OmegaConf.structured(cls)
     flat: dict[str, Any] = {}
-    for key in node.keys():
+    for key in node:
         if OmegaConf.is_missing(node, key):
             continue
         flat.update(flatten(_plain(node[key]), f"{prefix}{key}"))
