@@ -12,7 +12,6 @@ by :func:`rlmem.cells.make_cell`'s (:func:`cell_docs`).
 from __future__ import annotations
 
 import ast
-import itertools
 import functools
 import inspect
 import itertools
