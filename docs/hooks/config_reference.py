@@ -17,6 +17,7 @@ import ast
 import dataclasses
 import enum
 import inspect
+import itertools
 import logging
 import re
 import textwrap
@@ -67,7 +68,7 @@ def attribute_docstrings(cls: type) -> dict[str, str]:
         except (OSError, TypeError):  # made at run time (make_dataclass): no source
             continue
         body = next(node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)).body
-        for statement, following in zip(body, body[1:], strict=False):
+        for statement, following in itertools.pairwise(body):
             if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
                     and isinstance(following, ast.Expr)
                     and isinstance(following.value, ast.Constant)
