@@ -62,16 +62,18 @@ class EnvOutputCheck:
             key for key, space in _fields(observation_space)
             if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating)]
 
-    def check(self, observation: Observation, reward: np.ndarray | None, at: str) -> None:
+    def check(self, observation: Observation, reward: np.ndarray | None, at: str,
+              first_env: int = 0) -> None:
         """Raise :class:`EnvOutputError` unless every floating observation field and every
-        reward of the batch is finite; ``at`` names the step (``frame 96``)."""
+        reward of the batch is finite; ``at`` names the step (``frame 96``), and the batch's
+        envs are numbered from ``first_env`` (a group of the envs, stepped apart)."""
         for key in self.floating:
             values = np.asarray(observation[key] if isinstance(observation, Mapping)
                                 and key is not None else observation)
             if not np.isfinite(values).all():
-                self._bad_observation(values, key, at)
+                self._bad_observation(values, key, at, first_env)
         if reward is not None and not np.isfinite(reward).all():
-            self._bad_reward(np.asarray(reward).reshape(-1), at)
+            self._bad_reward(np.asarray(reward).reshape(-1), at, first_env)
 
     def reset(self, envs: VectorEnv, seed: int, at: str) -> Observation:
         """``envs.reset(seed=seed)``'s observation, checked (:meth:`check`)."""
@@ -94,16 +96,17 @@ class EnvOutputCheck:
 
     # --- the messages ----------------------------------------------------------------------
 
-    def _bad_observation(self, values: np.ndarray, key: str | None, at: str) -> None:
+    def _bad_observation(self, values: np.ndarray, key: str | None, at: str,
+                         first_env: int = 0) -> None:
         bad = [int(i) for i in np.argwhere(~np.isfinite(values))[0]]
         where = [f"field {key!r}"] if key is not None else []
         if len(bad) > 1:
             where.append(f"element {bad[1:]}")
         self._non_finite(f"an observation holding {float(values[tuple(bad)])}"
-                         + (f" ({', '.join(where)})" if where else ""), bad[0], at)
+                         + (f" ({', '.join(where)})" if where else ""), first_env + bad[0], at)
 
-    def _bad_reward(self, values: np.ndarray, at: str) -> None:
-        env = int(np.flatnonzero(~np.isfinite(values))[0])
+    def _bad_reward(self, values: np.ndarray, at: str, first_env: int = 0) -> None:
+        env = first_env + int(np.flatnonzero(~np.isfinite(values))[0])
         self._non_finite(f"a reward of {float(values[env])}", env, at)
 
     def _non_finite(self, shown: str, env: int, at: str) -> None:

@@ -13,12 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.encoding_names import DISCRETE_ENCODINGS, GRID_ENCODINGS
 from rlmem.agents.registry import AGENTS
-from rlmem.envs import VECTORIZATIONS, env_spec, parse_wrappers, resolved_mission
+from rlmem.envs import (
+    AUTO,
+    VECTORIZATIONS,
+    env_spec,
+    parse_wrappers,
+    resolve_vectorization,
+    resolved_mission,
+)
 from rlmem.runs import resolved_config
 from rlmem.schema.ranges import check_seed, check_torch_threads
 
@@ -57,8 +64,12 @@ class TrainConfig:
     """auto, cpu, cuda or cuda:N."""
     num_envs: int = 16
     """Parallel envs."""
-    vectorization: str = "sync"
-    """sync (all envs in this process) or async (one process per env)."""
+    vectorization: str = "auto"
+    """How the envs step: sync (all in this process; the reference, reproduced bit for bit),
+    async (agent=ppo: in worker processes, one group of envs stepping while the policy acts for
+    the other, so every core is used; agent=sb3: SubprocVecEnv), or auto: async on at least two
+    cores with at least 8 envs, else sync (rlmem.envs.vectorization). The run records what was
+    chosen."""
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes.
     The run records what was decided (true or false)."""
@@ -110,23 +121,58 @@ class TrainConfig:
                              f"agent={self.agent.name}")
         for key, valid in (("grid_encoding", GRID_ENCODINGS),
                            ("discrete_encoding", DISCRETE_ENCODINGS),
-                           ("vectorization", tuple(VECTORIZATIONS))):
+                           ("vectorization", (*VECTORIZATIONS, AUTO))):
             if getattr(self, key) not in valid:
                 raise ValueError(f"{key}={getattr(self, key)!r}; use one of {', '.join(valid)}")
         for spec in parse_wrappers(self.wrappers):
             spec.resolve()
 
 
-def with_derived_values(config: Mapping[str, Any]) -> dict[str, Any]:
+def with_derived_values(config: Mapping[str, Any],
+                        recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A run's config (resolved, or as a checkpoint recorded it) with every derived value
-    decided: a null ``mission`` becomes whether the env's mission varies. A run records what
-    was decided, so this is idempotent: reading a recorded config decides nothing anew."""
+    decided: a null ``mission`` becomes whether the env's mission varies, ``vectorization=auto``
+    sync or async by the machine's cores. A run records what
+    was decided, so this is idempotent: reading a recorded config decides nothing anew.
+
+    The agent decides what its section leaves null
+    (:meth:`~rlmem.agents.base.AgentConfig.decided`: our PPO's presets), keeping the decisions
+    of ``recorded``, the config of the checkpoint a run resumes."""
     derived = dict(config)
     derived["mission"] = resolved_mission(derived)
+    # By the cores of the machine that starts the run (runs before this key stepped in sync).
+    derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),
+                                                     int(derived.get("num_envs", 1)))
+    agent = derived.get("agent")
+    if isinstance(agent, Mapping) and agent.get("name") in AGENTS:
+        earlier = recorded.get("agent") if recorded is not None else None
+        derived["agent"] = AGENTS[agent["name"]].decided(
+            agent, derived, earlier if isinstance(earlier, Mapping) else None)
     return derived
 
 
-def recorded_config(cfg: DictConfig) -> dict[str, Any]:
+def agent_config(agent: Mapping[str, Any]) -> AgentConfig:
+    """The typed config of a run's decided ``agent`` section, checked as it is built.
+
+    Raises:
+        ValueError: a value is out of range (naming the key).
+    """
+    schema = OmegaConf.structured(AGENTS[str(agent["name"])])
+    typed = OmegaConf.to_object(OmegaConf.merge(schema, dict(agent)))
+    assert isinstance(typed, AgentConfig)
+    return typed
+
+
+def recorded_config(cfg: DictConfig, recorded: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
     """What a run records of its composed config ``cfg``: resolved, enum members as their
-    names, derived values decided (:func:`with_derived_values`)."""
-    return with_derived_values(resolved_config(cfg))
+    names, derived values decided (:func:`with_derived_values`, keeping those of
+    ``recorded``, the config of the checkpoint the run resumes), the decided agent section
+    checked (:func:`agent_config`).
+
+    Raises:
+        ValueError: a decided value of the agent is out of range (naming the key).
+    """
+    config = with_derived_values(resolved_config(cfg), recorded)
+    agent_config(config["agent"])
+    return config

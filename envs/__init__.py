@@ -6,9 +6,11 @@ train -> transfer pairs, a run's ``env_kwargs`` and ``wrappers``.
 >>> envs = make_vector_env("CartPole-v1", num_envs=16)  # doctest: +SKIP
 """
 
+from rlmem.envs.env_workers import EnvWorkerError, EnvWorkers
 from rlmem.envs.factory import (
     VECTORIZATIONS,
     EnvOptions,
+    env_constructors,
     make_env,
     make_vector_env,
     resolved_mission,
@@ -34,9 +36,11 @@ from rlmem.envs.spaces import (
     space_signature,
 )
 from rlmem.envs.trust import TRUST_KEY, UntrustedCodeError, refuse_untrusted_code
+from rlmem.envs.vectorization import AUTO, resolve_vectorization, worker_count
 from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 __all__ = [
+    "AUTO",
     "ENVS",
     "MISSION_LENGTH",
     "TRUST_KEY",
@@ -44,6 +48,8 @@ __all__ = [
     "VOCABULARY",
     "EnvOptions",
     "EnvSpec",
+    "EnvWorkerError",
+    "EnvWorkers",
     "EpisodeRecorder",
     "GridSpace",
     "IncompatibleEnvError",
@@ -54,6 +60,7 @@ __all__ = [
     "WrapperSpec",
     "apply_wrappers",
     "describe_space",
+    "env_constructors",
     "env_spec",
     "interface_mismatch",
     "is_minigrid",
@@ -62,10 +69,12 @@ __all__ = [
     "mission_varies",
     "parse_wrappers",
     "refuse_untrusted_code",
+    "resolve_vectorization",
     "resolved_mission",
     "space_signature",
     "tokenize",
     "transfer_target",
     "uses_mission",
+    "worker_count",
     "write_gif",
 ]

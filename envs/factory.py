@@ -17,8 +17,10 @@ from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_
 
 VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
     "sync": SyncVectorEnv, "async": AsyncVectorEnv}
-"""``sync`` steps the envs in this process (fastest for cheap envs such as MiniGrid on few
-cores); ``async`` gives each env its own process."""
+"""``sync`` steps the envs in this process; ``async`` gives each env its own process (gymnasium's
+vector envs). A run of our PPO with ``vectorization=async`` steps its envs in
+:class:`rlmem.envs.env_workers.EnvWorkers` instead, which overlap with the policy
+(:mod:`rlmem.envs.vectorization`)."""
 
 
 def make_env(name: str, *, mission: bool | None = None, direction: bool = False,
@@ -97,12 +99,25 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
     if num_envs <= 0:
         raise ValueError(f"num_envs must be positive, got {num_envs}")
     if env_fns is None:
-        with_mission = uses_mission(name) if mission is None else mission
-        specs, kwargs = parse_wrappers(wrappers), dict(env_kwargs or {})
-        env_fns = [lambda: make_env(name, mission=with_mission, direction=direction,
-                                    wrappers=specs, **kwargs)
-                   for _ in range(num_envs)]
+        env_fns = env_constructors(name, num_envs, mission=mission, direction=direction,
+                                   wrappers=wrappers, env_kwargs=env_kwargs)
     return VECTORIZATIONS[vectorization](env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def env_constructors(name: str, num_envs: int, *, mission: bool | None = None,
+                     direction: bool = False, wrappers: Iterable[WrapperItem] = (),
+                     env_kwargs: Mapping[str, Any] | None = None
+                     ) -> list[Callable[[], gym.Env]]:
+    """``num_envs`` constructors of env ``name`` (arguments as :func:`make_vector_env`'s), for
+    a vector env or :class:`rlmem.envs.env_workers.EnvWorkers`; ``mission`` is resolved once,
+    so that all copies agree."""
+    if num_envs <= 0:
+        raise ValueError(f"num_envs must be positive, got {num_envs}")
+    with_mission = uses_mission(name) if mission is None else mission
+    specs, kwargs = parse_wrappers(wrappers), dict(env_kwargs or {})
+    return [lambda: make_env(name, mission=with_mission, direction=direction, wrappers=specs,
+                             **kwargs)
+            for _ in range(num_envs)]
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,12 @@ class EnvOptions:
         return make_vector_env(name, num_envs, mission=self.mission, direction=self.direction,
                                vectorization=vectorization, wrappers=self.wrappers,
                                env_kwargs=self.kwargs)
+
+    def constructors(self, name: str, num_envs: int) -> list[Callable[[], gym.Env]]:
+        """``num_envs`` constructors of env ``name`` with these options
+        (:func:`env_constructors`)."""
+        return env_constructors(name, num_envs, mission=self.mission, direction=self.direction,
+                                wrappers=self.wrappers, env_kwargs=self.kwargs)
 
     def probe(self, name: str) -> tuple[spaces.Space[Any], spaces.Space[Any], bool]:
         """The observation space, action space, and whether env ``name`` is MiniGrid (one env

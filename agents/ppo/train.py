@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from gymnasium.vector import VectorEnv
 from omegaconf import DictConfig
 from tqdm import tqdm
 
 from rlmem.agents.env_output import EnvOutputError
+from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.update import PPO
 from rlmem.agents.run import env_seed, run_training
-from rlmem.envs import EnvOptions, describe_space
+from rlmem.envs import EnvOptions, EnvWorkerError, EnvWorkers, describe_space, worker_count
+from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
@@ -52,15 +56,20 @@ def train(cfg: DictConfig, run_dir: Path) -> None:
 
 def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
     torch.manual_seed(config["seed"])
-    envs = EnvOptions.from_config(config).make_vector(config["env"], config["num_envs"],
-                                                      config["vectorization"])
-    model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        config["memory"], grid_encoding=config["grid_encoding"],
-                        discrete_encoding=config["discrete_encoding"]).to(run.device)
-    ppo = PPO(model, agent)
-    frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
-    collector = RolloutCollector(envs, model, run.device, seed=env_seed(config["seed"], updates),
-                                 name=config["env"], frames=frames)
+    envs = ENVS[config["vectorization"]](config)
+    try:
+        model = ActorCritic(envs.single_observation_space, envs.single_action_space,
+                            config["memory"], grid_encoding=config["grid_encoding"],
+                            discrete_encoding=config["discrete_encoding"],
+                            shared_memory=agent.shared_memory is not False).to(run.device)
+        ppo = PPO(model, agent)
+        frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
+        collector = COLLECTORS[config["vectorization"]](
+            envs, model, run.device, seed=env_seed(config["seed"], updates), name=config["env"],
+            frames=frames)
+    except BaseException:
+        envs.close()  # an async run's workers must not outlive the run
+        raise
     save = functools.partial(_save, run, config, model, ppo, episodes, spaces={
         "observation": describe_space(envs.single_observation_space),
         "action": describe_space(envs.single_action_space)})
@@ -73,8 +82,8 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
         while (frames < config["frames"] and not episodes.reached(config["stop_return"])
                and not run.stop_requested):
             clock = time.perf_counter()
-            rollout = collector.collect(agent.frames_per_env, agent.recurrence)
-            model.memory.anneal(frames / config["frames"])  # e.g. SA-RNN's slope schedule
+            rollout = collector.collect(agent.frames_per_env, agent.chunk_length)
+            model.anneal(frames / config["frames"])  # e.g. SA-RNN's slope schedule
             metrics = ppo.update(rollout)
             frames, updates = frames + frames_per_update, updates + 1
             row = {"frames": frames, "updates": updates,
@@ -91,13 +100,33 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
             print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
                   f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
                   f"{config['stop_return']}.", flush=True)
-    except (NonFiniteLossError, EnvOutputError) as error:
+    except (NonFiniteLossError, EnvOutputError, EnvWorkerError) as error:
         raise type(error)(f"{error} Training stopped at {frames} frames. "
                           f"{on_disk(run.checkpoint_path)}") from error
     finally:
         bar.close()
         logger.close()
         envs.close()
+
+
+def _sync_envs(config: dict[str, Any]) -> VectorEnv:
+    return EnvOptions.from_config(config).make_vector(config["env"], config["num_envs"], "sync")
+
+
+def _async_envs(config: dict[str, Any]) -> EnvWorkers:
+    return EnvWorkers(EnvOptions.from_config(config).constructors(config["env"],
+                                                                  config["num_envs"]),
+                      config["env"], workers=worker_count(config["num_envs"]),
+                      groups=ASYNC_GROUPS)
+
+
+ENVS: dict[str, Callable[[dict[str, Any]], Any]] = {"sync": _sync_envs, "async": _async_envs}
+"""The envs of each resolved ``vectorization`` (:mod:`rlmem.envs.vectorization`)."""
+
+COLLECTORS: dict[str, type[RolloutCollector]] = {
+    "sync": RolloutCollector, "async": AsyncRolloutCollector}
+"""The collector of each resolved ``vectorization``: ``sync`` steps every env between the
+policy's steps (the reference); ``async`` overlaps the envs' steps with the policy's."""
 
 
 def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,

@@ -61,7 +61,7 @@ def _weights_digest(run_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def run_case(name: str, run_dir: Path, extra: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def run_case(name: str, run_dir: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Train case ``name`` into ``run_dir``; its progress rows (without :data:`SKIPPED`) and
     the digest of its final weights."""
     torch.set_num_threads(1)
@@ -75,7 +75,7 @@ def run_case(name: str, run_dir: Path, extra: list[str] = ()) -> dict[str, Any]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sync_reproduces_the_start_commit_bit_for_bit(name: str, tmp_path: Path) -> None:
     expected = json.loads(FIXTURE.read_text())[name]
-    got = run_case(name, tmp_path, ["vectorization=sync"])
+    got = run_case(name, tmp_path, ("vectorization=sync",))
     assert len(got["rows"]) == len(expected["rows"])
     for index, (row, want) in enumerate(zip(got["rows"], expected["rows"], strict=True)):
         for key, value in want.items():

@@ -1,0 +1,112 @@
+"""Our PPO's update time at two or more versions of rlmem, alternating, in one run.
+
+    python benchmarks/compare_commits.py /tmp/base_pkg /work/main --updates 8
+
+Each argument is a folder from which ``import rlmem`` loads that version (a checkout arranged
+as a package: ``rlmem/`` with ``agents/`` and ``envs/`` copied inside, see
+:func:`package_checkout`; or ``main`` for the installed rlmem). Each version runs in a worker
+process of its own that times one full update (rollout, then PPO update) per request, with the
+rollout and the update timed apart; the parent asks the workers in turn, so load from other
+processes on a shared machine hits all of them alike. Reports frames/s and ratios against the
+first version, with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WORKER = r'''
+import json, sys, time, torch
+from omegaconf import OmegaConf
+torch.set_num_threads(1)
+memory, num_envs = sys.argv[1], int(sys.argv[2])
+try:
+    from rlmem.agents.ppo.collector import RolloutCollector
+    from rlmem.agents.ppo.update import PPO
+    from rlmem.agents.ppo import PPOConfig
+    from rlmem.agents.ppo.model import ActorCritic
+    old = False
+except ImportError:  # the layout of the first release
+    from rlmem.agents.rollout import RolloutCollector
+    from rlmem.agents.ppo import PPO, PPOConfig
+    from rlmem.agents.model import ActorCritic
+    old = True
+from rlmem.cells import cell_config
+from rlmem.envs import make_vector_env
+torch.manual_seed(0)
+envs = make_vector_env("DoorKey-5x5", num_envs)
+config = OmegaConf.structured(PPOConfig())
+action = int(envs.single_action_space.n) if old else envs.single_action_space
+model = ActorCritic(envs.single_observation_space, action,
+                    OmegaConf.structured(cell_config(memory)))
+ppo = PPO(model, config)
+collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
+for line in sys.stdin:
+    start = time.perf_counter()
+    rollout = collector.collect(config.frames_per_env, config.recurrence)
+    middle = time.perf_counter()
+    ppo.update(rollout, progress=0.0) if old else ppo.update(rollout)
+    end = time.perf_counter()
+    print(json.dumps([middle - start, end - middle]), flush=True)
+'''
+
+
+def package_checkout(checkout: Path, into: Path) -> Path:
+    """``checkout``'s rlmem as an importable folder: ``rlmem/`` with ``agents/`` and ``envs/``
+    copied in as the package-dir mapping of pyproject.toml places them."""
+    shutil.copytree(checkout / "rlmem", into / "rlmem")
+    shutil.copytree(checkout / "agents", into / "rlmem" / "agents")
+    shutil.copytree(checkout / "envs", into / "rlmem" / "envs")
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("versions", nargs="+",
+                        help="folders to import rlmem from ('main': the installed one)")
+    parser.add_argument("--memory", default="lstm")
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--updates", type=int, default=8)
+    args = parser.parse_args()
+    workers = []
+    for version in args.versions:
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if version != "main":
+            env["PYTHONPATH"] = version
+        workers.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER, args.memory, str(args.num_envs)], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=tempfile.gettempdir()))
+    totals = [[0.0, 0.0] for _ in workers]
+    for index in range(args.updates + 1):  # the first update warms up
+        for worker, total in zip(workers, totals, strict=True):
+            assert worker.stdin is not None and worker.stdout is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            collect, update = json.loads(worker.stdout.readline())
+            if index:
+                total[0] += collect
+                total[1] += update
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.close()
+        worker.wait()
+    frames = args.updates * args.num_envs * 128
+    print(f"{args.memory}, {args.num_envs} envs, {args.updates} alternating updates each; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    first = frames / sum(totals[0])
+    for version, (collect, update) in zip(args.versions, totals, strict=True):
+        fps = frames / (collect + update)
+        print(f"  {version:<30} {fps:7.0f} frames/s ({fps / first:.2f}x the first); rollout "
+              f"{collect / args.updates:.3f} s, update {update / args.updates:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
