@@ -7,6 +7,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 from gymnasium.vector import VectorEnv
+from tqdm import tqdm
 
 from rlmem.agents.env_output import EnvOutputCheck, env_name
 from rlmem.agents.episodes import EpisodeTracker
@@ -31,6 +32,9 @@ class EvaluationResult:
     """Mean episode length in steps."""
     episodes: int
     """Number of episodes."""
+    interrupted: bool = False
+    """Ctrl-C stopped the evaluation: these are the episodes finished before it (a sample
+    biased toward short episodes), fewer than were asked for."""
 
     def as_dict(self) -> dict[str, float | int]:
         """The fields as a plain dict (for JSON)."""
@@ -45,8 +49,9 @@ class EvaluationResult:
         """One line for the terminal."""
         success = ("" if self.success_rate is None
                    else f", success {self.success_rate:.1%}")
+        stopped = " (interrupted)" if self.interrupted else ""
         return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}{success}, length "
-                f"{self.length_mean:.1f}, {self.episodes} episodes")
+                f"{self.length_mean:.1f}, {self.episodes} episodes{stopped}")
 
 
 def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:
@@ -79,12 +84,15 @@ class Actor(Protocol[State]):
 
 
 def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
-                    quotas: list[int] | None = None,
-                    name: str | None = None) -> tuple[EvaluationResult, list[float]]:
+                    quotas: list[int] | None = None, name: str | None = None,
+                    progress: bool = False) -> tuple[EvaluationResult, list[float]]:
     """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
 
     Each env's memory is re-initialised exactly when that env starts an episode. What the envs
     return is checked before the actor sees it (:class:`~rlmem.agents.env_output.EnvOutputCheck`).
+    Ctrl-C (a :class:`KeyboardInterrupt`) after the first finished episode ends the evaluation
+    with the episodes finished so far, marked :attr:`EvaluationResult.interrupted`, so that a
+    long evaluation keeps what it did.
 
     Args:
         actor: the trained agent.
@@ -94,6 +102,7 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
         seed: seeds the envs' first reset.
         quotas: episodes per env (default :func:`episode_quotas`).
         name: the env, for the messages (default: its gymnasium id).
+        progress: show a progress bar over the episodes, with their mean return.
 
     Returns:
         the summary, and the per-episode returns.
@@ -101,6 +110,7 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
     Raises:
         EnvOutputError: an env returned a non-finite observation or reward, or an observation
             that does not fit its space; the message names the env and the step.
+        KeyboardInterrupt: Ctrl-C before any episode finished.
     """
     num_envs = envs.num_envs
     quotas = quotas if quotas is not None else episode_quotas(episodes, num_envs)
@@ -114,18 +124,31 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
     returns: list[float] = []
     lengths: list[int] = []
     step = 0
-    while (counts < quotas).any():
-        action, state = actor.act(observation, state, resets, greedy)
-        step += 1
-        observation, reward, terminated, truncated, _ = check.step(
-            envs, action, f"step {step} of the evaluation (frame {step * num_envs})")
-        resets = terminated | truncated
-        for episode in tracker.step(reward, resets):
-            if counts[episode.env] < quotas[episode.env]:
-                returns.append(episode.episode_return)
-                lengths.append(episode.length)
-                counts[episode.env] += 1
+    interrupted = False
+    bar = tqdm(total=episodes, unit="episode", disable=not progress, dynamic_ncols=True,
+               desc=name)
+    try:
+        while (counts < quotas).any():
+            action, state = actor.act(observation, state, resets, greedy)
+            step += 1
+            observation, reward, terminated, truncated, _ = check.step(
+                envs, action, f"step {step} of the evaluation (frame {step * num_envs})")
+            resets = terminated | truncated
+            for episode in tracker.step(reward, resets):
+                if counts[episode.env] < quotas[episode.env]:
+                    returns.append(episode.episode_return)
+                    lengths.append(episode.length)
+                    counts[episode.env] += 1
+                    bar.update(1)
+                    bar.set_postfix(ret=f"{np.mean(returns):.3f}")
+    except KeyboardInterrupt:
+        if not returns:
+            raise
+        interrupted = True
+    finally:
+        bar.close()
     values = np.asarray(returns)
     result = EvaluationResult(float(values.mean()), float(values.std()),
-                              float((values > 0).mean()), float(np.mean(lengths)), len(values))
+                              float((values > 0).mean()), float(np.mean(lengths)), len(values),
+                              interrupted=interrupted)
     return result, returns

@@ -6,7 +6,10 @@
 
 The env is rebuilt from the run's recorded config (its ``env_kwargs`` and ``wrappers``), and its
 observation and action spaces are checked against the training env's before anything is played.
-Prints one summary line and writes ``<run>/eval/<env>.json`` (and ``<env>_<i>.gif``).
+Shows a progress bar over the episodes, prints a summary (the result, where it was written, what
+to run next) and writes ``<run>/eval/<env>_<sampled|greedy>_<episodes>ep_seed<seed>.json``
+(:func:`report_name`; and ``..._<i>.gif``), so that evaluations of other settings never replace
+each other. Ctrl-C writes the episodes finished so far, marked ``"interrupted": true``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from rlmem.envs import (
 from rlmem.envs.recording import write_gif
 from rlmem.runs import (
     CHECKPOINT_NAME,
+    INTERRUPTED,
     Checkpoint,
     load_checkpoint,
     reported_as_cli_errors,
@@ -57,10 +61,12 @@ from rlmem.schema.evaluate import (
     check_evaluate_config,
     register_evaluate_configs,
 )
+from rlmem.schema.run_names import describe
 
 register_evaluate_configs()
 
-__all__ = ["IncompatibleEnvError", "evaluate_run", "evaluation_env", "load_run", "main"]
+__all__ = ["IncompatibleEnvError", "evaluate_run", "evaluation_env", "load_run", "main",
+           "report_name", "report_path"]
 
 
 def short_name(name: str) -> str:
@@ -165,7 +171,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
             return recording
         return options.make(name)
 
-    target = report_path(run, name)
+    target = report_path(run, name, argmax=cfg.argmax, episodes=cfg.episodes, seed=cfg.seed,
+                         eval_memory=eval_memory)
     # Held to the end: two evaluations of one run on one env do not race for its report.
     with RunLock(target.parent, name=f".{target.stem}.lock",
                  what=f"the evaluation of {run} on {name}"):
@@ -175,7 +182,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         torch.manual_seed(seed)
         try:
             result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
-                                              seed=seed, quotas=quotas, name=name)
+                                              seed=seed, quotas=quotas, name=name,
+                                              progress=cfg.progress_bar)
         finally:
             envs.close()
         if not probe.minigrid:
@@ -183,16 +191,30 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         # The result is printed by the caller whatever happens to the files below.
         report = {"env": name, "trained_on": trained_on, "frames": checkpoint.count("frames"),
                   "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
-                  "eval_memory": eval_memory,
+                  "num_envs": num_envs, "eval_memory": eval_memory,
                   **result.as_dict(), "returns": returns}
         gifs = recorder[0].recorded if recorder else []
         return name, result, write_results(target.parent, target.stem, report, gifs)
 
 
-def report_path(run: Path, env: str) -> Path:
-    """Where the evaluation of ``run`` on ``env`` is written: ``<run>/eval/<env>.json``, with
-    the env name made a file name (:func:`safe_file_name`)."""
-    return run / "eval" / f"{safe_file_name(env)}.json"
+def report_name(env: str, *, argmax: bool = False, episodes: int = 100, seed: int = 0,
+                eval_memory: dict[str, Any] | None = None) -> str:
+    """The file name (without ``.json``) of an evaluation on ``env`` with these settings:
+    ``DoorKey-16x16_sampled_100ep_seed0``, ``..._greedy_...``, and the ``eval_memory``
+    overrides after a comma (``,capacity=2560``). The env name is made a file name
+    (:func:`safe_file_name`). The defaults are :class:`EvaluateConfig`'s."""
+    mode = "greedy" if argmax else "sampled"
+    memory = describe(eval_memory) if eval_memory else ""
+    return (f"{safe_file_name(env)}_{mode}_{episodes}ep_seed{seed}"
+            f"{',' if memory else ''}{memory}")
+
+
+def report_path(run: Path, env: str, *, argmax: bool = False, episodes: int = 100,
+                seed: int = 0, eval_memory: dict[str, Any] | None = None) -> Path:
+    """Where the evaluation of ``run`` on ``env`` with these settings is written:
+    ``<run>/eval/<report_name>.json`` (:func:`report_name`)."""
+    return run / "eval" / (report_name(env, argmax=argmax, episodes=episodes, seed=seed,
+                                       eval_memory=eval_memory) + ".json")
 
 
 def write_results(out_dir: Path, stem: str, report: dict[str, Any],
@@ -226,7 +248,7 @@ def _settings(report: Path) -> str | None:
         return None
     if not isinstance(stored, dict):
         return None
-    keys = ("episodes", "argmax", "seed", "frames", "eval_memory")
+    keys = ("episodes", "argmax", "seed", "num_envs", "frames", "eval_memory", "interrupted")
     return ", ".join(f"{key}={stored.get(key)!r}" for key in keys)
 
 
@@ -248,16 +270,40 @@ LINE = CommandLine(
 """What ``python -m rlmem.evaluate --help`` says."""
 
 
+def summary(cfg: EvaluateConfig, name: str, result: EvaluationResult,
+            written: Path | None) -> str:
+    """What an evaluation says at its end: the result, where it is, and what to run next."""
+    run = Path(cfg.run)
+    mode = "greedy" if cfg.argmax else "sampled"
+    where = (f"written to {written}" if written is not None
+             else "not written (see the error above)")
+    if result.interrupted:
+        return (f"{name}: {result.summary()}\nInterrupted after {result.episodes} of "
+                f"{cfg.episodes} episodes: the episodes finished so far are {where}, marked "
+                "interrupted (a sample biased toward short episodes). Run the same command "
+                "again for the whole evaluation.")
+    command = f"python -m rlmem.evaluate run={run} env={name}"
+    after = (f"watch it act with `{command} episodes=3 gif=3` (GIFs in {run / 'eval'})"
+             if not cfg.gif else f"its GIFs are in {run / 'eval'}")
+    other = "sampled" if cfg.argmax else "greedy"
+    flag = "false" if cfg.argmax else "true"
+    return (f"{name}: {result.summary()}\nEvaluated {run} on {name} with {mode} actions "
+            f"(seed {cfg.seed}); the result is {where}. Next: {after}, or evaluate it with "
+            f"{other} actions: `{command} episodes={cfg.episodes} argmax={flag}`.")
+
+
 @hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    """Evaluate and print the summary."""
+    """Evaluate and print the summary; exit 130 after Ctrl-C (the partial result written)."""
     with reported_as_cli_errors("rlmem.evaluate"):
         typed = OmegaConf.to_object(cfg)
         assert isinstance(typed, EvaluateConfig)  # the schema of conf/evaluate.yaml
         name, result, written = evaluate_run(typed)
-    print(f"{name}: {result.summary()}", flush=True)
+    print(summary(typed, name, result, written), flush=True)
     if written is None:
         sys.exit(1)
+    if result.interrupted:
+        sys.exit(INTERRUPTED)
 
 
 def main() -> None:

@@ -35,14 +35,16 @@ def test_cli_evaluates_on_the_transfer_target_and_writes_json(trained_run: Path)
     result = run_cli("rlmem.evaluate", f"run={trained_run}", "env=transfer", "episodes=3",
                      "gif=1", "num_envs=2", "argmax=true", cwd=trained_run)
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()
-    assert lines[-1].startswith("GoToDoor-8x8: return "), result.stdout
-    report = json.loads((trained_run / "eval" / "GoToDoor-8x8.json").read_text())
+    assert result.stdout.startswith("GoToDoor-8x8: return "), result.stdout
+    assert "3/3" in result.stderr  # the progress bar over the episodes
+    assert f"Evaluated {trained_run} on GoToDoor-8x8 with greedy actions" in result.stdout
+    report = json.loads((trained_run / "eval" / "GoToDoor-8x8_greedy_3ep_seed0.json").read_text())
     assert report["episodes"] == 3 and len(report["returns"]) == 3
     for key in ("return_mean", "return_std", "success_rate", "length_mean"):
         assert isinstance(report[key], float)
     assert report["trained_on"] == "GoToDoor-5x5" and report["argmax"] is True
-    assert (trained_run / "eval" / "GoToDoor-8x8_0.gif").stat().st_size > 0
+    assert (trained_run / "eval" / "GoToDoor-8x8_greedy_3ep_seed0_0.gif").stat().st_size > 0
+    assert report["interrupted"] is False
 
 
 def test_any_env_with_the_same_observations_can_be_evaluated(trained_run: Path) -> None:
@@ -50,7 +52,7 @@ def test_any_env_with_the_same_observations_can_be_evaluated(trained_run: Path) 
                                                   env="MiniGrid-Empty-5x5-v0",
                                                   episodes=4, num_envs=2))
     assert name == "MiniGrid-Empty-5x5-v0" and result.episodes == 4
-    assert (trained_run / "eval" / "MiniGrid-Empty-5x5-v0.json").exists()
+    assert (trained_run / "eval" / "MiniGrid-Empty-5x5-v0_sampled_4ep_seed0.json").exists()
 
 
 def test_an_incompatible_observation_space_is_an_error(trained_run: Path) -> None:

@@ -142,7 +142,7 @@ def test_the_v0_1_run_is_refused_until_migrated_then_evaluates_and_resumes(
     name, result, _ = evaluate_run(EvaluateConfig(run=str(run_dir), env="transfer", episodes=2,
                                                   num_envs=2))
     assert name == "MemoryS13" and result.episodes == 2
-    assert (run_dir / "eval" / "MemoryS13.json").exists()
+    assert (run_dir / "eval" / "MemoryS13_sampled_2ep_seed0.json").exists()
     with pytest.raises(CheckpointMismatchError,
                        match=r"(?s)memory.forget_bias: checkpoint has None, this run has "
                              r"1.0.*grid_encoding: checkpoint has 'raw', this run has "

@@ -101,7 +101,7 @@ def evaluation_command(run: Path, env: str, episodes: int,
     of ``eval_memory`` changed; None when its JSON is there for the run's final frames, with
     as many episodes and the same ``eval_memory``."""
     eval_memory = dict(eval_memory or {})
-    target = report_path(run, env)
+    target = report_path(run, env, episodes=episodes, eval_memory=eval_memory)
     if target.exists():
         report = json.loads(target.read_text())
         if (report["frames"] == final_frames(run) and report["episodes"] == episodes

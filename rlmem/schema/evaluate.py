@@ -46,6 +46,8 @@ class EvaluateConfig:
     """Memory hyperparameters overridden for this evaluation, which must not change the
     weights: e.g. ``+eval_memory.capacity=2560`` lets MemLSTM attend over every step of a
     DoorKey-16x16 episode (agent=ppo runs)."""
+    progress_bar: bool = True
+    """Show a tqdm progress bar over the episodes."""
     trust_run_config: bool = False
     """Import the modules the run's config names (an env given as module:EnvId, wrappers
     outside gymnasium and minigrid). A run directory is data: without this, such a run is

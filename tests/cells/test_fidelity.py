@@ -165,7 +165,7 @@ def test_an_rl_run_records_the_update_rule_by_name(tmp_path: Path) -> None:
     train_tiny_ppo(tmp_path, "memory=irnn", "memory.update_rule=eq5")
     assert "update_rule: eq5" in (tmp_path / "config.yaml").read_text()
     evaluate_tiny(tmp_path)
-    assert (tmp_path / "eval" / "DoorKey-5x5.json").exists()
+    assert (tmp_path / "eval" / "DoorKey-5x5_sampled_1ep_seed0.json").exists()
 
 
 # --- MemLSTM: a capacity shorter than an episode is a sliding window ---------------------------
@@ -224,7 +224,8 @@ def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
     assert rows and all(float(row["memory/memory_overflow"]) > 0 for row in rows)
     assert evaluate_tiny(tmp_path).count(OVERFLOW) == 1
     assert OVERFLOW not in evaluate_tiny(tmp_path, "+eval_memory.capacity=250")
-    report = json.loads((tmp_path / "eval" / "DoorKey-5x5.json").read_text())
+    report = json.loads((tmp_path / "eval" / "DoorKey-5x5_sampled_1ep_seed0,capacity=250.json")
+                        .read_text())
     assert report["eval_memory"] == {"capacity": 250}
 
 

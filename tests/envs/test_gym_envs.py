@@ -212,9 +212,10 @@ def test_masked_cartpole_trains_and_evaluates_through_the_clis(tmp_path: Path,
     evaluated = run_cli("rlmem.evaluate", f"run={run_dir}", "episodes=3", "num_envs=2",
                         "trust_run_config=true", cwd=tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    summary = evaluated.stdout.strip().splitlines()[-1]
-    assert summary.startswith("CartPole-v1: return ") and "success" not in summary
-    report = json.loads((run_dir / "eval" / "CartPole-v1.json").read_text())
+    summary = next(line for line in evaluated.stdout.splitlines()
+                   if line.startswith("CartPole-v1: return "))
+    assert "success" not in summary
+    report = json.loads((run_dir / "eval" / "CartPole-v1_sampled_3ep_seed0.json").read_text())
     assert report["episodes"] == 3 and report["trained_on"] == "CartPole-v1"
     assert report["success_rate"] is None  # a positive return is not a success here
 
@@ -228,7 +229,7 @@ def test_pendulum_box_actions_run_end_to_end(tmp_path: Path) -> None:
     name, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), episodes=2,
                                                         num_envs=2, argmax=True, gif=1))
     assert name == "Pendulum-v1" and result.episodes == 2 and result.length_mean == 200
-    assert written is not None and (tmp_path / "eval" / "Pendulum-v1_0.gif").stat().st_size
+    assert written is not None and (tmp_path / "eval" / "Pendulum-v1_greedy_2ep_seed0_0.gif").stat().st_size
 
 
 @pytest.mark.parametrize("encoding", ["onehot", "embedding"])

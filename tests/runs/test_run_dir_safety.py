@@ -346,13 +346,14 @@ def test_a_full_disk_at_the_tensorboard_writer_is_one_paragraph(
 def test_an_evaluation_already_running_on_the_same_env_is_refused(run: Path,
                                                                   tmp_path: Path) -> None:
     (run / "eval").mkdir()
-    with RunLock(run / "eval", name=".DoorKey-16x16.lock"):
+    with RunLock(run / "eval", name=".DoorKey-16x16_sampled_1ep_seed0.lock"):
         result = run_cli("rlmem.evaluate", f"run={run}", "episodes=1", cwd=tmp_path)
     assert result.returncode == 1
     assert_one_paragraph(result.stderr, f"the evaluation of {run} on DoorKey-16x16 is in use")
     again = run_cli("rlmem.evaluate", f"run={run}", "episodes=1", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    third = run_cli("rlmem.evaluate", f"run={run}", "episodes=2", "num_envs=2", cwd=tmp_path)
+    third = run_cli("rlmem.evaluate", f"run={run}", "episodes=1", "num_envs=2", "seed=0",
+                    cwd=tmp_path)
     assert "replaces an earlier evaluation (episodes=1" in third.stdout
     assert [path.name for path in (run / "eval").iterdir() if path.name.endswith(".tmp")] == []
 

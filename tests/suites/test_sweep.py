@@ -31,7 +31,7 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     assert command is not None and command[-3:] == ["env=MemoryS13", "episodes=200",
                                                     "+eval_memory.capacity=845"]
     (run / "eval").mkdir()
-    report = run / "eval" / "MemoryS13.json"
+    report = report_path(run, "MemoryS13", episodes=200)
     report.write_text(json.dumps({"frames": 4096, "episodes": 200}))
     assert evaluation_command(run, "MemoryS13", 200) is None
     assert evaluation_command(run, "MemoryS13", 100) is not None  # other episode count
@@ -41,8 +41,9 @@ def test_an_evaluation_is_skipped_only_when_its_json_is_up_to_date(tmp_path: Pat
     full = {"capacity": 845}
     report.write_text(json.dumps({"frames": 4096, "episodes": 200, "eval_memory": {}}))
     assert evaluation_command(run, "MemoryS13", 200, full) is not None
-    report.write_text(json.dumps({"frames": 4096, "episodes": 200,
-                                  "eval_memory": {"capacity": 845}}))
+    # Each eval_memory has its own report.
+    report_path(run, "MemoryS13", episodes=200, eval_memory=full).write_text(json.dumps(
+        {"frames": 4096, "episodes": 200, "eval_memory": {"capacity": 845}}))
     assert evaluation_command(run, "MemoryS13", 200, full) is None
 
 
@@ -62,8 +63,8 @@ def test_a_namespaced_env_is_found_where_rlmem_evaluate_writes_it(tmp_path: Path
     run = tmp_path / "run"
     run.mkdir()
     (run / "progress.csv").write_text("frames,updates\n2048.0,1\n")
-    report = report_path(run, "MiniGrid/MemoryS13")
-    assert report == run / "eval" / "MiniGrid_MemoryS13.json"
+    report = report_path(run, "MiniGrid/MemoryS13", episodes=10)
+    assert report == run / "eval" / "MiniGrid_MemoryS13_sampled_10ep_seed0.json"
     report.parent.mkdir()
     report.write_text(json.dumps({"frames": 2048, "episodes": 10}))
     assert evaluation_command(run, "MiniGrid/MemoryS13", 10) is None
