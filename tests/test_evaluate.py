@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
 from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 
+from rlmem import evaluate as evaluation
 from rlmem.agents.ppo import train as ppo_train
-from rlmem.evaluate import IncompatibleEnvError, evaluate_run
+from rlmem.evaluate import IncompatibleEnvError, evaluate_run, report_name
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -96,3 +98,62 @@ def test_eval_memory_overrides_weight_free_hyperparameters(trained_run: Path) ->
                                          "weights"):
         evaluate_run(EvaluateConfig(run=str(trained_run), episodes=1,
                                     eval_memory={"hidden_size": 9}))
+
+
+class _CtrlC:
+    """An actor that acts as ``actor`` does, and raises KeyboardInterrupt (Ctrl-C) at its
+    ``stop``-th step."""
+
+    def __init__(self, actor: Any, stop: int) -> None:
+        self.actor, self.stop, self.steps = actor, stop, 0
+
+    def initial_state(self, num_envs: int) -> Any:
+        return self.actor.initial_state(num_envs)
+
+    def act(self, *args: Any) -> Any:
+        self.steps += 1
+        if self.steps == self.stop:
+            raise KeyboardInterrupt
+        return self.actor.act(*args)
+
+
+def test_ctrl_c_keeps_the_episodes_done_marked_interrupted(
+        trained_run: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31, item 4: an interrupted evaluation writes what it did, and says so."""
+    real = evaluation.evaluate_policy
+
+    def interrupted(actor: Any, *args: Any, **kwargs: Any) -> Any:
+        return real(_CtrlC(actor, stop=40), *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate_policy", interrupted)
+    cfg = EvaluateConfig(run=str(trained_run), env="GoToDoor-5x5", episodes=50, num_envs=2,
+                         seed=7)
+    name, result, written = evaluate_run(cfg)
+    assert result.interrupted and 0 < result.episodes < 50
+    assert written == trained_run / "eval" / "GoToDoor-5x5_sampled_50ep_seed7.json"
+    report = json.loads(written.read_text())
+    assert report["interrupted"] is True and len(report["returns"]) == result.episodes
+    said = evaluation.summary(cfg, name, result, written)
+    assert f"Interrupted after {result.episodes} of 50 episodes" in said and str(written) in said
+
+    # Ctrl-C before any episode ended: nothing to keep, the interrupt goes on.
+    monkeypatch.setattr(evaluation, "evaluate_policy",
+                        lambda actor, *args, **kwargs: real(_CtrlC(actor, stop=1), *args,
+                                                            **kwargs))
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_run(EvaluateConfig(run=str(trained_run), env="GoToDoor-5x5", episodes=2,
+                                    num_envs=2, seed=8))
+    assert not (trained_run / "eval" / "GoToDoor-5x5_sampled_2ep_seed8.json").exists()
+
+
+def test_evaluations_of_other_settings_do_not_replace_each_other() -> None:
+    """Issue 31, item 6."""
+    names = {report_name("DoorKey-16x16", argmax=argmax, episodes=episodes, seed=seed,
+                         eval_memory=memory)
+             for argmax in (False, True) for episodes in (2, 100) for seed in (0, 1)
+             for memory in ({}, {"capacity": 2560})}
+    assert len(names) == 16
+    assert report_name("DoorKey-16x16") == "DoorKey-16x16_sampled_100ep_seed0"
+    assert report_name("ALE/Pong-v5", argmax=True, eval_memory={"capacity": 9}) == \
+        "ALE_Pong-v5_greedy_100ep_seed0,capacity=9"
