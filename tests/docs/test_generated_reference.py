@@ -65,7 +65,7 @@ def test_the_key_reference_holds_every_field_with_its_description(
         monkeypatch: pytest.MonkeyPatch) -> None:
     hook = load_hook("config_reference", monkeypatch)
     rows = [cells for table in table_rows(hook.render()).values() for cells in table]
-    described = {}
+    described: dict[str, list[tuple[str, str]]] = {}
     for key, _, default, meaning in rows:
         described.setdefault(key, []).append((default, meaning))
     for prefix, config in config_tables():
