@@ -10,7 +10,7 @@ instead of fed as raw floats (``raw`` stays selectable for parity with the paper
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
@@ -28,6 +28,42 @@ EMBEDDING_SIZE = 8
 FULL_VIEW = 7
 """MiniGrid's default ``agent_view_size``, the smallest view the conv net takes whole: smaller
 views are placed in one this size (:class:`ImageEncoder`)."""
+
+
+class _CPUEmbeddingLookup(torch.autograd.Function):
+    """``weight[indices]`` whose backward accumulates with ``index_put_`` rather than
+    ``embedding_dense_backward``: on the CPU both add the gradient's rows into the table one
+    index after another, in the indices' order, so the sums are the same bit for bit, and
+    ``index_put_`` is several times faster on the 37,632 indices (256 views × 49 cells × 3
+    channels) of a PPO minibatch, where the dense backward was a tenth of an update."""
+
+    @staticmethod
+    def forward(indices: Tensor, weight: Tensor) -> Tensor:
+        return nn.functional.embedding(indices, weight)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
+        indices, weight = inputs
+        ctx.save_for_backward(indices)
+        ctx.table_shape = weight.shape
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor]:
+        (indices,) = ctx.saved_tensors
+        rows, size = ctx.table_shape
+        table = grad.new_zeros(rows, size)
+        table.index_put_((indices.reshape(-1),), grad.reshape(-1, size), accumulate=True)
+        return None, table
+
+
+def embedding_lookup(indices: Tensor, weight: Tensor) -> Tensor:
+    """``nn.functional.embedding(indices, weight)``, with the faster, identical backward of
+    :class:`_CPUEmbeddingLookup` on the CPU (on a GPU, torch's own: ``index_put_`` accumulates
+    there in no fixed order)."""
+    if weight.device.type == "cpu" and weight.requires_grad and torch.is_grad_enabled():
+        result: Tensor = _CPUEmbeddingLookup.apply(indices, weight)
+        return result
+    return nn.functional.embedding(indices, weight)
 
 
 class FieldEncoder(nn.Module):
@@ -139,7 +175,7 @@ class ImageEncoder(FieldEncoder):
         if self.embedding is None:  # one-hot: the three indicators of a cell, summed
             features = self.indicators[rows].sum(dim=-2)
         else:
-            features = self.embedding(rows).flatten(-2)
+            features = embedding_lookup(rows, self.embedding.weight).flatten(-2)
         return features.permute(0, 3, 1, 2)
 
     def forward(self, image: Tensor) -> Tensor:

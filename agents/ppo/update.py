@@ -16,7 +16,6 @@ rl-starter-files), on a rollout from :class:`~rlmem.agents.ppo.collector.Rollout
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from typing import Any
 
 import torch
@@ -41,7 +40,11 @@ class PPO:
     def __init__(self, model: ActorCritic, config: PPOConfig) -> None:
         self.model = model
         self.config = config
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps)
+        # foreach: one call per operation over every parameter instead of a Python loop over
+        # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
+        # those of the default loop bit for bit (tests/agents/test_ppo_sync_fixture.py).
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
+                                          foreach=True)
 
     def update(self, rollout: Rollout) -> dict[str, float]:
         """One PPO update on ``rollout``; returns the means of the losses and diagnostics over
@@ -52,18 +55,25 @@ class PPO:
                 update have been applied.
         """
         cfg = self.config
+        rewards = rollout.rewards if cfg.reward_scale in (None, 1.0) else (
+            rollout.rewards * cfg.reward_scale)  # the values learn the scaled returns
         advantages, returns = compute_gae(
-            rollout.rewards, rollout.values, rollout.terminated, rollout.truncated,
+            rewards, rollout.values, rollout.terminated, rollout.truncated,
             rollout.final_values, rollout.last_values, cfg.gamma, cfg.gae_lambda)
         chunks = rollout.chunks(advantages, returns)
-        sums: dict[str, float] = defaultdict(float)
+        # Summed where they are computed, in float64 and in minibatch order (exactly the sums
+        # of Python floats that earlier versions kept), and read once per update: no host
+        # read per minibatch, which on a GPU would wait for every step.
+        sums: dict[str, Tensor] = {}
         batches = 0
         for _ in range(cfg.epochs):
             for batch in chunks.minibatches(cfg.batch_size):
                 for key, value in self.step(batch).items():
-                    sums[key] += _number(value)
+                    value = _float64(value, rollout.rewards.device)
+                    sums[key] = sums[key] + value if key in sums else value
                 batches += 1
-        metrics = {key: total / batches for key, total in sums.items()}
+        totals = torch.stack(list(sums.values())).tolist() if sums else []
+        metrics = {key: total / batches for key, total in zip(sums, totals, strict=True)}
         metrics["ppo/explained_variance"] = explained_variance(chunks.returns, chunks.old_values)
         return metrics
 
@@ -80,7 +90,7 @@ class PPO:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
-                                                   self.config.max_grad_norm)
+                                                   self.config.max_grad_norm, foreach=True)
         self.optimizer.step()
         return {**stats, "ppo/grad_norm": grad_norm}
 
@@ -91,6 +101,20 @@ class PPO:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.optimizer.load_state_dict(state["optimizer"])
+        self.use_foreach()
+
+    def use_foreach(self) -> None:
+        """Step with ``foreach`` again after loading an optimizer state, which brings the
+        checkpoint's own choice (older ones: the default loop)."""
+        for group in self.optimizer.param_groups:
+            group["foreach"] = True
+
+
+def _float64(value: Tensor | float, device: torch.device) -> Tensor:
+    """A statistic as a float64 scalar tensor (a float exactly as Python holds it)."""
+    if isinstance(value, Tensor):
+        return value.detach().to(torch.float64).reshape(())
+    return torch.tensor(float(value), dtype=torch.float64, device=device)
 
 
 def _number(value: Tensor | float) -> float:
