@@ -65,6 +65,15 @@ class AgentConfig:
     """The trainer honours the run's ``stop_return``."""
 
     @classmethod
+    def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
+                recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The ``agent`` section of the run's ``config`` with every value it leaves to be
+        derived decided (our PPO's presets); ``recorded`` is the agent section of the
+        checkpoint the run resumes, if any, whose decisions a resumed run keeps. A recorded
+        section has nothing left to decide, so this is idempotent. By default: as it is."""
+        return dict(agent)
+
+    @classmethod
     def trainer(cls) -> Trainer:
         """The function that trains (or resumes) a run of this agent."""
         raise NotImplementedError(f"{cls.__name__} names no trainer")

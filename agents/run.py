@@ -14,16 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig
-from rlmem.agents.train_config import TrainConfig, recorded_config, with_derived_values
+from rlmem.agents.train_config import (
+    TrainConfig,
+    agent_config,
+    recorded_config,
+    with_derived_values,
+)
 from rlmem.envs import TRUST_KEY, env_spec, refuse_untrusted_code
 from rlmem.envs.trust import named_imports
-from rlmem.runs import ResumeRules, RunSession, open_run
+from rlmem.runs import CHECKPOINT_NAME, ResumeRules, RunSession, load_checkpoint, open_run
+from rlmem.runs.errors import RunError
 
 RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
                    "direction", "grid_encoding", "discrete_encoding", "seed")
@@ -72,7 +78,26 @@ def run_training(cfg: DictConfig, run_dir: Path, loop: Loop[Agent]) -> None:
     """
     typed = OmegaConf.to_object(cfg)  # every config dataclass checks its own values
     assert isinstance(typed, TrainConfig)
-    config = recorded_config(cfg)
+    config = recorded_config(cfg, resumed_config(run_dir) if typed.resume else None)
     with open_run(run_dir, config, RULES, program="rlmem.train") as run:
         if not run.finished:
-            loop(config, typed.agent, run)
+            # The agent as decided (its presets), not as composed (null where a preset decides).
+            loop(config, cast(Agent, agent_config(config["agent"])), run)
+
+
+def resumed_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config recorded by the checkpoint a run in ``run_dir`` would resume, or None where
+    there is none to read (:func:`~rlmem.runs.open_run` then says why, under the run's lock).
+
+    Read before the run is opened so that what the command leaves to be decided (our PPO's
+    presets) is decided as the run decided it, not by today's defaults
+    (:func:`~rlmem.agents.train_config.with_derived_values`). Only values are read (the
+    checkpoint loads with ``weights_only=True``); nothing it names is imported, and
+    :func:`~rlmem.runs.open_run` compares it in full under the lock."""
+    path = Path(run_dir) / CHECKPOINT_NAME
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return dict(load_checkpoint(path).config)
+    except RunError:
+        return None

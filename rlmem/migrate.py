@@ -39,7 +39,10 @@ no later option changes it.
 - format 2 → 3: what runs did before the options that changed it existed: the raw grid
   floats, torch's own LSTM forget-gate bias, iRNN's Eq. 5 with a learned α (and its weights
   recording that rule), the transfer lengths evaluated at every evaluation, and a ``mission``
-  left to be derived (:func:`format_2_to_3`).
+  left to be derived (:func:`format_2_to_3`);
+- format 3 → 4: our PPO's presets (``agent.preset``, ``shared_memory``, ``reward_scale``):
+  a run before them took rl-starter-files' values, its critic reading the actor's memory
+  (:func:`format_3_to_4`, which calls :func:`rlmem.agents.ppo.presets.before_presets`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
+from rlmem.agents.ppo.presets import before_presets
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import TrainConfig, with_derived_values
 from rlmem.cells import cell_config, get_cell_class, hyperparameters, make_cell
@@ -232,11 +236,26 @@ def format_2_to_3(payload: Mapping[str, Any], source: str) -> Payload:
     return {**payload, "config": config, "states": states, "format": 3}
 
 
+# --- format 3 -> 4: our PPO's presets ---------------------------------------------------------
+
+def format_3_to_4(payload: Mapping[str, Any], source: str) -> Payload:
+    """A run of our PPO from before its presets records the preset whose values it had
+    (minigrid), a critic that shares the actor's memory and unscaled rewards
+    (:func:`~rlmem.agents.ppo.presets.before_presets`); other runs change only the format
+    (``source`` is not needed)."""
+    config = dict(payload["config"])
+    agent = config.get("agent")
+    if isinstance(agent, Mapping) and agent.get("name") == "ppo":
+        config["agent"] = dict(agent)
+        before_presets(config["agent"])
+    return {**payload, "config": config, "format": 4}
+
+
 Step = Callable[[Mapping[str, Any], str], Payload]
 """One change of format: ``step(payload, source)`` is the payload of the next format
 (``source`` names the file, for a message)."""
 
-STEPS: dict[int, Step] = {1: format_1_to_2, 2: format_2_to_3}
+STEPS: dict[int, Step] = {1: format_1_to_2, 2: format_2_to_3, 3: format_3_to_4}
 """The step from each older format to the next, keyed by the format it reads."""
 
 

@@ -60,7 +60,8 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
     def build(memory: dict[str, Any]) -> ActorCritic:
         return ActorCritic(observation_space, action_space, memory,
                            grid_encoding=config["grid_encoding"],
-                           discrete_encoding=config["discrete_encoding"])
+                           discrete_encoding=config["discrete_encoding"],
+                           shared_memory=bool(config["agent"]["shared_memory"]))
 
     model = build({**config["memory"], **eval_memory})
     weights = saved_state(checkpoint, "model", path, ON_EVALUATE)

@@ -16,7 +16,9 @@ from rlmem.agents.base import AgentConfig
 @dataclass
 class PPOHyperparameters(AgentConfig):
     """PPO's hyperparameters; defaults follow rl-starter-files' MiniGrid recipe. Each is checked
-    here, when the config is built (types are checked by the schema)."""
+    here, when the config is built (types are checked by the schema). ``normalize_advantage``
+    is each trainer's own: our PPO's is decided by its presets
+    (:mod:`rlmem.agents.ppo.presets`)."""
 
     frames_per_env: int = 128
     """Rollout length: frames collected from each env per update (RecurrentPPO's n_steps)."""
@@ -42,8 +44,6 @@ class PPOHyperparameters(AgentConfig):
     """Global gradient-norm clip."""
     clip_value: bool = True
     """Clip the value update around the rollout's values, as rl-starter-files does."""
-    normalize_advantage: bool = False
-    """Standardise advantages within each minibatch."""
 
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range."""

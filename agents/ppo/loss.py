@@ -28,13 +28,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
+from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import PolicyOutput
 from rlmem.agents.ppo.rollout import ChunkBatch
 
 
 def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch,
-             config: PPOHyperparameters) -> tuple[Tensor, dict[str, Tensor | float]]:
+             config: PPOConfig) -> tuple[Tensor, dict[str, Tensor | float]]:
     """The loss to minimise (module docstring) and its parts, for logging.
 
     Args:
@@ -73,7 +73,7 @@ def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch,
     return loss, stats
 
 
-def _value_loss(values: Tensor, batch: ChunkBatch, config: PPOHyperparameters) -> Tensor:
+def _value_loss(values: Tensor, batch: ChunkBatch, config: PPOConfig) -> Tensor:
     """:math:`L^{VF}`, clipped around the rollout's values when ``config.clip_value``."""
     loss = (values - batch.returns).pow(2)
     if config.clip_value:

@@ -9,6 +9,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from rlmem.agents.ppo.critic_memory import pair_states, split_state
 from rlmem.agents.ppo.heads import ActionHead, make_action_head
 from rlmem.agents.ppo.observation import (
     check_observation_space,
@@ -17,7 +18,7 @@ from rlmem.agents.ppo.observation import (
 )
 from rlmem.cells import Aux, Cell, State, make_cell_from_config
 
-RESERVED_NAMES = frozenset({"memory", "actor", "critic", "action"})
+RESERVED_NAMES = frozenset({"memory", "critic_memory", "actor", "critic", "action"})
 """The model's own parts; an observation field of one of these names gets another module name."""
 
 
@@ -41,7 +42,9 @@ class PolicyOutput(NamedTuple):
     state: State
     """The memory state after the last step."""
     aux: Aux
-    """The memory cell's auxiliary losses, diagnostics and traces."""
+    """The memory cell's auxiliary losses, diagnostics and traces (with a separate critic
+    memory, the critic cell's too: its losses added, its diagnostics and traces prefixed
+    ``critic/``)."""
     head: ActionHead
     """The action head that reads :attr:`action_params` (samples, log-probabilities)."""
 
@@ -56,6 +59,13 @@ def _init_linear(module: nn.Module) -> None:
 
 class ActorCritic(nn.Module):
     """Field encoders -> memory cell -> [cell output, after-memory fields] -> actor and critic.
+
+    With ``shared_memory=False`` the critic has a memory cell of its own, of the same config
+    (``critic_memory``), reading the same encoded fields, as sb3-contrib's
+    ``enable_critic_lstm`` gives its critic an LSTM of its own: the value loss then trains the
+    critic's cell and the encoders, never the actor's cell, and the policy loss never the
+    critic's. The state is then the pair of the two cells' states, as one flat NamedTuple
+    (:mod:`rlmem.agents.ppo.critic_memory`), so it travels wherever a single cell's does.
 
     Each observation field gets its encoder by its space's type
     (:func:`rlmem.agents.ppo.observation.field_encoder`). The memory reads the fields' features
@@ -76,11 +86,13 @@ class ActorCritic(nn.Module):
             (:data:`rlmem.agents.encoding_names.GRID_ENCODINGS`).
         discrete_encoding: how Discrete/MultiDiscrete fields are encoded
             (:data:`rlmem.agents.encoding_names.DISCRETE_ENCODINGS`).
+        shared_memory: the actor and the critic read one memory cell (rl-starter-files);
+            False gives the critic a cell of its own (``agent.shared_memory``).
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
                  memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
-                 discrete_encoding: str = "onehot") -> None:
+                 discrete_encoding: str = "onehot", shared_memory: bool = True) -> None:
         super().__init__()
         if isinstance(action_space, int):
             action_space = spaces.Discrete(action_space)
@@ -102,6 +114,13 @@ class ActorCritic(nn.Module):
         self.context_fields = [key for key in self.field_modules
                                if key not in self.memory_fields]
         self.memory: Cell = make_cell_from_config(memory, input_size=memory_inputs)
+        self.critic_memory: Cell | None = (
+            None if shared_memory else make_cell_from_config(memory, input_size=memory_inputs))
+        self._state_types: tuple[type[State], type[State]] = (
+            (type(self.memory.initial_state(1, device="meta")),
+             type(self.critic_memory.initial_state(1, device="meta")))
+            if self.critic_memory is not None else (State, State))
+        """The actor cell's and the critic cell's state types, to split a paired state."""
         features = self.memory.output_size + after_memory
         head = make_action_head(action_space)
         self.actor = nn.Sequential(nn.Linear(features, head_size), nn.Tanh(),
@@ -125,9 +144,24 @@ class ActorCritic(nn.Module):
             name, suffix = f"{base}_{suffix}", suffix + 1
         return name
 
+    @property
+    def shared_memory(self) -> bool:
+        """The actor and the critic read one memory cell."""
+        return self.critic_memory is None
+
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
-        """The memory's all-zeros state for ``batch_size`` envs."""
-        return self.memory.initial_state(batch_size, device=device)
+        """The memory's all-zeros state for ``batch_size`` envs (with a separate critic memory,
+        the pair of both cells' states)."""
+        state = self.memory.initial_state(batch_size, device=device)
+        if self.critic_memory is None:
+            return state
+        return pair_states(state, self.critic_memory.initial_state(batch_size, device=device))
+
+    def anneal(self, progress: float) -> None:
+        """Anneal every memory cell's schedule (:meth:`rlmem.cells.Cell.anneal`)."""
+        self.memory.anneal(progress)
+        if self.critic_memory is not None:
+            self.critic_memory.anneal(progress)
 
     def _encode(self, keys: list[str], observation: dict[str, Tensor], steps: int,
                 batch: int) -> Tensor:
@@ -153,11 +187,40 @@ class ActorCritic(nn.Module):
             - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
         steps, batch = resets.shape
-        cell_output = self.memory.forward_aux(self._encode(self.memory_fields, observation,
-                                                           steps, batch), state, resets)
-        embedding = cell_output.output
-        if self.context_fields:
-            embedding = torch.cat(
-                [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
-        return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
-                            cell_output.state, cell_output.aux, self.action)
+        features = self._encode(self.memory_fields, observation, steps, batch)
+        if self.critic_memory is None:
+            cell_output = self.memory.forward_aux(features, state, resets)
+            embedding = cell_output.output
+            if self.context_fields:
+                embedding = torch.cat(
+                    [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
+            return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
+                                cell_output.state, cell_output.aux, self.action)
+        actor_state, critic_state = split_state(state, *self._state_types)
+        actor_output = self.memory.forward_aux(features, actor_state, resets)
+        critic_output = self.critic_memory.forward_aux(features, critic_state, resets)
+        context = (self._encode(self.context_fields, observation, steps, batch)
+                   if self.context_fields else None)
+        return PolicyOutput(
+            self.actor(_with_context(actor_output.output, context)),
+            self.critic(_with_context(critic_output.output, context)).squeeze(-1),
+            pair_states(actor_output.state, critic_output.state),
+            _joined_aux(actor_output.aux, critic_output.aux), self.action)
+
+
+def _with_context(output: Tensor, context: Tensor | None) -> Tensor:
+    """A cell's output, with the after-memory fields' features (if any) after it."""
+    return output if context is None else torch.cat([output, context], -1)
+
+
+def _joined_aux(actor: Aux, critic: Aux) -> Aux:
+    """The actor cell's :class:`Aux` and the critic cell's, in one: both cells' losses are
+    trained (the critic's under ``critic/`` names), and the critic's diagnostics and traces
+    are kept under ``critic/`` names beside the actor's."""
+    def diagnostics() -> dict[str, Tensor]:
+        return {**actor.diagnostics,
+                **{f"critic/{key}": value for key, value in critic.diagnostics.items()}}
+
+    return Aux({**actor.losses, **{f"critic/{key}": value for key, value in critic.losses.items()}},
+               diagnostics,
+               {**actor.traces, **{f"critic/{key}": value for key, value in critic.traces.items()}})

@@ -52,6 +52,9 @@ class SB3Config(PPOHyperparameters):
     """SB3's orthogonal initialisation of the extractor and heads (never of the cell)."""
     target_kl: float | None = None
     """Stop an update's epochs early when the approximate KL exceeds 1.5 × this; null: never."""
+    normalize_advantage: bool = False
+    """Standardise advantages within each minibatch (RecurrentPPO's normalize_advantage); false
+    as rl-starter-files' MiniGrid recipe, the only envs this agent trains."""
 
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range or two values

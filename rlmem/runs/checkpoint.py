@@ -32,11 +32,12 @@ from torch import Tensor
 from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
 from rlmem.runs.pickles import refused_object
 
-FORMAT = 3
+FORMAT = 4
 """Version of the checkpoint: its layout and what its config records. 1: rlmem 0.1's untyped
 dict (no ``format`` key); 2: the typed :class:`Checkpoint`, whose config may lack keys added
-later; 3: every key of the config written explicitly (rlmem 0.2). :mod:`rlmem.migrate` brings
-an older one to this format."""
+later; 3: every key of the config written explicitly (rlmem 0.2); 4: our PPO's presets
+(``agent.preset``, ``shared_memory``, ``reward_scale``). :mod:`rlmem.migrate` brings an older
+one to this format."""
 
 MIGRATE_COMMAND = "python -m rlmem.migrate"
 """The command that brings a run of an older format to :data:`FORMAT`."""
@@ -286,9 +287,16 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _version() -> str:
+    from rlmem import __version__
+
+    return __version__
+
+
 def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
                      sections: Iterable[str], source: str = "checkpoint",
-                     same: Mapping[str, Any] | None = None) -> None:
+                     same: Mapping[str, Any] | None = None, *, run_dir: Path | None = None,
+                     written_by: str | None = None) -> None:
     """Raise :class:`CheckpointMismatchError` if the ``sections`` of two configs differ.
 
     ``sections`` are top-level keys (``memory``, ``env``, ``agent``, ...) whose values decide
@@ -300,7 +308,10 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
 
     The advice says only what can be true: a section whose ``name`` differs (``memory.name``:
     another cell, ``agent.name``: another agent) holds another thing, whose options are not
-    compared one by one.
+    compared one by one; an older rlmem is named only where ``written_by`` (the rlmem version
+    that made the run directory) is another version than this one. Starting afresh is offered
+    as what it is: ``resume=false`` moves the earlier run in ``run_dir`` aside, or another
+    ``run_dir`` keeps both.
     """
     absent = object()  # a key one config does not record (None is a value)
     canonical = same or {}
@@ -337,23 +348,30 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
                 differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
     if not differences:
         return
+    folder = "the run directory" if run_dir is None else str(run_dir)
+    afresh = (f"start afresh with resume=false, which moves the earlier run (its checkpoint, "
+              f"config.yaml, progress.csv, tb/ and eval/) into {folder}/previous/<time>/ and "
+              "deletes nothing; or keep both runs by giving this one another run_dir=")
     if renamed:
         kinds = " ".join(renamed)
         advice = (f"The {source} holds another kind of model ({kinds}): resume it with "
-                  f"{kinds}, or start afresh with resume=false (or another run_dir).")
+                  f"{kinds}, or {afresh}.")
     elif unrecorded:
+        when = (f"by rlmem {written_by}, older than this rlmem ({_version()}): "
+                f"{MIGRATE_COMMAND} records the values it had" if written_by is not None
+                and written_by != _version() else
+                "the key is newer than the checkpoint, or the file was altered")
         advice = (f"The {source} does not record {', '.join(unrecorded)}, and what "
-                  f"{'it' if len(unrecorded) == 1 else 'they'} meant when it was written (by "
-                  "an older rlmem, or altered) is not known: evaluate it as it is, or start "
-                  "afresh with resume=false.")
+                  f"{'it' if len(unrecorded) == 1 else 'they'} meant when it was written is not "
+                  f"known ({when}): evaluate it as it is, or {afresh}.")
     else:
         scalar = all(value is None or isinstance(value, (str, int, float))
                      for value in resumes.values())
         values = (" ".join(  # as overrides: null, true, false
             f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
             for key, value in resumes.items()) if scalar else f"the {source}'s values above")
-        advice = (f"Resume it with {values}, or start afresh with resume=false (or another "
-                  "run_dir).")
+        advice = (f"Resume it with {values} (the same command with these values), or "
+                  f"{afresh}.")
     raise CheckpointMismatchError(
         f"the {source} was written with a different config:\n" + "\n".join(differences)
         + f"\n{advice} Nothing was changed: the {source} is as it was.")

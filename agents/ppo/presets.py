@@ -1,0 +1,100 @@
+"""Our PPO's presets: the values of the keys that MiniGrid and other envs want different, and
+which one a run takes.
+
+rl-starter-files' MiniGrid recipe, our PPO's defaults since rlmem 0.1, learns worse than
+sb3-contrib's RecurrentPPO on a POMDP it was not tuned for (issue 30: POPGym's
+RepeatPreviousEasy). So the keys below are left null in :class:`~rlmem.agents.ppo.PPOConfig`
+and decided when the run's config is built, from a preset chosen by the env's family
+(:func:`rlmem.envs.family.env_family`) unless ``agent.preset`` names one; a key the user sets
+(``agent.recurrence=32``) keeps its value. The run records the preset and every value it
+decided (``config.yaml``, the checkpoint), so resuming and evaluating use what the run
+recorded, whatever the presets are later (:func:`decide_presets`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from rlmem.envs.family import EnvFamily, env_family
+
+
+class Preset(Enum):
+    """The presets ``agent.preset`` names."""
+
+    minigrid = "minigrid"
+    """rl-starter-files' MiniGrid recipe: the values of every run before presets existed."""
+    generic = "generic"
+    """Measured on POPGym's Easy envs against sb3-contrib's RecurrentPPO (issue 30)."""
+
+
+@dataclass(frozen=True)
+class PresetValues:
+    """The values a preset gives the keys left null (each documented on
+    :class:`~rlmem.agents.ppo.PPOConfig`)."""
+
+    normalize_advantage: bool
+    shared_memory: bool
+    recurrence: int
+    reward_scale: float
+
+
+PRESETS: dict[Preset, PresetValues] = {
+    Preset.minigrid: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
+                                  reward_scale=1.0),
+    Preset.generic: PresetValues(normalize_advantage=True, shared_memory=True, recurrence=16,
+                                 reward_scale=1.0),
+}
+"""Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid
+runs are what they were. See :class:`~rlmem.agents.ppo.PPOConfig` for why each value."""
+
+FAMILY_PRESETS: dict[EnvFamily, Preset] = {EnvFamily.minigrid: Preset.minigrid,
+                                          EnvFamily.other: Preset.generic}
+"""The preset a run takes where ``agent.preset`` is null, by its env's family."""
+
+PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PresetValues))
+"""The agent's keys that a preset decides where they are null."""
+
+
+def decide_presets(agent: Mapping[str, Any], env: str,
+                   recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``agent`` section of a run's config with ``preset`` and every key of
+    :data:`PRESET_KEYS` decided.
+
+    A null ``preset`` becomes the env's family's (:data:`FAMILY_PRESETS`); a null key of
+    :data:`PRESET_KEYS` takes the value ``recorded`` (the agent section of the checkpoint this
+    run resumes) decided, where it decided the same preset, else the preset's value. A key set
+    to a value keeps it. A recorded config has every key decided, so deciding it again changes
+    nothing: resuming and evaluating a run use its recorded values, not today's presets.
+
+    Args:
+        agent: the agent section, as composed (enum members as their names).
+        env: the run's env (its family picks the preset).
+        recorded: the agent section of the checkpoint this run resumes, if any.
+
+    Raises:
+        KeyError: ``env`` is no env, or ``preset`` names no preset.
+    """
+    decided = dict(agent)
+    chosen = decided.get("preset")
+    preset = FAMILY_PRESETS[env_family(env)] if chosen is None else Preset[str(chosen)]
+    decided["preset"] = preset.name
+    earlier = (recorded if recorded is not None and recorded.get("name") == agent.get("name")
+               and recorded.get("preset") == preset.name else {})
+    values = dataclasses.asdict(PRESETS[preset])
+    for key in PRESET_KEYS:
+        if decided.get(key) is None:
+            decided[key] = earlier[key] if earlier.get(key) is not None else values[key]
+    return decided
+
+
+def before_presets(agent: dict[str, Any]) -> None:
+    """Migrate the agent section of a run from before presets (checkpoint format 3): its
+    values were rl-starter-files' (:attr:`Preset.minigrid`), the critic read the actor's memory
+    and rewards were not scaled. Its ``normalize_advantage`` and ``recurrence`` were recorded."""
+    agent.setdefault("preset", Preset.minigrid.name)
+    agent.setdefault("shared_memory", True)
+    agent.setdefault("reward_scale", 1.0)

@@ -1,0 +1,146 @@
+"""Our PPO's presets: chosen from the env's family when the config is built, recorded in the
+run's config, kept on resume and evaluation whatever the presets are later, and overruled by a
+value the user gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from rlmem.agents.ppo import presets
+from rlmem.agents.ppo import train as ppo_train
+from rlmem.agents.ppo.presets import Preset, PresetValues, before_presets, decide_presets
+from rlmem.agents.train_config import recorded_config, with_derived_values
+from rlmem.envs.family import EnvFamily, env_family
+from rlmem.evaluate import evaluate_run
+from rlmem.migrate import format_3_to_4
+from rlmem.runs import load_checkpoint
+from rlmem.schema.evaluate import EvaluateConfig
+from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.train import register_train_configs
+
+TODAY = {"name": "ppo", "frames_per_env": 128, "epochs": 4, "batch_size": 256, "lr": 1e-3,
+         "adam_eps": 1e-8, "gamma": 0.99, "gae_lambda": 0.95, "clip": 0.2,
+         "entropy_coef": 0.01, "value_coef": 0.5, "max_grad_norm": 0.5, "clip_value": True,
+         "normalize_advantage": False, "recurrence": 16}
+"""Our PPO's defaults before presets (rlmem 0.2, rl-starter-files' recipe), key by key."""
+
+TINY = ["num_envs=2", "frames=32", "agent.frames_per_env=16", "agent.batch_size=16",
+        "agent.epochs=1", "progress_bar=false", "device=cpu", "memory=gru",
+        "memory.hidden_size=8", "env=CartPole-v1"]
+"""One update of 32 frames on CartPole (the generic preset), the recurrence left to it."""
+
+
+def _compose(*overrides: str) -> DictConfig:
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("env", ["DoorKey-5x5", "MiniGrid-Empty-8x8-v0", "BabyAI-GoToLocal-v0"])
+def test_a_minigrid_run_decides_todays_values(env: str) -> None:
+    agent = recorded_config(_compose(f"env={env}", "memory=lstm"))["agent"]
+    assert env_family(env) is EnvFamily.minigrid
+    assert {key: agent[key] for key in TODAY} == TODAY
+    assert (agent["preset"], agent["shared_memory"], agent["reward_scale"]) == (
+        "minigrid", True, 1.0)
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "RepeatPreviousEasy"])
+def test_any_other_env_decides_the_generic_preset(env: str) -> None:
+    if env == "RepeatPreviousEasy":
+        pytest.importorskip("popgym")
+    agent = recorded_config(_compose(f"env={env}", "memory=lstm"))["agent"]
+    generic = presets.PRESETS[Preset.generic]
+    assert agent["preset"] == "generic"
+    assert {key: agent[key] for key in presets.PRESET_KEYS} == {
+        key: getattr(generic, key) for key in presets.PRESET_KEYS}
+
+
+def test_the_users_values_win_over_the_preset() -> None:
+    agent = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
+                                     "agent.normalize_advantage=false",
+                                     "agent.recurrence=32"))["agent"]
+    assert (agent["preset"], agent["normalize_advantage"], agent["recurrence"]) == (
+        "generic", False, 32)
+    named = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
+                                     "agent.preset=minigrid"))["agent"]
+    assert {key: named[key] for key in TODAY} == TODAY
+
+
+def test_a_decided_value_is_checked_when_the_config_is_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
+        normalize_advantage=True, shared_memory=True, recurrence=48, reward_scale=1.0))
+    with pytest.raises(ValueError, match=r"frames_per_env=128 must be a multiple of "
+                                         r"agent.recurrence=48"):
+        recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+
+
+def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+    monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
+        normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0))
+    assert with_derived_values(config) == config
+    # A resumed run's null keys take what its checkpoint decided, not today's preset.
+    assert config["agent"]["recurrence"] != 8
+    assert decide_presets({"name": "ppo", "preset": None, "recurrence": None},
+                          "CartPole-v1", config["agent"])["recurrence"] == (
+        config["agent"]["recurrence"])
+
+
+def _recorded(run_dir: Path) -> dict[str, Any]:
+    agent = yaml.safe_load((run_dir / "config.yaml").read_text())["agent"]
+    assert agent == load_checkpoint(run_dir / "checkpoint.pt").config["agent"]
+    return dict(agent)
+
+
+def test_resume_and_evaluation_keep_the_recorded_preset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run keeps the values it recorded when the presets change: it resumes (its config
+    still matches its checkpoint) and evaluates (its critic's cell is rebuilt as recorded);
+    a new run takes the new values."""
+    run = tmp_path / "run"
+    ppo_train.train(_compose(*TINY, f"run_dir={run}"), run)
+    first = _recorded(run)
+    assert (first["preset"], first["shared_memory"]) == ("generic", True)
+
+    changed = PresetValues(normalize_advantage=not first["normalize_advantage"],
+                           shared_memory=False, recurrence=8, reward_scale=3.0)
+    monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
+    ppo_train.train(_compose(*TINY, "frames=64", f"run_dir={run}"), run)
+    assert _recorded(run) == first
+    assert load_checkpoint(run / "checkpoint.pt").count("frames") == 64
+    _, result, _ = evaluate_run(EvaluateConfig(run=str(run), episodes=2, num_envs=2,
+                                               device="cpu"))
+    assert result.episodes == 2
+
+    fresh = tmp_path / "fresh"
+    ppo_train.train(_compose(*TINY, f"run_dir={fresh}"), fresh)
+    decided = _recorded(fresh)
+    assert {key: decided[key] for key in presets.PRESET_KEYS} == {
+        "normalize_advantage": changed.normalize_advantage, "shared_memory": False,
+        "recurrence": 8, "reward_scale": 3.0}
+    monkeypatch.undo()  # today's presets again: the run still evaluates with its critic's cell
+    _, result, _ = evaluate_run(EvaluateConfig(run=str(fresh), episodes=2, num_envs=2,
+                                               device="cpu"))
+    assert result.episodes == 2
+
+
+def test_a_run_from_before_presets_migrates_to_the_values_it_had() -> None:
+    config = {"env": "CartPole-v1", "memory": {"name": "gru"},
+              "agent": dict(TODAY)}
+    migrated = format_3_to_4({"config": config, "format": 3}, "checkpoint.pt")
+    assert migrated["format"] == 4
+    assert migrated["config"]["agent"] == {**TODAY, "preset": "minigrid",
+                                           "shared_memory": True, "reward_scale": 1.0}
+    sb3 = {"env": "DoorKey-5x5", "agent": {"name": "sb3"}}
+    assert format_3_to_4({"config": sb3, "format": 3}, "c")["config"] == sb3
+    agent = dict(TODAY)
+    before_presets(agent)
+    assert decide_presets(agent, "CartPole-v1") == agent  # nothing left to decide
