@@ -8,6 +8,7 @@ docstring, this rewrites, on the text alone (the source is untouched):
   ``C`` (``~`` keeps the last name, as in Sphinx), and ``:math:`x``` as ``\\(x\\)``;
 - a ``.. math::`` block as a ``$$`` block (``aligned`` when it has ``&`` or line breaks, as
   Sphinx wraps it), which pymdownx.arithmatex hands to MathJax;
+- a simple table (columns under ``====  ====`` borders) as a Markdown table;
 - an ``Args:`` entry that names several arguments at once (``a, b, c: as in sb3-contrib.``),
   which the Google style cannot parse, as a paragraph before the section.
 
@@ -27,6 +28,9 @@ ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|obj|exc):`(~?)([^`]+)`")
 
 MATH_ROLE = re.compile(r":math:`([^`]+)`")
 """An inline math role."""
+
+TABLE_BORDER = re.compile(r"^(\s*)=+(?: +=+)+\s*$")
+"""A border of a reStructuredText simple table: runs of ``=`` separated by spaces."""
 
 MATH_BLOCK = re.compile(r"^(\s*)\.\. math::\s*(.*)$")
 """The first line of a math directive: its indentation and any math on the same line."""
@@ -80,9 +84,51 @@ def shared_arguments(lines: list[str]) -> list[str]:
     return out
 
 
+def table_cells(line: str, spans: list[tuple[int, int]]) -> list[str]:
+    """The cells of one row of a simple table whose columns are ``spans`` (the last column runs
+    to the end of the line)."""
+    cells = [line[start:end].strip() for start, end in spans[:-1]]
+    return [*cells, line[spans[-1][0]:].strip()]
+
+
+def simple_tables(lines: list[str]) -> list[str]:
+    """``lines`` with each reStructuredText simple table (a border, a header, a border, rows,
+    a border) as a Markdown table at the same indentation. A row that does not start in the
+    first column continues the cells of the row above."""
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        border = TABLE_BORDER.match(lines[index])
+        closing = index + 2
+        if not (border and closing < len(lines) and TABLE_BORDER.match(lines[closing])):
+            out.append(lines[index])
+            index += 1
+            continue
+        spans = [match.span() for match in re.finditer(r"=+", lines[index])]
+        end = closing + 1
+        while end < len(lines) and not TABLE_BORDER.match(lines[end]):
+            end += 1
+        rows: list[list[str]] = []
+        for line in lines[closing + 1:end]:
+            if not line.strip():
+                continue
+            cells = table_cells(line, spans)
+            if rows and not cells[0]:
+                rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells,
+                                                                       strict=True)]
+            else:
+                rows.append(cells)
+        indent = border.group(1) if border else ""
+        header = table_cells(lines[index + 1], spans)
+        out += ["", *(f"{indent}| {' | '.join(cells)} |" for cells in
+                      [header, ["---"] * len(spans), *rows]), ""]
+        index = end + 1
+    return out
+
+
 def convert(text: str) -> str:
     """``text`` (a docstring) with its reStructuredText roles and math blocks as Markdown."""
-    lines = shared_arguments(text.splitlines())
+    lines = simple_tables(shared_arguments(text.splitlines()))
     out: list[str] = []
     index = 0
     while index < len(lines):

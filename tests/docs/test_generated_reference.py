@@ -126,6 +126,10 @@ def test_rst_markup_becomes_markdown(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "\\(h_t\\)" in converted
     assert "$$\n\\begin{aligned}\na &= b \\\\\nc &= d\n\\end{aligned}\n$$" in converted
     assert "x, y: as in torch.\n\nArgs:\n    z: the third." in converted
+    table = ("Presets:\n\n===  =====  ======\nkey  a      why\n===  =====  ======\n"
+             "x    true   one\n            and two\ny    1      three\n===  =====  ======\n")
+    assert ("| key | a | why |\n| --- | --- | --- |\n| x | true | one and two |\n"
+            "| y | 1 | three |") in markup.convert(table)
 
 
 def test_the_api_sources_put_each_package_where_it_is_imported(
