@@ -48,9 +48,8 @@ class Preset:
     name: str
     """``+preset=<name>``."""
     header: str
-    """Its header comment, one paragraph (commands left out)."""
-    commands: tuple[str, ...]
-    """The commands its header quotes."""
+    """Its header comment, one paragraph (the commands it quotes left out: the page says how
+    to run a preset)."""
     values: dict[str, Any]
     """The YAML itself."""
 
@@ -66,24 +65,20 @@ class Preset:
 
 def read_preset(path: Path) -> Preset:
     """The preset in ``path``: its header comment (the leading ``#`` lines but Hydra's
-    ``@package`` line; a line indented under ``#`` that starts with ``python`` is a command)."""
+    ``@package`` line and the commands: a line indented under ``#`` that starts with
+    ``python``, and the lines indented further that continue it)."""
     text = path.read_text(encoding="utf-8")
     header: list[str] = []
-    commands: list[str] = []
+    in_command = False
     for line in text.splitlines():
         if not line.startswith("#"):
             break
         comment = line[1:]
-        if comment.strip().startswith("@package"):
-            continue
-        if re.match(r"\s{2,}python ", comment):
-            commands.append(comment.strip())
-        elif commands and re.match(r"\s{4,}\S", comment):
-            commands[-1] += " " + comment.strip()
-        else:
+        in_command = bool(re.match(r"\s{2,}python ", comment)
+                          or (in_command and re.match(r"\s{4,}\S", comment)))
+        if not (in_command or comment.strip().startswith("@package")):
             header.append(comment.strip())
-    return Preset(path.stem, " ".join(" ".join(header).split()), tuple(commands),
-                  yaml.safe_load(text) or {})
+    return Preset(path.stem, " ".join(" ".join(header).split()), yaml.safe_load(text) or {})
 
 
 def presets(folder: Path) -> Iterator[Preset]:
