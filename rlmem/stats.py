@@ -24,7 +24,7 @@ Shapes:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,12 +80,14 @@ class Estimate:
         return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
-def _resampled(matrix: NDArray[np.float64], generator: np.random.Generator
+def _resamples(matrix: NDArray[np.float64], reps: int, generator: np.random.Generator
                ) -> NDArray[np.float64]:
-    """The runs of each task drawn with replacement, each task on its own (stratified)."""
+    """``(reps, runs, tasks)``: ``reps`` stratified resamples of ``matrix``, the runs of each
+    task drawn with replacement, each task on its own; drawn in one call, so that a few
+    thousand of them cost milliseconds (the aggregators make hundreds of intervals)."""
     runs, tasks = matrix.shape
-    rows = generator.integers(0, runs, size=(runs, tasks))
-    return np.take_along_axis(matrix, rows, axis=0)
+    rows = generator.integers(0, runs, size=(reps, runs, tasks))
+    return np.take_along_axis(matrix[None], rows, axis=1)
 
 
 def bootstrap(statistic: Statistic, scores: ArrayLike, *, reps: int = DEFAULT_REPS,
@@ -93,10 +95,8 @@ def bootstrap(statistic: Statistic, scores: ArrayLike, *, reps: int = DEFAULT_RE
     """``statistic`` of ``scores`` with its stratified bootstrap percentile interval."""
     matrix = as_matrix(scores)
     generator = np.random.default_rng(seed)
-    draws = [statistic(_resampled(matrix, generator)) for _ in range(reps)]
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return Estimate(statistic(matrix), float(low), float(high))
+    draws = [statistic(resample) for resample in _resamples(matrix, reps, generator)]
+    return Estimate(statistic(matrix), *_interval(draws, confidence))
 
 
 def probability_of_improvement(x: ArrayLike, y: ArrayLike) -> float:
@@ -119,14 +119,41 @@ def probability_of_improvement_estimate(x: ArrayLike, y: ArrayLike, *,
                                         reps: int = DEFAULT_REPS, confidence: float = 0.95,
                                         seed: int = 0) -> Estimate:
     """:func:`probability_of_improvement` with its stratified bootstrap interval, the runs of
-    X and of Y resampled independently within each task."""
+    X and of Y resampled independently within each task.
+
+    The resamples are scored all at once: the same interval as scoring each with
+    :func:`probability_of_improvement`, in a fraction of the time."""
     a, b = as_matrix(x), as_matrix(y)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"X has {a.shape[1]} tasks and Y {b.shape[1]}; compare them on the "
+                         "same tasks")
     generator = np.random.default_rng(seed)
-    draws = [probability_of_improvement(_resampled(a, generator), _resampled(b, generator))
-             for _ in range(reps)]
+    first = _resamples(a, reps, generator)[:, :, None, :]
+    second = _resamples(b, reps, generator)[:, None, :, :]
+    draws = ((first > second).mean(axis=(1, 2))
+             + 0.5 * (first == second).mean(axis=(1, 2))).mean(axis=1)
+    return Estimate(probability_of_improvement(a, b), *_interval(draws, confidence))
+
+
+def iqm_estimate(scores: ArrayLike, *, reps: int = DEFAULT_REPS, confidence: float = 0.95,
+                 seed: int = 0) -> Estimate:
+    """``bootstrap(iqm, scores, ...)``, the same numbers, with the resamples' IQMs taken all
+    at once."""
+    matrix = as_matrix(scores)
+    generator = np.random.default_rng(seed)
+    drawn = _resamples(matrix, reps, generator)
+    values = np.sort(drawn.reshape(reps, -1), axis=1)
+    cut = int(0.25 * values.shape[1])
+    draws = values[:, cut:values.shape[1] - cut].mean(axis=1)
+    return Estimate(iqm(matrix), *_interval(draws, confidence))
+
+
+def _interval(draws: Sequence[float] | NDArray[np.float64], confidence: float
+              ) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``draws`` at ``confidence``."""
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(draws, [tail, 100 - tail])
-    return Estimate(probability_of_improvement(a, b), float(low), float(high))
+    return float(low), float(high)
 
 
 def count_meeting(scores: ArrayLike, threshold: float) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from rlmem.stats import (
     bootstrap,
     count_meeting,
     iqm,
+    iqm_estimate,
     mean,
     probability_of_improvement,
     probability_of_improvement_estimate,
@@ -65,3 +66,20 @@ def test_agrees_with_rliable() -> None:
     assert iqm(scores) == pytest.approx(rliable.aggregate_iqm(scores))
     assert probability_of_improvement(scores, other) == pytest.approx(
         rliable.probability_of_improvement(scores, other))
+
+
+def test_the_fast_estimates_are_the_bootstrap_of_the_plain_statistics() -> None:
+    """iqm_estimate is bootstrap(iqm) and the probability of improvement's interval is that of
+    its resamples scored one by one: the same draws, scored all at once."""
+    scores = np.random.default_rng(4).uniform(size=(6, 2))
+    other = np.random.default_rng(5).uniform(size=(4, 2))
+    assert iqm_estimate(scores, reps=300, seed=7) == bootstrap(iqm, scores, reps=300, seed=7)
+    generator = np.random.default_rng(7)  # the draws in the order the estimate makes them
+    rows_x = generator.integers(0, 6, size=(300, 6, 2))
+    rows_y = generator.integers(0, 4, size=(300, 4, 2))
+    draws = [probability_of_improvement(np.take_along_axis(scores, a, axis=0),
+                                        np.take_along_axis(other, b, axis=0))
+             for a, b in zip(rows_x, rows_y, strict=True)]
+    low, high = np.percentile(draws, [2.5, 97.5])
+    assert probability_of_improvement_estimate(scores, other, reps=300, seed=7) == Estimate(
+        probability_of_improvement(scores, other), float(low), float(high))
