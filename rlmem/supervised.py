@@ -126,8 +126,7 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
     trainer = SupervisedTrainer(model, task, optimizer, schedule, session, config,
                                 transfer_model)
     if session.checkpoint is not None:
-        trainer.load(session.checkpoint)
-        _print(f"resuming {session.checkpoint_path} at iteration {trainer.iteration}")
+        trainer.load(session.checkpoint)  # open_run has said that the run resumes
     elif warm is not None:
         model.load_state_dict(warm)
         _print(f"warm start: the model's weights from {cfg.warm_start}")

@@ -14,12 +14,17 @@ the same command again resumes from the checkpoint (``resume=false`` starts afre
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from rlmem.runs import reported_as_cli_errors
+from rlmem.envs import env_spec
+from rlmem.runs import CHECKPOINT_NAME, reported_as_cli_errors
+from rlmem.runs.episode_stats import RECENT_EPISODES
+from rlmem.runs.logger import CorruptProgressError
+from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.train import check_train_config, register_train_configs
 
@@ -46,6 +51,30 @@ def run(cfg: DictConfig) -> None:
         trainer = check_train_config(cfg).agent.trainer()
         # The run creates run_dir itself, once everything is checked; Hydra creates none.
         trainer(cfg, Path(cfg.run_dir))
+        print(summary(cfg, Path(cfg.run_dir)), flush=True)
+
+
+def summary(cfg: DictConfig, run_dir: Path) -> str:
+    """What a run says at its end: how far it trained and its recent return (from its
+    ``progress.csv``), where its files are, and the command that evaluates it."""
+    try:
+        rows = read_progress(run_dir / "progress.csv")
+    except CorruptProgressError:
+        rows = []
+    last = rows[-1] if rows else None
+    frames = int(last.number("frames", 0.0)) if last is not None else 0
+    recent = last.finite("return_recent") if last is not None else None
+    result = f"Trained {frames} frames" + (
+        f"; the mean return of the last {RECENT_EPISODES} episodes is {recent:.3f}"
+        if recent is not None else "")
+    run = shlex.quote(str(run_dir))
+    target = cfg.transfer_env or env_spec(str(cfg.env)).transfer
+    evaluate = (f"python -m rlmem.evaluate run={run} env=transfer episodes=100` (on {target})"
+                if target else f"python -m rlmem.evaluate run={run} episodes=100` (on {cfg.env})")
+    return (f"{result}. The run is in {run_dir}: {CHECKPOINT_NAME}, config.yaml, progress.csv "
+            "and TensorBoard events in tb/. Next: evaluate it "
+            f"with `{evaluate}, or train it further by running the same command with a larger "
+            f"frames= (it resumes).")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ same directory, after everything has been checked.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 from pathlib import Path
@@ -147,6 +148,16 @@ def claim_run_dir(run_dir: Path, *, force: bool = False) -> None:
             "was written. Choose a new or empty run_dir, or pass force=true to make this folder "
             "a run directory (its own files stay, but files of those names are replaced).")
     _mark(run_dir)
+
+
+def made_by(run_dir: Path) -> str | None:
+    """The rlmem version that made ``run_dir`` (its :data:`MARKER`), or None when unknown."""
+    try:
+        recorded = json.loads((run_dir / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    version = recorded.get("rlmem") if isinstance(recorded, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def _mark(run_dir: Path) -> None:

@@ -11,7 +11,8 @@ A trainer writes only its own loop::
 :func:`open_run` claims and locks the run directory, picks the device and threads, loads a
 compatible checkpoint (or moves an earlier run aside when ``resume`` is off), writes
 ``config.yaml`` when there is work to do, and turns the first Ctrl-C into a stop at the next
-checkpoint, with the command that resumes the run.
+checkpoint, with the command that resumes the run. A run that resumes says so, and at which
+step.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.runs.checkpoint import Checkpoint, check_compatible, load_checkpoint, save_checkpoint
 from rlmem.runs.device import resolve_device
-from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, move_aside
+from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, made_by, move_aside
 from rlmem.runs.errors import INTERRUPTED, RunDirectoryError, UnreadableCheckpointError
 from rlmem.runs.files import write_atomic
 from rlmem.runs.interrupt import GracefulInterrupt
@@ -140,13 +141,18 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
             checkpoint = load_checkpoint(path, map_location=device)
             rules.refuse_code(checkpoint.config, config, str(path))
             check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
-                             same=rules.same)
+                             same=rules.same, run_dir=run_dir, written_by=made_by(run_dir))
         elif not resume:
             moved = move_aside(run_dir)
             if moved is not None:
                 print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
                       "delete that folder when you no longer need it.", flush=True)
         done = checkpoint is not None and checkpoint.count(rules.counter) >= config[rules.budget]
+        if checkpoint is not None and not done:
+            print(f"resuming {run_dir} at {rules.counter} {checkpoint.count(rules.counter)} "
+                  f"(of {rules.budget}={config[rules.budget]}) from its {CHECKPOINT_NAME}; "
+                  f"resume=false would instead move this run into {PREVIOUS}/ and start "
+                  "afresh.", flush=True)
         if done:
             assert checkpoint is not None
             print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
