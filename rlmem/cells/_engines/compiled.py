@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import platform
 import warnings
@@ -29,6 +30,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+_LOG = logging.getLogger(__name__)
+"""Says, before the first build, that it may take a while (the CLIs show INFO messages)."""
 
 DISABLE_VARIABLE = "RLMEM_NO_EXTENSION"
 """Set to a value other than ``""`` or ``"0"`` to run the Python loops only."""
@@ -95,6 +99,8 @@ def _build() -> Any | None:
         if library.exists():  # built from this very source and flags: no ninja, no lock
             torch.ops.load_library(str(library))
         else:
+            _LOG.info("rlmem: compiling the C++ time loops for this machine, once (up to a "
+                      "minute or two; cached in %s) ...", directory)
             directory.mkdir(parents=True, exist_ok=True)
             cpp_extension.load(name, [str(MAIN)], extra_cflags=flags,
                                build_directory=str(directory), is_python_module=False,

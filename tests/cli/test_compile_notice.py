@@ -1,0 +1,40 @@
+"""Issue 31, item 5: the first-use compile of the C++ time loops is announced before it starts
+(the CLIs show INFO messages), not met as a silent pause of a minute."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torch.utils import cpp_extension
+
+from rlmem.cells._engines import compiled
+
+
+@pytest.fixture
+def fresh_build() -> Iterator[None]:
+    compiled._build.cache_clear()
+    yield
+    compiled._build.cache_clear()  # the next user builds (or loads) it for real
+
+
+def test_the_build_is_announced_before_it_starts(
+        fresh_build: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # nothing built there yet
+    announced: list[bool] = []
+
+    def load(*args: Any, **kwargs: Any) -> None:
+        announced.append(any("compiling the C++ time loops" in record.getMessage()
+                             for record in caplog.records))
+        raise RuntimeError("stub compiler: error")
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    with caplog.at_level(logging.INFO, logger=compiled.__name__), \
+            pytest.warns(RuntimeWarning, match="could not be built"):
+        assert compiled._build() is None
+    assert announced == [True]
+    assert str(tmp_path) in caplog.text
