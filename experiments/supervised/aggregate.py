@@ -5,8 +5,13 @@
 
 Reads ``runs/<preset>/seed<k>/`` as ``suite.py`` leaves them: ``results.json`` (a finished run:
 its final evaluation at every T, ``converged_at``, ``cpu_s``), ``config.yaml`` and
-``progress.csv`` (how far an unfinished run got). Only finished runs count as results; the
-others are listed with the iteration they reached. Writes ``RESULTS.md`` from
+``progress.csv`` (how far an unfinished run got), and ``fresh_eval.json`` (each finished run
+re-scored at its training T on eight fresh batches, by ``fresh_eval.py``): every score at a
+row's training T is quoted on those fresh batches, never on the batch that decided the stop.
+Only finished runs count as results; the others are listed with the iteration they reached,
+and a declared seed without a run as "not run". Each row gives every seed's value, their IQM
+with its 95% stratified bootstrap interval and "k of n seeds" (:mod:`experiments.common.report`).
+Writes ``RESULTS.md`` from
 ``RESULTS.template.md``, ``curves.png`` (the headline rows' held-out recall at T = 100 against
 the memoryless baseline) and, for each finished headline ReLSTM run that still has its
 checkpoint, the attention heatmap at T = 5000 (``attention_T5000.png`` in its run directory).
@@ -16,8 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,9 @@ from typing import Any
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
+from experiments.common import report
+from experiments.common.report import DASH, Show, iqm_ci
+from experiments.supervised.fresh_eval import DATA, Check, read_checks
 from experiments.supervised.rows import HERE, REPO, ROWS, RUNS, Row, Task
 from experiments.supervised.status import RunStatus, State, run_status
 from rlmem.runs import CHECKPOINT_NAME
@@ -210,10 +217,37 @@ class RowResult:
     row: Row
     preset: Preset
     runs: list[RunStatus]
+    """Each declared seed's run, in seed order (:attr:`Row.seeds`)."""
+    checks: dict[int, Check]
+    """The fresh-batch check of each seed that has a current one (``fresh_eval.json``)."""
 
     @property
     def finished(self) -> list[RunStatus]:
         return [run for run in self.runs if run.state is State.finished]
+
+    @property
+    def finished_seeds(self) -> list[int]:
+        return [seed for seed, run in enumerate(self.runs) if run.state is State.finished]
+
+    def fresh(self, seed: int) -> float | None:
+        """The seed's score at the training T on fresh batches (None: diverged, or no current
+        check: run ``fresh_eval.py``)."""
+        check = self.checks.get(seed)
+        return None if check is None else check.pooled
+
+    def unchecked(self) -> list[int]:
+        """Finished seeds, not diverged, without a current fresh-batch check."""
+        return [seed for seed in self.finished_seeds
+                if not self.runs[seed].diverged and seed not in self.checks]
+
+    def at(self, metric: str, T: int, seed: int) -> float | None:
+        """The seed's ``metric`` at delay ``T``: on fresh batches at the training T (the score
+        every table quotes there), else its final evaluation's batch at ``T``."""
+        if self.preset.seq_len == T and metric == self.score:
+            return self.fresh(seed)
+        results = self.runs[seed].results
+        value = None if results is None else results["eval"].get(f"{metric}@T{T}")
+        return None if value is None else float(value)
 
     @property
     def score(self) -> str:
@@ -221,36 +255,52 @@ class RowResult:
         return "mse" if self.row.task is Task.adding else "accuracy"
 
     def values(self, metric: str, T: int) -> list[float]:
-        """``metric`` at delay ``T`` of each finished run that evaluated it."""
-        return [run.results["eval"][f"{metric}@T{T}"] for run in self.finished
-                if run.results is not None and f"{metric}@T{T}" in run.results["eval"]]
+        """``metric`` at delay ``T`` (:meth:`at`) of each finished seed that has it."""
+        found = (self.at(metric, T, seed) for seed in self.finished_seeds)
+        return [value for value in found if value is not None]
 
 
-def collect(runs: Path) -> list[RowResult]:
-    return [RowResult(row, read_preset(row),
-                      [run_status(row.run_dir(seed, runs)) for seed in range(row.seeds)])
-            for row in ROWS]
+def current_checks(row: Row, statuses: list[RunStatus], checks: dict[str, Check]
+                   ) -> dict[int, Check]:
+    """The checks of ``row``'s finished seeds made on their final model (a check of an earlier
+    end, before the run was trained on, is stale and left out)."""
+    found = {}
+    for seed, status in enumerate(statuses):
+        check = checks.get(f"{row.preset}/seed{seed}")
+        if (check is not None and status.results is not None
+                and check.iterations == int(status.results["iterations"])):
+            found[seed] = check
+    return found
+
+
+def collect(runs: Path, data: Path = DATA) -> list[RowResult]:
+    checks = read_checks(data)
+    results = []
+    for row in ROWS:
+        statuses = [run_status(row.run_dir(seed, runs)) for seed in range(row.seeds)]
+        results.append(RowResult(row, read_preset(row), statuses,
+                                 current_checks(row, statuses, checks)))
+    return results
 
 
 # --- formatting ------------------------------------------------------------------------------
 
-def formatter(metric: str) -> Callable[[float], str]:
-    return (lambda x: f"{100 * x:.1f}%") if metric == "accuracy" else (lambda x: f"{x:.4f}")
+def formatter(metric: str) -> Show:
+    """How a score is printed: recall (and the attention diagnostics) in percent, an MSE or a
+    cross-entropy at four decimals."""
+    return report.mse if metric in ("mse", "ce") else report.percent
 
 
-def mean_of(values: Sequence[float], metric: str) -> str:
-    if not values:
-        return "—"
+def per_seed(result: RowResult, metric: str, T: int) -> str:
+    """Each finished seed's ``metric`` at ``T`` in seed order ("diverged", or "unchecked" for
+    a training-T score without its fresh-batch check)."""
     show = formatter(metric)
-    if len(values) == 1:
-        return show(values[0])
-    spread = statistics.stdev(values)
-    return f"{show(statistics.mean(values))} ± {show(spread).rstrip('%')}"
-
-
-def per_seed(values: Sequence[float], metric: str, diverged: int = 0) -> str:
-    """Each finished run's value, then ``diverged`` runs that have none."""
-    return ", ".join([*map(formatter(metric), values), *["diverged"] * diverged]) or "—"
+    cells = []
+    for seed in result.finished_seeds:
+        value = result.at(metric, T, seed)
+        cells.append("diverged" if result.runs[seed].diverged else
+                     "unchecked" if value is None else show(value))
+    return ", ".join(cells) or DASH
 
 
 def minutes(seconds: float) -> str:
@@ -261,10 +311,7 @@ def link(path: Path, out: Path, text: str) -> str:
     return f"[{text}]({Path(os.path.relpath(path, out.parent)).as_posix()})"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]],
-          align: Sequence[str]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|",
-            *("| " + " | ".join(row) + " |" for row in rows)]
+table = report.table
 
 
 # --- the sections ----------------------------------------------------------------------------
@@ -292,39 +339,52 @@ def target_text(result: RowResult) -> str:
     return f"≥ {100 * result.preset.target:g}% recall"
 
 
+def met_on_fresh(result: RowResult) -> str:
+    """``k of n``: the finished seeds whose fresh-batch score meets the row's target (a
+    diverged seed does not), with the seeds not yet checked named."""
+    if result.preset.target is None or not result.finished:
+        return DASH
+    met = sum(bool(check.meets) for check in result.checks.values())
+    unchecked = result.unchecked()
+    return (f"{target_text(result)}: {report.count(met, len(result.finished))}"
+            + (f" ({len(unchecked)} unchecked)" if unchecked else ""))
+
+
 def summary(results: Sequence[RowResult], out: Path) -> list[str]:
-    """Every row at its training delay: ours, the paper's, the baseline, the cost."""
+    """Every row at its training delay: ours (fresh batches), the paper's, the baseline, the
+    cost."""
     lines = []
     for result in results:
         row, T = result.row, result.preset.seq_len
         finished = result.finished
-        values = result.values(result.score, T)
         met = [run.results["converged_at"] for run in finished if run.results]
         paper = PAPER.get(row.preset)
-        reached = f"{sum(m is not None for m in met)}/{len(finished)}" if finished else "—"
-        cross_entropy = "—" if row.task is Task.adding else mean_of(result.values("ce", T), "ce")
-        confirmed = [run.results["eval"].get(f"confirmed_{result.score}@T{T}")
-                     for run in finished if run.results and run.results["converged_at"]]
+        cross_entropy = DASH if row.task is Task.adding else \
+            iqm_ci(result.values("ce", T), report.mse)
+        stop_batch = [run.results["eval"].get(f"{result.score}@T{T}") if run.results else None
+                      for run in finished]
         lines.append([
             link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
-            f"{len(finished)}/{row.seeds}", mean_of(values, result.score),
-            per_seed(values, result.score, sum(bool(run.diverged) for run in finished)),
-            cross_entropy,
-            (paper.scores.get(T, "—") if paper else "—"), baseline(result),
-            target_text(result) if result.preset.target is None else
-            f"{target_text(result)}: {reached}",
-            ", ".join("—" if m is None else str(m) for m in met) or "—",
-            ", ".join("unconfirmed" if value is None else formatter(result.score)(value)
-                      for value in confirmed) or "—",
-            ", ".join(minutes(run.cpu_s) for run in finished) or "—"])
-    return table(["preset", "cell", "task", "seeds finished", "ours (mean ± sd)", "per seed",
-                  "ours: CE", "paper", "naive baseline", "target met", "iterations to target",
-                  "the stop's confirmation batches", "CPU min per run"], lines,
-                 ["---"] * 3 + ["---:"] * 4 + ["---"] * 2 + ["---:"] * 4)
+            f"{len(finished)}/{row.seeds}",
+            iqm_ci(result.values(result.score, T), formatter(result.score)),
+            per_seed(result, result.score, T),
+            report.seeds(stop_batch, formatter(result.score), "diverged")
+            if finished else DASH,
+            cross_entropy, (paper.scores.get(T, DASH) if paper else DASH), baseline(result),
+            target_text(result) if result.preset.target is None else met_on_fresh(result),
+            ", ".join(DASH if m is None else str(m) for m in met) or DASH,
+            ", ".join(minutes(run.cpu_s) for run in finished) or DASH])
+    return table(["preset", "cell", "task", "seeds finished",
+                  "ours, fresh batches: IQM [95% CI]", "per seed, fresh batches",
+                  "per seed, the stop's batch", "ours: CE (IQM [95% CI])", "paper",
+                  "naive baseline", "target met on fresh batches", "iterations to target",
+                  "CPU min per run"], lines,
+                 ["---"] * 3 + ["---:"] * 5 + ["---"] * 2 + ["---:"] * 3)
 
 
 def transfer(results: Sequence[RowResult]) -> list[str]:
-    """Transfer-copy at every delay, ours (the paper's)."""
+    """Transfer-copy at every delay: ours, IQM [95% CI] over the finished seeds (the
+    paper's), and how many seeds meet 99% at every T."""
     lines = []
     for result in results:
         if result.row.task is not Task.transfer_copy:
@@ -333,20 +393,51 @@ def transfer(results: Sequence[RowResult]) -> list[str]:
         cells = []
         for T in TRANSFER_TS:
             evaluated = T in (result.preset.seq_len, *result.preset.eval_seq_lens)
-            ours = mean_of(result.values("accuracy", T), "accuracy") if evaluated else \
+            ours = iqm_ci(result.values("accuracy", T), report.percent) if evaluated else \
                 "not evaluated"
-            cells.append(f"{ours} ({paper.scores.get(T, '—') if paper else '—'})")
-        every = [all(run.results["eval"][key] >= 0.99 for key in run.results["eval"]
-                     if key.startswith("accuracy@")) for run in result.finished if run.results]
-        traced = [mean_of(values, "accuracy") if values else "—"
-                  for key in ("data_in_memory", "attention_on_data")
-                  for values in [result.values(key, result.preset.seq_len)]]
+            cells.append(f"{ours} ({paper.scores.get(T, DASH) if paper else DASH})")
+        traced = [iqm_ci(result.values(key, result.preset.seq_len), report.percent)
+                  for key in ("data_in_memory", "attention_on_data")]
         lines.append([result.row.label, f"{len(result.finished)}/{result.row.seeds}", *cells,
-                      f"{sum(every)}/{len(every)}" if every else "—", *traced])
+                      every_T(result), *traced])
     return table(["cell", "seeds finished", *(f"T={T}" for T in TRANSFER_TS),
                   "≥ 99% at every T", "symbols in memory at recall",
                   "recall's attention on the symbols"], lines,
                  ["---"] + ["---:"] * (len(TRANSFER_TS) + 4))
+
+
+TRANSFER_BAR = 0.99
+"""The issue's line for transfer-copy: 99% recall at every T."""
+
+
+def meets_every_T(result: RowResult, seed: int) -> bool | None:
+    """Whether the finished ``seed`` recalls 99% at every T it was evaluated at, its training
+    T on fresh batches (None: not checked yet)."""
+    scores = [result.at("accuracy", T, seed)
+              for T in (result.preset.seq_len, *result.preset.eval_seq_lens)]
+    if result.runs[seed].diverged:
+        return False
+    if any(score is None for score in scores):
+        return None
+    return all(score is not None and score >= TRANSFER_BAR for score in scores)
+
+
+def every_T_counts(result: RowResult) -> tuple[int, int, int]:
+    """``(k, n, unchecked)``: of the ``n`` finished seeds, ``k`` recall 99% at every T and
+    ``unchecked`` have no fresh-batch check yet."""
+    verdicts = [meets_every_T(result, seed) for seed in result.finished_seeds]
+    return (sum(bool(v) for v in verdicts), len(verdicts),
+            sum(verdict is None for verdict in verdicts))
+
+
+def every_T(result: RowResult, claim: str = "") -> str:
+    """``k of n`` finished seeds at 99% at every T (``claim`` after it), and how many are
+    not checked on fresh batches yet."""
+    if not result.finished:
+        return DASH
+    k, n, unchecked = every_T_counts(result)
+    return report.count(k, n) + claim + (
+        f" ({unchecked} not checked on fresh batches yet)" if unchecked else "")
 
 
 def seed_table(results: Sequence[RowResult]) -> list[str]:
@@ -360,18 +451,21 @@ def seed_table(results: Sequence[RowResult]) -> list[str]:
             evaluated = ", ".join(f"T={key.split('@T')[1]}: {show(value)}"
                                   for key, value in run.results["eval"].items()
                                   if key.startswith(f"{result.score}@"))
-            losses = ", ".join(f"T={key.split('@T')[1]}: {value:.4f}"
+            losses = ", ".join(f"T={key.split('@T')[1]}: {report.mse(value)}"
                                for key, value in run.results["eval"].items()
                                if key.startswith("ce@"))
             met = run.results.get("converged_at")
+            fresh = result.fresh(seed)
             if run.diverged:
                 evaluated = f"diverged: {run.diverged}"
             lines.append([result.row.preset, str(seed), str(run.iteration),
-                          "—" if met is None else str(met), minutes(run.cpu_s),
-                          minutes(run.results["elapsed_s"]), evaluated, losses or "—"])
+                          DASH if met is None else str(met), minutes(run.cpu_s),
+                          minutes(run.results["elapsed_s"]), evaluated,
+                          DASH if fresh is None else show(fresh), losses or DASH])
     return table(["preset", "seed", "iterations", "target met at", "CPU min", "wall min",
-                  "accuracy / MSE", "cross-entropy"], lines,
-                 ["---", "---:", "---:", "---:", "---:", "---:", "---", "---"])
+                  "accuracy / MSE (final evaluation's batches)",
+                  "at the training T, fresh batches", "cross-entropy"], lines,
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---", "---:", "---"])
 
 
 def in_progress(results: Sequence[RowResult]) -> list[str]:
@@ -465,13 +559,14 @@ def plot(results: Sequence[RowResult], out: Path) -> Path:
 
 
 def render(results: Sequence[RowResult], out: Path) -> str:
+    """RESULTS.md: the template with every section printed from ``results``."""
+    # The headline sections read this module's rows: imported here, where both are loaded.
+    from experiments.supervised.claims import sections as headline
     sections = {"summary": summary(results, out), "transfer": transfer(results),
                 "per_seed": seed_table(results), "in_progress": in_progress(results),
-                "figures": figures(results, out), "settings": settings(results)}
-    text = TEMPLATE.read_text()
-    for name, lines in sections.items():
-        text = text.replace(f"{{{{{name}}}}}", "\n".join(lines))
-    return text
+                "figures": figures(results, out), "settings": settings(results),
+                **headline(results, out)}
+    return report.fill(TEMPLATE.read_text(), sections)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -480,10 +575,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=Path, default=RUNS, help="the suite's run directories")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md",
                         help="the Markdown file to write (curves.png goes next to it)")
+    parser.add_argument("--fresh", type=Path, default=DATA,
+                        help="the fresh-batch checks (fresh_eval.py's data file)")
     parser.add_argument("--no-heatmaps", action="store_true",
                         help=f"do not draw the T={HEATMAP_T} attention heatmaps")
     args = parser.parse_args(argv)
-    results = collect(args.runs.resolve())
+    results = collect(args.runs.resolve(), args.fresh)
     if not args.no_heatmaps:
         heatmaps(results)
     out = args.out.resolve()

@@ -180,7 +180,8 @@ def test_the_dry_run_skips_finished_and_running_runs(
 def test_the_aggregate_renders_results_from_the_runs(
         scripts: dict[str, ModuleType], runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
-    scripts["aggregate"].main(["--runs", str(runs), "--out", str(out)])
+    scripts["aggregate"].main(["--runs", str(runs), "--out", str(out),
+                               "--fresh", str(tmp_path / "none.json")])
     text = out.read_text()
     relstm = json.loads((runs / RELSTM / "seed0" / "results.json").read_text())["eval"]
     adding = json.loads((runs / ADDING / "seed0" / "results.json").read_text())["eval"]
@@ -217,7 +218,8 @@ def test_a_diverged_run_is_a_finished_row_that_says_so(
     assert status.state is scripts["status"].State.finished
     assert status.describe() == "finished: diverged after 2 iterations"
     out = tmp_path / "RESULTS.md"
-    scripts["aggregate"].main(["--runs", str(copy), "--out", str(out)])
+    scripts["aggregate"].main(["--runs", str(copy), "--out", str(out),
+                               "--fresh", str(tmp_path / "none.json")])
     summary = next(line for line in out.read_text().splitlines() if f"[{ADDING}]" in line)
     assert "| 1/1 | — | diverged |" in summary
     assert f"diverged: {message}" in out.read_text()
@@ -255,19 +257,23 @@ def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
     results = json.loads((run_dir / "results.json").read_text())
     assert results["converged_at"] == 1
     check = scripts["fresh_eval"].check(run_dir, batches=3)
-    assert check.metric == "mse" and check.seq_len == 20 and len(check.fresh.scores) == 3
+    assert check.metric == "mse" and check.seq_len == 20 and len(check.scores) == 3
     assert check.reported == results["eval"]["mse@T20"]
-    assert len({check.reported, *check.fresh.scores}) == 4  # four different batches
+    assert len({check.reported, *check.scores}) == 4  # four different batches
     # The second run confirmed the stop on the preset's batches: fresh_eval draws after them.
     saved = load_saved_model(run_dir)
     confirmation = confirmation_score(saved.model, saved.task, 20, cfg.confirm_batches,
                                       cfg.eval_batch_size, 0, torch.device("cpu"))
     assert results["eval"]["confirmed_mse@T20"] == confirmation.pooled
-    assert not set(confirmation.scores) & set(check.fresh.scores)
-    assert check.meets == (check.fresh.pooled <= 1.0)
-    out = tmp_path / "FRESH_EVAL.md"
-    scripts["fresh_eval"].main(["--runs", str(run_dir), "--batches", "2", "--out", str(out)])
-    assert f"| `{run_dir}` | mse ≤ 1.0000 at T=20 | 1 |" in out.read_text()
+    assert not set(confirmation.scores) & set(check.scores)
+    assert check.meets == (check.pooled <= 1.0)
+    out, data = tmp_path / "FRESH_EVAL.md", tmp_path / "fresh_eval.json"
+    scripts["fresh_eval"].main(["--runs", str(run_dir), "--batches", "2", "--out", str(out),
+                                "--data", str(data)])
+    assert f"| `{run_dir.as_posix()}` | mse ≤ 1.0000 at T=20 | 1 |" in out.read_text()
+    # The data file keeps the unrounded scores, which the aggregate reads.
+    recorded = scripts["fresh_eval"].read_checks(data)[run_dir.as_posix()]
+    assert len(recorded.scores) == 2 and recorded.iterations == results["iterations"]
 
 
 def test_recall_timing_reads_the_saved_model_on_the_runs_own_held_out_batch(
