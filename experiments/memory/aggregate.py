@@ -6,25 +6,38 @@ Reads ``runs/MemoryS7/<label>/seed<k>/`` as written by ``suite.py``: ``progress.
 learning curve; ``return_recent`` is the mean return of the last 100 training episodes) and
 ``eval/MemoryS7.json`` / ``eval/MemoryS13.json`` (evaluation episodes with sampled actions).
 Writes ``RESULTS.md`` from ``RESULTS.template.md`` and ``curves.png``.
+
+Each row gives every seed's value, their IQM with its 95% stratified bootstrap interval and
+"k of n seeds" solving MemoryS7 (n: the seeds run; a seed the suite declares but has not run is
+named), and each cell is compared with the LSTM of its recipe by the probability of
+improvement (:mod:`experiments.common.report`). ``render`` builds the text without writing, so
+a test can compare it with the committed file.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from omegaconf import DictConfig, OmegaConf
 
-from experiments.memory.suite import LABELS
+from experiments.common import report
+from experiments.common.report import DASH, iqm_ci
+from experiments.common.run_config import config_value
+from experiments.memory.suite import LABELS, seeds_of
 from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs" / "MemoryS7"
 SOLVED = 0.9
 """The issue's bar: an evaluation return of at least this on MemoryS7."""
+S13_TARGET = 0.75
+"""The memory recipe's bar: MemoryS13 success of at least this, zero-shot."""
+RECIPE_5M = ("relstm_view3_direction_5M", "lstm_view3_direction_5M",
+             "memlstm_view3_direction_5M")
+"""The memory recipe at the paper's 5M frames, the three cells."""
 
 PAPER = {  # Kerg et al. (2020), Table 3: average reward after 5M frames of PPO
     "lstm": (0.96, 0.25), "memlstm": (0.40, 0.24), "relstm": (0.94, 0.30)}
@@ -50,17 +63,16 @@ class Run:
 def read_run(path: Path) -> Run:
     run = Run(int(path.name.removeprefix("seed")))
     if (path / "config.yaml").exists():
-        config = OmegaConf.load(path / "config.yaml")
-        assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
-        run.stop_return = config.get("stop_return")
+        stop = config_value(path, "stop_return")
+        run.stop_return = None if stop is None else float(str(stop))
     if (path / "progress.csv").exists():
         for row in read_progress(path / "progress.csv"):
             value = row.finite("return_recent")
             if value is not None:
                 run.frames.append(row.number("frames"))
                 run.recent.append(value)
-    for report in sorted((path / "eval").glob("*.json")):
-        data = json.loads(report.read_text())
+    for found in sorted((path / "eval").glob("*.json")):
+        data = json.loads(found.read_text())
         if run.frames and data["frames"] == run.frames[-1]:  # not of an earlier checkpoint
             run.evaluations[data["env"]] = data
     return run
@@ -74,40 +86,103 @@ def collect() -> dict[str, list[Run]]:
             for label in labels}
 
 
-def spread(values: list[float], digits: int = 2, unit: str = "") -> str:
-    """Mean ± sd of ``values`` (the value alone for one; a dash, without ``unit``, for none)."""
-    if not values:
-        return "—"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}{unit}"
-    return (f"{statistics.mean(values):.{digits}f} ± "
-            f"{statistics.stdev(values):.{digits}f}{unit}")
+def evaluated(runs: list[Run], env: str, key: str = "return_mean") -> list[float]:
+    """``key`` of each run's final evaluation on ``env``, in seed order (runs without one
+    are left out: they show a dash per seed)."""
+    return [float(run.evaluations[env][key]) for run in runs if env in run.evaluations]
+
+
+def per_seed_values(runs: list[Run], env: str, key: str, show: report.Show) -> str:
+    return report.seeds([float(run.evaluations[env][key]) if env in run.evaluations else None
+                         for run in runs], show)
+
+
+def not_run(label: str, runs: list[Run]) -> list[int]:
+    """The seeds the suite declares for ``label`` (at its default 3) without a run here."""
+    ran = {run.seed for run in runs}
+    return [seed for seed in seeds_of(label, 3) if seed not in ran] if label in LABELS else []
 
 
 def frames_cell(runs: list[Run]) -> str:
     reached = [run.frames_to(SOLVED) for run in runs]
-    return ", ".join("—" if f is None else f"{f / 1e3:.0f}k" for f in reached)
+    return ", ".join(DASH if f is None else f"{f / 1e3:.0f}k" for f in reached)
 
 
 def table(results: dict[str, list[Run]]) -> list[str]:
-    lines = ["| cell | seeds | frames to 0.9 (per seed) | frames trained | MemoryS7 return | "
-             "MemoryS7 success | solved (≥ 0.9) | MemoryS13 return | MemoryS13 success | "
-             "paper S7 / S13 |", "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for label, runs in results.items():
-        evaluated = [r for r in runs if "MemoryS7" in r.evaluations]
-        s7 = [r.evaluations["MemoryS7"] for r in evaluated]
-        s13 = [r.evaluations["MemoryS13"] for r in runs if "MemoryS13" in r.evaluations]
-        solved = sum(report["return_mean"] >= SOLVED for report in s7)
-        trained = ", ".join(f"{r.frames[-1] / 1e3:.0f}k" for r in runs if r.frames) or "—"
+        s7 = evaluated(runs, "MemoryS7")
+        missing = not_run(label, runs)
+        trained = ", ".join(f"{r.frames[-1] / 1e3:.0f}k" for r in runs if r.frames) or DASH
         paper = PAPER.get(label)
-        lines.append(
-            f"| {label} | {len(runs)} | {frames_cell(runs)} | {trained} | "
-            f"{spread([x['return_mean'] for x in s7])} | "
-            f"{spread([100 * x['success_rate'] for x in s7], 0, '%')} | {solved}/{len(s7)} | "
-            f"{spread([x['return_mean'] for x in s13])} | "
-            f"{spread([100 * x['success_rate'] for x in s13], 0, '%')} | "
-            f"{f'{paper[0]:.2f} / {paper[1]:.2f}' if paper else ''} |")
-    return lines
+        rows.append([
+            label, f"{len(runs)}" + (f" (not run: {', '.join(map(str, missing))})"
+                                     if missing else ""),
+            frames_cell(runs), trained,
+            per_seed_values(runs, "MemoryS7", "return_mean", report.decimal),
+            iqm_ci(s7, report.decimal),
+            iqm_ci(evaluated(runs, "MemoryS7", "success_rate"), report.percent),
+            report.k_of_n(s7, SOLVED),
+            per_seed_values(runs, "MemoryS13", "return_mean", report.decimal),
+            iqm_ci(evaluated(runs, "MemoryS13"), report.decimal),
+            iqm_ci(evaluated(runs, "MemoryS13", "success_rate"), report.percent),
+            f"{report.decimal(paper[0])} / {report.decimal(paper[1])}" if paper else ""])
+    return report.table(
+        ["cell", "seeds", "frames to 0.9 (per seed)", "frames trained",
+         "MemoryS7 return, per seed", "MemoryS7 return, IQM [95% CI]",
+         "MemoryS7 success, IQM [95% CI]", "solved (≥ 0.9), k of n",
+         "MemoryS13 return, per seed", "MemoryS13 return, IQM [95% CI]",
+         "MemoryS13 success, IQM [95% CI]", "paper S7 / S13"], rows,
+        ["---", "---:", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:",
+         "---:"])
+
+
+def reference(label: str) -> str:
+    """The LSTM a label is compared with: the LSTM of the same recipe and budget."""
+    for suffix in ("_view3_direction_5M", "_view3_direction", "_view3"):
+        if label.endswith(suffix):
+            return "lstm" + suffix
+    return "lstm"
+
+
+def comparisons(results: dict[str, list[Run]]) -> list[str]:
+    """P(cell > its recipe's LSTM) on the MemoryS7 and MemoryS13 evaluation returns."""
+    rows = []
+    for label, runs in results.items():
+        other = reference(label)
+        if label == other or other not in results:
+            continue
+        base = results[other]
+        rows.append([f"{label} vs {other}", f"{len(evaluated(runs, 'MemoryS7'))} vs "
+                     f"{len(evaluated(base, 'MemoryS7'))}",
+                     report.improvement(evaluated(runs, "MemoryS7"),
+                                        evaluated(base, "MemoryS7")),
+                     report.improvement(evaluated(runs, "MemoryS13"),
+                                        evaluated(base, "MemoryS13"))])
+    return report.table(["cell vs the LSTM of its recipe", "seeds",
+                         "P(cell > lstm), MemoryS7 return [95% CI]",
+                         "P(cell > lstm), MemoryS13 return [95% CI]"], rows,
+                        ["---", "---:", "---:", "---:"])
+
+
+def recipe_claim(results: dict[str, list[Run]]) -> list[str]:
+    """The memory recipe at 5M frames: each cell's MemoryS13 success and return per seed,
+    IQM [95% CI], and k of n seeds at 75% success."""
+    rows = []
+    for label in RECIPE_5M:
+        runs = results.get(label, [])
+        success = evaluated(runs, "MemoryS13", "success_rate")
+        missing = not_run(label, runs)
+        rows.append([label, f"{len(runs)}" + (f" (not run: {', '.join(map(str, missing))})"
+                                              if missing else ""),
+                     per_seed_values(runs, "MemoryS13", "success_rate", report.percent),
+                     iqm_ci(success, report.percent), report.k_of_n(success, S13_TARGET),
+                     per_seed_values(runs, "MemoryS13", "return_mean", report.decimal),
+                     iqm_ci(evaluated(runs, "MemoryS13"), report.decimal)])
+    return report.table(["cell (recipe, 5M frames)", "seeds", "MemoryS13 success, per seed",
+                         "MemoryS13 success, IQM [95% CI]", "≥ 75% success, k of n",
+                         "MemoryS13 return, per seed", "MemoryS13 return, IQM [95% CI]"],
+                        rows, ["---", "---:", "---:", "---:", "---:", "---:", "---:"])
 
 
 def per_seed(results: dict[str, list[Run]]) -> list[str]:
@@ -117,14 +192,16 @@ def per_seed(results: dict[str, list[Run]]) -> list[str]:
     for label, runs in results.items():
         for run in runs:
             reached = run.frames_to(SOLVED)
-            cells = [label, str(run.seed), "—" if run.stop_return is None else
-                     f"{run.stop_return:.2f}", "—" if reached is None else f"{reached:.0f}",
-                     f"{run.frames[-1]:.0f}" if run.frames else "—"]
+            cells = [label, str(run.seed), DASH if run.stop_return is None else
+                     report.decimal(run.stop_return), DASH if reached is None else
+                     f"{reached:.0f}", f"{run.frames[-1]:.0f}" if run.frames else DASH]
             for env in ("MemoryS7", "MemoryS13"):
-                report = run.evaluations.get(env)
-                cells += ([f"{report['return_mean']:.3f}", f"{100 * report['success_rate']:.1f}%"]
-                          if report else ["—", "—"])
+                found = run.evaluations.get(env)
+                cells += ([report.three(found["return_mean"]),
+                           report.percent(found["success_rate"])] if found else [DASH, DASH])
             lines.append("| " + " | ".join(cells) + " |")
+        lines += [f"| {label} | {seed} | not run | {DASH} | {DASH} | {DASH} | {DASH} | {DASH} "
+                  f"| {DASH} |" for seed in not_run(label, runs)]
     return lines
 
 
@@ -148,12 +225,18 @@ def plot(results: dict[str, list[Run]]) -> Path:
     return path
 
 
-def main() -> None:
+def render(results: dict[str, list[Run]]) -> str:
+    """RESULTS.md from the template and ``results``."""
+    return report.fill((HERE / "RESULTS.template.md").read_text(), {
+        "table": table(results), "comparisons": comparisons(results),
+        "recipe": recipe_claim(results), "per_seed": per_seed(results)})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    del argv  # no options
     results = collect()
     plot(results)
-    template = (HERE / "RESULTS.template.md").read_text()
-    text = (template.replace("{{table}}", "\n".join(table(results)))
-            .replace("{{per_seed}}", "\n".join(per_seed(results))))
+    text = render(results)
     (HERE / "RESULTS.md").write_text(text)
     print(text)
 

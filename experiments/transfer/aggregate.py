@@ -4,23 +4,28 @@
 
 Reads ``runs/<env>/<memory>/seed<k>/`` (``eval/<env>.json`` and ``progress.csv``), as written by
 ``experiments.transfer.suite``, and the MemoryS7 runs of ``experiments.memory.suite``, and
-writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (mean ± std over
-seeds of the mean evaluation return, the paper's number in brackets), the same table for the
-runs of rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "before", and
-``plots/<env>.png``, the training return against frames for every memory.
+writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (the IQM over
+seeds of the mean evaluation return with its 95% stratified bootstrap interval, the paper's
+number in brackets), every seed's value with "k of n" seeds at or above the paper's number,
+P(relstm > lstm) on each env, the same table for the runs of rlmem 0.1 (``runs_v0_1/``: raw
+grid input, forget-gate bias 0) as the "before", and ``plots/<env>.png``, the training return
+against frames for every memory. ``render`` builds the text without writing.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from omegaconf import OmegaConf
 
+from experiments.common import report
+from experiments.common.report import DASH, iqm_ci
+from experiments.common.run_config import config_value
 from experiments.common.sweep import final_frames
+from experiments.memory import aggregate as memory_aggregate
 from rlmem.envs import transfer_target
 from rlmem.runs import progress as progress_csv
 
@@ -64,7 +69,7 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
     return frames, returns
 
 
-def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
+def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict, dict, dict]:
     """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
     the same layout, the frames trained per (train env, memory), and the learning curves per
     train env and memory, from ``run_dirs`` (each ``<env>/<memory>/seed<k>``).
@@ -72,7 +77,8 @@ def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
     Scores and success rates count an evaluation of the run's final checkpoint only, and of a
     (train env, memory) only the runs launched with the largest frame budget: a mean over seeds
     at different budgets would compare nothing (the others wait to be resumed to it, and the
-    frames table lists them). Runs stopped early by ``stop_return`` keep their budget."""
+    frames table lists them). Runs stopped early by ``stop_return`` keep their budget.
+    ``with_curves=False`` leaves the learning curves out (the tables do not need them)."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     successes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     frames: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -81,15 +87,15 @@ def collect(run_dirs: list[Path]) -> tuple[dict, dict, dict, dict]:
     reports = []
     for run in run_dirs:
         env, memory = run.parent.parent.name, run.parent.name
-        budget = int(OmegaConf.load(run / "config.yaml").frames)
+        budget = int(str(config_value(run, "frames")))
         budgets[(env, memory)] = max(budgets[(env, memory)], budget)
         final = final_frames(run)
-        for report in sorted((run / "eval").glob("*.json")):
-            data = json.loads(report.read_text())
+        for found in sorted((run / "eval").glob("*.json")):
+            data = json.loads(found.read_text())
             if data["frames"] == final:
                 reports.append((env, memory, budget, data))
                 frames[(env, memory)].add(int(data["frames"]))
-        if (run / "progress.csv").exists():
+        if with_curves and (run / "progress.csv").exists():
             curves[env][memory].append(read_progress(run / "progress.csv"))
     for env, memory, budget, data in reports:
         if budget == budgets[(env, memory)]:
@@ -110,13 +116,45 @@ def table(scores: dict, memories: list[str], paper: dict[str, dict[str, float]])
 
 
 def cell(values: list[float], paper: float | None) -> str:
-    if not values:
-        ours = "—"
-    elif len(values) == 1:
-        ours = f"{values[0]:.2f}"
-    else:
-        ours = f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-    return f"{ours} ({paper:.2f})" if paper is not None else ours
+    """IQM [95% CI] of the seeds (their value for one), the paper's number in brackets."""
+    ours = iqm_ci(values, report.decimal)
+    return f"{ours} ({report.decimal(paper)})" if paper is not None else ours
+
+
+HEADLINE_MEMORIES = ("lstm", "memlstm", "relstm")
+"""The paper's three cells, which every train env runs with three seeds."""
+
+
+def envs_in_order() -> list[str]:
+    return [*TRAIN_ENVS, *(transfer_target(env) for env in TRAIN_ENVS)]
+
+
+def per_seed(scores: dict) -> list[str]:
+    """The paper's three cells on every env: each seed's return, IQM [95% CI], and how many
+    seeds reach the paper's number."""
+    lines = []
+    for env in envs_in_order():
+        for memory in HEADLINE_MEMORIES:
+            values = scores[env][memory]
+            paper = PAPER.get(env, {}).get(memory)
+            lines.append([env, memory, report.seeds(values, report.three),
+                          iqm_ci(values, report.decimal),
+                          DASH if paper is None else report.decimal(paper),
+                          DASH if paper is None else report.k_of_n(values, paper)])
+    return report.table(["Environment", "memory", "return per seed", "IQM [95% CI]", "paper",
+                         "seeds ≥ paper, k of n"], lines,
+                        ["---", "---", "---:", "---:", "---:", "---:"])
+
+
+def comparisons(scores: dict) -> list[str]:
+    """P(relstm > lstm) and P(relstm > memlstm) on every env, with 95% bootstrap intervals."""
+    lines = [[env, report.improvement(scores[env]["relstm"], scores[env]["lstm"]),
+              report.improvement(scores[env]["relstm"], scores[env]["memlstm"]),
+              report.improvement(scores[env]["memlstm"], scores[env]["lstm"])]
+             for env in envs_in_order()]
+    return report.table(["Environment", "P(relstm > lstm) [95% CI]",
+                         "P(relstm > memlstm) [95% CI]", "P(memlstm > lstm) [95% CI]"],
+                        lines, ["---", "---:", "---:", "---:"])
 
 
 def plot(env: str, runs: dict[str, list]) -> Path:
@@ -140,31 +178,41 @@ def plot(env: str, runs: dict[str, list]) -> Path:
     return path
 
 
-def main() -> None:
+def render(plots: bool = False) -> str:
+    """RESULTS.md from the template and the runs (and the learning-curve plots if
+    ``plots``)."""
     scores, successes, frames, curves = collect(
         [run for run in sorted(RUNS.glob("*/*/seed*")) if run.parent.parent.name != "MemoryS7"]
-        + sorted(MEMORY_RUNS.glob("MemoryS7/*/seed*")))
-    before, _, _, _ = collect(sorted(BEFORE_RUNS.glob("*/*/seed*")))
+        + sorted(MEMORY_RUNS.glob("MemoryS7/*/seed*")), with_curves=plots)
+    before, _, _, _ = collect(sorted(BEFORE_RUNS.glob("*/*/seed*")), with_curves=False)
     memories = [m for m in MEMORY_ORDER
                 if any(m in table_[env] for table_ in (scores, before) for env in table_)]
-    lines = table(scores, memories, PAPER)
-    success_lines = table(successes, memories, {})
-    budget = ["| Train env | memory | seeds in the tables | frames per run (all seeds) |",
-              "|---|---|---:|---:|"]
+    budget = []
     for env in TRAIN_ENVS:
         for memory in memories:
             if (env, memory) in frames:
-                seeds = len(scores[env][memory])
-                budget.append(f"| {env} | {memory} | {seeds} | "
-                              f"{', '.join(map(str, sorted(frames[(env, memory)])))} |")
-    figures = [f"![{env}](plots/{plot(env, curves[env]).name})" for env in TRAIN_ENVS
-               if curves.get(env)]
-    template = (HERE / "RESULTS.template.md").read_text()
-    text = (template.replace("{{table}}", "\n".join(lines))
-            .replace("{{success}}", "\n".join(success_lines))
-            .replace("{{budget}}", "\n".join(budget))
-            .replace("{{before}}", "\n".join(table(before, memories, PAPER)))
-            .replace("{{figures}}", "\n\n".join(figures)))
+                budget.append([env, memory, str(len(scores[env][memory])),
+                               ", ".join(map(str, sorted(frames[(env, memory)])))])
+    shown = [env for env in TRAIN_ENVS if curves.get(env)] if plots else \
+        [env for env in TRAIN_ENVS if any(run.parent.parent.name == env for run in
+                                          [*RUNS.glob(f"{env}/*/seed*"),
+                                           *MEMORY_RUNS.glob(f"{env}/*/seed*")]
+                                          if (run / "progress.csv").exists())]
+    names = [plot(env, curves[env]).name if plots else f"{env}.png" for env in shown]
+    figures = [f"![{env}](plots/{name})" for env, name in zip(shown, names, strict=True)]
+    return report.fill((HERE / "RESULTS.template.md").read_text(), {
+        "table": table(scores, memories, PAPER), "success": table(successes, memories, {}),
+        "per_seed": per_seed(scores), "comparisons": comparisons(scores),
+        "recipe": memory_aggregate.recipe_claim(memory_aggregate.collect()),
+        "budget": report.table(["Train env", "memory", "seeds in the tables",
+                                "frames per run (all seeds)"], budget,
+                               ["---", "---", "---:", "---:"]),
+        "before": table(before, memories, PAPER), "figures": "\n\n".join(figures)})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    del argv  # no options
+    text = render(plots=True)
     (HERE / "RESULTS.md").write_text(text)
     print(text)
 
