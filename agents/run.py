@@ -62,6 +62,24 @@ Loop = Callable[[dict[str, Any], Agent, RunSession], None]
 typed config, and the run, which has not reached its frames."""
 
 
+ROUNDING_NOTICE = 0.01
+"""A run trains whole updates: when rounding ``frames`` up to them adds more than this share of
+``frames``, the run says so (:func:`rounding_notice`); below it (the default 300,000 frames are
+301,056 in updates of 2,048) the difference does not matter and nothing is said."""
+
+
+def rounding_notice(frames: int, frames_per_update: int, update: str) -> str | None:
+    """What to tell a user whose ``frames`` is not a whole number of updates of
+    ``frames_per_update`` frames (``update`` spells how they are made), where the rounding up
+    matters (:data:`ROUNDING_NOTICE`); None where it does not."""
+    updates = -(-frames // frames_per_update)
+    trained = updates * frames_per_update
+    if trained - frames <= ROUNDING_NOTICE * frames:
+        return None
+    return (f"frames={frames} is not a whole number of updates of {update}: training "
+            f"{trained} frames ({updates} updates).")
+
+
 def env_seed(seed: int, updates: int) -> int:
     """The seed of the envs' first reset when (re)starting after ``updates`` updates; distinct
     runs' seeds do not overlap across their envs as ``seed + env index`` would."""

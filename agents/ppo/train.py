@@ -27,7 +27,7 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.update import PPO
-from rlmem.agents.run import env_seed, run_training
+from rlmem.agents.run import env_seed, rounding_notice, run_training
 from rlmem.envs import EnvOptions, EnvWorkerError, EnvWorkers, describe_space, worker_count
 from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
@@ -44,13 +44,11 @@ def train(cfg: DictConfig, run_dir: Path) -> None:
         NonFiniteLossError: the loss, the weights or the policy diverged; the last good
             checkpoint is kept.
     """
-    frames_per_update = cfg.num_envs * cfg.agent.frames_per_env
-    if cfg.frames % frames_per_update:
-        updates_needed = -(-cfg.frames // frames_per_update)
-        print(f"frames={cfg.frames} is not a whole number of updates of num_envs={cfg.num_envs} "
-              f"× agent.frames_per_env={cfg.agent.frames_per_env}: training "
-              f"{updates_needed * frames_per_update} frames ({updates_needed} updates).",
-              flush=True)
+    notice = rounding_notice(cfg.frames, cfg.num_envs * cfg.agent.frames_per_env,
+                             f"num_envs={cfg.num_envs} × agent.frames_per_env="
+                             f"{cfg.agent.frames_per_env}")
+    if notice is not None:
+        print(notice, flush=True)
     run_training(cfg, run_dir, _train)
 
 

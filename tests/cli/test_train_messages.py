@@ -57,3 +57,19 @@ def test_a_run_says_it_resumed_sums_up_and_refuses_another_config_truthfully(
     moved = list((run_dir / "previous").iterdir())
     assert len(moved) == 1 and list((moved[0] / "tb").glob("events.out.tfevents.*"))
     assert (moved[0] / "checkpoint.pt").is_file() and (run_dir / "checkpoint.pt").is_file()
+
+
+def test_the_rounding_notice_is_said_only_where_it_matters() -> None:
+    """The default 300,000 frames in updates of 16 × 128 is 301,056 frames: said nothing;
+    frames=100 trains 2,048: said."""
+    from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
+    from rlmem.agents.run import rounding_notice
+    from rlmem.agents.train_config import TrainConfig
+
+    defaults = TrainConfig()
+    update = defaults.num_envs * PPOHyperparameters().frames_per_env
+    assert rounding_notice(defaults.frames, update, "16 × 128") is None
+    assert rounding_notice(4096, update, "16 × 128") is None  # whole
+    assert rounding_notice(100, update, "16 × 128") == (
+        "frames=100 is not a whole number of updates of 16 × 128: training 2048 frames "
+        "(1 updates).")
