@@ -363,6 +363,8 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             iqm_ci(result.values("ce", T), report.mse)
         stop_batch = [run.results["eval"].get(f"{result.score}@T{T}") if run.results else None
                       for run in finished]
+        confirmed = [run.results["eval"].get(f"confirmed_{result.score}@T{T}")
+                     for run in finished if run.results and run.results["converged_at"]]
         lines.append([
             link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}",
@@ -373,13 +375,15 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             cross_entropy, (paper.scores.get(T, DASH) if paper else DASH), baseline(result),
             target_text(result) if result.preset.target is None else met_on_fresh(result),
             ", ".join(DASH if m is None else str(m) for m in met) or DASH,
+            ", ".join("unconfirmed" if value is None else formatter(result.score)(value)
+                      for value in confirmed) or DASH,
             ", ".join(minutes(run.cpu_s) for run in finished) or DASH])
     return table(["preset", "cell", "task", "seeds finished",
                   "ours, fresh batches: IQM [95% CI]", "per seed, fresh batches",
                   "per seed, the stop's batch", "ours: CE (IQM [95% CI])", "paper",
                   "naive baseline", "target met on fresh batches", "iterations to target",
-                  "CPU min per run"], lines,
-                 ["---"] * 3 + ["---:"] * 5 + ["---"] * 2 + ["---:"] * 3)
+                  "the stop's confirmation batches", "CPU min per run"], lines,
+                 ["---"] * 3 + ["---:"] * 5 + ["---"] * 2 + ["---:"] * 4)
 
 
 def transfer(results: Sequence[RowResult]) -> list[str]:
