@@ -16,6 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
+
 REPO = Path(__file__).resolve().parents[2]
 """The repository's root."""
 
@@ -58,7 +60,10 @@ def stage_sources(repo: Path, stage: Path) -> None:
                 (target / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
 
 
+@event_priority(100)
 def on_config(config: Any) -> Any:
-    """Lay out :data:`STAGE` before mkdocstrings reads any source."""
+    """Lay out :data:`STAGE` before mkdocstrings reads any source: first, since mkdocstrings'
+    own ``on_config`` makes the python handler, which drops a search path that does not exist
+    yet (and a fresh clone has no ``build/``)."""
     stage_sources(REPO, STAGE)
     return config

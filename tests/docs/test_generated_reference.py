@@ -141,3 +141,5 @@ def test_the_api_sources_put_each_package_where_it_is_imported(
     for module in ("rlmem/__init__.py", "rlmem/cells/base.py", "rlmem/agents/ppo/config.py",
                    "rlmem/envs/registry.py"):
         assert (tmp_path / "stage" / module).is_file(), module
+    # Before mkdocstrings' on_config, which makes the handler from the paths that exist then.
+    assert hook.on_config.mkdocs_priority > 0
