@@ -155,6 +155,10 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
         for path in write_figures(run_dir, model, task, cfg.seq_len, generator,
                                   title=f"{task.name} T={cfg.seq_len}, {cell.name}"):
             _print(f"figure: {path}")
+    _print(f"The run is in {run_dir}: results.json, {CHECKPOINT_NAME}, config.yaml, "
+           "progress.csv and TensorBoard events in tb/. Next: train it further by running the "
+           "same command with a larger iterations= (it resumes), or compare another cell with "
+           "memory=<cell> (`python -m rlmem.supervised --help` lists them).")
     return result
 
 
