@@ -1,4 +1,4 @@
-"""Every repository path and module the README and the documentation site name exists.
+"""Every repository path and module the READMEs and the documentation site name exists.
 
 A path is named in a code span (`` `rlmem/conf/preset/` ``), as a link's target (relative to the
 page that links it), or as a word of a code block (``python benchmarks/cell_speed.py``); it is a
@@ -23,8 +23,9 @@ PACKAGE_FOLDERS = {"rlmem.agents": "agents", "rlmem.envs": "envs", "rlmem": "rlm
                    "experiments": "experiments"}
 """Where ``python -m`` finds a module's package (``setup.py``'s mapping, and the suites')."""
 
-DOCUMENTS = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
-"""The README and every page of the site."""
+DOCUMENTS = sorted([REPO / "README.md", REPO / "experiments" / "README.md",
+                    *(REPO / "docs").rglob("*.md")])
+"""The README, the suites' README and every page of the site."""
 
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
