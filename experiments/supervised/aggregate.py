@@ -380,7 +380,8 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             ", ".join(minutes(run.cpu_s) for run in finished) or DASH])
     return table(["preset", "cell", "task", "seeds finished",
                   "ours, fresh batches: IQM [95% CI]", "per seed, fresh batches",
-                  "per seed, the stop's batch", "ours: CE (IQM [95% CI])", "paper",
+                  "per seed, the stop's batch",
+                  "ours: CE on the stop's batch (IQM [95% CI])", "paper",
                   "naive baseline", "target met on fresh batches", "iterations to target",
                   "the stop's confirmation batches", "CPU min per run"], lines,
                  ["---"] * 3 + ["---:"] * 5 + ["---"] * 2 + ["---:"] * 4)
