@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import re
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from types import ModuleType
 import pytest
 from locations import REPO
 
+from rlmem.agents.base import AgentConfig
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import TrainConfig
 from rlmem.cells import CELLS, cell_config
@@ -83,6 +85,28 @@ def test_each_cell_has_its_own_table_with_its_defaults(monkeypatch: pytest.Monke
         for field in dataclasses.fields(cell_config(name)):
             assert f"`memory.{field.name}`" in rows, (name, field.name)
         assert rows["`memory.name`"][2] == f"`{name}`"
+
+
+@dataclasses.dataclass
+class UndocumentedAgentConfig(AgentConfig):
+    """An agent whose one key of its own has no docstring."""
+
+    name: str = "undocumented"
+    """Its registered name."""
+    knob: int = 3
+
+
+def test_a_new_agent_gets_its_table_and_an_undocumented_key_fails_the_build(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(AGENTS, "undocumented", UndocumentedAgentConfig)
+    with caplog.at_level(logging.WARNING):
+        tables = table_rows(load_hook("config_reference", monkeypatch).render())
+    rows = {cells[0]: cells for cells in tables["`agent=undocumented`"]}
+    assert rows["`agent.knob`"][1:3] == ["int", "`3`"]
+    warnings = [record for record in caplog.records if record.levelno == logging.WARNING]
+    # MkDocs counts the warnings of its loggers, so `mkdocs build --strict` fails on this one.
+    assert [record.name for record in warnings] == ["mkdocs.plugins.rlmem.config_reference"]
+    assert "UndocumentedAgentConfig.knob has no description" in warnings[0].getMessage()
 
 
 def test_a_field_docstring_is_read_from_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
