@@ -26,7 +26,7 @@ WORKER = r'''
 import json, sys, time, torch
 from omegaconf import OmegaConf
 torch.set_num_threads(1)
-memory, num_envs = sys.argv[1], int(sys.argv[2])
+memory, num_envs, grid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
     from rlmem.agents.ppo.collector import RolloutCollector
     from rlmem.agents.ppo.update import PPO
@@ -42,10 +42,16 @@ from rlmem.cells import cell_config
 from rlmem.envs import make_vector_env
 torch.manual_seed(0)
 envs = make_vector_env("DoorKey-5x5", num_envs)
-config = OmegaConf.structured(PPOConfig())
+try:  # MiniGrid's preset, where the version has presets
+    import dataclasses
+    from rlmem.agents.ppo.presets import PRESETS, Preset
+    config = OmegaConf.structured(PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid])))
+except ImportError:
+    config = OmegaConf.structured(PPOConfig())
 action = int(envs.single_action_space.n) if old else envs.single_action_space
+options = {} if grid == "default" else {"grid_encoding": grid}
 model = ActorCritic(envs.single_observation_space, action,
-                    OmegaConf.structured(cell_config(memory)))
+                    OmegaConf.structured(cell_config(memory)), **options)
 ppo = PPO(model, config)
 collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
 for line in sys.stdin:
@@ -74,14 +80,19 @@ def main() -> None:
     parser.add_argument("--memory", default="lstm")
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--grid-encoding", nargs="+", default=["default"],
+                        help="per version (one value: for all): 'default' (the version's own) "
+                             "or raw/onehot/embedding, for versions that have the choice")
     args = parser.parse_args()
+    grids = args.grid_encoding * len(args.versions) if len(args.grid_encoding) == 1 \
+        else args.grid_encoding
     workers = []
-    for version in args.versions:
+    for version, grid in zip(args.versions, grids, strict=True):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         if version != "main":
             env["PYTHONPATH"] = version
         workers.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, args.memory, str(args.num_envs)], env=env,
+            [sys.executable, "-c", WORKER, args.memory, str(args.num_envs), grid], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=tempfile.gettempdir()))
     totals = [[0.0, 0.0] for _ in workers]
@@ -102,10 +113,11 @@ def main() -> None:
     print(f"{args.memory}, {args.num_envs} envs, {args.updates} alternating updates each; "
           f"load average {os.getloadavg()[0]:.2f}")
     first = frames / sum(totals[0])
-    for version, (collect, update) in zip(args.versions, totals, strict=True):
+    for version, grid, (collect, update) in zip(args.versions, grids, totals, strict=True):
         fps = frames / (collect + update)
-        print(f"  {version:<30} {fps:7.0f} frames/s ({fps / first:.2f}x the first); rollout "
-              f"{collect / args.updates:.3f} s, update {update / args.updates:.3f} s")
+        print(f"  {version:<30} grid {grid:<9} {fps:7.0f} frames/s ({fps / first:.2f}x the "
+              f"first); rollout {collect / args.updates:.3f} s, update "
+              f"{update / args.updates:.3f} s")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ from rlmem.envs.spaces import (
     space_signature,
 )
 from rlmem.envs.trust import TRUST_KEY, UntrustedCodeError, refuse_untrusted_code
-from rlmem.envs.vectorization import AUTO, resolve_vectorization, worker_count
+from rlmem.envs.vectorization import (
+    AUTO,
+    resolve_vectorization,
+    usable_cores,
+    worker_count,
+)
 from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "space_signature",
     "tokenize",
     "transfer_target",
+    "usable_cores",
     "uses_mission",
     "worker_count",
     "write_gif",
