@@ -167,3 +167,22 @@ def test_the_api_sources_put_each_package_where_it_is_imported(
         assert (tmp_path / "stage" / module).is_file(), module
     # Before mkdocstrings' on_config, which makes the handler from the paths that exist then.
     assert hook.on_config.mkdocs_priority > 0
+
+
+def test_links_to_repository_files_are_checked_and_rewritten(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    hook = load_hook("repo_links", monkeypatch)
+    docs = REPO / "docs"
+    page = docs / "rl.md"
+    text = ("[results](../experiments/memory/RESULTS.md), [`setup.py`](../setup.py), "
+            "[cells](cells.md#limits), [gone](../no_such_file.md)\n\n"
+            "```\n[kept](../setup.py)\n```\n")
+    with caplog.at_level(logging.WARNING):
+        plain = hook.rewrite(text, page, docs, REPO, None)
+    assert plain.startswith("results (`experiments/memory/RESULTS.md`), `setup.py`, "
+                            "[cells](cells.md#limits), gone (`no_such_file.md`)")
+    assert "[kept](../setup.py)" in plain
+    assert [record.getMessage() for record in caplog.records] == [
+        "rl.md links no_such_file.md, which is not in the repository"]
+    hosted = hook.rewrite(text, page, docs, REPO, "https://example.org/rlmem/")
+    assert "[results](https://example.org/rlmem/blob/main/experiments/memory/RESULTS.md)" in hosted
