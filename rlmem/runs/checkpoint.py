@@ -370,8 +370,7 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
         values = (" ".join(  # as overrides: null, true, false
             f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
             for key, value in resumes.items()) if scalar else f"the {source}'s values above")
-        advice = (f"Resume it with {values} (the same command with these values), or "
-                  f"{afresh}.")
+        advice = f"Resume it with {values}, or {afresh}."
     raise CheckpointMismatchError(
         f"the {source} was written with a different config:\n" + "\n".join(differences)
         + f"\n{advice} Nothing was changed: the {source} is as it was.")
