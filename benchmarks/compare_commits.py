@@ -1,14 +1,16 @@
 """Our PPO's update time at two or more versions of rlmem, alternating, in one run.
 
-    python benchmarks/compare_commits.py /tmp/base_pkg /work/main --updates 8
+    python benchmarks/compare_commits.py /tmp/base_pkg main main:async main:envonly
 
 Each argument is a folder from which ``import rlmem`` loads that version (a checkout arranged
 as a package: ``rlmem/`` with ``agents/`` and ``envs/`` copied inside, see
-:func:`package_checkout`; or ``main`` for the installed rlmem). Each version runs in a worker
-process of its own that times one full update (rollout, then PPO update) per request, with the
-rollout and the update timed apart; the parent asks the workers in turn, so load from other
-processes on a shared machine hits all of them alike. Reports frames/s and ratios against the
-first version, with the load average.
+:func:`package_checkout`; or ``main`` for the installed rlmem), optionally with a mode after a
+colon: ``sync`` (the default), ``async`` (``vectorization=async``, where the version has it)
+or ``envonly`` (the envs alone with random actions, 128 steps per request: the limit). Each
+version runs in a worker process of its own that times one full update (rollout, then PPO
+update) per request, with the rollout and the update timed apart; the parent asks the workers
+in turn, so load from other processes on a shared machine hits all of them alike. Reports
+frames/s and ratios against the first version, with the load average.
 """
 
 from __future__ import annotations
@@ -26,7 +28,19 @@ WORKER = r'''
 import json, sys, time, torch
 from omegaconf import OmegaConf
 torch.set_num_threads(1)
-memory, num_envs, grid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+memory, num_envs, grid, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if mode == "envonly":  # random actions, no model: the envs' own limit on one core
+    import numpy as np
+    from rlmem.envs import make_vector_env
+    envs = make_vector_env("DoorKey-5x5", num_envs)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for line in sys.stdin:
+        start = time.perf_counter()
+        for _ in range(128):
+            envs.step(rng.integers(0, 7, num_envs))
+        print(json.dumps([time.perf_counter() - start, 0.0]), flush=True)
+    sys.exit()
 try:
     from rlmem.agents.ppo.collector import RolloutCollector
     from rlmem.agents.ppo.update import PPO
@@ -41,7 +55,13 @@ except ImportError:  # the layout of the first release
 from rlmem.cells import cell_config
 from rlmem.envs import make_vector_env
 torch.manual_seed(0)
-envs = make_vector_env("DoorKey-5x5", num_envs)
+if mode == "async":
+    from rlmem.agents.ppo.async_collector import AsyncRolloutCollector as RolloutCollector
+    from rlmem.envs import EnvWorkers, env_constructors, worker_count
+    envs = EnvWorkers(env_constructors("DoorKey-5x5", num_envs), "DoorKey-5x5",
+                      workers=worker_count(num_envs))
+else:
+    envs = make_vector_env("DoorKey-5x5", num_envs)
 try:  # MiniGrid's preset, where the version has presets
     import dataclasses
     from rlmem.agents.ppo.presets import PRESETS, Preset
@@ -61,6 +81,7 @@ for line in sys.stdin:
     ppo.update(rollout, progress=0.0) if old else ppo.update(rollout)
     end = time.perf_counter()
     print(json.dumps([middle - start, end - middle]), flush=True)
+envs.close()
 '''
 
 
@@ -89,10 +110,12 @@ def main() -> None:
     workers = []
     for version, grid in zip(args.versions, grids, strict=True):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        if version != "main":
-            env["PYTHONPATH"] = version
+        folder, _, mode = version.partition(":")
+        if folder != "main":
+            env["PYTHONPATH"] = folder
         workers.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, args.memory, str(args.num_envs), grid], env=env,
+            [sys.executable, "-c", WORKER, args.memory, str(args.num_envs), grid,
+             mode or "sync"], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=tempfile.gettempdir()))
     totals = [[0.0, 0.0] for _ in workers]
