@@ -67,9 +67,9 @@ class TrainConfig:
     vectorization: str = "auto"
     """How the envs step: sync (all in this process; the reference, reproduced bit for bit),
     async (agent=ppo: in worker processes, one group of envs stepping while the policy acts for
-    the other, so every core is used; agent=sb3: SubprocVecEnv), or auto: async on at least two
-    cores with at least 8 envs, else sync (rlmem.envs.vectorization). The run records what was
-    chosen."""
+    the other, so every core is used; agent=sb3: SubprocVecEnv), or auto: async on at least 4
+    usable cores with at least 8 envs, else sync (rlmem.envs.vectorization). The run records
+    what was chosen."""
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes.
     The run records what was decided (true or false)."""

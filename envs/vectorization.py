@@ -5,8 +5,9 @@
 - ``async``: the envs in worker processes (:class:`rlmem.envs.env_workers.EnvWorkers`), in two
   groups: one group steps while the policy acts for the other, so the envs and the model use
   different cores.
-- ``auto``: ``async`` where it can overlap anything, else ``sync``
-  (:func:`resolve_vectorization`); a run records what was chosen.
+- ``auto``: ``async`` on at least :data:`ASYNC_MIN_CORES` cores with at least
+  :data:`ASYNC_MIN_ENVS` envs, else ``sync`` (:func:`resolve_vectorization`); a run records
+  what was chosen.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import os
 
 AUTO = "auto"
 """The ``vectorization`` that lets the machine choose."""
+
+ASYNC_MIN_CORES = 4
+"""The fewest usable cores ``auto`` steps the envs in workers on. Each step hands every group
+from the trainer to its workers and back, and each hand-over needs the process woken to get a
+core at once: on the 2-core machine of issue 32, shared with other jobs (load 5-8), ``async``
+ran 0.6-0.8x as fast as ``sync`` (benchmarks/compare_commits.py), so with fewer cores ``auto``
+keeps ``sync``. Ask for ``async`` to use it on any machine."""
 
 ASYNC_MIN_ENVS = 8
 """The fewest envs ``auto`` steps in workers: two groups of at least four, below which a
@@ -32,12 +40,13 @@ def usable_cores() -> int:
 
 
 def resolve_vectorization(choice: str, num_envs: int, cores: int | None = None) -> str:
-    """``choice``, with ``auto`` decided: ``async`` on at least two cores with at least
-    :data:`ASYNC_MIN_ENVS` envs, else ``sync``. Other values are returned as they are."""
+    """``choice``, with ``auto`` decided: ``async`` on at least :data:`ASYNC_MIN_CORES` cores
+    with at least :data:`ASYNC_MIN_ENVS` envs, else ``sync``. Other values are returned as
+    they are."""
     if choice != AUTO:
         return choice
     cores = usable_cores() if cores is None else cores
-    return "async" if cores >= 2 and num_envs >= ASYNC_MIN_ENVS else "sync"
+    return "async" if cores >= ASYNC_MIN_CORES and num_envs >= ASYNC_MIN_ENVS else "sync"
 
 
 def worker_count(num_envs: int, cores: int | None = None) -> int:
