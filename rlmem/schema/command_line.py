@@ -160,10 +160,14 @@ def variants(overrides: list[Override], groups: frozenset[str]) -> list[list[str
     """Single-valued override lists that together select every choice of a sweep's groups;
     key overrides forced (``++``), at their first value (their values do not change which
     keys exist)."""
-    keys = [(override.input_line if override.type == OverrideType.DEL else
-             _single(override, values[0], force=True))
-            for override in overrides if not _is_group(override, groups)
-            and (override.type == OverrideType.DEL or (values := _values(override)))]
+    keys: list[str] = []
+    for override in overrides:
+        if _is_group(override, groups):
+            continue
+        if override.type == OverrideType.DEL:
+            keys.append(override.input_line or f"~{override.key_or_group}")
+        elif values := _values(override):
+            keys.append(_single(override, values[0], force=True))
     choices = [[_single(override, value, force=False) for value in _values(override)]
                for override in overrides if _is_group(override, groups)
                and not override.key_or_group.startswith("hydra") and _values(override)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import textwrap
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -83,8 +82,8 @@ def _choices(group: str) -> list[str]:
 
 
 def _schema_docs(node: DictConfig) -> dict[str, str]:
-    kind: Any = OmegaConf.get_type(node)
-    return field_docs(kind) if kind is not None and dataclasses.is_dataclass(kind) else {}
+    kind = OmegaConf.get_type(node)
+    return field_docs(kind) if isinstance(kind, type) and dataclasses.is_dataclass(kind) else {}
 
 
 def help_page(line: CommandLine, cfg: DictConfig) -> str:

@@ -192,7 +192,7 @@ def task_file_defaults(choice: str) -> dict[str, Any]:
     assert isinstance(loaded, DictConfig)
     values = OmegaConf.to_container(loaded, resolve=False)
     assert isinstance(values, dict)
-    return {key: value for key, value in values.items()
+    return {str(key): value for key, value in values.items()
             if key not in ("defaults", "name", "alphabet", "recall")}
 
 

@@ -21,7 +21,7 @@ def _registered() -> Iterator[None]:
     register_train_configs()
     register_supervised_configs()
     yield
-    HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    HydraConfig.instance().cfg = None
 
 
 def run_dir(config: str, *overrides: str, as_cli: bool = True) -> str:
@@ -34,7 +34,7 @@ def run_dir(config: str, *overrides: str, as_cli: bool = True) -> str:
     try:
         return str(cfg.run_dir)
     finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+        HydraConfig.instance().cfg = None
 
 
 def test_default_settings_keep_their_folder() -> None:
