@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from rlmem.envs.family import EnvFamily, env_family
-
 
 class Preset(Enum):
     """The presets ``agent.preset`` names."""
@@ -51,9 +49,19 @@ PRESETS: dict[Preset, PresetValues] = {
 """Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid
 runs are what they were. See :class:`~rlmem.agents.ppo.PPOConfig` for why each value."""
 
-FAMILY_PRESETS: dict[EnvFamily, Preset] = {EnvFamily.minigrid: Preset.minigrid,
-                                          EnvFamily.other: Preset.generic}
-"""The preset a run takes where ``agent.preset`` is null, by its env's family."""
+
+def family_preset(env: str) -> Preset:
+    """The preset a run on ``env`` takes where ``agent.preset`` is null: minigrid for MiniGrid
+    (and BabyAI) envs, generic for every other (:func:`rlmem.envs.family.env_family`).
+
+    Raises:
+        KeyError: ``env`` is no env.
+    """
+    # Here, not at the top: rlmem.envs imports torch, which composing a config must not.
+    from rlmem.envs.family import EnvFamily, env_family
+
+    return {EnvFamily.minigrid: Preset.minigrid, EnvFamily.other: Preset.generic}[
+        env_family(env)]
 
 PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PresetValues))
 """The agent's keys that a preset decides where they are null."""
@@ -64,7 +72,7 @@ def decide_presets(agent: Mapping[str, Any], env: str,
     """The ``agent`` section of a run's config with ``preset`` and every key of
     :data:`PRESET_KEYS` decided.
 
-    A null ``preset`` becomes the env's family's (:data:`FAMILY_PRESETS`); a null key of
+    A null ``preset`` becomes the env's family's (:func:`family_preset`); a null key of
     :data:`PRESET_KEYS` takes the value ``recorded`` (the agent section of the checkpoint this
     run resumes) decided, where it decided the same preset, else the preset's value. A key set
     to a value keeps it. A recorded config has every key decided, so deciding it again changes
@@ -80,7 +88,7 @@ def decide_presets(agent: Mapping[str, Any], env: str,
     """
     decided = dict(agent)
     chosen = decided.get("preset")
-    preset = FAMILY_PRESETS[env_family(env)] if chosen is None else Preset[str(chosen)]
+    preset = family_preset(env) if chosen is None else Preset[str(chosen)]
     decided["preset"] = preset.name
     earlier = (recorded if recorded is not None and recorded.get("name") == agent.get("name")
                and recorded.get("preset") == preset.name else {})
