@@ -50,11 +50,13 @@ def test_every_cell_trains_through_the_cli_in_a_local_multirun(tmp_path: Path) -
                      f"hydra.sweep.dir={tmp_path}", cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     for name in CELLS:
-        run_dir = tmp_path / "ppo" / "DoorKey-5x5" / name / "seed0"
+        # The default folder: the cell, then TINY_PPO's settings that differ from the defaults.
+        (run_dir,) = (tmp_path / "ppo" / "DoorKey-5x5").glob(f"{name},*num_envs=2/seed0")
         _assert_complete_run(run_dir, [32, 64])
         config = OmegaConf.load(run_dir / "config.yaml")
         assert config.memory.name == name and config.run_dir == str(run_dir)
-    sarnn = _rows(tmp_path / "ppo" / "DoorKey-5x5" / "sarnn" / "seed0")
+    (sarnn_dir,) = (tmp_path / "ppo" / "DoorKey-5x5").glob("sarnn,*/seed0")
+    sarnn = _rows(sarnn_dir)
     assert any(key.startswith("memory/") for key in sarnn[0]), "cell diagnostics are logged"
 
 
