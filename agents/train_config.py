@@ -85,7 +85,10 @@ class TrainConfig:
     torch_threads: int = 1
     """torch intra-op threads; 1 is fastest for the small batched ops of a rollout."""
     run_dir: str = MISSING
-    """The run directory (defaults to runs/<agent>/<env>/<memory>/seed<seed>)."""
+    """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed>, with the settings that
+    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0)
+    or a recipe's name in its place, so that runs of other settings never share a folder
+    (rlmem/schema/run_names.py)."""
     resume: bool = True
     """Continue from the run directory's checkpoint when there is one; false starts afresh,
     after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
