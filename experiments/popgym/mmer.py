@@ -18,14 +18,17 @@ How this module computes it, for our runs and sb3-contrib's alike (both write ou
   otherwise count alone);
 - the run's MMER is the largest counted mean; a run with no counted point has none.
 
-Where it differs from the paper's: POPGym's baselines train with RLlib, whose per-iteration
-``episode_reward_mean`` is reported once per train batch of 65,536 frames (``ppo.py``: 1024 ×
-4 workers × 16 envs), and the paper's trials run 15M frames. Our points are 32 times denser and
-our runs about 100 times shorter, and as far as we recall RLlib's mean covers every episode of
-its iteration (topped up to 100 with earlier ones), often far more than our 100. A maximum over
-more, noisier points is biased upward, most on envs where a policy's return varies a lot from
-episode to episode (HigherLower, CountRecall): compare MMERs within this suite, not with the
-paper's to the second digit.
+Where it differs from the paper's: POPGym's baselines (``popgym/baselines/ppo.py``) train with
+RLlib's PPO, whose mean episodic reward (``episode_reward_mean``) is reported once per training
+iteration, a train batch of 65,536 frames there (1024 × 4 workers × 16 envs), over the episodes
+of that iteration, topped up with earlier ones to at least 100 but never cut to 100 (RLlib's
+``reporting(metrics_num_episodes_for_smoothing=100)``): often over far more than 100 episodes on
+short-episode envs. The paper's trials run 15M frames. Our points are 32 times denser, each
+over exactly 100 episodes, and our runs about 90 times shorter. A maximum over more, noisier
+points is biased upward, most where a policy's return varies a lot from episode to episode
+(HigherLower, CountRecall): compare MMERs within this suite, and with the paper's only
+roughly. (The paper's own wording of the definition could not be read offline where this was
+written; the computation above follows its name and POPGym's RLlib reporting.)
 """
 
 from __future__ import annotations
