@@ -10,7 +10,9 @@ or ``envonly`` (the envs alone with random actions, 128 steps per request: the l
 version runs in a worker process of its own that times one full update (rollout, then PPO
 update) per request, with the rollout and the update timed apart; the parent asks the workers
 in turn, so load from other processes on a shared machine hits all of them alike. Reports
-frames/s and ratios against the first version, with the load average.
+frames/s and ratios against the first version, with the load average, and the frames per
+second of the trainer's process's CPU time (``time.process_time``), which on a loaded machine
+leaves out the time spent waiting for a core (for ``async``: the trainer's share only).
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ if mode == "envonly":  # random actions, no model: the envs' own limit on one co
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     for line in sys.stdin:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(128):
             envs.step(rng.integers(0, 7, num_envs))
-        print(json.dumps([time.perf_counter() - start, 0.0]), flush=True)
+        print(json.dumps([time.perf_counter() - start, 0.0, time.process_time() - cpu, 0.0]),
+              flush=True)
     sys.exit()
 try:
     from rlmem.agents.ppo.collector import RolloutCollector
@@ -75,12 +78,13 @@ model = ActorCritic(envs.single_observation_space, action,
 ppo = PPO(model, config)
 collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
 for line in sys.stdin:
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     rollout = collector.collect(config.frames_per_env, config.recurrence)
-    middle = time.perf_counter()
+    middle, cpu_middle = time.perf_counter(), time.process_time()
     ppo.update(rollout, progress=0.0) if old else ppo.update(rollout)
-    end = time.perf_counter()
-    print(json.dumps([middle - start, end - middle]), flush=True)
+    end, cpu_end = time.perf_counter(), time.process_time()
+    print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
+                      cpu_end - cpu_middle]), flush=True)
 envs.close()
 '''
 
@@ -118,16 +122,16 @@ def main() -> None:
              mode or "sync"], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=tempfile.gettempdir()))
-    totals = [[0.0, 0.0] for _ in workers]
+    totals = [[0.0, 0.0, 0.0, 0.0] for _ in workers]
     for index in range(args.updates + 1):  # the first update warms up
         for worker, total in zip(workers, totals, strict=True):
             assert worker.stdin is not None and worker.stdout is not None
             worker.stdin.write("go\n")
             worker.stdin.flush()
-            collect, update = json.loads(worker.stdout.readline())
+            times = json.loads(worker.stdout.readline())
             if index:
-                total[0] += collect
-                total[1] += update
+                for column, value in enumerate(times):
+                    total[column] += value
     for worker in workers:
         assert worker.stdin is not None
         worker.stdin.close()
@@ -135,12 +139,15 @@ def main() -> None:
     frames = args.updates * args.num_envs * 128
     print(f"{args.memory}, {args.num_envs} envs, {args.updates} alternating updates each; "
           f"load average {os.getloadavg()[0]:.2f}")
-    first = frames / sum(totals[0])
-    for version, grid, (collect, update) in zip(args.versions, grids, totals, strict=True):
+    first = frames / (totals[0][0] + totals[0][1])
+    for version, grid, (collect, update, cpu_collect, cpu_update) in zip(
+            args.versions, grids, totals, strict=True):
         fps = frames / (collect + update)
         print(f"  {version:<30} grid {grid:<9} {fps:7.0f} frames/s ({fps / first:.2f}x the "
               f"first); rollout {collect / args.updates:.3f} s, update "
-              f"{update / args.updates:.3f} s")
+              f"{update / args.updates:.3f} s; the trainer's process's CPU time: "
+              f"{frames / (cpu_collect + cpu_update):.0f} frames/CPU-s (rollout "
+              f"{cpu_collect / args.updates:.3f} s, update {cpu_update / args.updates:.3f} s)")
 
 
 if __name__ == "__main__":
