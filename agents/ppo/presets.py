@@ -102,7 +102,12 @@ def decide_presets(agent: Mapping[str, Any], env: str,
 def before_presets(agent: dict[str, Any]) -> None:
     """Migrate the agent section of a run from before presets (checkpoint format 3): its
     values were rl-starter-files' (:attr:`Preset.minigrid`), the critic read the actor's memory
-    and rewards were not scaled. Its ``normalize_advantage`` and ``recurrence`` were recorded."""
+    and rewards were not scaled. Its ``normalize_advantage`` and ``recurrence`` were recorded
+    since format 3 (an older config that lacks them had rl-starter-files' values too). Written
+    out, not read from :data:`PRESETS`: this is what those runs did, whatever the presets
+    become."""
     agent.setdefault("preset", Preset.minigrid.name)
+    agent.setdefault("normalize_advantage", False)
     agent.setdefault("shared_memory", True)
+    agent.setdefault("recurrence", 16)
     agent.setdefault("reward_scale", 1.0)
