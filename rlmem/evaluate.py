@@ -260,6 +260,7 @@ def safe_file_name(name: str) -> str:
 
 LINE = CommandLine(
     program="rlmem.evaluate", config_name="evaluate", register=register_evaluate_configs,
+    schema=EvaluateConfig,
     purpose=("Evaluate a trained agent (a run directory of python -m rlmem.train) on its "
              "transfer target, its own env or any env with the same spaces, and write the "
              "result into <run>/eval/, in a file named by the env and the evaluation's "

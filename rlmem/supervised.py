@@ -35,9 +35,11 @@ from rlmem.runs import (
 )
 from rlmem.runs.files import write_json
 from rlmem.schema.command_line import CommandLine, front_door
-from rlmem.schema.memory import check_memory_config
+from rlmem.schema.memory import cell_configs, check_memory_config
 from rlmem.schema.supervised import (
+    TASK_SCHEMAS,
     OptimizerName,
+    SupervisedConfig,
     check_supervised_config,
     register_supervised_configs,
 )
@@ -196,6 +198,8 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
 
 LINE = CommandLine(
     program="rlmem.supervised", config_name="supervised", register=register_supervised_configs,
+    schema=SupervisedConfig,
+    sections={"memory": cell_configs, "task": lambda: TASK_SCHEMAS.values()},
     purpose=("Train a memory cell on a supervised sequence task (copy, transfer_copy, denoise, "
              "adding), or a paper's setting with +preset=<name>. The run directory (run_dir) "
              "receives config.yaml, progress.csv, TensorBoard events in tb/, checkpoint.pt, "

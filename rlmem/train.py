@@ -20,18 +20,21 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from rlmem.agents.registry import AGENTS
 from rlmem.envs import env_spec
 from rlmem.runs import CHECKPOINT_NAME, reported_as_cli_errors
 from rlmem.runs.episode_stats import RECENT_EPISODES
 from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
-from rlmem.schema.train import check_train_config, register_train_configs
+from rlmem.schema.memory import cell_configs
+from rlmem.schema.train import TrainConfig, check_train_config, register_train_configs
 
 register_train_configs()
 
 LINE = CommandLine(
     program="rlmem.train", config_name="train", register=register_train_configs,
+    schema=TrainConfig, sections={"memory": cell_configs, "agent": lambda: AGENTS.values()},
     purpose=("Train an agent with a memory cell on an env (MiniGrid short names, or any "
              "gymnasium id). The run directory (run_dir) receives config.yaml, progress.csv, "
              "TensorBoard events in tb/ and checkpoint.pt; the same command again resumes it. "

@@ -13,7 +13,10 @@ its ``@hydra.main`` function:
   ``+iteratons=10``, ``+memory.hiden_size=128``): one message naming the nearest valid keys
   (:func:`~rlmem.schema.known_keys.check_known_keys`), exit status 1, nothing started. The
   overrides are composed once here, each key override forced (``++``) so that a misspelt key
-  reaches the check instead of Hydra's advice to add ``+``.
+  reaches the check instead of Hydra's advice to add ``+``. A command line whose every key is
+  plainly one of the schema's (no ``+``; a field of the run's dataclass, or of some cell's or
+  agent's for ``memory.<key>``, ``agent.<key>``) skips that composition, which Hydra does anyway:
+  it costs a fraction of a second at every start.
 
 Anything this cannot interpret (Hydra's flags that change the config source, an override Hydra
 itself will refuse) is left to Hydra, which reports it as before.
@@ -21,10 +24,11 @@ itself will refuse) is left to Hydra, which reports it as before.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hydra import compose, initialize_config_dir
@@ -59,6 +63,10 @@ class CommandLine:
     """Command lines that show its common uses (without ``python -m <program>``)."""
     register: Callable[[], None]
     """Stores its schemas in Hydra's ConfigStore."""
+    schema: type
+    """The dataclass of its config's top level."""
+    sections: Mapping[str, Callable[[], Iterable[type]]] = field(default_factory=dict)
+    """For each group with keys of its own (``memory``), the dataclasses of its choices."""
     groups: tuple[str, ...] = ()
     """The config groups a user selects (``memory``, ``agent``; ``+preset``, ``+recipe``)."""
     required: tuple[str, ...] = ()
@@ -114,9 +122,32 @@ def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> None:
     if any(key not in given for key in line.required) and not args.cfg:
         print(line.usage(), file=sys.stderr, flush=True)
         raise SystemExit(USAGE_ERROR)
+    if all(_plainly_known(line, override) for override in overrides):
+        return  # Hydra's composition is the check
     line.register()
     with reported_as_cli_errors(line.program):
         check_command_line(line, overrides)
+
+
+def _fields(kind: type) -> set[str]:
+    return {item.name for item in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) \
+        else set()
+
+
+def _plainly_known(line: CommandLine, override: Override) -> bool:
+    """Whether ``override`` selects a group or sets, without ``+``, a key that the schema has
+    (``memory.<key>``: a key of some cell): Hydra's own composition then refuses the rest."""
+    key = override.key_or_group
+    if override.type != OverrideType.CHANGE:
+        return False
+    if key in {group.lstrip("+") for group in line.groups} or "/" in key \
+            or key == "hydra" or key.startswith("hydra."):
+        return True
+    section, _, leaf = key.partition(".")
+    if not leaf:
+        return key in _fields(line.schema)
+    choices = line.sections.get(section)
+    return choices is not None and any(leaf in _fields(kind) for kind in choices())
 
 
 @functools.cache

@@ -35,6 +35,11 @@ def register_memory_configs() -> None:
         store.store(group=MEMORY_GROUP, name=name, node=unavailable_config(name))
 
 
+def cell_configs() -> list[type]:
+    """The config dataclass of every registered cell."""
+    return [cell_config(name) for name in CELLS]
+
+
 def check_memory_config(config: Any) -> None:
     """Build the cell of a memory config on torch's ``meta`` device, which allocates nothing,
     so that every value the cell itself checks (``hidden_size=0``, an unknown option value)

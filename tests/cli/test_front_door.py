@@ -5,6 +5,8 @@ in-process: :func:`front_door` answers before Hydra runs anything."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -92,3 +94,25 @@ def test_evaluate_without_run_prints_its_usage(capsys: pytest.CaptureFixture[str
         assert code == USAGE_ERROR and not out
         assert err.startswith("usage: python -m rlmem.evaluate run=...") and "Traceback" not in err
         assert "python -m rlmem.evaluate run=runs/ppo/DoorKey-5x5/relstm/seed0" in err
+
+
+def test_a_plainly_known_command_line_is_not_composed_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra composes every command line anyway: the front door composes only where a key may
+    be unknown (a '+', or a key no schema has), so a CLI starts no slower."""
+    from rlmem.schema import command_line
+
+    calls: list[object] = []
+    real = command_line._composed
+
+    def composed(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(command_line, "_composed", composed)
+    front_door(train.LINE, ["memory=relstm", "memory.short_term=3", "agent.lr=1e-3",
+                            "frames=64", "hydra.sweep.dir=x", "hydra/launcher=joblib"])
+    front_door(supervised.LINE, ["task=adding", "seq_len=20", "task.recall=3"])
+    assert calls == []
+    front_door(train.LINE, ["+frames=64"])  # a '+': composed, and known
+    assert len(calls) == 1
