@@ -43,7 +43,7 @@ class PresetValues:
 PRESETS: dict[Preset, PresetValues] = {
     Preset.minigrid: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
                                   reward_scale=1.0),
-    Preset.generic: PresetValues(normalize_advantage=True, shared_memory=True, recurrence=16,
+    Preset.generic: PresetValues(normalize_advantage=True, shared_memory=False, recurrence=64,
                                  reward_scale=1.0),
 }
 """Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid

@@ -30,10 +30,10 @@ TODAY = {"name": "ppo", "frames_per_env": 128, "epochs": 4, "batch_size": 256, "
          "normalize_advantage": False, "recurrence": 16}
 """Our PPO's defaults before presets (rlmem 0.2, rl-starter-files' recipe), key by key."""
 
-TINY = ["num_envs=2", "frames=32", "agent.frames_per_env=16", "agent.batch_size=16",
+TINY = ["num_envs=2", "frames=128", "agent.frames_per_env=64", "agent.batch_size=64",
         "agent.epochs=1", "progress_bar=false", "device=cpu", "memory=gru",
         "memory.hidden_size=8", "env=CartPole-v1"]
-"""One update of 32 frames on CartPole (the generic preset), the recurrence left to it."""
+"""One update of 128 frames on CartPole (the generic preset), the recurrence left to it."""
 
 
 def _compose(*overrides: str) -> DictConfig:
@@ -108,14 +108,18 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     run = tmp_path / "run"
     ppo_train.train(_compose(*TINY, f"run_dir={run}"), run)
     first = _recorded(run)
-    assert (first["preset"], first["shared_memory"]) == ("generic", True)
+    generic = presets.PRESETS[Preset.generic]
+    assert first["preset"] == "generic"
+    assert {key: first[key] for key in presets.PRESET_KEYS} == {
+        key: getattr(generic, key) for key in presets.PRESET_KEYS}
 
-    changed = PresetValues(normalize_advantage=not first["normalize_advantage"],
-                           shared_memory=False, recurrence=8, reward_scale=3.0)
+    changed = PresetValues(normalize_advantage=not generic.normalize_advantage,
+                           shared_memory=not generic.shared_memory, recurrence=8,
+                           reward_scale=3.0)
     monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
-    ppo_train.train(_compose(*TINY, "frames=64", f"run_dir={run}"), run)
+    ppo_train.train(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
     assert _recorded(run) == first
-    assert load_checkpoint(run / "checkpoint.pt").count("frames") == 64
+    assert load_checkpoint(run / "checkpoint.pt").count("frames") == 256
     _, result, _ = evaluate_run(EvaluateConfig(run=str(run), episodes=2, num_envs=2,
                                                device="cpu"))
     assert result.episodes == 2
@@ -124,9 +128,9 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     ppo_train.train(_compose(*TINY, f"run_dir={fresh}"), fresh)
     decided = _recorded(fresh)
     assert {key: decided[key] for key in presets.PRESET_KEYS} == {
-        "normalize_advantage": changed.normalize_advantage, "shared_memory": False,
-        "recurrence": 8, "reward_scale": 3.0}
-    monkeypatch.undo()  # today's presets again: the run still evaluates with its critic's cell
+        "normalize_advantage": changed.normalize_advantage,
+        "shared_memory": changed.shared_memory, "recurrence": 8, "reward_scale": 3.0}
+    monkeypatch.undo()  # today's presets again: the run evaluates with the cells it recorded
     _, result, _ = evaluate_run(EvaluateConfig(run=str(fresh), episodes=2, num_envs=2,
                                                device="cpu"))
     assert result.episodes == 2
