@@ -22,10 +22,10 @@ TensorBoard events in ``tb/``. It keeps no checkpoint: a run that did not reach 
 again from zero (its partial ``progress.csv`` is replaced), and one that did returns at once. It
 holds the run's lock (``.lock``, :class:`~rlmem.runs.lock.RunLock`) while it trains.
 
-Observations: SB3 one-hot encodes ``Discrete`` and ``MultiDiscrete`` itself; a ``Tuple``
-(Autoencode's) is flattened to one-hot by gymnasium's ``FlattenObservation``, which
-``MlpLstmPolicy`` needs. Nothing else is added (no previous action; POPGym's own baselines add
-it, ours do not either).
+Observations: SB3 one-hot encodes ``Discrete`` itself; a ``MultiDiscrete`` (CountRecall's) or
+a ``Tuple`` (Autoencode's) is flattened to one-hot by gymnasium's ``FlattenObservation``
+(:func:`make_env`), as our runs of Autoencode are (``suite.ENV_OVERRIDES``). Nothing else is
+added (no previous action; POPGym's own baselines add it, ours do not either).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import rlmem.train  # noqa: F401  - registers the train config's schema, which compose needs
 from experiments.common.sweep import final_frames
+from rlmem.agents.ppo.presets import decide_presets
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import env_spec
 from rlmem.runs import RunLogger
@@ -72,18 +73,25 @@ class MatchedKeys:
 def matched_keys(env: str) -> MatchedKeys:
     """Our PPO's ``num_envs``, ``agent.frames_per_env``, ``agent.batch_size``,
     ``agent.epochs`` and ``agent.lr`` for ``env``, as ``python -m rlmem.train env=<env>``
-    composes its config."""
+    decides them: composed, then the env family's preset applied
+    (:func:`~rlmem.agents.ppo.presets.decide_presets`), should a preset ever set one of them."""
     with initialize_config_module("rlmem.conf", version_base="1.3"):
         cfg = compose("train", overrides=[f"env={env}"])
-    return MatchedKeys(int(cfg.num_envs), int(cfg.agent.frames_per_env),
-                       int(cfg.agent.batch_size), int(cfg.agent.epochs), float(cfg.agent.lr))
+    composed = OmegaConf.to_container(cfg.agent, resolve=True, enum_to_str=True)
+    assert isinstance(composed, dict)  # the agent section is a mapping
+    agent = decide_presets({str(key): value for key, value in composed.items()}, env)
+    return MatchedKeys(int(cfg.num_envs), int(agent["frames_per_env"]),
+                       int(agent["batch_size"]), int(agent["epochs"]), float(agent["lr"]))
 
 
 def make_env(env: str) -> gym.Env[Any, Any]:
     """``env`` (a short name, a gymnasium id or ``module:EnvId``) as ``MlpLstmPolicy`` can
-    read it: a ``Tuple`` or ``Dict`` observation flattened to one ``Box``."""
+    read it: a ``Tuple``, ``Dict`` or ``MultiDiscrete`` observation flattened to one one-hot
+    ``Box`` (for ``MultiDiscrete`` the encoding SB3 would make itself, but with sizes of
+    Python's ``int``: SB3 sums numpy's, which torch's LSTM refuses as its input size)."""
     made: gym.Env[Any, Any] = gym.make(env_spec(env).id)
-    if isinstance(made.observation_space, gym.spaces.Tuple | gym.spaces.Dict):
+    if isinstance(made.observation_space,
+                  gym.spaces.Tuple | gym.spaces.Dict | gym.spaces.MultiDiscrete):
         made = gym.wrappers.FlattenObservation(made)
     return made
 

@@ -54,9 +54,19 @@ ENVS = tuple(f"{family}Easy" for family in FAMILIES)
 
 
 def env_argument(name: str) -> str:
-    """What ``env=`` is given for the POPGym env ``name``: its full gymnasium id, which
-    imports popgym first. Once ``rlmem.envs`` knows POPGym's short names, this is ``name``."""
-    return f"popgym:popgym-{name}-v0"
+    """What ``env=`` is given for the POPGym env ``name``: the short name itself, which
+    ``rlmem.envs`` maps to ``popgym:popgym-<name>-v0`` (an rlmem without POPGym's short names
+    takes that full id instead: return it here)."""
+    return name
+
+
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "AutoencodeEasy": ("wrappers=[gymnasium.wrappers:FlattenObservation]",),
+}
+"""Overrides our PPO's runs of an env need. Autoencode observes a ``Tuple`` (the bit, and
+whether to listen or answer), which our encoders do not take: gymnasium's
+``FlattenObservation`` makes it the one-hot vector that the sb3 reference sees too
+(:func:`experiments.popgym.sb3_reference.make_env`)."""
 
 
 FRAMES = 163_840
@@ -85,16 +95,16 @@ def run_dir(root: Path, env: str, agent: str, seed: int) -> Path:
 
 def command(root: Path, env: str, agent: str, seed: int, frames: int,
             extra: Sequence[str] = ()) -> list[str]:
-    """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell
-    (``extra`` Hydra overrides appended), :mod:`experiments.popgym.sb3_reference` for
-    :data:`REFERENCE`."""
+    """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell (the
+    env's :data:`ENV_OVERRIDES`, then ``extra`` Hydra overrides appended),
+    :mod:`experiments.popgym.sb3_reference` for :data:`REFERENCE`."""
     where = run_dir(root, env, agent, seed)
     if agent == REFERENCE:
         return ["python", "-m", "experiments.popgym.sb3_reference", "--env", env_argument(env),
                 "--seed", str(seed), "--frames", str(frames), "--run-dir", str(where)]
     return ["python", "-m", "rlmem.train", f"env={env_argument(env)}", f"memory={agent}",
             f"seed={seed}", f"frames={frames}", "progress_bar=false", f"run_dir={where}",
-            *extra]
+            *ENV_OVERRIDES.get(env, ()), *extra]
 
 
 def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Sequence[int],

@@ -42,15 +42,17 @@ def test_the_dry_run_lists_every_planned_run_and_comments_out_a_finished_one(
     assert len(names) == len(suite.ENVS) * len(suite.AGENTS) * len(suite.SEEDS) == 400
     assert sum("not started" in line for line in names) == 399
     assert f"# CountRecallEasy gru seed 3: finished: {suite.FRAMES} frames" in out
-    assert (f"# python -m rlmem.train env=popgym:popgym-CountRecallEasy-v0 memory=gru seed=3 "
+    assert (f"# python -m rlmem.train env=CountRecallEasy memory=gru seed=3 "
             f"frames={suite.FRAMES}") in out
     lstm = suite.run_dir(tmp_path, "RepeatPreviousEasy", "lstm", 0)
-    assert (f"\npython -m rlmem.train env=popgym:popgym-RepeatPreviousEasy-v0 memory=lstm "
+    assert (f"\npython -m rlmem.train env=RepeatPreviousEasy memory=lstm "
             f"seed=0 frames={suite.FRAMES} progress_bar=false run_dir={lstm}\n") in out
     sb3 = suite.run_dir(tmp_path, "BattleshipEasy", suite.REFERENCE, 4)
-    assert (f"\npython -m experiments.popgym.sb3_reference --env "
-            f"popgym:popgym-BattleshipEasy-v0 --seed 4 --frames {suite.FRAMES} "
-            f"--run-dir {sb3}\n") in out
+    assert (f"\npython -m experiments.popgym.sb3_reference --env BattleshipEasy --seed 4 "
+            f"--frames {suite.FRAMES} --run-dir {sb3}\n") in out
+    autoencode = suite.run_dir(tmp_path, "AutoencodeEasy", "relstm", 1)
+    assert (f"run_dir={autoencode} wrappers=[gymnasium.wrappers:FlattenObservation]\n"
+            in out)
     assert set(suite.AGENTS) == {"lstm", "gru", "relstm", "tarnn", "memlstm", "sarnn", "irnn",
                                  "ernn", "relrnn", suite.REFERENCE}
 
@@ -99,11 +101,13 @@ def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
     assert "{{" not in (tmp_path / "out" / "RESULTS.md").read_text()
 
 
-def test_the_sb3_reference_flattens_a_tuple_observation() -> None:
-    env = make_env(suite.env_argument("AutoencodeEasy"))
-    assert isinstance(env.observation_space, gym.spaces.Box)
-    assert isinstance(make_env(suite.env_argument("CountRecallEasy")).observation_space,
-                      gym.spaces.MultiDiscrete)
+def test_the_sb3_reference_flattens_tuple_and_multidiscrete_observations() -> None:
+    autoencode = make_env(suite.env_argument("AutoencodeEasy")).observation_space
+    assert isinstance(autoencode, gym.spaces.Box) and autoencode.shape == (6,)  # 2 + 4 one-hot
+    count_recall = make_env(suite.env_argument("CountRecallEasy")).observation_space
+    assert isinstance(count_recall, gym.spaces.Box) and count_recall.shape == (4,)
+    assert isinstance(make_env(suite.env_argument("RepeatFirstEasy")).observation_space,
+                      gym.spaces.Discrete)  # SB3 one-hot encodes it itself
 
 
 @pytest.mark.slow
