@@ -72,11 +72,11 @@ whether to listen or answer), which our encoders do not take: gymnasium's
 FRAMES = 163_840
 """Frames per run: 80 updates of our PPO's 16 envs × 128 frames (and of RecurrentPPO's, matched),
 whole updates for any of 1, 2, 4, 8, 16 or 32 envs × 128 frames too. Measured on
-RepeatPreviousEasy, seed 0, on a shared 2-core machine (load 7-9): our lstm 58 s of CPU (174 s
-wall), sb3-contrib's RecurrentPPO 587 s of CPU (31 min wall), its two 256-unit LSTMs about ten
-times our cost. Our other cells run at 0.66-0.9 times lstm's speed
-(``benchmarks/results/throughput_cells.txt``), so the 400 runs take about 6-9 CPU hours for
-ours and 7 for sb3's 40: most of a day of one free core. The POPGym paper trained 15M frames
+RepeatPreviousEasy, seed 0, on a shared 2-core machine (load 7-9): our lstm with the generic
+preset 67 s of CPU (182 s wall), sb3-contrib's RecurrentPPO 587 s of CPU (31 min wall), its two
+256-unit LSTMs about nine times our cost. Our other cells run at 0.66-0.9 times lstm's speed
+(``benchmarks/results/throughput_cells.txt``), so the 400 runs take about 7-10 CPU hours for
+ours and 6.5 for sb3's 40: 14-17 hours of one free core. The POPGym paper trained 15M frames
 per trial, about 90 times this."""
 SEEDS = tuple(range(5))
 
