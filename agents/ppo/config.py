@@ -24,14 +24,10 @@ class PPOConfig(PPOHyperparameters):
     built, and the run records the values (:func:`rlmem.agents.ppo.presets.decide_presets`).
     A value given on the command line wins over the preset's. The two presets:
 
-    ===================  ========  =======
-    key                  minigrid  generic
-    ===================  ========  =======
-    normalize_advantage  false     true
-    shared_memory        true      false
-    recurrence           16        64
-    reward_scale         1         1
-    ===================  ========  =======
+    - ``normalize_advantage``: minigrid false, generic true;
+    - ``shared_memory``: minigrid true, generic false;
+    - ``recurrence``: minigrid 16, generic 64;
+    - ``reward_scale``: 1 for both.
 
     minigrid is rl-starter-files' recipe, unchanged (MiniGrid runs are what they were). generic
     was measured on POPGym 1.0.7's RepeatPreviousEasy with an LSTM of 64 (80k frames, seeds
@@ -48,7 +44,7 @@ class PPOConfig(PPOHyperparameters):
     preset: Preset | None = None
     """Whose values the keys below take where they are null: minigrid (rl-starter-files'
     MiniGrid recipe, rlmem's defaults before presets) or generic (measured on POPGym's Easy
-    envs against sb3-contrib's RecurrentPPO, issue 30; see the table above). null: minigrid
+    envs against sb3-contrib's RecurrentPPO, issue 30; see the list above). null: minigrid
     for MiniGrid and BabyAI envs, generic for every other env
     (:func:`rlmem.envs.family.env_family`). The run records the preset it took."""
     normalize_advantage: bool | None = None
