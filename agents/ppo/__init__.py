@@ -1,7 +1,10 @@
 """Our recurrent PPO (``agent=ppo``), readable top to bottom:
 
 - :mod:`~rlmem.agents.ppo.config`: the hyperparameters (torch-free, registered as ``ppo``);
+- :mod:`~rlmem.agents.ppo.presets`: the values MiniGrid and other envs want different, chosen
+  by the env's family and recorded in the run;
 - :mod:`~rlmem.agents.ppo.model`: the actor-critic (field encoders, the memory cell, heads);
+- :mod:`~rlmem.agents.ppo.critic_memory`: the state of a critic with a memory cell of its own;
 - :mod:`~rlmem.agents.ppo.collector`: rollouts from vectorised envs, one batched step at a time;
 - :mod:`~rlmem.agents.ppo.rollout`: a rollout and its BPTT chunks, in minibatches;
 - :mod:`~rlmem.agents.ppo.gae`: advantages and returns;
