@@ -229,7 +229,8 @@ def test_pendulum_box_actions_run_end_to_end(tmp_path: Path) -> None:
     name, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), episodes=2,
                                                         num_envs=2, argmax=True, gif=1))
     assert name == "Pendulum-v1" and result.episodes == 2 and result.length_mean == 200
-    assert written is not None and (tmp_path / "eval" / "Pendulum-v1_greedy_2ep_seed0_0.gif").stat().st_size
+    gif = tmp_path / "eval" / "Pendulum-v1_greedy_2ep_seed0_0.gif"
+    assert written is not None and gif.stat().st_size
 
 
 @pytest.mark.parametrize("encoding", ["onehot", "embedding"])
