@@ -29,8 +29,8 @@ import matplotlib.pyplot as plt
 from omegaconf import OmegaConf
 
 from experiments.common import report
+from experiments.common.evaluations import suite_evaluation
 from experiments.common.report import DASH, iqm_ci
-from rlmem.evaluate import report_path
 from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
@@ -55,9 +55,8 @@ def summarize(run: Path) -> tuple[dict[str, object], list[dict[str, float]]]:
         "run": str(run), "memory": memory, "frames": rows[-1]["frames"],
         "frames_to_0.9": reached, "final_return_recent": rows[-1]["return_recent"],
         "mean_fps": sum(row["fps"] for row in rows) / len(rows)}
-    transfer = report_path(run, TRANSFER_ENV)
-    if transfer.exists():
-        report = json.loads(transfer.read_text())
+    report = suite_evaluation(run, TRANSFER_ENV)
+    if report is not None:
         summary["transfer"] = {key: report[key] for key in
                                ("env", "return_mean", "return_std", "success_rate",
                                 "length_mean", "episodes", "argmax")}

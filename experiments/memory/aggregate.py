@@ -16,7 +16,6 @@ a test can compare it with the committed file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from experiments.common import report
+from experiments.common.evaluations import suite_evaluations
 from experiments.common.report import DASH, iqm_ci
 from experiments.common.run_config import config_value
 from experiments.memory.suite import LABELS, seeds_of
@@ -71,10 +71,8 @@ def read_run(path: Path) -> Run:
             if value is not None:
                 run.frames.append(row.number("frames"))
                 run.recent.append(value)
-    for found in sorted((path / "eval").glob("*.json")):
-        data = json.loads(found.read_text())
-        if run.frames and data["frames"] == run.frames[-1]:  # not of an earlier checkpoint
-            run.evaluations[data["env"]] = data
+    if run.frames:  # evaluations of the final model, not of an earlier checkpoint
+        run.evaluations.update(suite_evaluations(path, frames=run.frames[-1]))
     return run
 
 

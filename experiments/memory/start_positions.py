@@ -37,10 +37,11 @@ import torch
 from gymnasium.vector import VectorEnv
 from minigrid.envs.memory import MemoryEnv
 
+from experiments.common.evaluations import suite_evaluation
 from rlmem.agents.policy_evaluation import Actor, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import EnvOptions, make_vector_env
-from rlmem.evaluate import check_interface, load_run, report_path, short_name
+from rlmem.evaluate import check_interface, load_run, short_name
 from rlmem.runs import resolve_device
 
 HERE = Path(__file__).resolve().parent
@@ -296,9 +297,8 @@ class LoadedRun:
 def stored_eval_memory(run: Path, env: str) -> dict[str, Any]:
     """The ``eval_memory`` of the run's stored evaluation on ``env`` (the suites give MemLSTM
     the capacity of the longest episode there), or ``{}`` when it has none."""
-    report = report_path(run, env)
-    return dict(json.loads(report.read_text()).get("eval_memory") or {}) if report.exists() \
-        else {}
+    report = suite_evaluation(run, env)
+    return dict(report.get("eval_memory") or {}) if report is not None else {}
 
 
 def load_for(run: Path, env: str) -> LoadedRun:

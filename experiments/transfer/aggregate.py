@@ -14,7 +14,6 @@ against frames for every memory. ``render`` builds the text without writing.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from experiments.common import report
+from experiments.common.evaluations import suite_evaluations
 from experiments.common.report import DASH, iqm_ci
 from experiments.common.run_config import config_value
 from experiments.common.sweep import final_frames
@@ -69,26 +69,6 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
     return frames, returns
 
 
-def table_reports(run: Path) -> list[dict]:
-    """The evaluation reports of ``run`` that the tables count, one per env: sampled actions
-    (the paper's protocol; a greedy evaluation is another measure), the most episodes where a
-    run holds several (evaluation files are named by their settings, so a quick 2-episode check
-    sits beside the suite's). Two of as many episodes (e.g. with and without ``eval_memory``)
-    would give the seed two scores, so they are refused by name."""
-    chosen: dict[str, tuple[Path, dict]] = {}
-    for found in sorted((run / "eval").glob("*.json")):
-        data = json.loads(found.read_text())
-        if data["argmax"]:
-            continue
-        held = chosen.get(data["env"])
-        if held is not None and held[1]["episodes"] == data["episodes"]:
-            raise ValueError(f"{run}: two evaluations of {data['episodes']} episodes on "
-                             f"{data['env']} ({held[0].name}, {found.name}); move one aside")
-        if held is None or data["episodes"] > held[1]["episodes"]:
-            chosen[data["env"]] = (found, data)
-    return [data for _, data in chosen.values()]
-
-
 def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict, dict, dict]:
     """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
     the same layout, the frames trained per (train env, memory), and the learning curves per
@@ -110,10 +90,9 @@ def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict,
         budget = int(str(config_value(run, "frames")))
         budgets[(env, memory)] = max(budgets[(env, memory)], budget)
         final = final_frames(run)
-        for data in table_reports(run):
-            if data["frames"] == final:
-                reports.append((env, memory, budget, data))
-                frames[(env, memory)].add(int(data["frames"]))
+        for data in suite_evaluations(run, frames=final).values():
+            reports.append((env, memory, budget, data))
+            frames[(env, memory)].add(int(data["frames"]))
         if with_curves and (run / "progress.csv").exists():
             curves[env][memory].append(read_progress(run / "progress.csv"))
     for env, memory, budget, data in reports:
