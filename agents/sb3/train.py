@@ -38,7 +38,7 @@ from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.agents.train_config import with_derived_values
-from rlmem.envs import EnvOptions, refuse_untrusted_code
+from rlmem.envs import EnvOptions, refuse_untrusted_code, resolve_vectorization
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.restore import ON_EVALUATE, ON_RESUME, load_state, restore_rng
@@ -51,10 +51,12 @@ VEC_ENVS: dict[str, type[DummyVecEnv] | type[SubprocVecEnv]] = {
 def make_envs(config: Mapping[str, Any], num_envs: int, seed: int) -> VecEnv:
     """``num_envs`` copies of ``config.env`` as an SB3 VecEnv (with SB3's episode Monitor).
 
-    ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint).
+    ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint); a
+    ``vectorization=auto`` not yet decided is decided here as for a run.
     """
+    vectorization = resolve_vectorization(config["vectorization"], num_envs)
     return make_vec_env(functools.partial(EnvOptions.from_config(config).make, config["env"]),
-                        n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[config["vectorization"]])
+                        n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[vectorization])
 
 
 def build_model(config: Mapping[str, Any], env: VecEnv,
