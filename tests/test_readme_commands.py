@@ -49,6 +49,15 @@ def with_tiny_budget(words: list[str]) -> list[str]:
     return [sys.executable, "-m", words[2], *kept, *(f"{k}={v}" for k, v in tiny.items())]
 
 
+def test_readme_is_a_front_door() -> None:
+    """One screen before the first command: at most 150 lines, training within the first 40."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 150
+    first_train = next(number for number, line in enumerate(lines, start=1)
+                       if line.startswith("python -m rlmem.train"))
+    assert first_train <= 40
+
+
 def test_readme_names_the_quickstart_commands() -> None:
     modules = [words[2] for words in readme_commands(README.read_text())]
     assert {"rlmem.train", "rlmem.evaluate", "rlmem.supervised"} <= set(modules)
