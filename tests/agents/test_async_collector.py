@@ -85,7 +85,8 @@ def _collector(num_envs: int, workers: int, memory: str = "lstm",
     return AsyncRolloutCollector(envs, model, torch.device("cpu"), seed=7), model
 
 
-@pytest.mark.parametrize("memory", ["lstm", "relstm"])
+# ~20 s each: lstm in the default run, relstm (a cell with a buffer state) with -m slow.
+@pytest.mark.parametrize("memory", ["lstm", pytest.param("relstm", marks=pytest.mark.slow)])
 def test_async_rollouts_are_the_envs_data_and_on_policy(memory: str) -> None:
     collector, model = _collector(6, workers=2, memory=memory, max_steps=10)
     replay = make_vector_env("DoorKey-5x5", 6, env_kwargs={"max_steps": 10})
@@ -112,6 +113,7 @@ def test_async_rollouts_are_the_envs_data_and_on_policy(memory: str) -> None:
         replay.close()
 
 
+@pytest.mark.slow  # two async runs (~10 s)
 def test_async_runs_are_deterministic_for_their_seed() -> None:
     rollouts = []
     for workers in (1, 2):  # and whatever the workers' timing

@@ -22,12 +22,14 @@ from rlmem.agents.policy_evaluation import evaluate_policy
 NUM_ENVS = 2  # TINY_PPO's
 
 
+# A training run each (~15 s): one in the default run, the other two with -m slow; the check
+# they share is the same code, and the evaluation test below covers all three by default.
 @pytest.mark.parametrize("env, message", [
     (NAN_OBSERVATION, "returned an observation holding nan (element [2])"),
-    (INFINITE_REWARD, "returned a reward of inf"),
-    (WRONG_SHAPE, "returned an observation that does not fit its observation space (float32 "
-                  "Box of shape [4]) at frame 6: env 0 of 2 returned an observation of shape "
-                  "[3] where its space has shape [4]"),
+    pytest.param(INFINITE_REWARD, "returned a reward of inf", marks=pytest.mark.slow),
+    pytest.param(WRONG_SHAPE, "returned an observation that does not fit its observation space "
+                 "(float32 Box of shape [4]) at frame 6: env 0 of 2 returned an observation of "
+                 "shape [3] where its space has shape [4]", marks=pytest.mark.slow),
 ], ids=["nan observation", "infinite reward", "wrong shape"])
 def test_training_names_the_env_and_the_frame(env: str, message: str, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:

@@ -171,7 +171,11 @@ def test_run(cell: str, env: str) -> None:
     model.learn(total_timesteps=32)
 
 
-@pytest.mark.parametrize("cell", CELL_NAMES)
+# sb3-contrib's test_run_sde takes 4-7 s per cell: lstm and relstm by default, every cell with
+# -m slow.
+@pytest.mark.parametrize("cell", [cell if cell in ("lstm", "relstm")
+                                  else pytest.param(cell, marks=pytest.mark.slow)
+                                  for cell in CELL_NAMES])
 def test_run_sde(cell: str) -> None:
     model = recurrent_ppo("MlpLstmPolicy", "Pendulum-v1", cell, n_steps=16, seed=0,
                           sde_sample_freq=4, use_sde=True, clip_range_vf=0.1)

@@ -90,6 +90,7 @@ def test_a_diverged_job_does_not_stop_the_sweep_basic_launcher(tmp_path: Path,
     assert_only(tmp_path, "runs", "sweep")
 
 
+@pytest.mark.slow  # ~16 s; the basic launcher's twin runs by default
 def test_a_diverged_job_does_not_stop_the_sweep_joblib_launcher(tmp_path: Path,
                                                                 scratch: Path) -> None:
     """The jobs run in loky worker processes: the failure's record crosses to the sweep's."""
