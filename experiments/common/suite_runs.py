@@ -26,6 +26,7 @@ to train.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import tempfile
@@ -250,3 +251,14 @@ def reported(name: str, ended: Ending) -> Outcome:
     elif ended.outcome is Outcome.failed:
         print(f"[suite] {name}: FAILED (exit {ended.code}; its error is above)", flush=True)
     return ended.outcome
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, runs: Path, overrides_reach: str) -> None:
+    """Add the arguments every suite shares, last (the overrides are positional): ``--runs``
+    (where its run directories go; ``runs`` by default), ``--dry-run``, and the Hydra overrides
+    after ``--``, which go to ``overrides_reach`` (e.g. "every training run")."""
+    parser.add_argument("--runs", type=Path, default=runs, help="where the run directories go")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the commands and where each run stands; run nothing")
+    parser.add_argument("overrides", nargs="*",
+                        help=f"after --: Hydra overrides passed to {overrides_reach}")

@@ -38,6 +38,7 @@ from typing import NamedTuple
 from experiments.common.outcome import Outcome
 from experiments.common.suite_runs import (
     PlannedRun,
+    add_run_arguments,
     evaluate_step,
     left_to_start,
     print_dry_run,
@@ -208,11 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="parallel local training runs (joblib) and evaluations")
     parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the commands and where each run stands; run nothing")
-    parser.add_argument("overrides", nargs="*",
-                        help="after --: Hydra overrides passed to every training run")
+    add_run_arguments(parser, RUNS, "every training run")
     args = parser.parse_args(argv)
     root = args.runs.resolve()
     if args.dry_run:

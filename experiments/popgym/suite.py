@@ -34,6 +34,7 @@ from pathlib import Path
 from experiments.common.outcome import Outcome, run_recorded
 from experiments.common.suite_runs import (
     PlannedRun,
+    add_run_arguments,
     print_dry_run,
     reported,
     shielded,
@@ -152,11 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=FRAMES,
                         help="frames per run (the suite's budget; aggregate reads any)")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the commands and where each run stands; run nothing")
-    parser.add_argument("overrides", nargs="*",
-                        help="after --: Hydra overrides passed to every run of our PPO")
+    add_run_arguments(parser, RUNS, "every run of our PPO")
     args = parser.parse_args(argv)
     runs = planned(args.runs.resolve(), args.envs, args.agents, args.seeds, args.frames,
                    args.overrides)

@@ -51,6 +51,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from experiments.common.outcome import Outcome, run_recorded
+from experiments.common.suite_runs import add_run_arguments
 from experiments.supervised.rows import CONF, GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
 from experiments.supervised.status import RunStatus, State, run_status
 from rlmem.runs import INTERRUPTED, RunDirectoryError
@@ -240,11 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int,
                         help="only these seeds (headline rows have 0 1 2, the others 0)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread)")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the commands and where each run stands; run nothing")
-    parser.add_argument("overrides", nargs="*",
-                        help="after --: Hydra overrides passed to every run")
+    add_run_arguments(parser, RUNS, "every run")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")

@@ -36,6 +36,7 @@ from pathlib import Path
 from experiments.common.outcome import Outcome
 from experiments.common.suite_runs import (
     PlannedRun,
+    add_run_arguments,
     evaluate_step,
     left_to_start,
     print_dry_run,
@@ -80,11 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=None,
                         help="override every env's budget (e.g. for a quick check)")
     parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="where the run directories go")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the commands and where each run stands; run nothing")
-    parser.add_argument("overrides", nargs="*",
-                        help="after --: Hydra overrides passed to every training run")
+    add_run_arguments(parser, RUNS, "every training run")
     args = parser.parse_args(argv)
     root = args.runs.resolve()
     if args.dry_run:
