@@ -13,14 +13,11 @@ A field without a description is logged as a warning, which fails ``mkdocs build
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import enum
 import inspect
-import itertools
 import logging
 import re
-import textwrap
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -32,6 +29,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from omegaconf import MISSING
 from rst_markup import convert
+
+from rlmem.schema.field_docs import raw_field_docs
 
 PAGE = "reference/configuration.md"
 """Where the generated page sits in the site."""
@@ -57,24 +56,10 @@ class Section:
 
 
 def attribute_docstrings(cls: type) -> dict[str, str]:
-    """The docstrings of ``cls``'s fields, its bases' first (a subclass's own win), read from
-    the source: the string statement right after each annotated assignment of a class body."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if klass is object or not dataclasses.is_dataclass(klass):
-            continue
-        try:
-            source = textwrap.dedent(inspect.getsource(klass))
-        except (OSError, TypeError):  # made at run time (make_dataclass): no source
-            continue
-        body = next(node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)).body
-        for statement, following in itertools.pairwise(body):
-            if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-                    and isinstance(following, ast.Expr)
-                    and isinstance(following.value, ast.Constant)
-                    and isinstance(following.value.value, str)):
-                docs[statement.target.id] = inspect.cleandoc(following.value.value)
-    return docs
+    """The docstrings of ``cls``'s fields, its bases' first (a subclass's own win), as written;
+    the one reader the CLIs' ``--help`` uses too
+    (:func:`rlmem.schema.field_docs.raw_field_docs`)."""
+    return dict(raw_field_docs(cls))
 
 
 def args_section(function: Callable[..., Any]) -> dict[str, str]:

@@ -23,9 +23,11 @@ from rlmem.cells import get_cell_class, make_cell
 
 
 @functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings of dataclass ``cls`` and its bases, by field name, each on one
-    line; a field without one is absent. Classes without source (made at run time) give none."""
+def raw_field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of dataclass ``cls`` and its bases (a subclass's own win), by
+    field name, as written (:func:`inspect.cleandoc`: reST and line breaks kept, for the docs
+    site); a field without one is absent. Classes without source (made at run time) give none.
+    The mapping is shared: copy it before changing it."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if klass is object:
@@ -41,8 +43,15 @@ def field_docs(cls: type) -> dict[str, str]:
                     and isinstance(following, ast.Expr)
                     and isinstance(following.value, ast.Constant)
                     and isinstance(following.value.value, str)):
-                docs[node.target.id] = one_line(following.value.value)
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
     return docs
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """:func:`raw_field_docs`, each on one line (:func:`one_line`), for ``--help`` and the
+    error messages."""
+    return {key: one_line(text) for key, text in raw_field_docs(cls).items()}
 
 
 _ROLE = re.compile(r":\w+:`(~?)([^`]*)`")
