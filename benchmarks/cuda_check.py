@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import copy
 import dataclasses
 import time
 import warnings
@@ -43,8 +44,10 @@ from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.presets import PRESETS, Preset
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config, make_cell
+from rlmem.cells.base import Aux
 from rlmem.envs import make_vector_env
 from rlmem.tasks.base import SequenceTask
+from rlmem.tasks.cuda_graph import Computed, GraphedLoss, compute
 from rlmem.tasks.model import SequenceModel
 from rlmem.tasks.registry import make_task
 
@@ -158,22 +161,33 @@ class CudnnSequence(nn.Module):
 
 
 def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device,
-                    ) -> Callable[[], None]:
-    """The supervised trainer's step (``SupervisedTrainer.train_step``, less its metrics)."""
+                    graph: bool = False) -> Callable[[], None]:
+    """The supervised trainer's step (``SupervisedTrainer.train_step``, less its metrics):
+    sample, forward, loss, backward, clipping, the finiteness check, Adam; with ``graph``,
+    the forward to clipping replayed from a CUDA graph (:mod:`rlmem.tasks.cuda_graph`)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-4)
     generator = torch.Generator(device=device).manual_seed(0)
+    graphed: list[GraphedLoss] = []
 
     def step() -> None:
         batch = task.sample(BATCH, SEQ_LEN, generator)
-        output = model(batch.inputs)
-        outputs = output[0] if isinstance(output, tuple) else output
-        loss = task.loss(outputs, batch)
-        if isinstance(output, tuple):
-            loss = loss + output[1].aux.total_loss()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        if not bool(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)):
+        if isinstance(model, SequenceModel) and graph and not graphed:
+            recorded, computed = GraphedLoss.capture(model, task, batch, 1.0)
+            if recorded is None:
+                raise RuntimeError("the CUDA graph could not be used")
+            graphed.append(recorded)
+        elif graphed:
+            computed = graphed[0](batch)
+        elif isinstance(model, SequenceModel):
+            optimizer.zero_grad(set_to_none=True)
+            computed = compute(model, task, batch, 1.0)
+        else:  # cuDNN
+            optimizer.zero_grad(set_to_none=True)
+            loss = task.loss(model(batch.inputs), batch)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            computed = Computed(loss.detach(), grad_norm, loss, Aux())
+        if not bool(torch.isfinite(computed.loss) & torch.isfinite(computed.grad_norm)):
             raise FloatingPointError("non-finite loss")
         optimizer.step()
 
@@ -191,10 +205,15 @@ def supervised_models(task: SequenceTask, cells: list[str]) -> dict[str, nn.Modu
 
 def supervised_rates(cells: list[str], device: torch.device, rounds: int,
                      per_round: int) -> dict[str, float]:
-    """Iterations/s of each model's step, timed in turn (``per_round`` steps each)."""
+    """Iterations/s of each model's step, eager and (ours) from a CUDA graph, timed in turn
+    (``per_round`` steps each)."""
     task = make_task("copy")
-    steps = {name: supervised_step(model.to(device), task, device)
-             for name, model in supervised_models(task, cells).items()}
+    steps: dict[str, Callable[[], None]] = {}
+    for name, net in supervised_models(task, cells).items():
+        steps[name] = supervised_step(net.to(device), task, device)
+        if isinstance(net, SequenceModel):
+            twin = copy.deepcopy(net)
+            steps[f"{name}, CUDA graph"] = supervised_step(twin, task, device, graph=True)
     seconds = dict.fromkeys(steps, 0.0)
     for step in steps.values():
         for _ in range(3):

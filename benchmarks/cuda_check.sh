@@ -33,8 +33,8 @@ step() {  # name, limit in seconds, command...
 
 # the CPU columns' compiled loops build once per machine: start it beside the tests
 python3 -c "from rlmem.cells._engines.compiled import _build; _build()" >"$OUT/build.log" 2>&1 &
-step engines_cuda 180 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
-    tests/cells/test_engines.py -k cuda
+step tests_cuda 180 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
+    tests/cells/test_engines.py tests/tasks/test_cuda_graph.py -k "cuda or graph"
 R=/tmp/rlmem_cuda
 step train_cuda 150 python3 -m rlmem.train env=DoorKey-5x5 memory=relstm device=cuda \
     frames=8192 "run_dir=$R/ppo"

@@ -35,6 +35,8 @@ from typing import Any, ClassVar, NamedTuple, TypeVar, final
 import torch
 from torch import Tensor, nn
 
+from rlmem.cells.host_reads import any_reset, steps_with_resets
+
 State = NamedTuple
 """A cell's recurrent state: a NamedTuple of tensors with the batch on dim 0 of each."""
 
@@ -192,17 +194,17 @@ def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> ScanResult:
     if x.shape[0] == 1:
         # A rollout's single step: its outputs get their time dimension as views (they may
         # share memory with the state), which costs less than stacked copies.
-        if bool(resets.any()):
+        if any_reset(resets):
             state = reset_state(state, resets[0])
         y, state, trace = step(x[0], state)
         return ScanResult(y.unsqueeze(0), state,
                           {key: value.unsqueeze(0) for key, value in trace.items()})
-    # One host sync for the whole sequence instead of one per step.
-    any_reset = resets.any(dim=1).tolist()
+    # One host read for the whole sequence instead of one per step.
+    resetting = steps_with_resets(resets)
     outputs: list[Tensor] = []
     traces: dict[str, list[Tensor]] = {}
     for t in range(x.shape[0]):
-        if any_reset[t]:
+        if resetting[t]:
             state = reset_state(state, resets[t])
         y, state, trace = step(x[t], state)
         outputs.append(y)

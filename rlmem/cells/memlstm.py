@@ -17,6 +17,7 @@ from rlmem.cells._engines import full_attention
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims, ScanResult, episode_time
+from rlmem.cells.host_reads import latest_start
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
 
@@ -166,7 +167,7 @@ class MemLSTM(Cell):
         engine's own read of the chunk's resets does), and only when the bound exceeds
         ``capacity`` a second for the exact length. Afterwards, none.
         """
-        if self.overflow_warned or int(t0.max()) + resets.shape[0] <= self.capacity:
+        if self.overflow_warned or latest_start(t0) + resets.shape[0] <= self.capacity:
             return
         longest = int(episode_time(t0, resets).max()) + 1
         if longest <= self.capacity:

@@ -22,8 +22,8 @@ from tqdm import tqdm
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
-from rlmem.tasks.amp import autocast
 from rlmem.tasks.base import SequenceTask
+from rlmem.tasks.cuda_graph import GraphedLoss, compute, graph_refusal
 from rlmem.tasks.held_out import confirmation_score, evaluate
 from rlmem.tasks.model import SequenceModel
 
@@ -68,11 +68,17 @@ class Schedule:
     """Train each batch at a delay drawn uniformly from ``[seq_len_min, seq_len]``; None:
     every batch at ``seq_len``."""
 
+    @property
+    def fixed_length(self) -> bool:
+        """Every training batch is at ``seq_len``."""
+        return self.seq_len_min is None or self.seq_len_min == self.seq_len
+
     def training_seq_len(self, generator: torch.Generator) -> int:
         """The delay of the next training batch, drawn from ``generator`` only when the delays
         vary, so a fixed-delay run's data stream is the same as without the option."""
-        if self.seq_len_min is None or self.seq_len_min == self.seq_len:
+        if self.fixed_length:
             return self.seq_len
+        assert self.seq_len_min is not None  # else fixed_length
         return int(torch.randint(self.seq_len_min, self.seq_len + 1, (), generator=generator,
                                  device=generator.device))
 
@@ -129,6 +135,10 @@ class SupervisedTrainer:
         self.cpu_s = 0.0
         self.converged_at: int | None = None
         self.resumed = False
+        self.graph_refusal = graph_refusal(model, run.device, schedule.fixed_length, schedule.amp)
+        """Why the iterations run eagerly (:mod:`rlmem.tasks.cuda_graph`); ``None`` until the
+        first iteration where a graph records them."""
+        self._graphed: GraphedLoss | None = None
 
     @property
     def checkpoint_path(self) -> Path:
@@ -189,15 +199,19 @@ class SupervisedTrainer:
         self.model.cell.anneal(self.iteration / max(schedule.iterations, 1))
         batch = self.task.sample(schedule.batch_size, schedule.training_seq_len(self.generator),
                                  self.generator)
-        with autocast(self.device, schedule.amp):
-            outputs, result = self.model(batch.inputs)
-            task_loss = self.task.loss(outputs, batch)
-        loss = task_loss + result.aux.total_loss()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
         max_norm = schedule.grad_clip if schedule.grad_clip is not None else math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        loss = loss.detach()
+        if self._graphed is not None:
+            computed = self._graphed(batch)
+        elif self.graph_refusal is None:  # the first iteration: eager, then recorded
+            self._graphed, computed = GraphedLoss.capture(self.model, self.task, batch,
+                                                          max_norm)
+            if self._graphed is None:
+                self.graph_refusal = "the capture or its check failed (see the warning)"
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            computed = compute(self.model, self.task, batch, max_norm, schedule.amp)
+        loss, grad_norm, outputs, aux = (computed.loss, computed.grad_norm, computed.outputs,
+                                         computed.aux)
         if not bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):
             raise NonFiniteLossError(
                 f"non-finite {'loss' if not torch.isfinite(loss) else 'gradient norm'} at "
@@ -207,12 +221,12 @@ class SupervisedTrainer:
         self.optimizer.step()
         self.iteration += 1
         metrics = {f"train/{key}": value
-                   for key, value in self.task.metrics(outputs.detach().float(), batch).items()}
-        metrics["train/loss"] = loss
-        metrics["train/grad_norm"] = grad_norm.detach()
-        for key, value in result.aux.losses.items():
-            metrics[f"aux/{key}"] = value.detach()
-        for key, value in result.aux.diagnostics.items():
+                   for key, value in self.task.metrics(outputs.float(), batch).items()}
+        metrics["train/loss"] = loss.clone()  # a graph's results are overwritten by its replay
+        metrics["train/grad_norm"] = grad_norm.clone()
+        for key, value in aux.losses.items():
+            metrics[f"aux/{key}"] = value.detach().clone()
+        for key, value in aux.diagnostics.items():
             metrics[f"memory/{key}"] = value
         return metrics
 

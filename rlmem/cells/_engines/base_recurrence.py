@@ -31,7 +31,8 @@ class BaseRecurrence:
         self.gates = 4 * hidden if lstm else hidden
         self.minus_one = buffers["minus_one"].fill_(-1.0)
         constants = buffers["constants"]
-        constants[0], constants[1] = 2.0, 0.5
+        constants[0].fill_(2.0)  # fill_, not item assignment: no copy from the host
+        constants[1].fill_(0.5)
         self.two, self.half = constants[0], constants[1]
         if not lstm:
             return

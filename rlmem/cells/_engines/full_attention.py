@@ -39,6 +39,7 @@ from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights, project
 from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
+from rlmem.cells.host_reads import any_reset, latest_start, steps_with_resets_and_latest_start
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.memlstm import MemLSTM, MemLSTMState
@@ -63,7 +64,7 @@ def fast_scan(cell: MemLSTM, x: Tensor, state: MemLSTMState, resets: Tensor) -> 
     if result is None:
         # A few steps (a rollout): the slots the longest episode can reach by the end of
         # the chunk, found with one host sync before the loop.
-        used = min(int(state.t.max()) + x.shape[0], cell.capacity)
+        used = min(latest_start(state.t) + x.shape[0], cell.capacity)
         result = full_step(xp, weights, state.s, state.c, state.t, state.memory,
                            state.keys, state.valid, resets, used)
     if result is None:
@@ -128,9 +129,9 @@ class _FullTape(NamedTuple):
 
 def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], int]:
     """Which steps reset some batch item, and how many incoming slots any item holds: one host
-    sync per chunk, before its loop."""
-    flags = torch.cat([resets.any(dim=1).long(), t0.max().clamp(max=capacity).view(1)]).tolist()
-    return [bool(flag) for flag in flags[:-1]], int(flags[-1])
+    read per chunk, before its loop."""
+    flags, start = steps_with_resets_and_latest_start(resets, t0)
+    return flags, min(start, capacity)
 
 
 def _full_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], base: BaseRecurrence,
@@ -549,7 +550,7 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
             or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
         return None
-    if bool(resets.any()):  # on the CPU, reading the flag costs no sync
+    if any_reset(resets):  # on the CPU, reading the flag costs no sync
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])
     # The new memory and keys: recycled, fresh blocks of that size cost as much in page

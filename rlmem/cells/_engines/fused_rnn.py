@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from rlmem.cells.base import ScanResult, reset_state
+from rlmem.cells.host_reads import steps_with_resets
 
 if TYPE_CHECKING:  # the cell modules import this one
     from rlmem.cells.gru import GRU, GRUState
@@ -57,12 +58,11 @@ def scan_segments(run: Callable[[Tensor, Any], tuple[Tensor, Any]], x: Tensor, s
         - run: ``(segment of x, state) -> (segment of y, state)``
     """
     steps = x.shape[0]
-    any_reset = resets.any(dim=1)
-    cuts = [0, *(torch.nonzero(any_reset[1:]).flatten() + 1).tolist(), steps]
-    first_reset = bool(any_reset[0])
+    flags = steps_with_resets(resets)
+    cuts = [0, *(t for t in range(1, steps) if flags[t]), steps]
     outputs = []
     for start, end in itertools.pairwise(cuts):
-        if start > 0 or first_reset:
+        if start > 0 or flags[0]:
             state = reset_state(state, resets[start])
         y, state = run(x[start:end], state)
         outputs.append(y)

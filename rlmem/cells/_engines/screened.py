@@ -43,6 +43,7 @@ from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights, project
 from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
+from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
 from rlmem.cells.screening import UNIFORM_SHARE, RelevancyScreening, Screening
 
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
@@ -145,10 +146,9 @@ empty), rank (score + mask), episode step, then padding that keeps rows 64-byte 
 
 def chunk_flags(resets: Tensor, t0: Tensor, dtype: torch.dtype) -> tuple[list[bool], bool]:
     """Which steps reset some batch item, and whether the episode steps fit ``dtype`` exactly:
-    one host sync per chunk, before its loop."""
-    fits = (t0.max() + resets.shape[0] < TIME_LIMIT[dtype]).view(1)
-    flags = torch.cat([resets.any(dim=1), fits]).tolist()
-    return flags[:-1], flags[-1]
+    one host read per chunk, before its loop."""
+    flags, start = steps_with_resets_and_latest_start(resets, t0)
+    return flags, start + resets.shape[0] < TIME_LIMIT[dtype]
 
 
 def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
@@ -361,7 +361,7 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
             for p in range(min(nu, steps))]
     grad_candidate, d_pre, d_act = buffers["grad_candidate"], buffers["d_pre"], buffers["d_act"]
     d_act_parts = (d_act[:, :3], d_act[:, 3])
-    dc_buffers, zero = buffers["dc"].unbind(0), buffers["zero"].zero_()
+    dc_buffers = buffers["dc"].unbind(0)
     d_keys_h, d_logits = buffers["d_keys_h"], buffers["d_logits"]
 
     dz = buffers["dz"]
@@ -406,7 +406,7 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
         target = target_steps[k]
         rows_of_grad.index_copy_(0, rows_p, torch.index_select(rows_of_grad, 0, target,
                                                                out=grad_candidate))
-        rows_of_grad.index_fill_(0, target, zero)
+        rows_of_grad.index_fill_(0, target, 0.0)
         h = h_steps[k].copy_(contents[oldest])
         # ... and the same for the slots themselves
         rows_of_slots.index_copy_(0, rows_p, torch.index_select(rows_of_slots, 0, target,
@@ -445,7 +445,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         "grad": (batch, slots + 1, wide + 1), "grad_candidate": (batch, wide + 1),
         "d_keys_h": (steps, batch, hidden), "d_logits": (steps, batch, slots),
         "d_pre": (batch, slots, hidden), "d_act": (batch, 4, hidden),
-        "dc": (2, batch, 1, hidden), "zero": (), "dz": (steps, batch, recurrent.shape[0]),
+        "dc": (2, batch, 1, hidden), "dz": (steps, batch, recurrent.shape[0]),
         "s_prev": (steps, batch, hidden), "h": (steps, batch, hidden),
         "restored": (batch, tape.slot_data.shape[2])}, y.dtype, y.device)
     # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
@@ -627,7 +627,7 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
     fields = _ScreenedFields(s0, c0 if c0 is not None else s0, t0, short, short_score,
                              short_valid, short_time, relevant, relevant_score,
                              relevant_valid, relevant_time)
-    if bool(resets.any()):  # on the CPU, reading the flag costs no sync
+    if any_reset(resets):  # on the CPU, reading the flag costs no sync
         fields = _ScreenedFields(*reset_state(fields, resets[0]))
     (y, c, t, short, short_score, short_valid, short_time, relevant, relevant_score,
      relevant_valid, relevant_time, attention, slot_time) = native.screened_step(
