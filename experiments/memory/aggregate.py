@@ -26,7 +26,7 @@ from experiments.common import report
 from experiments.common.evaluations import suite_evaluations
 from experiments.common.report import DASH, iqm_ci
 from experiments.common.run_config import config_value
-from experiments.memory.suite import LABELS, seeds_of
+from experiments.memory.suite import LABELS, SEEDS, seeds_of
 from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
@@ -96,9 +96,10 @@ def per_seed_values(runs: list[Run], env: str, key: str, show: report.Show) -> s
 
 
 def not_run(label: str, runs: list[Run]) -> list[int]:
-    """The seeds the suite declares for ``label`` (at its default 3) without a run here."""
+    """The seeds the suite declares for ``label`` (at its default, :data:`SEEDS`) without a run
+    here."""
     ran = {run.seed for run in runs}
-    return [seed for seed in seeds_of(label, 3) if seed not in ran] if label in LABELS else []
+    return [seed for seed in seeds_of(label, SEEDS) if seed not in ran] if label in LABELS else []
 
 
 def frames_cell(runs: list[Run]) -> str:

@@ -113,7 +113,7 @@ def test_the_memory_suite_skips_a_run_another_process_holds(
     assert "FAILED" not in out
     assert load_checkpoint(runs / "seed1" / "checkpoint.pt").count("frames") == 64
     assert sorted(path.name for path in (runs / "seed1" / "eval").glob("*.json")) == [
-        "MemoryS13.json", "MemoryS7.json"]
+        "MemoryS13_sampled_2ep_seed0.json", "MemoryS7_sampled_2ep_seed0.json"]
     assert sorted(path.name for path in (runs / "seed0").iterdir()) == [".lock", ".rlmem-run"]
 
 
@@ -153,7 +153,8 @@ def test_the_transfer_suite_skips_held_runs_and_held_evaluations(
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     runs = tmp_path / "DoorKey-5x5" / "lstm"
     claim_run_dir(runs / "seed1")
-    with held(runs / "seed0"), RunLock(runs / "seed1" / "eval", name=".DoorKey-5x5.lock"):
+    with held(runs / "seed0"), RunLock(runs / "seed1" / "eval",
+                                                   name=".DoorKey-5x5_sampled_1ep_seed0.lock"):
         code = transfer_suite.main([
             "--envs", "DoorKey-5x5", "--memories", "lstm", "--seeds", "0", "1", "--frames",
             "64", "--episodes", "1", "--runs", str(tmp_path), "--", *TINY_SWEEP,
@@ -166,7 +167,7 @@ def test_the_transfer_suite_skips_held_runs_and_held_evaluations(
     assert "FAILED" not in out
     assert load_checkpoint(runs / "seed1" / "checkpoint.pt").count("frames") == 64
     assert [path.name for path in (runs / "seed1" / "eval").glob("*.json")] == [
-        "DoorKey-16x16.json"]
+        "DoorKey-16x16_sampled_1ep_seed0.json"]
 
 
 def test_the_transfer_suite_starts_no_finished_run_kept_without_its_checkpoint(
