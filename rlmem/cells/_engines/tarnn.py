@@ -234,5 +234,11 @@ def _finish(needs: tuple[bool, ...], form: FastForm, grad_gates: Tensor,
 
 
 def _block_scale(like: Tensor, size: int, factors: tuple[float, ...]) -> Tensor:
-    """A vector of ``len(factors) · size`` entries, block i filled with ``factors[i]``."""
-    return torch.tensor(factors, dtype=like.dtype, device=like.device).repeat_interleave(size)
+    """A vector of ``len(factors) · size`` entries, block i filled with ``factors[i]``.
+
+    Filled on ``like``'s device, block by block: a tensor built from the Python floats would be
+    copied from the host, which a CUDA graph cannot record."""
+    scale = like.new_empty(len(factors), size)
+    for block, factor in zip(scale, factors, strict=True):
+        block.fill_(factor)
+    return scale.view(-1)
