@@ -7,7 +7,8 @@ Reads ``runs/<env>/<memory>/seed<k>/`` (``eval/<env>.json`` and ``progress.csv``
 writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (the IQM over
 seeds of the mean evaluation return with its 95% stratified bootstrap interval, the paper's
 number in brackets), every seed's value with "k of n" seeds at or above the paper's number,
-P(relstm > lstm) on each env, the same table for the runs of rlmem 0.1 (``runs_v0_1/``: raw
+P(relstm > lstm) on each env, DoorKey-5x5 -> DoorKey-16x16 at the paper's 5M frames (``runs_5M/``)
+beside the 500k runs, the same table for the runs of rlmem 0.1 (``runs_v0_1/``: raw
 grid input, forget-gate bias 0) as the "before", and ``plots/<env>.png``, the training return
 against frames for every memory. ``render`` builds the text without writing.
 """
@@ -33,6 +34,10 @@ HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
 MEMORY_RUNS = HERE.parent / "memory" / "runs"
 """MemoryS7 -> MemoryS13 comes from the memory suite, which trains it for longer."""
+RUNS_5M = HERE / "runs_5M"
+"""DoorKey-5x5 -> DoorKey-16x16 at the paper's budget (``--frames 5001216``), the paper's three
+cells, seeds 0-4."""
+SEEDS_5M = 5
 BEFORE_RUNS = HERE / "runs_v0_1"
 """The table as rlmem 0.1 made it: raw grid floats, forget-gate bias 0, smaller budgets."""
 PLOTS = HERE / "plots"
@@ -155,6 +160,31 @@ def comparisons(scores: dict) -> list[str]:
                         lines, ["---", "---:", "---:", "---:"])
 
 
+def paper_budget(scores_500k: dict) -> list[str]:
+    """DoorKey-5x5 and its zero-shot DoorKey-16x16 at 5M frames (``runs_5M/``) beside the 500k
+    runs and the paper: every seed, IQM [95% CI], k of n seeds at the paper's number, and
+    P(X > lstm) on DoorKey-16x16."""
+    scores, successes, _, _ = collect(sorted(RUNS_5M.glob("DoorKey-5x5/*/seed*")),
+                                      with_curves=False)
+    rows = []
+    for memory in HEADLINE_MEMORIES:
+        for env in ("DoorKey-5x5", "DoorKey-16x16"):
+            values = scores[env][memory]
+            paper = PAPER[env][memory]
+            rows.append([env, memory, f"{len(values)} of {SEEDS_5M}",
+                         report.seeds(values, report.three), iqm_ci(values, report.decimal),
+                         iqm_ci(successes[env][memory], report.percent),
+                         report.decimal(paper), report.k_of_n(values, paper),
+                         iqm_ci(scores_500k[env][memory], report.decimal),
+                         DASH if memory == "lstm" or env != "DoorKey-16x16" else
+                         report.improvement(values, scores[env]["lstm"])])
+    return report.table(
+        ["Environment", "memory", "seeds evaluated", "return per seed (5M)",
+         "return IQM [95% CI] (5M)", "success IQM [95% CI] (5M)", "paper (5M)",
+         "seeds ≥ paper, k of n", "return IQM [95% CI] at 500k", "P(X > lstm) [95% CI]"],
+        rows, ["---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])
+
+
 def plot(env: str, runs: dict[str, list]) -> Path:
     """Training return against frames, one line per seed, one colour per memory."""
     PLOTS.mkdir(exist_ok=True)
@@ -201,6 +231,7 @@ def render(plots: bool = False) -> str:
     return report.fill((HERE / "RESULTS.template.md").read_text(), {
         "table": table(scores, memories, PAPER), "success": table(successes, memories, {}),
         "per_seed": per_seed(scores), "comparisons": comparisons(scores),
+        "paper_budget": paper_budget(scores),
         "recipe": memory_aggregate.recipe_claim(memory_aggregate.collect()),
         "budget": report.table(["Train env", "memory", "seeds in the tables",
                                 "frames per run (all seeds)"], budget,
