@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # The CUDA checks, in one call on a machine with a GPU (the lent device machine: torch there,
 # the other dependencies carried as wheels in .whl/, see docs/performance.md):
-#   1. the engines' float64 equality tests on CUDA (tests/cells/test_engines.py -k cuda) and
-#      the other tests that take a device;
-#   2. train, evaluate, supervised and sb3 commands end to end with device=cuda;
-#   3. benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
-#      iterations/s against cuDNN, profiler tables.
+#   bash benchmarks/cuda_check.sh [parts...]      parts: tests commands suite benchmark
+#                                                 (default: tests commands benchmark)
+#   tests      the engines' float64 equality tests and the CUDA-graph tests on CUDA;
+#   commands   train, evaluate, supervised (copy, denoise, adding) and sb3 end to end with
+#              device=cuda;
+#   suite      the default test suite with CUDA visible (device=auto picks it), less the checks
+#              that need the docs tools, a Slurm launcher or pip's network;
+#   benchmark  benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
+#              iterations/s against cuDNN, profiler tables.
 # Logs and tables go to $OUT (default: build/cuda_check).
 set -u
 OUT=${OUT:-build/cuda_check}
+PARTS=${*:-tests commands benchmark}
 mkdir -p "$OUT"
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -22,6 +27,8 @@ fi
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 python3 -c "import torch, rlmem.agents.ppo, minigrid, sb3_contrib; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
+# the CPU columns' compiled loops build once per machine: start it beside the first part
+python3 -c "from rlmem.cells._engines.compiled import _build; _build()" >"$OUT/build.log" 2>&1 &
 
 step() {  # name, limit in seconds, command...
     local name=$1 limit=$2; shift 2
@@ -31,18 +38,33 @@ step() {  # name, limit in seconds, command...
     tail -4 "$OUT/$name.log"
 }
 
-# the CPU columns' compiled loops build once per machine: start it beside the tests
-python3 -c "from rlmem.cells._engines.compiled import _build; _build()" >"$OUT/build.log" 2>&1 &
-step tests_cuda 180 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
-    tests/cells/test_engines.py tests/tasks/test_cuda_graph.py -k "cuda or graph"
 R=/tmp/rlmem_cuda
-step train_cuda 150 python3 -m rlmem.train env=DoorKey-5x5 memory=relstm device=cuda \
-    frames=8192 "run_dir=$R/ppo"
-step evaluate_cuda 90 python3 -m rlmem.evaluate "run=$R/ppo" env=transfer episodes=4 device=cuda
-step supervised_cuda 90 python3 -m rlmem.supervised task=copy memory=relstm device=cuda \
-    iterations=40 eval_every=20 "run_dir=$R/copy"
-step sb3_cuda 150 python3 -m rlmem.train agent=sb3 env=DoorKey-5x5 memory=relstm device=cuda \
-    frames=2048 "run_dir=$R/sb3"
-step benchmark 300 python3 benchmarks/cuda_check.py --rounds 3 --out "$OUT/cuda_check.md" \
-    --profile "$OUT/profile.md"
-cat "$OUT/cuda_check.md"
+for part in $PARTS; do
+    case $part in
+    tests)
+        step tests_cuda 180 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
+            tests/cells/test_engines.py tests/tasks/test_cuda_graph.py -k "cuda or graph" ;;
+    commands)
+        step train_cuda 150 python3 -m rlmem.train env=DoorKey-5x5 memory=relstm device=cuda \
+            frames=8192 "run_dir=$R/ppo"
+        step evaluate_cuda 90 python3 -m rlmem.evaluate "run=$R/ppo" env=transfer episodes=4 \
+            device=cuda
+        for task in copy denoise adding; do
+            step "supervised_${task}_cuda" 90 python3 -m rlmem.supervised "task=$task" \
+                memory=relstm device=cuda iterations=40 eval_every=20 "run_dir=$R/$task"
+        done
+        step sb3_cuda 150 python3 -m rlmem.train agent=sb3 env=DoorKey-5x5 memory=relstm \
+            device=cuda frames=2048 "run_dir=$R/sb3" ;;
+    suite)
+        step suite_cuda 300 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 \
+            --dist loadfile \
+            -m "not slow" --ignore=tests/docs --ignore=tests/test_sweep_submitit.py \
+            --ignore=tests/test_packaging.py --ignore=tests/cells/test_plugin_cell.py \
+            --ignore=tests/cells/test_plugin_messages.py ;;
+    benchmark)
+        step benchmark 300 python3 benchmarks/cuda_check.py --rounds 3 \
+            --out "$OUT/cuda_check.md" --profile "$OUT/profile.md"
+        cat "$OUT/cuda_check.md" ;;
+    *) echo "unknown part: $part"; exit 2 ;;
+    esac
+done
