@@ -12,10 +12,11 @@ Three measurements, printed as markdown tables (and written to ``--out``):
   :func:`torch.cuda.set_sync_debug_mode` and split into the rollout and the PPO update, with
   the lines that cause them (the rollout needs one per step: the envs take the actions on the
   CPU).
-- **Supervised copy iterations/s** at T = 100, hidden 128, batch 128 (the trainer's step:
-  sample, forward, loss, backward, clip, finiteness check, Adam step): our cells through
-  :class:`rlmem.tasks.model.SequenceModel`, and ``torch.nn.LSTM`` (cuDNN) with the same
-  one-hot input and read-out, in the same run.
+- **Supervised copy iterations/s** at T = 100, hidden 128, batch 128 and 10 (``--batches``;
+  the trainer's step: sample, forward, loss, backward, clip, finiteness check, Adam step): our
+  cells through :class:`rlmem.tasks.model.SequenceModel` on one CPU thread, on CUDA eagerly and
+  from a CUDA graph (:mod:`rlmem.tasks.cuda_graph`), and ``torch.nn.LSTM`` (cuDNN on CUDA) with
+  the same one-hot input and read-out, all in the same run.
 
 ``--profile`` also writes the torch profiler's table of one CUDA PPO update and one supervised
 iteration per cell.
@@ -52,8 +53,8 @@ from rlmem.tasks.model import SequenceModel
 from rlmem.tasks.registry import make_task
 
 ENV = "DoorKey-5x5"
-SEQ_LEN, HIDDEN, BATCH = 100, 128, 128
-"""The supervised measurement's copy T, hidden size and batch."""
+SEQ_LEN, HIDDEN = 100, 128
+"""The supervised measurement's copy T and hidden size (the batch is ``--batches``)."""
 
 
 def synchronize(device: torch.device) -> None:
@@ -160,7 +161,7 @@ class CudnnSequence(nn.Module):
         return self.readout(self.lstm(x)[0])
 
 
-def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device,
+def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device, batch_size: int,
                     graph: bool = False) -> Callable[[], None]:
     """The supervised trainer's step (``SupervisedTrainer.train_step``, less its metrics):
     sample, forward, loss, backward, clipping, the finiteness check, Adam; with ``graph``,
@@ -170,7 +171,7 @@ def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device,
     graphed: list[GraphedLoss] = []
 
     def step() -> None:
-        batch = task.sample(BATCH, SEQ_LEN, generator)
+        batch = task.sample(batch_size, SEQ_LEN, generator)
         if isinstance(model, SequenceModel) and graph and not graphed:
             recorded, computed = GraphedLoss.capture(model, task, batch, 1.0)
             if recorded is None:
@@ -203,28 +204,31 @@ def supervised_models(task: SequenceTask, cells: list[str]) -> dict[str, nn.Modu
     return models
 
 
-def supervised_rates(cells: list[str], device: torch.device, rounds: int,
+def supervised_rates(cells: list[str], batch_size: int, rounds: int,
                      per_round: int) -> dict[str, float]:
-    """Iterations/s of each model's step, eager and (ours) from a CUDA graph, timed in turn
-    (``per_round`` steps each)."""
+    """Iterations/s of each model's step: on one CPU thread, on CUDA eagerly, and (ours) on
+    CUDA from a CUDA graph; timed in turn (``per_round`` steps each)."""
     task = make_task("copy")
     steps: dict[str, Callable[[], None]] = {}
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
     for name, net in supervised_models(task, cells).items():
-        steps[name] = supervised_step(net.to(device), task, device)
+        steps[f"{name}, cpu"] = supervised_step(copy.deepcopy(net), task, cpu, batch_size)
+        steps[name] = supervised_step(net.to(cuda), task, cuda, batch_size)
         if isinstance(net, SequenceModel):
             twin = copy.deepcopy(net)
-            steps[f"{name}, CUDA graph"] = supervised_step(twin, task, device, graph=True)
+            steps[f"{name}, CUDA graph"] = supervised_step(twin, task, cuda, batch_size,
+                                                           graph=True)
     seconds = dict.fromkeys(steps, 0.0)
     for step in steps.values():
         for _ in range(3):
             step()
-    synchronize(device)
+    synchronize(cuda)
     for _ in range(rounds):
         for name, step in steps.items():
             start = time.perf_counter()
             for _ in range(per_round):
                 step()
-            synchronize(device)
+            synchronize(cuda)
             seconds[name] += time.perf_counter() - start
     return {name: rounds * per_round / seconds[name] for name in steps}
 
@@ -249,13 +253,13 @@ def profile_tables(cells: list[str], device: torch.device) -> list[str]:
         lines += [f"### PPO update (no rollout), {name}, 16 envs", "```",
                   prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20),
                   "```"]
-        step = supervised_step(models[name].to(device), task, device)
+        step = supervised_step(models[name].to(device), task, device, 128)
         step()
         synchronize(device)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             step()
             synchronize(device)
-        lines += [f"### Supervised copy step, {name}", "```",
+        lines += [f"### Supervised copy step, {name}, batch 128", "```",
                   prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20),
                   "```"]
     return lines
@@ -271,6 +275,8 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", default=["lstm", "relstm"])
     parser.add_argument("--num-envs", nargs="+", type=int, default=[16, 64])
     parser.add_argument("--rounds", type=int, default=4, help="timed PPO updates per column")
+    parser.add_argument("--batches", nargs="+", type=int, default=[128, 10],
+                        help="supervised batch sizes (128: Table 5's; 10: the authors' script)")
     parser.add_argument("--supervised-rounds", type=int, default=5)
     parser.add_argument("--supervised-per-round", type=int, default=10)
     parser.add_argument("--profile", type=Path, help="write profiler tables to this file")
@@ -289,13 +295,16 @@ def main() -> None:
             args.out.write_text("\n".join(lines) + "\n")
 
     emit([f"# {torch.cuda.get_device_name(cuda)}, torch {torch.__version__}, torch on 1 CPU "
-          "thread", "", f"## Supervised copy T={SEQ_LEN}, hidden {HIDDEN}, batch {BATCH}: "
-          "iterations/s", ""])
-    rates = supervised_rates(args.cells, cuda, args.supervised_rounds,
-                             args.supervised_per_round)
-    cudnn = rates["torch.nn.LSTM"]
-    emit(table(["model", "cuda it/s", "÷ cuDNN"],
-               [[name, f"{rate:.1f}", f"{rate / cudnn:.2f}"] for name, rate in rates.items()]))
+          "thread"])
+    for batch_size in args.batches:
+        emit(["", f"## Supervised copy T={SEQ_LEN}, hidden {HIDDEN}, batch {batch_size}: "
+              "iterations/s", ""])
+        rates = supervised_rates(args.cells, batch_size, args.supervised_rounds,
+                                 args.supervised_per_round)
+        cudnn = rates["torch.nn.LSTM"]
+        emit(table(["model", "it/s", "÷ cuDNN on CUDA"],
+                   [[name, f"{rate:.1f}", f"{rate / cudnn:.2f}"]
+                    for name, rate in rates.items()]))
     emit(["", "## PPO frames/s, DoorKey-5x5, library defaults, sync", ""])
     rows = []
     for memory in args.cells:
