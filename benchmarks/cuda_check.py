@@ -279,6 +279,7 @@ def main() -> None:
                         help="supervised batch sizes (128: Table 5's; 10: the authors' script)")
     parser.add_argument("--supervised-rounds", type=int, default=5)
     parser.add_argument("--supervised-per-round", type=int, default=10)
+    parser.add_argument("--no-ppo", action="store_true", help="the supervised tables only")
     parser.add_argument("--profile", type=Path, help="write profiler tables to this file")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -305,6 +306,8 @@ def main() -> None:
         emit(table(["model", "it/s", "÷ cuDNN on CUDA"],
                    [[name, f"{rate:.1f}", f"{rate / cudnn:.2f}"]
                     for name, rate in rates.items()]))
+    if args.no_ppo:
+        return
     emit(["", "## PPO frames/s, DoorKey-5x5, library defaults, sync", ""])
     rows = []
     for memory in args.cells:
