@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The CUDA checks, in one call on a machine with a GPU (the lent device machine: torch there,
 # the other dependencies carried as wheels in .whl/, see docs/performance.md):
-#   bash benchmarks/cuda_check.sh [parts...]      parts: tests commands suite benchmark
+#   bash benchmarks/cuda_check.sh [parts...]      parts: tests commands tasks suite benchmark
 #                                                 (default: tests commands benchmark)
 #   tests      the engines' float64 equality tests and the CUDA-graph tests on CUDA;
 #   commands   train, evaluate, supervised (copy, denoise, adding) and sb3 end to end with
 #              device=cuda;
+#   tasks      the supervised commands alone;
 #   suite      the default test suite with CUDA visible (device=auto picks it), less the checks
 #              that need the docs tools, a Slurm launcher or pip's network;
 #   benchmark  benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
-#              iterations/s against cuDNN, profiler tables.
+#              iterations/s against cuDNN, profiler tables ($BENCH_ARGS, default
+#              "--rounds 3 --profile $OUT/profile.md", are passed on).
 # Logs and tables go to $OUT (default: build/cuda_check).
 set -u
 OUT=${OUT:-build/cuda_check}
@@ -39,6 +41,12 @@ step() {  # name, limit in seconds, command...
 }
 
 R=/tmp/rlmem_cuda
+supervised_tasks() {
+    for task in copy denoise adding; do
+        step "supervised_${task}_cuda" 90 python3 -m rlmem.supervised "task=$task" \
+            memory=relstm device=cuda iterations=40 eval_every=20 "run_dir=$R/$task"
+    done
+}
 for part in $PARTS; do
     case $part in
     tests)
@@ -49,21 +57,20 @@ for part in $PARTS; do
             frames=8192 "run_dir=$R/ppo"
         step evaluate_cuda 90 python3 -m rlmem.evaluate "run=$R/ppo" env=transfer episodes=4 \
             device=cuda
-        for task in copy denoise adding; do
-            step "supervised_${task}_cuda" 90 python3 -m rlmem.supervised "task=$task" \
-                memory=relstm device=cuda iterations=40 eval_every=20 "run_dir=$R/$task"
-        done
+        supervised_tasks
         step sb3_cuda 150 python3 -m rlmem.train agent=sb3 env=DoorKey-5x5 memory=relstm \
             device=cuda frames=2048 "run_dir=$R/sb3" ;;
+    tasks) supervised_tasks ;;
     suite)
-        step suite_cuda 300 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 \
+        step suite_cuda "${SUITE_LIMIT:-300}" python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 \
             --dist loadfile \
             -m "not slow" --ignore=tests/docs --ignore=tests/test_sweep_submitit.py \
             --ignore=tests/test_packaging.py --ignore=tests/cells/test_plugin_cell.py \
             --ignore=tests/cells/test_plugin_messages.py ;;
     benchmark)
-        step benchmark 300 python3 benchmarks/cuda_check.py --rounds 3 \
-            --out "$OUT/cuda_check.md" --profile "$OUT/profile.md"
+        # shellcheck disable=SC2086  # BENCH_ARGS is a list of arguments
+        step benchmark 300 python3 benchmarks/cuda_check.py --out "$OUT/cuda_check.md" \
+            ${BENCH_ARGS:---rounds 3 --profile $OUT/profile.md}
         cat "$OUT/cuda_check.md" ;;
     *) echo "unknown part: $part"; exit 2 ;;
     esac
