@@ -62,7 +62,8 @@ for part in $PARTS; do
             device=cuda frames=2048 "run_dir=$R/sb3" ;;
     tasks) supervised_tasks ;;
     suite)
-        step suite_cuda "${SUITE_LIMIT:-300}" python3 -m pytest -p no:cacheprovider -o addopts= -q -n 16 \
+        # -v: each result on its own line, so a run cut by its limit still names its failures
+        step suite_cuda "${SUITE_LIMIT:-300}" python3 -m pytest -p no:cacheprovider -o addopts= -v -n 16 \
             --dist loadfile \
             -m "not slow" --ignore=tests/docs --ignore=tests/test_sweep_submitit.py \
             --ignore=tests/test_packaging.py --ignore=tests/cells/test_plugin_cell.py \
