@@ -128,7 +128,9 @@ def test_async_runs_are_deterministic_for_their_seed() -> None:
 
 @pytest.mark.parametrize(("env", "message"), [
     (NAN_OBSERVATION, r"returned an observation holding nan .*at frame 12, in env 0 of 4"),
-    (WRONG_SHAPE, r"env 0 of 4, at its step 3.*shape \[3\] where its space has shape \[4\]"),
+    # every env goes wrong at its step 3; which of a worker's envs is reported first is not
+    # part of the contract (seen under load: env 1)
+    (WRONG_SHAPE, r"env \d of 4, at its step 3.*shape \[3\] where its space has shape \[4\]"),
 ])
 def test_a_faulty_env_in_a_worker_is_named_with_its_step(env: str, message: str) -> None:
     envs = EnvWorkers(env_constructors(env, 4), env, workers=2, groups=2)

@@ -90,9 +90,14 @@ def memory_eval(label: str, env: str) -> list[dict[str, float]]:
         header = frames[0]
         last = [row for row in frames[1:] if row[header.index("return_recent")] not in ("", "nan")]
         final = float(last[-1][header.index("frames")])
-        path = run / "eval" / f"{env}.json"
-        if path.exists() and json.loads(path.read_text())["frames"] == final:
-            found.append(json.loads(path.read_text()))
+        # eval/<env>.json from before the files were named by their settings, else the
+        # suite's own: <env>_sampled_<n>ep_seed0.json (",capacity=<n>" with eval_memory)
+        paths = [run / "eval" / f"{env}.json",
+                 *sorted((run / "eval").glob(f"{env}_sampled_*ep_seed0*.json"))]
+        reports = [json.loads(path.read_text()) for path in paths if path.exists()]
+        final_reports = [report for report in reports if report["frames"] == final]
+        assert len(final_reports) <= 1, f"{run}: several evaluations of {env}"
+        found += final_reports
     return found
 
 
