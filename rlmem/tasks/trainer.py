@@ -136,8 +136,8 @@ class SupervisedTrainer:
         self.converged_at: int | None = None
         self.resumed = False
         self.graph_refusal = graph_refusal(model, run.device, schedule.fixed_length, schedule.amp)
-        """Why the iterations run eagerly (:mod:`rlmem.tasks.cuda_graph`); ``None`` until the
-        first iteration where a graph records them."""
+        """Why the iterations run eagerly (:mod:`rlmem.tasks.cuda_graph`); ``None`` where a
+        CUDA graph replays them (recorded at the first iteration)."""
         self._graphed: GraphedLoss | None = None
 
     @property
