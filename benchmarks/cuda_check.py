@@ -184,10 +184,11 @@ def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device, 
             computed = compute(model, task, batch, 1.0)
         else:  # cuDNN
             optimizer.zero_grad(set_to_none=True)
-            loss = task.loss(model(batch.inputs), batch)
+            outputs = model(batch.inputs)
+            loss = task.loss(outputs, batch)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            computed = Computed(loss.detach(), grad_norm, loss, Aux())
+            computed = Computed(loss.detach(), grad_norm, outputs.detach(), Aux())
         if not bool(torch.isfinite(computed.loss) & torch.isfinite(computed.grad_norm)):
             raise FloatingPointError("non-finite loss")
         optimizer.step()
