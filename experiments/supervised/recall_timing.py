@@ -50,8 +50,8 @@ from torch import Tensor
 
 from experiments.supervised.rows import HERE, ROWS, RUNS, Task
 from rlmem.runs import CHECKPOINT_NAME
-from rlmem.tasks import TaskBatch
-from rlmem.tasks.held_out import eval_generator, run_in_chunks
+from rlmem.tasks import TaskBatch, held_out
+from rlmem.tasks.held_out import run_in_chunks
 from rlmem.tasks.metrics import held_share
 from rlmem.tasks.recall import RecallTask
 from rlmem.tasks.saved import SavedModel, load_saved_model
@@ -91,8 +91,8 @@ def recall_task(saved: SavedModel, run_dir: Path) -> RecallTask:
 
 def held_out_batch(saved: SavedModel, task: RecallTask, seq_len: int) -> TaskBatch:
     """The batch the run's own evaluation at ``seq_len`` uses."""
-    return task.sample(int(saved.config["eval_batch_size"]), seq_len,
-                       eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    return held_out.held_out_batch(task, int(saved.config["eval_batch_size"]), saved.seed,
+                                   seq_len, torch.device("cpu"))
 
 
 @torch.no_grad()

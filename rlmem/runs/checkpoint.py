@@ -19,6 +19,7 @@ import os
 import pickle
 import shlex
 import shutil
+import struct
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -194,8 +195,8 @@ def load_payload(path: str | os.PathLike[str],
             "contains: loading them could run code hidden in the file, so it was refused. It "
             "may be malicious; do not load it by any other means unless you know who made "
             f"it and why. {remedy}") from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
-            KeyError) as error:
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError,
+            struct.error) as error:  # struct.error: a pickle cut inside a number (torch 2.11)
         reason = str(error).splitlines()[0] if str(error) else "the file ends early"
         raise UnreadableCheckpointError(
             f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: {reason}). "

@@ -1,5 +1,5 @@
 """A sequence model's metrics on held-out batches: one fixed batch per ``T``, at the training
-``T`` or at transfer ``T``, drawn from its own generator (:func:`eval_generator`)."""
+``T`` or at transfer ``T``, drawn from its own generator (:func:`held_out_batch`)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,24 @@ EVAL_CHUNK = 256
 trace grows as ``L × B × L``) without changing the result, since the state is carried over."""
 
 
-def eval_generator(device: torch.device, seed: int, seq_len: int) -> torch.Generator:
-    """The generator of the evaluation batch at ``seq_len``: the same batch at every evaluation
-    of a run (smooth curves), independent of the training stream."""
-    generator = torch.Generator(device=device)
+def held_out_batch(task: SequenceTask, batch_size: int, seed: int, seq_len: int,
+                   device: torch.device) -> TaskBatch:
+    """The evaluation batch at ``seq_len`` of a run of ``seed``: the same batch at every
+    evaluation of a run (smooth curves), independent of the training stream.
+
+    It is drawn on the CPU and then moved to ``device``: CPU and CUDA generators give different
+    streams from one seed, and a run's held-out batch must not depend on where it trained (a
+    model trained with ``device=cuda`` and re-scored on the CPU sees the batch it was scored on).
+    """
+    generator = torch.Generator()
     generator.manual_seed(1_000_003 * (seed + 1) + seq_len)
-    return generator
+    batch = task.sample(batch_size, seq_len, generator)
+    return TaskBatch(batch.inputs.to(device), batch.targets.to(device))
 
 
 CONFIRMATION_SEEDS = 1_000
 """Confirmation batch ``k`` of a run of seed ``s`` is the evaluation batch of seed
-``CONFIRMATION_SEEDS + MAX_CONFIRM_BATCHES · s + k`` (:func:`eval_generator`): no run of a seed
+``CONFIRMATION_SEEDS + MAX_CONFIRM_BATCHES · s + k`` (:func:`held_out_batch`): no run of a seed
 below ``CONFIRMATION_SEEDS`` evaluates on it, and no two runs share one."""
 
 MAX_CONFIRM_BATCHES = 100
@@ -98,7 +105,7 @@ def evaluate(model: SequenceModel, task: SequenceTask, seq_lens: Iterable[int], 
     results: dict[str, float] = {}
     try:
         for seq_len in seq_lens:
-            batch = task.sample(batch_size, seq_len, eval_generator(device, seed, seq_len))
+            batch = held_out_batch(task, batch_size, seed, seq_len, device)
             run = run_in_chunks(model, batch.inputs, amp=amp, traced=task.traced_steps())
             metrics = {**task.metrics(run.outputs, batch),
                        **task.trace_metrics(run.traces, batch)}

@@ -244,7 +244,7 @@ def test_save_load_predict_evaluate(name: str, tmp_path: Path) -> None:
     model.learn(32)
     expected = _rollout(model, seed=5)
     model.save(tmp_path / "model.zip")
-    loaded = RecurrentPPO.load(tmp_path / "model.zip", device="cpu")
+    loaded = RecurrentPPO.load(tmp_path / "model.zip", device=model.device)
     assert isinstance(loaded.policy, MemoryPolicy)
     assert loaded.policy.memory == name
     for (a1, h1, c1), (a2, h2, c2) in zip(expected, _rollout(loaded, seed=5), strict=True):
@@ -401,7 +401,7 @@ def test_stacked_cells_train_replay_save_and_load(tmp_path: Path) -> None:
     assert replay.checked >= 3
     expected = _rollout(model, seed=5)
     model.save(tmp_path / "model.zip")
-    loaded = RecurrentPPO.load(tmp_path / "model.zip", device="cpu")
+    loaded = RecurrentPPO.load(tmp_path / "model.zip", device=model.device)
     assert loaded.policy.memory_kwargs == {"hidden_size": 8, "num_layers": 2, "dropout": 0.3}
     for (a1, h1, c1), (a2, h2, c2) in zip(expected, _rollout(loaded, seed=5), strict=True):
         assert np.array_equal(a1, a2)
@@ -433,7 +433,7 @@ def test_attach_loss_adds_the_gradient_of_the_loss() -> None:
 @pytest.mark.parametrize(("name", "hparams"), [("sarnn", {"lam": 0.1}),
                                                ("tarnn", {"gamma1": 0.1, "gamma2": 0.1})])
 def test_aux_losses_reach_the_ppo_gradient(name: str, hparams: dict[str, float]) -> None:
-    model = RecurrentPPO(MemoryPolicy, cue_env(2), n_steps=8, seed=0,
+    model = RecurrentPPO(MemoryPolicy, cue_env(2), n_steps=8, seed=0, device="cpu",
                          policy_kwargs=dict(memory=name,
                                             memory_kwargs=memory_kwargs(name, **hparams)))
     policy = model.policy

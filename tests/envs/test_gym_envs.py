@@ -312,7 +312,8 @@ def test_bad_env_combinations_are_refused_before_any_work(
 
 def test_the_cli_refuses_an_unencodable_env_before_writing_anything(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get(
+        "PYTHONPATH", "")]))
     result = run_cli("rlmem.train", f"env=gym_envs:{TEXT_OBSERVATION}", *TINY_PPO,
                      f"run_dir={tmp_path / 'run'}", cwd=tmp_path)
     assert result.returncode == 1

@@ -252,7 +252,7 @@ def test_fresh_eval_rescores_a_run_that_met_its_target_on_batches_it_never_saw(
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="supervised",
                           overrides=[f"+preset={ADDING}", *TINY, "seq_len=20", "target=1.0",
-                                     *confirm, f"run_dir={run_dir}"])
+                                     *confirm, f"run_dir={run_dir}", "device=cpu"])
         run(cfg, run_dir)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["converged_at"] == 1
@@ -306,7 +306,7 @@ def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_sh
     whole-sequence run."""
     import torch
 
-    from rlmem.tasks.held_out import eval_generator
+    from rlmem.tasks.held_out import held_out_batch
     from rlmem.tasks.recall import RecallTask
     from rlmem.tasks.saved import load_saved_model
 
@@ -315,8 +315,8 @@ def test_recall_timing_counts_the_symbols_memory_holds_as_the_cells_own_trace_sh
     saved = load_saved_model(run_dir, seq_len)
     task = saved.task
     assert isinstance(task, RecallTask)
-    batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
-                        eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    batch = held_out_batch(task, int(saved.config["eval_batch_size"]), saved.seed, seq_len,
+                           torch.device("cpu"))
     delimiter = task.delimiter_step(seq_len)
     with torch.no_grad():
         _, result = saved.model(batch.inputs)
@@ -345,7 +345,7 @@ def test_recall_timing_follows_the_symbols_memory_holds_along_the_sequence(
     20 it is what the cell's ``slot_time`` trace shows there in one whole-sequence run."""
     import torch
 
-    from rlmem.tasks.held_out import eval_generator
+    from rlmem.tasks.held_out import held_out_batch
     from rlmem.tasks.recall import RecallTask
     from rlmem.tasks.saved import load_saved_model
 
@@ -356,8 +356,8 @@ def test_recall_timing_follows_the_symbols_memory_holds_along_the_sequence(
     saved = load_saved_model(run_dir, seq_len)
     task = saved.task
     assert isinstance(task, RecallTask)
-    batch = task.sample(int(saved.config["eval_batch_size"]), seq_len,
-                        eval_generator(torch.device("cpu"), saved.seed, seq_len))
+    batch = held_out_batch(task, int(saved.config["eval_batch_size"]), saved.seed, seq_len,
+                           torch.device("cpu"))
     with torch.no_grad():
         _, result = saved.model(batch.inputs)
     times = result.aux.traces["slot_time"][recall_timing.SCREENED_BY]  # (B, ν+ρ)

@@ -12,7 +12,7 @@ from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import TASK_SCHEMAS
 from rlmem.tasks import TASKS, SequenceModel, make_task, make_task_from_config, predict
 from rlmem.tasks.figures import attention_matrix
-from rlmem.tasks.held_out import evaluate, run_in_chunks
+from rlmem.tasks.held_out import evaluate, held_out_batch, run_in_chunks
 from rlmem.tasks.metrics import held_share, recall_accuracy, sequence_cross_entropy
 from rlmem.tasks.recall import RecallTask
 
@@ -164,6 +164,23 @@ def test_seeded_and_on_the_generators_device(name: str) -> None:
                                                                     second.targets)
     assert not torch.equal(first.inputs, other.inputs)
     assert first.inputs.device == torch.device("cpu")
+
+
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_a_runs_held_out_batch_is_the_same_on_every_device(name: str, device: str) -> None:
+    """The batch a run is scored on depends on its seed and T, not on where it trained: a CUDA
+    run re-scored on the CPU (the experiments' scripts) sees the same sequences."""
+    task = make_task(name)
+    here = held_out_batch(task, 4, 3, 12, torch.device(device))
+    cpu = held_out_batch(task, 4, 3, 12, torch.device("cpu"))
+    assert here.inputs.device.type == device
+    assert torch.equal(here.inputs.cpu(), cpu.inputs) and torch.equal(here.targets.cpu(),
+                                                                      cpu.targets)
+    assert not torch.equal(cpu.inputs, held_out_batch(task, 4, 4, 12, cpu.inputs.device).inputs)
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
