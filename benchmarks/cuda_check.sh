@@ -11,7 +11,9 @@
 #              that need the docs tools, a Slurm launcher or pip's network;
 #   benchmark  benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
 #              iterations/s against cuDNN, profiler tables ($BENCH_ARGS, default
-#              "--rounds 3 --profile $OUT/profile.md", are passed on).
+#              "--rounds 3 --profile $OUT/profile.md", are passed on);
+#   scaling    benchmarks/scaling.py on that machine's CPU cores (16 on the lent ones: the
+#              only machine of more than 2 cores this project has), $SCALING_ARGS passed on.
 # Logs and tables go to $OUT (default: build/cuda_check).
 set -u
 OUT=${OUT:-build/cuda_check}
@@ -73,6 +75,10 @@ for part in $PARTS; do
         step benchmark 300 python3 benchmarks/cuda_check.py --out "$OUT/cuda_check.md" \
             ${BENCH_ARGS:---rounds 3 --profile $OUT/profile.md}
         cat "$OUT/cuda_check.md" ;;
+    scaling)
+        # shellcheck disable=SC2086  # SCALING_ARGS is a list of arguments
+        step scaling "${SCALING_LIMIT:-400}" python3 benchmarks/scaling.py \
+            --output "$OUT/scaling.md" ${SCALING_ARGS:-} ;;
     *) echo "unknown part: $part"; exit 2 ;;
     esac
 done
