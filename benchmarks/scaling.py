@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import itertools
 import os
 import platform
 import subprocess
@@ -105,8 +106,11 @@ def minigrid_config() -> PPOConfig:
     return PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid]))
 
 
-def ppo(memory: str, num_envs: int, workers: int) -> tuple[Timed, Callable[[], None]]:
-    """One update of our PPO per call, ``vectorization=sync`` (``workers = 0``) or ``async``."""
+def ppo(memory: str, num_envs: int, workers: int,
+        update_threads: int = 1) -> tuple[Timed, Callable[[], None]]:
+    """One update of our PPO per call, ``vectorization=sync`` (``workers = 0``) or ``async``;
+    the PPO update on ``update_threads`` torch threads (the rollout on one), which the library
+    does not do: it measures whether the update, when the envs wait, would gain from them."""
     torch.manual_seed(0)
     config = OmegaConf.structured(minigrid_config())
     envs: EnvWorkers | None = None
@@ -125,7 +129,12 @@ def ppo(memory: str, num_envs: int, workers: int) -> tuple[Timed, Callable[[], N
                  else AsyncRolloutCollector(envs, model, torch.device("cpu"), seed=0))
 
     def update() -> int:
-        trainer.update(collector.collect(config.frames_per_env, config.recurrence))
+        rollout = collector.collect(config.frames_per_env, config.recurrence)
+        torch.set_num_threads(update_threads)
+        try:
+            trainer.update(rollout)
+        finally:
+            torch.set_num_threads(1)
         return num_envs * config.frames_per_env
 
     return update, close
@@ -154,14 +163,15 @@ def alternate(columns: dict[str, tuple[Timed, Callable[[], None]]],
 
 
 def supervised_rate(memory: str, threads: int, iterations: int) -> float:
-    """Iterations/s of ``python -m rlmem.supervised task=copy`` (from its progress.csv, from
-    the third logged iteration on)."""
+    """Iterations/s of ``python -m rlmem.supervised task=copy`` on the CPU (from its
+    progress.csv, from the third logged iteration on); ``device=cpu`` because on a machine with
+    a GPU ``auto`` would measure the GPU, not the threads."""
     with tempfile.TemporaryDirectory() as folder:
         run = Path(folder) / "run"
         subprocess.run(
             [sys.executable, "-m", "rlmem.supervised", "task=copy", f"memory={memory}",
              f"iterations={iterations}", "eval_every=100000", "log_every=1", "figures=false",
-             "progress_bar=false", f"run_dir={run}"],
+             "progress_bar=false", "device=cpu", f"run_dir={run}"],
             check=True, capture_output=True, cwd=folder,
             env={**os.environ, "OMP_NUM_THREADS": str(threads)})
         with (run / "progress.csv").open(newline="") as file:
@@ -178,6 +188,8 @@ def main() -> None:
     parser.add_argument("--cores", nargs="+", type=int, default=None,
                         help="core counts to measure (default: 1, 2 and all usable)")
     parser.add_argument("--updates", type=int, default=2, help="timed updates per column")
+    parser.add_argument("--update-threads", nargs="+", type=int, default=[1],
+                        help="torch threads of the PPO update; a row per value beyond 1")
     parser.add_argument("--supervised-cells", nargs="*", default=["lstm", "relstm"])
     parser.add_argument("--supervised-iterations", type=int, default=12)
     parser.add_argument("--output", type=Path, default=RESULTS / "scaling.md")
@@ -207,11 +219,12 @@ def main() -> None:
                                 rounds=max(3, args.updates))
         emit(f"| env only | {num_envs} | " + " | ".join(f"{limit[f'{k}']:.0f}" for k in counts)
              + f" | 1.00 | {load:.1f} |")
-        for memory in args.cells:
-            fps, load = alternate({f"{k}": ppo(memory, num_envs, k - 1) for k in counts},
-                                  rounds=args.updates)
+        for memory, threads in itertools.product(args.cells, args.update_threads):
+            fps, load = alternate({f"{k}": ppo(memory, num_envs, k - 1, threads)
+                                   for k in counts}, rounds=args.updates)
             best = max(fps.values())
-            emit(f"| ppo {memory} | {num_envs} | "
+            label = f"ppo {memory}" + (f", update on {threads} threads" if threads > 1 else "")
+            emit(f"| {label} | {num_envs} | "
                  + " | ".join(f"{fps[f'{k}']:.0f}" for k in counts)
                  + f" | {best / limit['1']:.2f} | {load:.1f} |")
     threads = sorted({1, cores})
