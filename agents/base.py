@@ -74,6 +74,13 @@ class AgentConfig:
         return dict(agent)
 
     @classmethod
+    def memory_size(cls, agent: Mapping[str, Any]) -> int | None:
+        """The memory's size (``memory.hidden_size``) where the run leaves it null, for the
+        decided ``agent`` section; None: the cells' default
+        (:data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`). By default: None."""
+        return None
+
+    @classmethod
     def trainer(cls) -> Trainer:
         """The function that trains (or resumes) a run of this agent."""
         raise NotImplementedError(f"{cls.__name__} names no trainer")

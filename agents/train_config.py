@@ -151,7 +151,27 @@ def with_derived_values(config: Mapping[str, Any],
         earlier = recorded.get("agent") if recorded is not None else None
         derived["agent"] = AGENTS[agent["name"]].decided(
             agent, derived, earlier if isinstance(earlier, Mapping) else None)
+    memory = derived.get("memory")
+    if isinstance(memory, Mapping) and memory.get("hidden_size") is None:
+        derived["memory"] = {**memory, "hidden_size": decided_memory_size(derived, recorded)}
     return derived
+
+
+def decided_memory_size(config: Mapping[str, Any],
+                        recorded: Mapping[str, Any] | None = None) -> int:
+    """The size of a memory left null (``memory.hidden_size=null``, ``rlmem.train``'s
+    default): the resumed checkpoint's, else the agent's for its decided section
+    (:meth:`~rlmem.agents.base.AgentConfig.memory_size`: our PPO's preset), else the cells'
+    default."""
+    from rlmem.cells.registry import DEFAULT_HIDDEN_SIZE  # torch: not while composing
+
+    earlier = recorded.get("memory") if recorded is not None else None
+    if isinstance(earlier, Mapping) and earlier.get("hidden_size") is not None:
+        return int(earlier["hidden_size"])
+    agent = config.get("agent")
+    size = (AGENTS[agent["name"]].memory_size(agent)
+            if isinstance(agent, Mapping) and agent.get("name") in AGENTS else None)
+    return DEFAULT_HIDDEN_SIZE if size is None else size
 
 
 def agent_config(agent: Mapping[str, Any]) -> AgentConfig:

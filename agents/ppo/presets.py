@@ -32,22 +32,32 @@ class Preset(Enum):
 @dataclass(frozen=True)
 class PresetValues:
     """The values a preset gives the keys left null (each documented on
-    :class:`~rlmem.agents.ppo.PPOConfig`)."""
+    :class:`~rlmem.agents.ppo.PPOConfig`), and the memory's size where ``memory.hidden_size``
+    is null (:data:`MEMORY_SIZE_KEY`)."""
 
     normalize_advantage: bool
     shared_memory: bool
     recurrence: int
     reward_scale: float
+    memory_size: int
 
 
 PRESETS: dict[Preset, PresetValues] = {
     Preset.minigrid: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
-                                  reward_scale=1.0),
+                                  reward_scale=1.0, memory_size=64),
     Preset.generic: PresetValues(normalize_advantage=True, shared_memory=False, recurrence=64,
-                                 reward_scale=1.0),
+                                 reward_scale=1.0, memory_size=256),
 }
 """Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid
-runs are what they were. See :class:`~rlmem.agents.ppo.PPOConfig` for why each value."""
+runs are what they were (their memory of 64 is :data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`,
+written out here because composing a config must not import torch; a test holds them equal).
+See :class:`~rlmem.agents.ppo.PPOConfig` for why each value; the generic memory size is
+sb3-contrib's LSTM's, chosen by ``python -m experiments.popgym.tune``
+(``experiments/popgym/TUNING.md``)."""
+
+MEMORY_SIZE_KEY = "memory_size"
+"""The field of :class:`PresetValues` that sizes the memory (``memory.hidden_size``, decided
+by :func:`rlmem.agents.train_config.with_derived_values`), not a key of the agent section."""
 
 
 def family_preset(env: str) -> Preset:
@@ -63,7 +73,8 @@ def family_preset(env: str) -> Preset:
     return {EnvFamily.minigrid: Preset.minigrid, EnvFamily.other: Preset.generic}[
         env_family(env)]
 
-PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PresetValues))
+PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PresetValues)
+                                     if field.name != MEMORY_SIZE_KEY)
 """The agent's keys that a preset decides where they are null."""
 
 

@@ -74,11 +74,13 @@ FRAMES = 163_840
 """Frames per run: 80 updates of our PPO's 16 envs × 128 frames (and of RecurrentPPO's, matched),
 whole updates for any of 1, 2, 4, 8, 16 or 32 envs × 128 frames too. Measured on
 RepeatPreviousEasy, seed 0, on a shared 2-core machine (load 7-9): our lstm with the generic
-preset 67 s of CPU (182 s wall), sb3-contrib's RecurrentPPO 587 s of CPU (31 min wall), its two
-256-unit LSTMs about nine times our cost. Our other cells run at 0.66-0.9 times lstm's speed
-(``benchmarks/results/throughput_cells.txt``), so the 400 runs take about 7-10 CPU hours for
-ours and 6.5 for sb3's 40: 14-17 hours of one free core. The POPGym paper trained 15M frames
-per trial, about 90 times this."""
+preset's memory of 64 then 67 s of CPU (182 s wall), sb3-contrib's RecurrentPPO 587 s of CPU
+(31 min wall). The generic preset's memory is now 256 (sb3-contrib's LSTM's), which cost about
+2.3 times as much per frame in the tuning runs (``experiments/popgym/tune.py``): about 150 s
+of CPU for lstm. Our other cells run at 0.66-0.9 times lstm's speed at 64
+(``benchmarks/results/throughput_cells.txt``; not measured at 256), so the 360 runs of ours
+take roughly 15-20 CPU hours and sb3's 40 6.5. The POPGym paper trained 15M frames per trial,
+about 90 times this."""
 SEEDS = tuple(range(5))
 
 REFERENCE = "sb3"

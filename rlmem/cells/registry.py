@@ -49,7 +49,10 @@ its cells (``my_rnn = my_package.my_rnn``), or a :class:`Cell` subclass, registe
 entry point's name (``my_rnn = my_package.cells:MyRNN``)."""
 
 DEFAULT_HIDDEN_SIZE = 64
-"""The hidden size of a memory config that does not set one (the ReLSTM paper's RL setting)."""
+"""The hidden size of a memory config that does not set one (the ReLSTM paper's RL setting).
+``rlmem.train`` leaves it null instead, for the agent to decide (our PPO's preset: 64 on
+MiniGrid, 256 elsewhere; :func:`rlmem.agents.train_config.with_derived_values`), and a run
+records the size it took."""
 
 _RUNTIME_ARGS = ("self", "input_size", "hidden_size")
 
@@ -237,7 +240,7 @@ def unavailable_config(name: str) -> type:
         get_cell_class(name)
 
     fields = [("name", str, dataclasses.field(default=name)),
-              ("hidden_size", int, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
+              ("hidden_size", int | None, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
               *((key, kind, dataclasses.field(default=default))
                 for key, (kind, default) in _STACK_ARGS.items())]
     return dataclasses.make_dataclass(f"Unavailable{name.title()}Config", fields,
@@ -310,7 +313,7 @@ def _config_of(cls: type[Cell]) -> type:
     hints = typing.get_type_hints(cls.__init__)
     fields: list[tuple[str, Any, Any]] = [
         ("name", str, dataclasses.field(default=cls.name)),
-        ("hidden_size", int, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
+        ("hidden_size", int | None, dataclasses.field(default=DEFAULT_HIDDEN_SIZE)),
         *((key, kind, dataclasses.field(default=default))
           for key, (kind, default) in _STACK_ARGS.items()),
     ]
@@ -324,4 +327,7 @@ def make_cell_from_config(config: Any, *, input_size: int) -> Cell:
     """Build a cell from a memory config (a dataclass, DictConfig or mapping with ``name``)."""
     values = dict(config.items()) if hasattr(config, "items") else dataclasses.asdict(config)
     name = values.pop("name")
+    if values.get("hidden_size") is None:
+        raise ValueError(f"memory.hidden_size of memory={name} is undecided (null): a run "
+                         "decides it before building its cell; set memory.hidden_size")
     return make_cell(name, input_size=input_size, **values)

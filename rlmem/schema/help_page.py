@@ -34,6 +34,11 @@ GROUP_HELP = {
 """What each group selects, in a phrase."""
 
 
+UNDECIDED_SIZE = ("null: the agent decides it, our PPO by its preset (64 on MiniGrid, 256 "
+                  "elsewhere), and the run records the size it took.")
+"""How ``rlmem.train``'s null memory size is read (``rlmem/conf/train.yaml``)."""
+
+
 def _width() -> int:
     return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
 
@@ -114,6 +119,8 @@ def help_page(line: CommandLine, cfg: DictConfig) -> str:
         chosen = node.get("name", name)
         docs = cell_docs(chosen) if name == MEMORY_GROUP and chosen in CELLS else \
             _schema_docs(node)
+        if name == MEMORY_GROUP and node.get("hidden_size", 0) is None:
+            docs = {**docs, "hidden_size": f"{docs.get('hidden_size', '')} {UNDECIDED_SIZE}"}
         sections.append(f"Keys of {name}={chosen} ({name}.<key>=value; `{command} "
                         f"{name}=<other> --help` shows another's):\n"
                         + "\n".join(_entries(node, docs, f"{name}.", {"name"})))

@@ -20,14 +20,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig, EnvProbe
 from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import TrainConfig, recorded_config
+from rlmem.agents.train_config import TrainConfig, decided_memory_size, recorded_config
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
 from rlmem.schema.known_keys import check_known_keys
-from rlmem.schema.memory import check_memory_config, register_memory_configs
+from rlmem.schema.memory import CONF_DIR, check_memory_config, register_memory_configs
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
     describe,
+    flatten,
     label_and_differences,
     schema_defaults,
 )
@@ -48,14 +49,42 @@ resumed (``rlmem.agents.run.RESUME_SECTIONS`` but ``env`` and ``seed``, which ar
 the path) and ``stop_return``."""
 
 
+def _decided_size(root: DictConfig) -> int | None:
+    """The memory size a run of ``root``'s env and agent takes when ``memory.hidden_size`` is
+    null (:func:`~rlmem.agents.train_config.decided_memory_size`); None for an env or agent
+    that the run's checks will refuse."""
+    name = str(root.agent.name)
+    if name not in AGENTS:
+        return None
+    section = OmegaConf.to_container(root.agent, resolve=True, enum_to_str=True)
+    assert isinstance(section, dict)
+    agent = {str(key): value for key, value in section.items()}
+    try:
+        decided = AGENTS[name].decided(agent, {"env": str(root.env)})
+    except KeyError:  # an unknown env, reported by the run's own checks
+        return None
+    return decided_memory_size({"agent": decided})
+
+
+def _file_defaults() -> dict[str, Any]:
+    """The memory keys ``train.yaml`` sets over the cell's defaults (``memory.hidden_size:
+    null``, for the agent to decide): a run that keeps them is named as one that sets nothing."""
+    loaded = OmegaConf.load(CONF_DIR / "train.yaml")
+    assert isinstance(loaded, DictConfig)
+    memory = OmegaConf.to_container(loaded.get("memory", {}), resolve=False)
+    return flatten(memory, "memory") if isinstance(memory, dict) and memory else {}
+
+
 def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     """``<agent>/<env>/<label>[,<key>=<value>...]/seed<seed>``: the default run directory
     below the runs root (:mod:`rlmem.schema.run_names`)."""
     agent = str(_root_.agent.name)
-    defaults = {**schema_defaults(TrainConfig), **cell_defaults(_root_)}
+    defaults = {**schema_defaults(TrainConfig), **cell_defaults(_root_), **_file_defaults()}
     if agent in AGENTS:
         defaults.update(schema_defaults(AGENTS[agent], "agent."))
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
+    if "memory.hidden_size" in shown and shown["memory.hidden_size"] == _decided_size(_root_):
+        del shown["memory.hidden_size"]  # the size the run would take anyway: the default run
     settings = describe(shown)
     return f"{agent}/{_root_.env}/{name}{',' if settings else ''}{settings}/seed{_root_.seed}"
 
@@ -89,8 +118,9 @@ on the ``meta`` device (:func:`~rlmem.schema.memory.check_memory_config`), then 
     check_known_keys(cfg, "rlmem.train")
     typed = OmegaConf.to_object(cfg)
     assert isinstance(typed, TrainConfig)
-    check_memory_config(cfg.memory)
-    check_envs(recorded_config(cfg), typed.agent)
+    recorded = recorded_config(cfg)
+    check_memory_config(recorded["memory"])  # its size decided (rlmem.train leaves it null)
+    check_envs(recorded, typed.agent)
     return typed
 
 

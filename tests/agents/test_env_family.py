@@ -16,6 +16,7 @@ from rlmem.agents.ppo import presets
 from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo.presets import Preset, PresetValues, before_presets, decide_presets
 from rlmem.agents.train_config import recorded_config, with_derived_values
+from rlmem.cells.registry import DEFAULT_HIDDEN_SIZE, make_cell_from_config
 from rlmem.envs.family import EnvFamily, env_family
 from rlmem.evaluate import evaluate_run
 from rlmem.migrate import format_3_to_4
@@ -62,6 +63,33 @@ def test_any_other_env_decides_the_generic_preset(env: str) -> None:
         key: getattr(generic, key) for key in presets.PRESET_KEYS}
 
 
+@pytest.mark.parametrize(("env", "size"), [("DoorKey-5x5", 64), ("CartPole-v1", 256)])
+def test_the_preset_sizes_a_memory_left_null(env: str, size: int) -> None:
+    """rlmem.train leaves memory.hidden_size null; the preset decides it (minigrid: the cells'
+    default, every MiniGrid run's; generic: sb3-contrib's LSTM's) and the run records it."""
+    assert _compose(f"env={env}", "memory=relstm").memory.hidden_size is None
+    config = recorded_config(_compose(f"env={env}", "memory=relstm"))
+    assert config["memory"]["hidden_size"] == size
+    assert config["memory"]["name"] == "relstm"
+    assert with_derived_values(config) == config
+    assert presets.PRESETS[Preset.minigrid].memory_size == DEFAULT_HIDDEN_SIZE
+
+
+def test_a_set_or_recorded_memory_size_is_kept() -> None:
+    given = recorded_config(_compose("env=CartPole-v1", "memory=lstm", "memory.hidden_size=32"))
+    assert given["memory"]["hidden_size"] == 32
+    recorded = {**given, "memory": {**given["memory"], "hidden_size": 48}}
+    resumed = recorded_config(_compose("env=CartPole-v1", "memory=lstm"), recorded)
+    assert resumed["memory"]["hidden_size"] == 48  # a resumed run keeps its size
+    sb3 = recorded_config(_compose("env=DoorKey-5x5", "memory=lstm", "agent=sb3"))
+    assert sb3["memory"]["hidden_size"] == DEFAULT_HIDDEN_SIZE
+
+
+def test_an_undecided_memory_size_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"memory.hidden_size of memory=gru is undecided"):
+        make_cell_from_config({"name": "gru", "hidden_size": None}, input_size=3)
+
+
 def test_the_users_values_win_over_the_preset() -> None:
     agent = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
                                      "agent.normalize_advantage=false",
@@ -76,7 +104,8 @@ def test_the_users_values_win_over_the_preset() -> None:
 def test_a_decided_value_is_checked_when_the_config_is_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
-        normalize_advantage=True, shared_memory=True, recurrence=48, reward_scale=1.0))
+        normalize_advantage=True, shared_memory=True, recurrence=48, reward_scale=1.0,
+        memory_size=256))
     with pytest.raises(ValueError, match=r"frames_per_env=128 must be a multiple of "
                                          r"agent.recurrence=48"):
         recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
@@ -85,7 +114,8 @@ def test_a_decided_value_is_checked_when_the_config_is_built(
 def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     config = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
     monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
-        normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0))
+        normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0,
+        memory_size=16))
     assert with_derived_values(config) == config
     # A resumed run's null keys take what its checkpoint decided, not today's preset.
     assert config["agent"]["recurrence"] != 8
@@ -115,7 +145,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
 
     changed = PresetValues(normalize_advantage=not generic.normalize_advantage,
                            shared_memory=not generic.shared_memory, recurrence=8,
-                           reward_scale=3.0)
+                           reward_scale=3.0, memory_size=16)
     monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
     ppo_train.train(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
     assert _recorded(run) == first

@@ -23,6 +23,7 @@ from rlmem.agents.minigrid_encoders import GRID_ENCODINGS, ImageEncoder
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model
+from rlmem.agents.train_config import recorded_config
 from rlmem.cells import CELLS, hyperparameters, make_cell
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
@@ -124,7 +125,7 @@ def test_the_sb3_trainer_builds_the_configured_encoding() -> None:
 
     envs = make_envs(cfg, 1, seed=0)
     try:
-        model = build_model(cfg, envs)
+        model = build_model(recorded_config(cfg), envs)  # a run's config, sizes decided
         extractor = model.policy.features_extractor
         assert isinstance(extractor, MiniGridExtractor)
         assert extractor.image.encoding == "onehot"

@@ -69,7 +69,8 @@ def test_train_help_lists_keys_groups_cells_and_envs(capsys: pytest.CaptureFixtu
     assert code == 0
     assert "frames=300000\n      Total env frames" in out
     assert "agent.lr=0.001\n      Adam learning rate." in out
-    assert "memory.hidden_size=64" in out and "DoorKey-5x5 -> DoorKey-16x16" in out
+    assert "memory.hidden_size=null" in out and "DoorKey-5x5 -> DoorKey-16x16" in out
+    assert "256 elsewhere" in out  # what null means
     assert ", ".join(sorted(CELLS)) in out and "+recipe=<name>" in out
     assert "kerg2020" not in out and "task=<name>" not in out  # supervised presets and tasks
     # The cell chosen on the command line is the one described.
