@@ -12,9 +12,6 @@
 #   benchmark  benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
 #              iterations/s against cuDNN, profiler tables ($BENCH_ARGS, default
 #              "--rounds 3 --profile $OUT/profile.md", are passed on);
-#   popgym     our PPO at the generic preset (memory 256) on POPGym's RepeatPreviousEasy, lstm
-#              and relstm, 20480 frames each on the CPU (one thread) and on CUDA: the mean
-#              frames/s of each run's progress.csv past its first update;
 #   scaling    benchmarks/scaling.py on that machine's CPU cores (16 on the lent ones: the
 #              only machine of more than 2 cores this project has), $SCALING_ARGS passed on.
 # Logs and tables go to $OUT (default: build/cuda_check).
@@ -78,17 +75,6 @@ for part in $PARTS; do
         step benchmark 300 python3 benchmarks/cuda_check.py --out "$OUT/cuda_check.md" \
             ${BENCH_ARGS:---rounds 3 --profile $OUT/profile.md}
         cat "$OUT/cuda_check.md" ;;
-    popgym)
-        for memory in lstm relstm; do
-            for device in cpu cuda; do
-                step "popgym_${memory}_${device}" 240 python3 -m rlmem.train \
-                    env=RepeatPreviousEasy "memory=$memory" "device=$device" frames=20480 \
-                    progress_bar=false "run_dir=$R/popgym_${memory}_${device}"
-                python3 -c "import csv, sys; rows = list(csv.DictReader(open(sys.argv[1])))[1:]; \
-print(sys.argv[2], round(sum(float(r['fps']) for r in rows) / len(rows)), 'frames/s')" \
-                    "$R/popgym_${memory}_${device}/progress.csv" "popgym $memory $device:"
-            done
-        done ;;
     scaling)
         # shellcheck disable=SC2086  # SCALING_ARGS is a list of arguments
         step scaling "${SCALING_LIMIT:-400}" python3 benchmarks/scaling.py \
