@@ -10,7 +10,7 @@ is ``tune_runs/<variant>/<env>/lstm/seed<k>/`` and is scored, as the suite's run
 POPGym's MMER (:mod:`experiments.popgym.mmer`) at the suite's frames. The seeds
 (:data:`TUNING_SEEDS`) are not the suite's (0-4), so a preset chosen here is tested there on
 seeds it was not chosen on; the envs are two of the suite's, so the suite's rows for them are not
-independent of the choice (``TUNING.md`` says which).
+independent of the choice (``TUNING.md`` names them).
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"{', '.join(map(str, args.seeds))} (not the suite's). See the module's docstring.",
              "", "`generic` is the preset as it was when these runs were made, with a memory of "
              "64; every other row changes one thing against it. The memory of 256 helped on both "
-             "envs and both seeds, and the preset now takes it; nothing else did on both.", "",
+             "envs and both seeds, and the preset now takes it; nothing else did on both. The "
+             f"envs are also the suite's ({', '.join(args.envs)}): its rows for them are not "
+             "independent of this choice; its other envs are.", "",
              *table(args.runs.resolve(), args.variants, args.envs, args.seeds)]
     OUTPUT.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -124,3 +124,27 @@ def test_the_suite_trains_lstm_and_sb3_and_the_aggregator_scores_both(
     assert [(run.agent, run.frames, run.finished) for run in runs] == [
         ("lstm", 8192, True), (suite.REFERENCE, 8192, True)]
     assert all(run.mmer is not None and -1 <= run.mmer <= 1 for run in runs)
+
+
+def test_tuning_plans_every_variant_seed_by_seed_and_refuses_the_suites_seeds(
+        tmp_path: Path) -> None:
+    """The generic preset's tuning (experiments/popgym/tune.py) runs on seeds the suite never
+    runs, compares every variant on the same seed before the next, and reads each variant's
+    MMER as the suite does."""
+    from experiments.popgym import tune
+
+    with pytest.raises(SystemExit):
+        tune.main(["--seeds", "0", "--dry-run", "--runs", str(tmp_path)])
+    runs = tune.planned(tmp_path, list(tune.VARIANTS), ["RepeatPreviousEasy"], [100, 101],
+                        suite.FRAMES)
+    assert len(runs) == 2 * len(tune.VARIANTS)
+    first = runs[:len(tune.VARIANTS)]
+    assert all(run.name.endswith("seed 100") for run in first)  # every variant on seed 100 first
+    for run, variant in zip(first, tune.VARIANTS, strict=True):
+        assert run.run_dir == suite.run_dir(tmp_path / tune.folder(variant),
+                                            "RepeatPreviousEasy", "lstm", 100)
+        assert list(run.command[-len(tune.VARIANTS[variant]):]) == list(tune.VARIANTS[variant])
+    fake_run(suite.run_dir(tmp_path / tune.folder("memory 256"), "RepeatPreviousEasy", "lstm",
+                           100), [(MIN_EPISODES, 0.5), (MIN_EPISODES, 0.9)], suite.FRAMES)
+    rows = tune.table(tmp_path, ["memory 256"], ["RepeatPreviousEasy"], [100, 101])
+    assert rows[-1] == "| memory 256 | `memory.hidden_size=256` | 0.900, — |"
