@@ -66,11 +66,15 @@ if mode == "async":
 else:
     envs = make_vector_env("DoorKey-5x5", num_envs)
 try:  # MiniGrid's preset, where the version has presets
-    import dataclasses
-    from rlmem.agents.ppo.presets import PRESETS, Preset
-    config = OmegaConf.structured(PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid])))
+    from rlmem.agents.ppo.presets import Preset, agent_values
+    config = OmegaConf.structured(PPOConfig(**agent_values(Preset.minigrid)))
 except ImportError:
-    config = OmegaConf.structured(PPOConfig())
+    try:  # presets without agent_values (before the presets sized the memory)
+        import dataclasses
+        from rlmem.agents.ppo.presets import PRESETS, Preset
+        config = OmegaConf.structured(PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid])))
+    except ImportError:
+        config = OmegaConf.structured(PPOConfig())
 action = int(envs.single_action_space.n) if old else envs.single_action_space
 options = {} if grid == "default" else {"grid_encoding": grid}
 model = ActorCritic(envs.single_observation_space, action,

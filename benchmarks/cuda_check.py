@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.agents.ppo.presets import Preset, agent_values
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config, make_cell
 from rlmem.cells.base import Aux
@@ -77,7 +77,7 @@ class Trainer:
 
 def ppo_trainer(memory: str, num_envs: int, device: torch.device) -> Trainer:
     torch.manual_seed(0)
-    config = OmegaConf.structured(PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid])))
+    config = OmegaConf.structured(PPOConfig(**agent_values(Preset.minigrid)))
     envs = make_vector_env(ENV, num_envs)
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory))).to(device)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import itertools
 import os
 import platform
@@ -44,7 +43,7 @@ from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.agents.ppo.presets import Preset, agent_values
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
 from rlmem.envs import EnvWorkers, env_constructors, make_vector_env, usable_cores
@@ -103,7 +102,7 @@ def env_only(num_envs: int, workers: int, steps: int = 32) -> tuple[Timed, Calla
 
 def minigrid_config() -> PPOConfig:
     """The library's defaults as a MiniGrid run decides them (its preset's values)."""
-    return PPOConfig(**dataclasses.asdict(PRESETS[Preset.minigrid]))
+    return PPOConfig(**agent_values(Preset.minigrid))
 
 
 def ppo(memory: str, num_envs: int, workers: int,

@@ -17,7 +17,6 @@ critic, 10 epochs, batch 128), which is much slower still.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from omegaconf import OmegaConf
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.agents.ppo.presets import Preset, agent_values
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
 from rlmem.envs import env_spec, make_vector_env
@@ -48,7 +47,7 @@ def ours(env: str, num_envs: int, memory: str) -> Callable[[], None]:
     torch.manual_seed(0)
     envs = make_vector_env(env, num_envs)
     config = OmegaConf.structured(PPOConfig(
-        frames_per_env=N_STEPS, **dataclasses.asdict(PRESETS[Preset.minigrid])))
+        frames_per_env=N_STEPS, **agent_values(Preset.minigrid)))
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory)))
     ppo = PPO(model, config)

@@ -78,6 +78,13 @@ PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(
 """The agent's keys that a preset decides where they are null."""
 
 
+def agent_values(preset: Preset) -> dict[str, Any]:
+    """The agent keys' values of ``preset`` (:data:`PRESET_KEYS`; not its memory size), e.g.
+    ``PPOConfig(**agent_values(Preset.minigrid))`` for a trainer built without a run config."""
+    values = PRESETS[preset]
+    return {key: getattr(values, key) for key in PRESET_KEYS}
+
+
 def decide_presets(agent: Mapping[str, Any], env: str,
                    recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``agent`` section of a run's config with ``preset`` and every key of
@@ -103,7 +110,7 @@ def decide_presets(agent: Mapping[str, Any], env: str,
     decided["preset"] = preset.name
     earlier = (recorded if recorded is not None and recorded.get("name") == agent.get("name")
                and recorded.get("preset") == preset.name else {})
-    values = dataclasses.asdict(PRESETS[preset])
+    values = agent_values(preset)
     for key in PRESET_KEYS:
         if decided.get(key) is None:
             decided[key] = earlier[key] if earlier.get(key) is not None else values[key]

@@ -1,0 +1,63 @@
+"""The PPO trainers the benchmark scripts build without a run config (benchmarks/scaling.py,
+cuda_check.py, throughput.py): each takes MiniGrid's preset, and one whole update runs. Not a
+timing: that the scripts still build what they time."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+import torch
+from locations import REPO
+
+from rlmem.agents.ppo import PPOConfig
+from rlmem.agents.ppo.presets import PRESET_KEYS, Preset, agent_values
+
+
+def load(name: str) -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up while being defined
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.fixture
+def scaling() -> Iterator[ModuleType]:
+    yield from load("scaling")
+
+
+@pytest.fixture
+def cuda_check() -> Iterator[ModuleType]:
+    yield from load("cuda_check")
+
+
+def test_the_agent_values_of_a_preset_build_a_config() -> None:
+    config = PPOConfig(**agent_values(Preset.minigrid))
+    assert {key: getattr(config, key) for key in PRESET_KEYS} == agent_values(Preset.minigrid)
+    assert config.recurrence == 16 and config.shared_memory is True
+
+
+def test_scaling_times_the_minigrid_preset(scaling: ModuleType) -> None:
+    config = scaling.minigrid_config()
+    assert {key: getattr(config, key) for key in PRESET_KEYS} == agent_values(Preset.minigrid)
+    update, close = scaling.ppo("lstm", 2, 0)
+    try:
+        assert update() == 2 * config.frames_per_env
+    finally:
+        close()
+
+
+def test_cuda_check_builds_a_trainer_on_the_cpu(cuda_check: ModuleType) -> None:
+    trainer = cuda_check.ppo_trainer("lstm", 2, torch.device("cpu"))
+    try:
+        assert trainer.step() == 2 * PPOConfig().frames_per_env
+    finally:
+        trainer.close()
