@@ -4,39 +4,25 @@ timing: that the scripts still build what they time."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 import torch
-from locations import REPO
+from benchmark_scripts import load_benchmark
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.presets import PRESET_KEYS, Preset, agent_values
 
 
-def load(name: str) -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass looks its module up while being defined
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
-
-
 @pytest.fixture
 def scaling() -> Iterator[ModuleType]:
-    yield from load("scaling")
+    yield from load_benchmark("scaling")
 
 
 @pytest.fixture
 def cuda_check() -> Iterator[ModuleType]:
-    yield from load("cuda_check")
+    yield from load_benchmark("cuda_check")
 
 
 def test_the_agent_values_of_a_preset_build_a_config() -> None:

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 import torch
-from locations import REPO
-
-PATH = REPO / "benchmarks" / "cell_speed.py"
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("cell_speed", PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up while being defined
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
+    yield from load_benchmark("cell_speed")
 
 
 def test_both_measurements_give_a_ratio_per_cell(bench: ModuleType) -> None:
