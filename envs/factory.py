@@ -10,8 +10,10 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.envs.minigrid_observation import MiniGridObservation, is_minigrid, mission_varies
+from rlmem.envs.minigrid_view import use_direct_view
 from rlmem.envs.registry import env_spec
 from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_wrappers
 
@@ -29,7 +31,9 @@ def make_env(name: str, *, mission: bool | None = None, direction: bool = False,
 
     The env is made by :func:`gymnasium.make` with ``kwargs``, wrapped by ``wrappers`` in order
     (the first innermost), and then, if it still observes MiniGrid's Dict, by
-    :class:`MiniGridObservation`. Any other env keeps its own observations.
+    :class:`MiniGridObservation`. Any other env keeps its own observations. A MiniGrid env makes
+    its view with :func:`~rlmem.envs.minigrid_view.use_direct_view` (the same arrays as
+    MiniGrid's own, several times faster).
 
     Args:
         name: a short name (``DoorKey-5x5``) or a registered gymnasium id (``CartPole-v1``).
@@ -44,6 +48,8 @@ def make_env(name: str, *, mission: bool | None = None, direction: bool = False,
         ValueError: ``mission=True`` or ``direction=True`` for an env that is not MiniGrid.
     """
     env = apply_wrappers(gym.make(env_spec(name).id, **kwargs), wrappers)
+    if isinstance(env.unwrapped, MiniGridEnv):
+        use_direct_view(env.unwrapped)
     if is_minigrid(env):
         return MiniGridObservation(env, mission_varies(env) if mission is None else mission,
                                    direction)
