@@ -3,7 +3,9 @@
     OMP_NUM_THREADS=1 python benchmarks/throughput.py                   # DoorKey-5x5, lstm
     OMP_NUM_THREADS=1 python benchmarks/throughput.py --memories lstm relstm tarnn --no-sb3
 
-Both train on the same envs (MiniGrid DoorKey-5x5, 16 envs stepped in this process) with the
+Both train on the same envs (MiniGrid DoorKey-5x5, 16 envs stepped in this process, each
+making its view with :func:`rlmem.envs.minigrid_view.use_direct_view` as ``rlmem.envs`` does;
+``--sb3-minigrid-view`` gives sb3's envs MiniGrid's own, slower ``gen_obs``) with the
 same rollout length (``n_steps = 128`` frames per env per update). After one warm-up update
 each, the trainers take turns, one full update (rollout + optimisation) at a time, so that load
 from other processes on a shared machine hits all of them alike; frames/s is the total frames
@@ -34,6 +36,7 @@ from rlmem.agents.ppo.presets import Preset, agent_values
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
 from rlmem.envs import env_spec, make_vector_env
+from rlmem.envs.minigrid_view import use_direct_view
 
 N_STEPS = 128
 
@@ -59,13 +62,21 @@ def ours(env: str, num_envs: int, memory: str) -> Callable[[], None]:
     return update
 
 
-def sb3(env: str, num_envs: int, **kwargs: Any) -> Callable[[], None]:
+def sb3(env: str, num_envs: int, direct_view: bool = True, **kwargs: Any
+        ) -> Callable[[], None]:
     """One update of sb3-contrib's RecurrentPPO (MlpLstmPolicy) per call."""
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.env_util import make_vec_env
 
     env_id = env_spec(env).id
-    vec = make_vec_env(lambda: ImgObsWrapper(gym.make(env_id)), n_envs=num_envs, seed=0)
+
+    def make() -> gym.Env[Any, Any]:
+        made = gym.make(env_id)
+        if direct_view:
+            use_direct_view(made.unwrapped)  # type: ignore[arg-type]  # a MiniGrid env
+        return ImgObsWrapper(made)
+
+    vec = make_vec_env(make, n_envs=num_envs, seed=0)
     model = RecurrentPPO("MlpLstmPolicy", vec, n_steps=N_STEPS, seed=0, device="cpu",
                          verbose=0, **kwargs)
     first = [True]
@@ -87,6 +98,8 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=10, help="timed updates per trainer")
     parser.add_argument("--sb3-defaults", action="store_true",
                         help="also time RecurrentPPO with its default hyperparameters")
+    parser.add_argument("--sb3-minigrid-view", action="store_true",
+                        help="sb3's envs make their view with MiniGrid's own gen_obs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for all")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -94,9 +107,11 @@ def main() -> None:
     trainers = {f"ours ({memory})": ours(args.env, args.num_envs, memory)
                 for memory in args.memories}
     if not args.no_sb3:
-        trainers["sb3-contrib, our hparams"] = sb3(args.env, args.num_envs, **MATCHED)
+        trainers["sb3-contrib, our hparams"] = sb3(args.env, args.num_envs,
+                                                         not args.sb3_minigrid_view, **MATCHED)
     if args.sb3_defaults:
-        trainers["sb3-contrib defaults"] = sb3(args.env, args.num_envs)
+        trainers["sb3-contrib defaults"] = sb3(args.env, args.num_envs,
+                                                     not args.sb3_minigrid_view)
     for update in trainers.values():
         update()  # warm-up
     load_before = os.getloadavg()[0]
