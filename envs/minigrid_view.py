@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 from itertools import chain
-from types import MethodType
 from typing import Any
 
 import minigrid
@@ -163,13 +162,21 @@ def egocentric_image(env: MiniGridEnv) -> np.ndarray:
         size, size, 3)
 
 
-def _direct_gen_obs(env: MiniGridEnv) -> dict[str, Any]:
-    """``MiniGridEnv.gen_obs`` with the image from :func:`egocentric_image`, where the world is
-    MiniGrid's own ``Grid`` (a grid of another class gets MiniGrid's path)."""
-    if type(env.grid) is not Grid:
-        return MiniGridEnv.gen_obs(env)
-    return {"image": egocentric_image(env), "direction": env.agent_dir,
-            "mission": env.mission}
+class _DirectView:
+    """``env.gen_obs`` of an env with the direct view: ``MiniGridEnv.gen_obs`` with the image
+    from :func:`egocentric_image`, where the world is MiniGrid's own ``Grid`` (a grid of another
+    class gets MiniGrid's path). An object, not a bound function, so that the env still
+    pickles and copies."""
+
+    def __init__(self, env: MiniGridEnv) -> None:
+        self.env = env
+
+    def __call__(self) -> dict[str, Any]:
+        env = self.env
+        if type(env.grid) is not Grid:
+            return MiniGridEnv.gen_obs(env)
+        return {"image": egocentric_image(env), "direction": env.agent_dir,
+                "mission": env.mission}
 
 
 def use_direct_view(env: MiniGridEnv) -> bool:
@@ -184,5 +191,5 @@ def use_direct_view(env: MiniGridEnv) -> bool:
             or cls.gen_obs is not MiniGridEnv.gen_obs
             or cls.gen_obs_grid is not MiniGridEnv.gen_obs_grid):
         return False
-    env.gen_obs = MethodType(_direct_gen_obs, env)  # type: ignore[method-assign]
+    env.gen_obs = _DirectView(env)  # type: ignore[method-assign]
     return True

@@ -4,7 +4,9 @@ object of a small world."""
 
 from __future__ import annotations
 
+import copy
 import itertools
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -100,12 +102,19 @@ def test_make_env_installs_it_and_observations_stay_minigrids() -> None:
     env = make_env("DoorKey-5x5")
     unwrapped = env.unwrapped
     assert isinstance(unwrapped, MiniGridEnv)
-    assert unwrapped.gen_obs.__func__ is not MiniGridEnv.gen_obs  # type: ignore[attr-defined]
+    assert "gen_obs" in vars(unwrapped)
     observation, _ = env.reset(seed=1)
     assert np.array_equal(observation["image"], minigrid_image(unwrapped))
     raw = unwrapped.gen_obs()
     assert raw.keys() == {"image", "direction", "mission"}
     assert raw["direction"] == unwrapped.agent_dir and raw["mission"] == unwrapped.mission
+    # the env still pickles and copies, and the copy observes its own world
+    for twin in (pickle.loads(pickle.dumps(env)), copy.deepcopy(env)):
+        world = twin.unwrapped
+        assert isinstance(world, MiniGridEnv) and vars(world)["gen_obs"].env is world
+        twin.step(0)  # a turn: the twin's view changes, the original's does not
+        assert np.array_equal(world.gen_obs()["image"], minigrid_image(world))
+        assert np.array_equal(unwrapped.gen_obs()["image"], observation["image"])
     env.close()
 
 
