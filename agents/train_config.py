@@ -146,6 +146,17 @@ def with_derived_values(config: Mapping[str, Any],
     # By the cores of the machine that starts the run (runs before this key stepped in sync).
     derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),
                                                      int(derived.get("num_envs", 1)))
+    return with_decided_agent(derived, recorded)
+
+
+def with_decided_agent(config: Mapping[str, Any],
+                       recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``config`` with what the agent decides decided: the values its section leaves null
+    (:meth:`~rlmem.agents.base.AgentConfig.decided`, from the run's env), then a null
+    ``memory.hidden_size`` (:func:`decided_memory_size`); both keep the decisions of
+    ``recorded``. Run names call this too, with the run's env, agent and memory alone, to know
+    the size a run would take (:func:`rlmem.schema.train.train_run_name`)."""
+    derived = dict(config)
     agent = derived.get("agent")
     if isinstance(agent, Mapping) and agent.get("name") in AGENTS:
         earlier = recorded.get("agent") if recorded is not None else None

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import AgentConfig, EnvProbe
 from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import TrainConfig, decided_memory_size, recorded_config
+from rlmem.agents.train_config import TrainConfig, recorded_config, with_decided_agent
 from rlmem.envs import EnvOptions, IncompatibleEnvError, interface_mismatch
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import CONF_DIR, check_memory_config, register_memory_configs
@@ -51,19 +51,18 @@ the path) and ``stop_return``."""
 
 def _decided_size(root: DictConfig) -> int | None:
     """The memory size a run of ``root``'s env and agent takes when ``memory.hidden_size`` is
-    null (:func:`~rlmem.agents.train_config.decided_memory_size`); None for an env or agent
-    that the run's checks will refuse."""
-    name = str(root.agent.name)
-    if name not in AGENTS:
+    null (:func:`~rlmem.agents.train_config.with_decided_agent`, given the run's env and agent
+    alone: the rest of ``root`` resolves through this run name); None for an env or agent that
+    the run's checks will refuse."""
+    if str(root.agent.name) not in AGENTS:
         return None
-    section = OmegaConf.to_container(root.agent, resolve=True, enum_to_str=True)
-    assert isinstance(section, dict)
-    agent = {str(key): value for key, value in section.items()}
+    agent = OmegaConf.to_container(root.agent, resolve=True, enum_to_str=True)
     try:
-        decided = AGENTS[name].decided(agent, {"env": str(root.env)})
+        decided = with_decided_agent({"env": str(root.env), "agent": agent,
+                                      "memory": {"hidden_size": None}})
     except KeyError:  # an unknown env, reported by the run's own checks
         return None
-    return decided_memory_size({"agent": decided})
+    return int(decided["memory"]["hidden_size"])
 
 
 def _file_defaults() -> dict[str, Any]:
