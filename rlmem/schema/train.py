@@ -12,7 +12,9 @@ any env or model is built.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -65,13 +67,16 @@ def _decided_size(root: DictConfig) -> int | None:
     return int(decided["memory"]["hidden_size"])
 
 
-def _file_defaults() -> dict[str, Any]:
+@functools.cache
+def _file_defaults() -> Mapping[str, Any]:
     """The memory keys ``train.yaml`` sets over the cell's defaults (``memory.hidden_size:
-    null``, for the agent to decide): a run that keeps them is named as one that sets nothing."""
+    null``, for the agent to decide): a run that keeps them is named as one that sets nothing.
+    Read once: the file ships with the package."""
     loaded = OmegaConf.load(CONF_DIR / "train.yaml")
     assert isinstance(loaded, DictConfig)
     memory = OmegaConf.to_container(loaded.get("memory", {}), resolve=False)
-    return flatten(memory, "memory") if isinstance(memory, dict) and memory else {}
+    return MappingProxyType(flatten(memory, "memory") if isinstance(memory, dict) and memory
+                            else {})
 
 
 def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
