@@ -15,6 +15,7 @@ import textwrap
 
 from omegaconf import DictConfig, OmegaConf
 
+from rlmem.agents.ppo.presets import PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.envs import ENVS
 from rlmem.schema.command_line import CommandLine
@@ -34,8 +35,9 @@ GROUP_HELP = {
 """What each group selects, in a phrase."""
 
 
-UNDECIDED_SIZE = ("null: the agent decides it, our PPO by its preset (64 on MiniGrid, 256 "
-                  "elsewhere), and the run records the size it took.")
+UNDECIDED_SIZE = ("null: the agent decides it, our PPO by its preset ("
+                  + ", ".join(f"{preset.name} {PRESETS[preset].memory_size}" for preset in Preset)
+                  + "), and the run records the size it took.")
 """How ``rlmem.train``'s null memory size is read (``rlmem/conf/train.yaml``)."""
 
 

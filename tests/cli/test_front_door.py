@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from rlmem import evaluate, supervised, train
+from rlmem.agents.ppo.presets import PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.schema.command_line import USAGE_ERROR, CommandLine, front_door
 from rlmem.schema.known_keys import UnknownKeyError, check_known_keys
@@ -70,7 +71,9 @@ def test_train_help_lists_keys_groups_cells_and_envs(capsys: pytest.CaptureFixtu
     assert "frames=300000\n      Total env frames" in out
     assert "agent.lr=0.001\n      Adam learning rate." in out
     assert "memory.hidden_size=null" in out and "DoorKey-5x5 -> DoorKey-16x16" in out
-    assert "256 elsewhere" in out  # what null means
+    # what null means: each preset's size
+    assert all(f"{preset.name} {PRESETS[preset].memory_size}" in " ".join(out.split())
+               for preset in Preset)
     assert ", ".join(sorted(CELLS)) in out and "+recipe=<name>" in out
     assert "kerg2020" not in out and "task=<name>" not in out  # supervised presets and tasks
     # The cell chosen on the command line is the one described.
