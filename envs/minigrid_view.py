@@ -16,6 +16,11 @@ doors open and shut, objects carried, views of every size, and a run's ``progres
 unchanged bit for bit (``tests/agents/test_ppo_sync_fixture.py``). :func:`use_direct_view`
 installs it on an env (:func:`rlmem.envs.make_env` does so for every MiniGrid env) unless the
 env's class makes its observations its own way.
+
+It asks the world's objects themselves what they show (``encode``) and whether they hide what
+is behind them (``see_behind``), so custom objects work; it does not call ``Grid.slice``,
+``rotate_left``, ``process_vis`` or ``encode``, so a change made to those methods is not seen.
+``MiniGridEnv.gen_obs(env)`` still gives MiniGrid's own observation of any env.
 """
 
 from __future__ import annotations
