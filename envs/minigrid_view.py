@@ -4,11 +4,12 @@
 MiniGrid makes every observation by copying the view's square out of the world into a new
 :class:`~minigrid.core.grid.Grid`, rotating it by a new ``Grid`` per quarter turn (one to four),
 sweeping it for the cells hidden behind walls (``Grid.process_vis``) and encoding what is
-visible. That is over 90% of a DoorKey or Memory step's time. The same array follows from index
-arithmetic: cell ``(i, j)`` of the rotated view shows one cell of the world, fixed by the
-agent's direction and the view's corner (:func:`view_offsets`). :func:`egocentric_image` looks
-each cell up once, runs MiniGrid's own visibility sweep over them (same order, same rule), and
-encodes the visible ones, the carried object at the agent's cell, as MiniGrid does.
+visible: about 90% of a DoorKey or MemoryS7 step (``benchmarks/minigrid_view.py``). The same
+array follows from index arithmetic: cell ``(i, j)`` of the rotated view shows one cell of the
+world, fixed by the agent's direction and the view's corner (:func:`view_offsets`).
+:func:`egocentric_image` looks each cell up once, runs MiniGrid's own visibility sweep over them
+(same order, same rule), and encodes the visible ones, the carried object at the agent's cell,
+as MiniGrid does.
 
 It is MiniGrid's observation, element for element: ``tests/envs/test_minigrid_view.py``
 compares the two over random walks through many MiniGrid and BabyAI envs, every direction,
