@@ -36,7 +36,10 @@ inline T* window_row(T* slots, T* chunk, int64_t b, int64_t i, const Window& w,
 }
 
 // e[b, i] = σ(q[b] + 2 U_a m_i) over the window, and the logits e_i · 2 v_a plus the mask into
-// weights (B, width), which full_attend turns into the softmax.
+// weights (B, width), which full_attend turns into the softmax. A masked entry (another
+// episode's, or an empty slot: the window is as wide as the batch's longest episode) gets
+// its -inf logit alone: its weight is exactly 0 whatever e_i is, so e_i is neither computed
+// nor read (the backward skips every entry of weight 0).
 template <typename T>
 void full_pre(const T* query, int64_t query_stride, const T* keys, const T* chunk_keys, T* e,
               const T* score, const T* mask, int64_t mask_stride, int64_t column, T* weights,
@@ -45,13 +48,18 @@ void full_pre(const T* query, int64_t query_stride, const T* keys, const T* chun
   for (int64_t b = 0; b < batch; ++b) {
     const T* q = query + b * query_stride;
     for (int64_t i = 0; i < width; ++i) {
+      const T masked = mask[b * mask_stride + column + i];
+      if (std::isinf(masked)) {
+        weights[b * width + i] = masked;
+        continue;
+      }
       const T* key = window_row(keys, chunk_keys, b, i, w, capacity, steps, hidden);
       T* out = e + (b * width + i) * hidden;
       #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         out[h] = q[h] + T(2) * key[h];
       }
-      weights[b * width + i] = sigmoid_dot(out, score, hidden) + mask[b * mask_stride + column + i];
+      weights[b * width + i] = sigmoid_dot(out, score, hidden) + masked;
     }
   }
 }
@@ -124,7 +132,8 @@ void full_forward(const Tensor& xp, const Tensor& s0, const Tensor& resets,
 // The attention's backward at one step: d_weights_i = ds · m_i, the softmax's backward, and
 // the gradients of the rows read (d m_i += w_i ds), of the keys (d U_a m_i += 2 v_a ⊙ dp_i),
 // of the query (Σ_i 2 v_a ⊙ dp_i) and of the score vector (Σ_i dlogit_i e_i), with
-// dp_i = dlogit_i σ'(e_i).
+// dp_i = dlogit_i σ'(e_i). An entry of weight 0 (every masked one) contributes only zeros to
+// these sums, and is skipped: its e_i was never computed (full_pre).
 template <typename T>
 void full_attend_backward(const T* ds, const T* weights, const T* e, const T* score,
                           const T* memory, const T* chunk, T* d_memory, T* d_keys, T* d_chunk,
@@ -138,9 +147,12 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
     T* dl = d_logits + b * width;
     T weighted = 0;
     for (int64_t i = 0; i < width; ++i) {
+      const T weight = w_b[i];
+      if (weight == T(0)) {
+        continue;
+      }
       const T* m = window_row(memory, chunk, b, i, w, capacity, steps, hidden);
       T* dm = window_row(d_memory, d_chunk, b, i, w, capacity, steps, hidden);
-      const T weight = w_b[i];
       T dot = 0;
       #pragma omp simd reduction(+ : dot)
       for (int64_t h = 0; h < hidden; ++h) {
@@ -157,6 +169,9 @@ void full_attend_backward(const T* ds, const T* weights, const T* e, const T* sc
       dq[h] = 0;
     }
     for (int64_t i = 0; i < width; ++i) {
+      if (w_b[i] == T(0)) {
+        continue;
+      }
       const T d_logit = w_b[i] * (dl[i] - weighted);
       const T* e_i = e + (b * width + i) * hidden;
       T* dk = window_row(d_keys, d_chunk_keys, b, i, w, capacity, steps, hidden);

@@ -6,8 +6,9 @@
 // and optimises the code as it did); not a standalone header.
 
 // Over the used slots [0, used) of (B, capacity, H) keys U_a m: the logits
-// σ(2 W_a s + 2 b_a + 2 U_a m_i) · 2 v_a into attention (B, capacity), -inf on an invalid slot;
-// e (H numbers) is scratch.
+// σ(2 W_a s + 2 b_a + 2 U_a m_i) · 2 v_a into attention (B, capacity), -inf on an invalid slot
+// (not computed: used is the batch's longest episode, a shorter one's slots beyond it are
+// empty); e (H numbers) is scratch.
 template <typename T>
 void full_step_pre(const T* query, const T* keys, const T* score, const bool* valid, T* e,
                    T* attention, int64_t used, int64_t capacity, int64_t hidden,
@@ -15,14 +16,16 @@ void full_step_pre(const T* query, const T* keys, const T* score, const bool* va
   for (int64_t b = 0; b < batch; ++b) {
     const T* q = query + b * hidden;
     for (int64_t i = 0; i < used; ++i) {
+      if (!valid[b * capacity + i]) {
+        attention[b * capacity + i] = -std::numeric_limits<T>::infinity();
+        continue;
+      }
       const T* key = keys + (b * capacity + i) * hidden;
       #pragma omp simd
       for (int64_t h = 0; h < hidden; ++h) {
         e[h] = q[h] + T(2) * key[h];
       }
-      const T logit = sigmoid_dot(e, score, hidden);
-      attention[b * capacity + i] = valid[b * capacity + i]
-                                        ? logit : -std::numeric_limits<T>::infinity();
+      attention[b * capacity + i] = sigmoid_dot(e, score, hidden);
     }
   }
 }

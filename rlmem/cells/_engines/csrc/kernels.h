@@ -32,7 +32,8 @@ T sigmoid_dot(T* row, const T* score, int64_t n) {
 }
 
 // The softmax of the n logits in w, in place, and out = own + Σ_i w_i row(i), each of the
-// H numbers that row(i) points to: the read of every attention.
+// H numbers that row(i) points to: the read of every attention. A row of weight 0 (a masked
+// entry's, whose row may not hold numbers) adds nothing and is not read.
 template <typename T, typename Row>
 void softmax_read(T* w, int64_t n, const T* own, T* out, int64_t hidden, Row row) {
   T largest = -std::numeric_limits<T>::infinity();
@@ -48,6 +49,9 @@ void softmax_read(T* w, int64_t n, const T* own, T* out, int64_t hidden, Row row
   for (int64_t i = 0; i < n; ++i) {
     w[i] /= total;
     const T weight = w[i];
+    if (weight == T(0)) {
+      continue;
+    }
     const T* m = row(i);
     #pragma omp simd
     for (int64_t h = 0; h < hidden; ++h) {
