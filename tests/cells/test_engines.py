@@ -251,3 +251,34 @@ def test_the_normalised_rows_exercise_the_screening(name: str) -> None:
     in_r = traces["slot_time"][:, :, cell.short_term:]
     replaced = (in_r[1:] != in_r[:-1]) & (in_r[:-1] >= 0)
     assert admitted.any() and not admitted.all() and replaced.any()
+
+
+@pytest.mark.parametrize("loops", ["compiled", "python"])
+def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """A PPO minibatch's chunk starts from a rollout's state, which needs no gradient: the
+    engine then sums the incoming memory's gradient over the slots it reads only, and returns
+    none. The parameters' and the inputs' gradients still equal the step's, in float64, with
+    episodes of different lengths (the window is the longest one's) and resets."""
+    use_loops(loops, monkeypatch)
+    row = next(row for row in ENGINES if row.cell == "memlstm" and row.mode is Mode.TRAIN)
+    engine, step = build(row).double(), build(row).double()
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+    generator = torch.Generator().manual_seed(1)
+    batch = 5
+    with torch.no_grad():
+        prefix = torch.randn(20, batch, INPUT, generator=generator, dtype=torch.float64)
+        start = engine(prefix, None, random_resets(20, batch, generator))[1]
+    x = torch.randn(16, batch, INPUT, generator=generator, dtype=torch.float64)
+    resets = random_resets(16, batch, generator)
+    assert not any(field.requires_grad for field in start)
+    grads = []
+    for cell in (engine, step):
+        x_leaf = x.clone().requires_grad_()
+        output, _ = cell(x_leaf, start, resets)
+        cell.zero_grad()
+        (output * torch.linspace(-1, 1, output.numel(), dtype=torch.float64).view_as(output)
+         ).sum().backward()
+        grads.append([x_leaf.grad, *(p.grad for p in cell.parameters())])
+    for fast, reference in zip(*grads, strict=True):
+        torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)

@@ -273,8 +273,8 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     rows_of_batch = torch.arange(batch, device=device).unsqueeze(1) * capacity
     survivor_rows = torch.where(survives, rows_of_batch + torch.remainder(time.t(), capacity),
                                 batch * capacity).view(-1)
-    final_memory = _final_slots(memory, keep_incoming, chunk, survivor_rows)
-    final_keys = _final_slots(keys, keep_incoming, chunk_keys, survivor_rows)
+    final_memory = _final_slots(memory, keep_incoming, chunk, survivor_rows, n_in)
+    final_keys = _final_slots(keys, keep_incoming, chunk_keys, survivor_rows, n_in)
     final_valid = torch.zeros(batch * capacity + 1, dtype=torch.bool, device=device)
     final_valid[:-1] = (valid & keep_incoming.squeeze(2)).view(-1)
     final_valid.index_fill_(0, survivor_rows, True)
@@ -330,17 +330,22 @@ def _full_traces(weights_full: Tensor, time: Tensor, resets: Tensor, valid: Tens
     return attention, slot_time
 
 
-def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor) -> Tensor:
-    """The incoming slots that are kept, overwritten by the chunk's surviving entries.
+def _final_slots(incoming: Tensor, keep: Tensor, chunk: Tensor, rows: Tensor,
+                 n_in: int) -> Tensor:
+    """The incoming slots that are kept, overwritten by the chunk's surviving entries. Every
+    incoming slot from ``n_in`` on is empty, hence zero: only the first ``n_in`` are read.
 
     Shapes: incoming ``(B, capacity, H)``; keep ``(B, capacity, 1)`` bool; chunk ``(B, T, H)``;
     rows ``(B * T,)``, each entry's flat row, ``B * capacity`` (a dump row) if it is gone.
     """
     batch, capacity, hidden = incoming.shape
     out = incoming.new_empty(batch * capacity + 1, hidden)
-    torch.where(keep, incoming, incoming.new_zeros(()), out=out[:-1].view(batch, capacity, hidden))
+    slots = out[:-1].view(batch, capacity, hidden)
+    torch.where(keep[:, :n_in], incoming[:, :n_in], incoming.new_zeros(()),
+                out=slots[:, :n_in])
+    slots[:, n_in:].zero_()
     out.index_copy_(0, rows, chunk.reshape(-1, hidden))
-    return out[:-1].view(batch, capacity, hidden)
+    return slots
 
 
 def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
@@ -406,13 +411,14 @@ def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
 
 
 def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
-                   g_memory: Tensor | None, g_keys: Tensor | None
+                   g_memory: Tensor | None, g_keys: Tensor | None, incoming_needed: bool
                    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor | None,
-                              Tensor, Tensor]:
-    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``memory`` and ``keys``."""
+                              Tensor | None, Tensor | None]:
+    """Gradients of ``xp``, the four weights, ``s0``, ``c0``, ``memory`` and ``keys``; those
+    of ``memory`` and ``keys`` ``None`` unless ``incoming_needed`` (a truncated rollout chunk
+    starts from a detached state)."""
     base, weights, y, chunk = tape.base, tape.weights, tape.y, tape.chunk
     steps, batch, hidden = y.shape
-    capacity = tape.memory.shape[1]
     n_in = tape.windows[0][0]
     gates = base.gates
     recurrent, score_vector = weights.recurrent, weights.score
@@ -426,13 +432,10 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         y.dtype, y.device)
     d_chunk, d_chunk_keys = buffers["d_chunk"].zero_(), buffers["d_chunk_keys"].zero_()
     keep = tape.keep_incoming
-    zero = y.new_zeros(())
     # The final state's gradient: kept incoming slots pass it to the incoming state, the
     # surviving entries of the chunk to their states.
-    d_memory = (torch.where(keep, g_memory, zero) if g_memory is not None
-                else y.new_zeros(batch, capacity, hidden))
-    d_keys = (torch.where(keep, g_keys, zero) if g_keys is not None
-              else y.new_zeros(batch, capacity, hidden))
+    d_memory, d_keys = (_incoming_gradient(grad, keep, tape.memory, n_in, incoming_needed)
+                        for grad in (g_memory, g_keys))
     for grad, into in ((g_memory, d_chunk), (g_keys, d_chunk_keys)):
         if grad is not None:
             rows = torch.cat([grad.reshape(-1, hidden), grad.new_zeros(1, hidden)])
@@ -459,7 +462,26 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), d_query_bias, ds, dc,
-            d_memory, d_keys)
+            d_memory if incoming_needed else None, d_keys if incoming_needed else None)
+
+
+def _incoming_gradient(grad: Tensor | None, keep: Tensor, incoming: Tensor, n_in: int,
+                       needed: bool) -> Tensor:
+    """Where the backward sums the gradient of the incoming ``memory`` or ``keys``: the final
+    state's gradient on the kept slots, zeros elsewhere. The loop adds only to the first
+    ``n_in`` slots (what the chunk reads), so when the incoming state needs no gradient and the
+    final one brings none, only those are zeroed.
+
+    Shapes: grad and incoming ``(B, capacity, H)``, grad may be ``None``; keep
+    ``(B, capacity, 1)`` bool; returns ``(B, capacity, H)``.
+    """
+    if grad is not None:
+        return torch.where(keep, grad, grad.new_zeros(()))
+    if needed:
+        return torch.zeros_like(incoming)
+    out = torch.empty_like(incoming)
+    out[:, :n_in].zero_()
+    return out
 
 
 class _Full(torch.autograd.Function):
@@ -488,8 +510,16 @@ class _Full(torch.autograd.Function):
             raise RuntimeError("an attentive cell's chunk can be backpropagated once: its "
                                "backward reuses the forward's buffers (no retain_graph)")
         ctx.tape = None  # type: ignore[attr-defined]
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        g_y, g_c, g_memory, g_keys = grads[:len(_FULL_DIFFERENTIABLE)]
         return (None, None, None, None, None,
-                *_full_backward(tape, *grads[:len(_FULL_DIFFERENTIABLE)]))
+                *_full_backward(tape, g_y, g_c, g_memory, g_keys,
+                                incoming_needed=needs[_INCOMING[0]] or needs[_INCOMING[1]]))
+
+
+_INCOMING = (12, 13)
+"""Positions of ``memory`` and ``keys`` among :meth:`_Full.forward`'s inputs (``ctx`` not
+counted)."""
 
 
 def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,

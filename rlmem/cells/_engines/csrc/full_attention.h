@@ -291,10 +291,11 @@ std::tuple<Tensor, Tensor> full_traces(const Tensor& weights_full, const Tensor&
       const int64_t t_kb = t_data[k * batch + b], start_kb = start[k * batch + b];
       const int64_t seen = k + 1 - std::max<int64_t>(start_kb, 0);
       int64_t* out = slot_data + (k * batch + b) * capacity;
+      int64_t age = ((t_kb % capacity) + capacity) % capacity;  // (t - j) mod capacity at j = 0
       for (int64_t j = 0; j < capacity; ++j) {
-        const int64_t age = (((t_kb - j) % capacity) + capacity) % capacity;
         const bool held = age < seen || (start_kb < 0 && valid_data[b * capacity + j]);
         out[j] = held ? t_kb - age : -1;
+        age = age == 0 ? capacity - 1 : age - 1;
       }
     }
   }
