@@ -1,15 +1,19 @@
 """The PPO trainers the benchmark scripts build without a run config (benchmarks/scaling.py,
-cuda_check.py, throughput.py): each takes MiniGrid's preset, and one whole update runs. Not a
-timing: that the scripts still build what they time."""
+cuda_check.py, throughput.py, profile_update.py): each takes MiniGrid's preset, and one whole
+update runs. Not a timing: that the scripts still build what they time."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 import torch
 from benchmark_scripts import load_benchmark
+from locations import REPO
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.presets import PRESET_KEYS, Preset, agent_values
@@ -47,3 +51,13 @@ def test_cuda_check_builds_a_trainer_on_the_cpu(cuda_check: ModuleType) -> None:
         assert trainer.step() == 2 * PPOConfig().frames_per_env
     finally:
         trainer.close()
+
+
+def test_profile_update_times_rollouts_and_updates() -> None:
+    """``--rows 0`` prints the best rollout and update of ``--rounds`` and no profile."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "profile_update.py"), "--rounds", "2",
+         "--rows", "0"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+    assert done.stdout.startswith("one rollout ") and "(best of 2)" in done.stdout
+    assert "ncalls" not in done.stdout
