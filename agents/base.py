@@ -51,6 +51,9 @@ class EnvProbe:
     action_space: spaces.Space[Any]
     minigrid: bool
     """The observations are MiniGrid's encoding (:class:`rlmem.envs.MiniGridObservation`)."""
+    episode_limit: int | None
+    """The most steps an episode lasts, None when unlimited
+    (:func:`rlmem.envs.factory.episode_limit`)."""
 
 
 @dataclass
@@ -63,6 +66,10 @@ class AgentConfig:
 
     supports_stop_return: ClassVar[bool] = False
     """The trainer honours the run's ``stop_return``."""
+
+    supports_eval_memory: ClassVar[bool] = False
+    """Its actor rebuilds the cell with an evaluation's ``eval_memory`` (the weight-free
+    hyperparameters that ``rlmem.evaluate`` may change); an agent without it refuses one."""
 
     @classmethod
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],

@@ -168,12 +168,23 @@ class EnvOptions:
         return env_constructors(name, num_envs, mission=self.mission, direction=self.direction,
                                 wrappers=self.wrappers, env_kwargs=self.kwargs)
 
-    def probe(self, name: str) -> tuple[spaces.Space[Any], spaces.Space[Any], bool]:
-        """The observation space, action space, and whether env ``name`` is MiniGrid (one env
-        is made and closed)."""
+    def probe(self, name: str
+              ) -> tuple[spaces.Space[Any], spaces.Space[Any], bool, int | None]:
+        """The observation space, the action space, whether env ``name`` is MiniGrid and its
+        :func:`episode_limit` (one env is made and closed)."""
         env = self.make(name)
         try:
             return (env.observation_space, env.action_space,
-                    isinstance(env, MiniGridObservation))
+                    isinstance(env, MiniGridObservation), episode_limit(env))
         finally:
             env.close()
+
+
+def episode_limit(env: gym.Env) -> int | None:
+    """The most steps an episode of ``env`` lasts: a MiniGrid env's ``max_steps`` (which its
+    ``env_kwargs`` may set), else its spec's ``max_episode_steps`` (gymnasium's time limit);
+    None when it has neither."""
+    unwrapped = env.unwrapped
+    if isinstance(unwrapped, MiniGridEnv):
+        return int(unwrapped.max_steps)
+    return env.spec.max_episode_steps if env.spec is not None else None

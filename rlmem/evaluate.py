@@ -31,6 +31,7 @@ from rlmem.agents.base import EnvProbe
 from rlmem.agents.policy_evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import with_derived_values
+from rlmem.cells import full_attention
 from rlmem.envs import (
     ENVS,
     EnvOptions,
@@ -153,8 +154,12 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
 
     options = EnvOptions.from_config(config)
     probe = check_interface(run, name, config, options)
+    agent = AGENTS[config["agent"]["name"]]
     eval_memory = dict(cfg.eval_memory)
-    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
+    if agent.supports_eval_memory:
+        eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit),
+                       **eval_memory}
+    load_actor = agent.actor_loader()
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space, device,
                        eval_memory)
 
@@ -195,6 +200,23 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
                   **result.as_dict(), "returns": returns}
         gifs = recorder[0].recorded if recorder else []
         return name, result, write_results(target.parent, target.stem, report, gifs)
+
+
+def full_attention_on(env: str, memory: dict[str, Any], steps: int | None) -> dict[str, int]:
+    """The ``eval_memory`` that lets the cell of a run's ``memory`` config attend over every
+    step of ``env``'s episodes (at most ``steps``), as in the papers' transfer evaluations
+    (:func:`rlmem.cells.full_attention`), said when it is not empty: trained with a shorter
+    ``capacity``, MemLSTM would otherwise attend over a sliding window of the latest steps.
+    An evaluation's own ``+eval_memory`` values replace these."""
+    widened = full_attention(memory, steps)
+    if widened:
+        settings = ", ".join(f"{key}={value}" for key, value in widened.items())
+        trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)
+        print(f"rlmem.evaluate: {env}'s episodes last up to {steps} steps, so {memory['name']} "
+              f"(trained with {trained}) is evaluated with {settings}: full attention over "
+              f"every step, as the paper evaluates it; +eval_memory.{next(iter(widened))}="
+              "... sets another value", flush=True)
+    return widened
 
 
 def report_name(env: str, *, argmax: bool = False, episodes: int = 100, seed: int = 0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from hydra import compose, initialize_config_dir
 
 from rlmem import evaluate as evaluation
 from rlmem.agents.ppo import train as ppo_train
+from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import IncompatibleEnvError, evaluate_run, report_name
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
@@ -98,6 +100,38 @@ def test_eval_memory_overrides_weight_free_hyperparameters(trained_run: Path) ->
                                          "weights"):
         evaluate_run(EvaluateConfig(run=str(trained_run), episodes=1,
                                     eval_memory={"hidden_size": 9}))
+
+
+def test_memlstm_attends_over_every_step_of_the_evaluation_env(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """MemLSTM trained with a capacity below the evaluation env's step limit is evaluated with
+    full attention (the capacity raised to the limit, said and recorded), not a sliding window;
+    an ``eval_memory`` given by hand wins."""
+    register_train_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*TINY_PPO, "memory=memlstm", "memory.capacity=8",
+                                          "env=GoToDoor-5x5"])
+    with warnings.catch_warnings():  # its training episodes outgrow capacity=8 too
+        warnings.simplefilter("ignore", MemoryOverflowWarning)
+        ppo_train.train(cfg, tmp_path)
+    env = "MiniGrid-Empty-5x5-v0"  # a random walk's episodes outgrow capacity=8
+    limit = gym.make(env).unwrapped.max_steps  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryOverflowWarning)
+        _, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env=env,
+                                                         episodes=4, num_envs=2,
+                                                         progress_bar=False))
+    assert written is not None and result.length_mean > 8
+    assert written.name == f"{env}_sampled_4ep_seed0,capacity={limit}.json"
+    assert json.loads(written.read_text())["eval_memory"] == {"capacity": limit}
+    assert (f"memlstm (trained with capacity=8) is evaluated with capacity={limit}"
+            in capsys.readouterr().out)
+    with pytest.warns(MemoryOverflowWarning):
+        _, _, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env=env, episodes=4,
+                                                    num_envs=2, progress_bar=False,
+                                                    eval_memory={"capacity": 8}))
+    assert written is not None and json.loads(written.read_text())["eval_memory"] == {
+        "capacity": 8}
 
 
 class _CtrlC:

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from minigrid.minigrid_env import MiniGridEnv
 from omegaconf import OmegaConf
 
-from rlmem.cells import CELLS, hyperparameters
-from rlmem.envs import env_spec
+from rlmem.cells import CELLS
+from rlmem.envs import env_spec, episode_limit
 from rlmem.evaluate import report_path
 from rlmem.runs.progress import read_progress
 
@@ -69,20 +68,29 @@ def final_frames(run: Path) -> int | None:
 
 
 def full_attention(memory: str, envs: Sequence[str]) -> dict[str, int]:
-    """The ``eval_memory`` that lets a cell with a bounded ``capacity`` (MemLSTM) attend over
-    every step of the longest episode of ``envs``, as the paper's full attention does, instead
-    of a sliding window. Empty for other cells and for labels that are not cells."""
-    if memory not in CELLS or "capacity" not in hyperparameters(CELLS[memory]):
+    """The ``eval_memory`` that lets a cell with an episode bound (MemLSTM's ``capacity``)
+    attend over every step of the longest episode of ``envs``, as the paper's full attention
+    does, instead of a sliding window: one setting for all of a suite's envs, so a run's
+    reports share it. Empty for other cells and for labels that are not cells.
+    (``rlmem.evaluate`` alone raises the bound to each env's own limit,
+    :func:`rlmem.cells.full_attention`.)"""
+    cell = CELLS.get(memory)
+    if cell is None or cell.episode_bound is None:
         return {}
-    return {"capacity": max(_episode_limit(env) for env in envs)}
+    return {cell.episode_bound: max(_episode_limit(env) for env in envs)}
 
 
 def _episode_limit(env: str) -> int:
-    """The most steps an episode of the MiniGrid env ``env`` lasts (its ``max_steps``)."""
-    unwrapped = gym.make(env_spec(env).id).unwrapped
-    if not isinstance(unwrapped, MiniGridEnv):
-        raise ValueError(f"{env} is not a MiniGrid env: its episodes have no max_steps")
-    return int(unwrapped.max_steps)
+    """The most steps an episode of ``env`` lasts (:func:`rlmem.envs.factory.episode_limit`)."""
+    made = gym.make(env_spec(env).id)
+    try:
+        limit = episode_limit(made)
+    finally:
+        made.close()
+    if limit is None:
+        raise ValueError(f"{env} has no step limit: full attention over its episodes has no "
+                         "size")
+    return limit
 
 
 def run_memory(run: Path) -> str:

@@ -257,6 +257,12 @@ class Cell(nn.Module, abc.ABC):
     name: ClassVar[str] = ""
     """Registry name, set by :func:`rlmem.cells.registry.register`."""
 
+    episode_bound: ClassVar[str | None] = None
+    """The int hyperparameter bounding how many steps of an episode the cell holds exactly
+    (MemLSTM's ``capacity``: past it, its attention becomes a sliding window), or None for a
+    cell that holds an episode of any length the same way. It sizes no weight, so an
+    evaluation on longer episodes raises it (:func:`rlmem.cells.registry.full_attention`)."""
+
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
         for arg, value in (("input_size", input_size), ("hidden_size", hidden_size)):

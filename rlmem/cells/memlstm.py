@@ -57,8 +57,9 @@ class MemLSTM(Cell):
     that, the oldest state is overwritten: a sliding window over the last ``capacity`` states,
     which is no longer the paper's model. The first time that happens the cell warns
     (:class:`MemoryOverflowWarning`, once per cell), and the diagnostic ``memory_overflow``
-    reports the fraction of steps that attended a window; size ``capacity`` to the longest
-    episode (``+eval_memory.capacity=...`` in ``rlmem.evaluate`` and ``rlmem.supervised``).
+    reports the fraction of steps that attended a window. Size ``capacity`` to the longest
+    episode: ``rlmem.evaluate`` raises it to the evaluation env's step limit
+    (:attr:`episode_bound`); ``rlmem.supervised`` takes ``+eval_memory.capacity=...``.
     Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
     sequence, the contrast with relevancy screening that Kerg et al. make.
 
@@ -86,6 +87,7 @@ class MemLSTM(Cell):
     """
 
     state_type = MemLSTMState
+    episode_bound = "capacity"
 
     def __init__(self, input_size: int, hidden_size: int, *, capacity: int = 256,
                  forget_bias: float | None = 1.0,

@@ -33,6 +33,7 @@ import re
 import types
 import typing
 import warnings
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
@@ -135,6 +136,11 @@ def check_cell_class(name: str, cls: type) -> None:
                         f"resolve ({error})") from error
     for parameter in parameters[len(_RUNTIME_ARGS):]:
         _check_hyperparameter(name, parameter, hints.get(parameter.name))
+    bound = cls.episode_bound
+    if bound is not None and (bound not in hyperparameters(cls)
+                              or hints.get(bound) is not int):
+        raise TypeError(f"cell {name!r}: episode_bound={bound!r} names no int hyperparameter "
+                        f"of {cls.__name__}.__init__")
     sizes = {*_RUNTIME_ARGS[1:], *hyperparameters(cls)}
     try:
         declared = state_dims(getattr(cls, "state_type", None))
@@ -252,6 +258,26 @@ def hyperparameters(cls: type[Cell]) -> dict[str, inspect.Parameter]:
     signature = inspect.signature(cls.__init__)
     return {key: value for key, value in signature.parameters.items()
             if key not in _RUNTIME_ARGS and value.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def full_attention(memory: Mapping[str, Any], steps: int | None) -> dict[str, int]:
+    """The ``eval_memory`` with which the cell of the memory config ``memory`` holds every step
+    of episodes up to ``steps`` long, as the paper's full attention does: its
+    :attr:`~rlmem.cells.base.Cell.episode_bound` (MemLSTM's ``capacity``) raised to ``steps``
+    where it is lower. Empty where it is not, for a cell without a bound, for a name that is no
+    cell, and where ``steps`` is unknown (None: an env without a step limit).
+
+    >>> full_attention({"name": "memlstm", "capacity": 256}, 2560)
+    {'capacity': 2560}
+    >>> full_attention({"name": "relstm"}, 2560)
+    {}
+    """
+    cls = CELLS.get(str(memory.get("name")))
+    bound = cls.episode_bound if cls is not None else None
+    if cls is None or bound is None or steps is None:
+        return {}
+    held = memory.get(bound, hyperparameters(cls)[bound].default)
+    return {bound: steps} if held < steps else {}
 
 
 def make_cell(name: str, *, input_size: int, hidden_size: int = DEFAULT_HIDDEN_SIZE,

@@ -139,11 +139,12 @@ def check_envs(config: Mapping[str, Any], agent: AgentConfig) -> None:
     """
     options = EnvOptions.from_config(config)
     env, transfer_env = config["env"], config["transfer_env"]
-    observation_space, action_space, minigrid = options.probe(env)
-    agent.check_run(config, EnvProbe(env, observation_space, action_space, minigrid))
+    trained = EnvProbe(env, *options.probe(env))
+    agent.check_run(config, trained)
     if transfer_env is not None:
-        transfer = options.probe(transfer_env)
-        mismatch = interface_mismatch(transfer[0], transfer[1], observation_space, action_space)
+        transfer = EnvProbe(transfer_env, *options.probe(transfer_env))
+        mismatch = interface_mismatch(transfer.observation_space, transfer.action_space,
+                                      trained.observation_space, trained.action_space)
         if mismatch:
             raise IncompatibleEnvError(
                 f"transfer_env={transfer_env} {mismatch} (those of env={env}): an agent "

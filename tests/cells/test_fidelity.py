@@ -215,18 +215,19 @@ def test_memlstm_reports_the_steps_that_attend_a_window() -> None:
 def test_memlstm_overflow_reaches_progress_csv_and_evaluation_sets_the_capacity(
         tmp_path: Path) -> None:
     """Training with capacity 4 on DoorKey-5x5 warns once and logs ``memory/memory_overflow``;
-    ``+eval_memory.capacity`` gives the evaluation full attention (no warning), as the
-    transfer suites do (:func:`experiments.common.sweep.full_attention`)."""
+    the evaluation raises the capacity to DoorKey-5x5's 250 steps (full attention, no
+    warning), as the transfer suites do (:func:`experiments.common.sweep.full_attention`), and
+    ``+eval_memory.capacity=4`` keeps the training window."""
     stderr = train_tiny_ppo(tmp_path, "memory=memlstm", "memory.capacity=4")
     assert stderr.count(OVERFLOW) == 1, stderr[-3000:]
     with (tmp_path / "progress.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     assert rows and all(float(row["memory/memory_overflow"]) > 0 for row in rows)
-    assert evaluate_tiny(tmp_path).count(OVERFLOW) == 1
-    assert OVERFLOW not in evaluate_tiny(tmp_path, "+eval_memory.capacity=250")
+    assert OVERFLOW not in evaluate_tiny(tmp_path)
     report = json.loads((tmp_path / "eval" / "DoorKey-5x5_sampled_1ep_seed0,capacity=250.json")
                         .read_text())
     assert report["eval_memory"] == {"capacity": 250}
+    assert evaluate_tiny(tmp_path, "+eval_memory.capacity=4").count(OVERFLOW) == 1
 
 
 # --- ReLRNN: modReLU (Arjovsky et al., 2016; Kerg et al., 2020, Tables 6 and 8) -------------

@@ -13,7 +13,16 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from rlmem.cells import CELLS, Cell, Dims, cell_config, make_cell, make_cell_from_config, register
+from rlmem.cells import (
+    CELLS,
+    Cell,
+    Dims,
+    cell_config,
+    full_attention,
+    make_cell,
+    make_cell_from_config,
+    register,
+)
 from rlmem.schema.memory import CONF_DIR, MEMORY_GROUP, register_memory_configs
 
 SEED_CELLS = {"ernn", "gru", "irnn", "lstm", "memlstm", "relrnn", "relstm", "sarnn", "tarnn"}
@@ -139,6 +148,32 @@ def test_registration_rejects_a_state_without_its_dims(state_type: type, message
     with pytest.raises(TypeError, match=message):
         register("toy")(_toy_cell(signature, state_type))
     assert "toy" not in CELLS
+
+
+@pytest.mark.parametrize("signature", [
+    "(self, input_size: int, hidden_size: int, *, k: int = 1)",
+    "(self, input_size: int, hidden_size: int, *, capacity: float = 1.0)",
+])
+def test_an_episode_bound_must_be_an_int_hyperparameter(signature: str) -> None:
+    toy = _toy_cell(signature)
+    toy.episode_bound = "capacity"
+    with pytest.raises(TypeError, match=r"cell 'toy': episode_bound='capacity' names no int "
+                                        "hyperparameter of Toy.__init__"):
+        register("toy")(toy)
+    assert "toy" not in CELLS
+
+
+def test_full_attention_raises_only_a_bound_below_the_episode() -> None:
+    """The eval_memory of an evaluation on episodes of up to ``steps`` steps: MemLSTM's
+    capacity (its default 256 when the config leaves it out) raised where it is lower; nothing
+    for cells without a bound, for unknown step limits or names."""
+    assert full_attention({"name": "memlstm", "capacity": 256}, 2560) == {"capacity": 2560}
+    assert full_attention({"name": "memlstm"}, 300) == {"capacity": 300}
+    assert full_attention({"name": "memlstm", "capacity": 256}, 250) == {}
+    assert full_attention({"name": "memlstm", "capacity": 256}, None) == {}
+    assert full_attention({"name": "relstm"}, 2560) == {}
+    assert full_attention({"name": "sb3_lstm"}, 2560) == {}
+    assert [name for name, cell in CELLS.items() if cell.episode_bound] == ["memlstm"]
 
 
 @pytest.mark.parametrize("name", ["my-cell", "a b", "", "memory/x"])
