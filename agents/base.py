@@ -67,10 +67,6 @@ class AgentConfig:
     supports_stop_return: ClassVar[bool] = False
     """The trainer honours the run's ``stop_return``."""
 
-    supports_eval_memory: ClassVar[bool] = False
-    """Its actor rebuilds the cell with an evaluation's ``eval_memory`` (the weight-free
-    hyperparameters that ``rlmem.evaluate`` may change); an agent without it refuses one."""
-
     @classmethod
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:

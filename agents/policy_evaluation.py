@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from gymnasium.vector import VectorEnv
@@ -52,6 +52,15 @@ class EvaluationResult:
         stopped = " (interrupted)" if self.interrupted else ""
         return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}{success}, length "
                 f"{self.length_mean:.1f}, {self.episodes} episodes{stopped}")
+
+
+def weights_changed(eval_memory: dict[str, Any], problems: list[str]) -> ValueError:
+    """The error of an evaluation whose ``eval_memory`` makes a model that the run's weights
+    do not fit (``problems``: how, :func:`rlmem.runs.restore.state_mismatches`)."""
+    return ValueError(f"eval_memory={eval_memory} changes the cell's weights ("
+                      f"{'; '.join(problems)}); only weight-free hyperparameters (such as "
+                      "MemLSTM's capacity) may differ. Nothing was evaluated; drop the keys "
+                      "that change the weights.")
 
 
 def episode_quotas(episodes: int, num_envs: int, first: int = 0) -> list[int]:

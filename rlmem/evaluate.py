@@ -154,12 +154,9 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
 
     options = EnvOptions.from_config(config)
     probe = check_interface(run, name, config, options)
-    agent = AGENTS[config["agent"]["name"]]
-    eval_memory = dict(cfg.eval_memory)
-    if agent.supports_eval_memory:
-        eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit),
-                       **eval_memory}
-    load_actor = agent.actor_loader()
+    eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit),
+                   **cfg.eval_memory}
+    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space, device,
                        eval_memory)
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rlmem.agents.policy_evaluation import weights_changed
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors
 from rlmem.cells import State
@@ -68,9 +69,6 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
     problems = state_mismatches(model, weights) if eval_memory else []
     # eval_memory is to blame only where the run's own memory takes the weights.
     if problems and not state_mismatches(build(dict(config["memory"])), weights):
-        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights ("
-                         f"{'; '.join(problems)}); only weight-free hyperparameters (such as "
-                         "MemLSTM's capacity) may differ. Nothing was evaluated; drop the "
-                         "keys that change the weights.")
+        raise weights_changed(eval_memory, problems)
     load_state(model, checkpoint, "model", path, ON_EVALUATE)
     return PPOActor(model.to(device).eval(), device)

@@ -86,7 +86,6 @@ class PPOConfig(PPOHyperparameters):
     the value clip were not made for); not measured on POPGym."""
 
     supports_stop_return: ClassVar[bool] = True
-    supports_eval_memory: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range. A

@@ -3,6 +3,7 @@ plays."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -11,9 +12,11 @@ import torch
 from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 
-from rlmem.agents.sb3.train import model_from_checkpoint
+from rlmem.agents.policy_evaluation import weights_changed
+from rlmem.agents.sb3.train import build_model, make_envs, model_from_checkpoint
 from rlmem.envs import Observation
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint
+from rlmem.runs.restore import ON_EVALUATE, saved_state, state_mismatches
 
 SB3State: TypeAlias = tuple[np.ndarray, ...] | None
 """``predict``'s memory: the actor's packed ``(h, c)`` arrays, or None before the first step
@@ -49,13 +52,37 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
                action_space: spaces.Space[Any], device: torch.device,
                eval_memory: dict[str, Any]) -> SB3Actor:
     """The RecurrentPPO of an ``agent=sb3`` run (its own spaces: the evaluation env has been
-    checked to have the same).
+    checked to have the same), its cell rebuilt with ``eval_memory`` over its memory.
 
     Raises:
-        ValueError: ``eval_memory`` is given (the sb3 policy rebuilds its cell as trained).
+        ValueError: ``eval_memory`` changes the shapes of the weights.
+        IncompatibleStateError: the weights do not fit the policy of the run's own config.
     """
+    path = run / CHECKPOINT_NAME
+    config = checkpoint.config
     if eval_memory:
-        raise ValueError("eval_memory applies to agent=ppo runs; this is an agent=sb3 run")
-    model = model_from_checkpoint(checkpoint, device=device, path=run / CHECKPOINT_NAME)
+        _check_weight_free(checkpoint, eval_memory, path)
+    evaluated = dataclasses.replace(
+        checkpoint, config={**config, "memory": {**config["memory"], **eval_memory}})
+    model = model_from_checkpoint(evaluated, device=device, path=path)
     model.policy.set_training_mode(False)
     return SB3Actor(model)
+
+
+def _check_weight_free(checkpoint: Checkpoint, eval_memory: dict[str, Any], path: Path) -> None:
+    """Raise :func:`~rlmem.agents.policy_evaluation.weights_changed` where the policy built
+    with ``eval_memory`` does not fit the run's weights and the run's own policy does (else
+    the run itself is at fault, which loading it says)."""
+    config = checkpoint.config
+    weights = saved_state(checkpoint, "policy", path, ON_EVALUATE)
+    env = make_envs(config, 1, config["seed"])
+    try:
+        def problems(memory: dict[str, Any]) -> list[str]:
+            policy = build_model({**config, "memory": memory}, env).policy
+            return state_mismatches(policy, weights)
+
+        found = problems({**config["memory"], **eval_memory})
+        if found and not problems(dict(config["memory"])):
+            raise weights_changed(eval_memory, found)
+    finally:
+        env.close()

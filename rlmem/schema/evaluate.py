@@ -44,7 +44,7 @@ class EvaluateConfig:
     """torch intra-op threads."""
     eval_memory: dict[str, Any] = field(default_factory=dict)
     """Memory hyperparameters overridden for this evaluation, which must not change the
-    weights (agent=ppo runs). Where the env's episodes outlast a cell's
+    weights. Where the env's episodes outlast a cell's
     :attr:`~rlmem.cells.base.Cell.episode_bound`, it is raised to their step limit without
     asking (MemLSTM trained with ``capacity=256`` attends over all 2560 steps of a
     DoorKey-16x16 episode, as the paper evaluates it); a value given here wins, e.g.

@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from rlmem.agents.sb3 import MemoryPolicy
 from rlmem.agents.sb3.recorder import SB3_METRICS
 from rlmem.agents.sb3.train import load_model, make_envs, train
 from rlmem.cells import CELLS
+from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.runs.checkpoint import FORMAT
@@ -141,6 +143,26 @@ def test_rlmem_evaluate_plays_sb3_runs(policy: str, tmp_path: Path) -> None:
     assert name == "DoorKey-16x16" and result.episodes == 2 and written is not None
     report = json.loads(written.read_text())
     assert report["agent"] == "sb3" and report["frames"] == 32
+
+
+def test_rlmem_evaluate_gives_sb3_memlstm_full_attention(tmp_path: Path) -> None:
+    """As for agent=ppo runs: MemLSTM is evaluated with its capacity raised to the env's step
+    limit (no sliding window), and an eval_memory that changes the weights is refused."""
+    with warnings.catch_warnings():  # its training episodes outgrow capacity=8
+        warnings.simplefilter("ignore", MemoryOverflowWarning)
+        train(config("frames=32", "memory=memlstm", "memory.capacity=8"), tmp_path)
+    env = "MiniGrid-Empty-5x5-v0"  # a random walk's episodes outgrow capacity=8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryOverflowWarning)
+        _, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env=env,
+                                                         episodes=2, num_envs=2,
+                                                         progress_bar=False))
+    assert written is not None and result.length_mean > 8
+    assert json.loads(written.read_text())["eval_memory"] == {"capacity": 100}
+    with pytest.raises(ValueError, match=r"eval_memory=\{'capacity': 100, 'hidden_size': 9\} "
+                                         "changes the cell's weights"):
+        evaluate_run(EvaluateConfig(run=str(tmp_path), env=env, episodes=1,
+                                    eval_memory={"hidden_size": 9}))
 
 
 def test_sb3_lstm_policy_needs_memory_lstm(tmp_path: Path) -> None:
