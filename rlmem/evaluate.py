@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +155,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
 
     options = EnvOptions.from_config(config)
     probe = check_interface(run, name, config, options)
-    eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit),
-                   **cfg.eval_memory}
+    eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit,
+                                       given=cfg.eval_memory), **cfg.eval_memory}
     load_actor = AGENTS[config["agent"]["name"]].actor_loader()
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space, device,
                        eval_memory)
@@ -199,13 +200,15 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         return name, result, write_results(target.parent, target.stem, report, gifs)
 
 
-def full_attention_on(env: str, memory: dict[str, Any], steps: int | None) -> dict[str, int]:
+def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,
+                      given: Mapping[str, Any]) -> dict[str, int]:
     """The ``eval_memory`` that lets the cell of a run's ``memory`` config attend over every
     step of ``env``'s episodes (at most ``steps``), as in the papers' transfer evaluations
-    (:func:`rlmem.cells.full_attention`), said when it is not empty: trained with a shorter
-    ``capacity``, MemLSTM would otherwise attend over a sliding window of the latest steps.
-    An evaluation's own ``+eval_memory`` values replace these."""
-    widened = full_attention(memory, steps)
+    (:func:`rlmem.cells.full_attention`), but for the keys the evaluation was ``given``; said
+    when it is not empty: trained with a shorter ``capacity``, MemLSTM would otherwise attend
+    over a sliding window of the latest steps."""
+    widened = {key: value for key, value in full_attention(memory, steps).items()
+               if key not in given}
     if widened:
         settings = ", ".join(f"{key}={value}" for key, value in widened.items())
         trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)

@@ -132,6 +132,7 @@ def test_memlstm_attends_over_every_step_of_the_evaluation_env(
                                                     eval_memory={"capacity": 8}))
     assert written is not None and json.loads(written.read_text())["eval_memory"] == {
         "capacity": 8}
+    assert "full attention" not in capsys.readouterr().out
 
 
 class _CtrlC:
