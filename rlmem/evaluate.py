@@ -32,7 +32,7 @@ from rlmem.agents.base import EnvProbe
 from rlmem.agents.policy_evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.train_config import with_derived_values
-from rlmem.cells import full_attention
+from rlmem.cells import full_attention, widened_note
 from rlmem.envs import (
     ENVS,
     EnvOptions,
@@ -207,15 +207,10 @@ def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,
     (:func:`rlmem.cells.full_attention`), but for the keys the evaluation was ``given``; said
     when it is not empty: trained with a shorter ``capacity``, MemLSTM would otherwise attend
     over a sliding window of the latest steps."""
-    widened = {key: value for key, value in full_attention(memory, steps).items()
-               if key not in given}
+    widened = full_attention(memory, steps, given)
     if widened:
-        settings = ", ".join(f"{key}={value}" for key, value in widened.items())
-        trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)
-        print(f"rlmem.evaluate: {env}'s episodes last up to {steps} steps, so {memory['name']} "
-              f"(trained with {trained}) is evaluated with {settings}: full attention over "
-              f"every step, as the paper evaluates it; +eval_memory.{next(iter(widened))}="
-              "... sets another value", flush=True)
+        print(f"rlmem.evaluate: {env}'s episodes last up to {steps} steps, so "
+              f"{widened_note(memory, widened)}", flush=True)
     return widened
 
 

@@ -23,7 +23,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.cells import make_cell_from_config
+from rlmem.cells import full_attention, make_cell_from_config, widened_note
 from rlmem.runs import (
     CHECKPOINT_NAME,
     NonFiniteLossError,
@@ -79,6 +79,22 @@ RULES = ResumeRules(sections=RESUME_SECTIONS, counter="iteration", budget="itera
 """A run resumes a checkpoint of the same config; ``iterations`` may grow."""
 
 
+def _eval_memory(task: SequenceTask, config: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``eval_memory`` for its evaluations at ``eval_seq_lens``: as given, and, for a
+    bound it leaves out, the full attention over the longest of those sequences
+    (:func:`rlmem.cells.full_attention`: MemLSTM's capacity), said when it applies."""
+    given = dict(config["eval_memory"])
+    if not config["eval_seq_lens"]:
+        return given
+    longest = max(config["eval_seq_lens"])
+    steps = task.total_length(longest)
+    widened = full_attention(config["memory"], steps, given)
+    if widened:
+        _print(f"eval_seq_lens: a sequence at T = {longest} lasts {steps} steps, so "
+               f"{widened_note(config['memory'], widened)}")
+    return {**widened, **given}
+
+
 def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     """Build everything from ``cfg``, train (resuming if a checkpoint is there), write results
     and figures into ``run_dir``."""
@@ -91,6 +107,7 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     for seq_len in cfg.eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
     config = resolved_config(cfg)
+    config["eval_memory"] = _eval_memory(task, config)
     # A run resuming its own checkpoint no longer needs (nor reads) its warm start.
     resuming = cfg.resume and (run_dir / CHECKPOINT_NAME).exists()
     warm = warm_start_weights(cfg.warm_start, config) if cfg.warm_start and not resuming else None
@@ -115,14 +132,15 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
         checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target,
         confirm_batches=cfg.confirm_batches)
     transfer_model = None
-    if cfg.eval_memory:
-        transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, cfg.eval_memory),
+    eval_memory = config["eval_memory"]
+    if eval_memory:
+        transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, eval_memory),
                                               input_size=task.input_size)
         transfer_model = SequenceModel(transfer_cell, task.output_size, task.categorical)
         try:
             transfer_model.load_state_dict(model.state_dict())
         except RuntimeError as error:
-            raise ValueError(f"eval_memory={dict(cfg.eval_memory)} changes the cell's weights; "
+            raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; "
                              f"only weight-free hyperparameters may differ:\n{error}") from None
         transfer_model.to(device)
     trainer = SupervisedTrainer(model, task, optimizer, schedule, session, config,

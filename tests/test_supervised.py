@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ import torch
 from cli_runner import run_cli
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.cells import CELLS, CellOutput, make_cell
+from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint, resolved_config
 from rlmem.runs.checkpoint import check_compatible
@@ -183,6 +185,28 @@ def test_eval_memory_extends_memlstm_for_transfer(tmp_path: Path) -> None:
                  "+eval_memory.capacity=60", "figures=false")
     result = run(cfg, tmp_path)
     assert math.isfinite(result.final["eval/ce@T40"])
+
+
+def test_memlstm_attends_over_the_longest_evaluated_sequence(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without an eval_memory, MemLSTM's capacity is raised to the longest eval_seq_lens
+    sequence (copy: T + 20 steps) for those evaluations: said, recorded in the config, and
+    no sliding window; a capacity given by hand is kept."""
+    cfg = config(*TINY, "memory=memlstm", "memory.capacity=24", "eval_seq_lens=[40,30]",
+                 "figures=false")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryOverflowWarning)
+        result = run(cfg, tmp_path / "full")
+    assert math.isfinite(result.final["eval/ce@T40"])
+    recorded = OmegaConf.load(tmp_path / "full" / "config.yaml")
+    assert recorded.eval_memory == {"capacity": 60}
+    assert ("a sequence at T = 40 lasts 60 steps, so memlstm (trained with capacity=24) is "
+            "evaluated with capacity=60" in capsys.readouterr().out)
+    cfg = config(*TINY, "memory=memlstm", "memory.capacity=24", "eval_seq_lens=[40]",
+                 "+eval_memory.capacity=24", "figures=false")
+    with pytest.warns(MemoryOverflowWarning):
+        run(cfg, tmp_path / "window")
+    assert OmegaConf.load(tmp_path / "window" / "config.yaml").eval_memory == {"capacity": 24}
 
 
 @pytest.mark.parametrize("override", ["task.recal=5", "seqlen=3", "seq_len=abc",

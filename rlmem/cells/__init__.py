@@ -26,6 +26,7 @@ from rlmem.cells.registry import (
     make_cell,
     make_cell_from_config,
     register,
+    widened_note,
 )
 from rlmem.cells.stacked import Stacked
 
@@ -48,6 +49,7 @@ __all__ = [
     "register",
     "reset_state",
     "scan",
+    "widened_note",
 ]
 
 # Last, so that a plugin can import what it needs from this package while it loads.

@@ -58,8 +58,9 @@ class MemLSTM(Cell):
     which is no longer the paper's model. The first time that happens the cell warns
     (:class:`MemoryOverflowWarning`, once per cell), and the diagnostic ``memory_overflow``
     reports the fraction of steps that attended a window. Size ``capacity`` to the longest
-    episode: ``rlmem.evaluate`` raises it to the evaluation env's step limit
-    (:attr:`episode_bound`); ``rlmem.supervised`` takes ``+eval_memory.capacity=...``.
+    episode; evaluations raise it where it is shorter (:attr:`episode_bound`):
+    ``rlmem.evaluate`` to the evaluation env's step limit, ``rlmem.supervised`` to the longest
+    sequence of its ``eval_seq_lens``.
     Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
     sequence, the contrast with relevancy screening that Kerg et al. make.
 

@@ -260,24 +260,39 @@ def hyperparameters(cls: type[Cell]) -> dict[str, inspect.Parameter]:
             if key not in _RUNTIME_ARGS and value.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
-def full_attention(memory: Mapping[str, Any], steps: int | None) -> dict[str, int]:
+def full_attention(memory: Mapping[str, Any], steps: int | None,
+                   given: Mapping[str, Any] | None = None) -> dict[str, int]:
     """The ``eval_memory`` with which the cell of the memory config ``memory`` holds every step
     of episodes up to ``steps`` long, as the paper's full attention does: its
     :attr:`~rlmem.cells.base.Cell.episode_bound` (MemLSTM's ``capacity``) raised to ``steps``
-    where it is lower. Empty where it is not, for a cell without a bound, for a name that is no
-    cell, and where ``steps`` is unknown (None: an env without a step limit).
+    where it is lower. Empty where it is not, where the evaluation was ``given`` a value for
+    it, for a cell without a bound, for a name that is no cell, and where ``steps`` is unknown
+    (None: an env without a step limit).
 
     >>> full_attention({"name": "memlstm", "capacity": 256}, 2560)
     {'capacity': 2560}
+    >>> full_attention({"name": "memlstm", "capacity": 256}, 2560, given={"capacity": 256})
+    {}
     >>> full_attention({"name": "relstm"}, 2560)
     {}
     """
     cls = CELLS.get(str(memory.get("name")))
     bound = cls.episode_bound if cls is not None else None
-    if cls is None or bound is None or steps is None:
+    if cls is None or bound is None or steps is None or bound in (given or {}):
         return {}
     held = memory.get(bound, hyperparameters(cls)[bound].default)
     return {bound: steps} if held < steps else {}
+
+
+def widened_note(memory: Mapping[str, Any], widened: Mapping[str, int]) -> str:
+    """What a program says when it evaluates the cell of ``memory`` with the ``widened``
+    bound of :func:`full_attention`: the values, trained and evaluated, and how to choose
+    another."""
+    settings = ", ".join(f"{key}={value}" for key, value in widened.items())
+    trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)
+    return (f"{memory.get('name')} (trained with {trained}) is evaluated with {settings}: full "
+            f"attention over every step, as the paper evaluates it; "
+            f"+eval_memory.{next(iter(widened))}=... sets another value")
 
 
 def make_cell(name: str, *, input_size: int, hidden_size: int = DEFAULT_HIDDEN_SIZE,

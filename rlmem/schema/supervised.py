@@ -137,8 +137,10 @@ class SupervisedConfig:
     """Further delays ``T`` to evaluate at (transfer-copy: 200, 400, 2000, 5000)."""
     eval_memory: dict[str, Any] = field(default_factory=dict)
     """Memory hyperparameters overridden for the evaluations at eval_seq_lens, which must not
-    change the weights: e.g. ``+eval_memory.capacity=2020`` lets MemLSTM attend fully over the
-    longer transfer sequences."""
+    change the weights. A cell's :attr:`~rlmem.cells.base.Cell.episode_bound` left out here is
+    raised to the longest of those sequences where it is shorter (MemLSTM's capacity: 2020 at
+    T = 2000 on transfer-copy, full attention), said and recorded in the run's config; e.g.
+    ``+eval_memory.capacity=120`` keeps the training window instead."""
     eval_batch_size: int = 256
     """Sequences in the fixed evaluation batch of each ``T``."""
     eval_every: int = 100
