@@ -45,10 +45,10 @@ class EvaluateConfig:
     eval_memory: dict[str, Any] = field(default_factory=dict)
     """Memory hyperparameters overridden for this evaluation, which must not change the
     weights. Where the env's episodes outlast a cell's
-    :attr:`~rlmem.cells.base.Cell.episode_bound`, it is raised to their step limit without
-    asking (MemLSTM trained with ``capacity=256`` attends over all 2560 steps of a
-    DoorKey-16x16 episode, as the paper evaluates it); a value given here wins, e.g.
-    ``+eval_memory.capacity=256`` for the training window."""
+    :attr:`~rlmem.cells.base.Cell.episode_bound`, it is raised to their step limit, said and
+    recorded in the result's file name (MemLSTM trained with ``capacity=256`` attends over all
+    2560 steps of a DoorKey-16x16 episode, as the paper evaluates it); a value given here wins,
+    e.g. ``+eval_memory.capacity=256`` for the training window."""
     progress_bar: bool = True
     """Show a tqdm progress bar over the episodes."""
     trust_run_config: bool = False
