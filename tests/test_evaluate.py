@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from cli_runner import TINY_PPO, run_cli
+from full_attention_check import LONG_ENV, evaluate_without_overflow
 from hydra import compose, initialize_config_dir
 
 from rlmem import evaluate as evaluation
@@ -114,23 +115,17 @@ def test_memlstm_attends_over_every_step_of_the_evaluation_env(
     with warnings.catch_warnings():  # its training episodes outgrow capacity=8 too
         warnings.simplefilter("ignore", MemoryOverflowWarning)
         ppo_train.train(cfg, tmp_path)
-    env = "MiniGrid-Empty-5x5-v0"  # a random walk's episodes outgrow capacity=8
-    limit = gym.make(env).unwrapped.max_steps  # type: ignore[attr-defined]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", MemoryOverflowWarning)
-        _, result, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env=env,
-                                                         episodes=4, num_envs=2,
-                                                         progress_bar=False))
-    assert written is not None and result.length_mean > 8
-    assert written.name == f"{env}_sampled_4ep_seed0,capacity={limit}.json"
+    limit = gym.make(LONG_ENV).unwrapped.max_steps  # type: ignore[attr-defined]
+    _, written = evaluate_without_overflow(tmp_path, episodes=4)
+    assert written.name == f"{LONG_ENV}_sampled_4ep_seed0,capacity={limit}.json"
     assert json.loads(written.read_text())["eval_memory"] == {"capacity": limit}
     assert (f"memlstm (trained with capacity=8) is evaluated with capacity={limit}"
             in capsys.readouterr().out)
     with pytest.warns(MemoryOverflowWarning):
-        _, _, written = evaluate_run(EvaluateConfig(run=str(tmp_path), env=env, episodes=4,
-                                                    num_envs=2, progress_bar=False,
-                                                    eval_memory={"capacity": 8}))
-    assert written is not None and json.loads(written.read_text())["eval_memory"] == {
+        _, _, window = evaluate_run(EvaluateConfig(run=str(tmp_path), env=LONG_ENV, episodes=4,
+                                                   num_envs=2, progress_bar=False,
+                                                   eval_memory={"capacity": 8}))
+    assert window is not None and json.loads(window.read_text())["eval_memory"] == {
         "capacity": 8}
     assert "full attention" not in capsys.readouterr().out
 
