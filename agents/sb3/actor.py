@@ -16,7 +16,12 @@ from rlmem.agents.policy_evaluation import weights_changed
 from rlmem.agents.sb3.train import build_model, make_envs, model_from_checkpoint
 from rlmem.envs import Observation
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint
-from rlmem.runs.restore import ON_EVALUATE, saved_state, state_mismatches
+from rlmem.runs.restore import (
+    ON_EVALUATE,
+    IncompatibleStateError,
+    saved_state,
+    state_mismatches,
+)
 
 SB3State: TypeAlias = tuple[np.ndarray, ...] | None
 """``predict``'s memory: the actor's packed ``(h, c)`` arrays, or None before the first step
@@ -60,19 +65,22 @@ def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Spac
     """
     path = run / CHECKPOINT_NAME
     config = checkpoint.config
-    if eval_memory:
-        _check_weight_free(checkpoint, eval_memory, path)
     evaluated = dataclasses.replace(
         checkpoint, config={**config, "memory": {**config["memory"], **eval_memory}})
-    model = model_from_checkpoint(evaluated, device=device, path=path)
+    try:
+        model = model_from_checkpoint(evaluated, device=device, path=path)
+    except IncompatibleStateError:
+        if eval_memory:  # only now worth building the policies again to say who is at fault
+            _blame_eval_memory(checkpoint, eval_memory, path)
+        raise
     model.policy.set_training_mode(False)
     return SB3Actor(model)
 
 
-def _check_weight_free(checkpoint: Checkpoint, eval_memory: dict[str, Any], path: Path) -> None:
+def _blame_eval_memory(checkpoint: Checkpoint, eval_memory: dict[str, Any], path: Path) -> None:
     """Raise :func:`~rlmem.agents.policy_evaluation.weights_changed` where the policy built
-    with ``eval_memory`` does not fit the run's weights and the run's own policy does (else
-    the run itself is at fault, which loading it says)."""
+    with ``eval_memory`` does not fit the run's weights and the run's own policy does; return
+    otherwise (the run itself is at fault, as the error of loading it says)."""
     config = checkpoint.config
     weights = saved_state(checkpoint, "policy", path, ON_EVALUATE)
     env = make_envs(config, 1, config["seed"])
