@@ -290,9 +290,10 @@ def widened_note(memory: Mapping[str, Any], widened: Mapping[str, int]) -> str:
     another."""
     settings = ", ".join(f"{key}={value}" for key, value in widened.items())
     trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)
-    return (f"{memory.get('name')} (trained with {trained}) is evaluated with {settings}: full "
-            f"attention over every step, as the paper evaluates it; "
-            f"+eval_memory.{next(iter(widened))}=... sets another value")
+    # The cell's own model, not "the paper's": the same line is printed for any env.
+    return (f"{memory.get('name')} (trained with {trained}) is evaluated with {settings}, so "
+            f"that it holds every step of an episode exactly, as the cell's model does without "
+            f"a bound; +eval_memory.{next(iter(widened))}=... sets another value")
 
 
 def make_cell(name: str, *, input_size: int, hidden_size: int = DEFAULT_HIDDEN_SIZE,
