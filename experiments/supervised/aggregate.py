@@ -35,6 +35,7 @@ from experiments.supervised.fresh_eval import DATA, Check, read_checks
 from experiments.supervised.rows import HERE, REPO, ROWS, RUNS, Row, Task
 from experiments.supervised.status import RunStatus, State, run_status
 from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs.checkpoint import OlderCheckpointError
 from rlmem.runs.progress import read_progress
 from rlmem.tasks import SequenceTask, make_task
 from rlmem.tasks.figures import attention_from_checkpoint
@@ -483,7 +484,8 @@ def in_progress(results: Sequence[RowResult]) -> list[str]:
 
 def heatmaps(results: Sequence[RowResult]) -> None:
     """Draw the T = 5000 attention heatmap of each finished headline ReLSTM run whose
-    checkpoint is newer than its heatmap."""
+    checkpoint is newer than its heatmap. A checkpoint of an older format keeps the figure it
+    has and says how to migrate it: a figure is no reason to stop the tables."""
     for result in results:
         if not (result.row.headline and result.row.cell == "relstm"):
             continue
@@ -492,7 +494,10 @@ def heatmaps(results: Sequence[RowResult]) -> None:
             figure = run.run_dir / f"attention_T{HEATMAP_T}.png"
             if checkpoint.exists() and (not figure.exists()
                                         or figure.stat().st_mtime < checkpoint.stat().st_mtime):
-                print(f"drawing {attention_from_checkpoint(run.run_dir, HEATMAP_T, figure)}")
+                try:
+                    print(f"drawing {attention_from_checkpoint(run.run_dir, HEATMAP_T, figure)}")
+                except OlderCheckpointError as error:
+                    print(f"not drawn: {figure}: {error}")
 
 
 def figures(results: Sequence[RowResult], out: Path) -> list[str]:

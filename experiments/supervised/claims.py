@@ -225,10 +225,11 @@ def claims(results: Sequence[RowResult]) -> list[str]:
          f"{at_training(table5[1])} at Table 5's",
          met_at_training(lstm, "reach 99% at T = 100, with chrono init")],
         ["ReLLSTM denoise at T = 100", "100%",
-         f"{at_training(denoise)} (the curriculum from T = 20)",
+         f"{at_training(denoise)} (the curriculum from T = 20; {seeds_text(denoise)})",
          met_at_training(denoise, "reach 99%")],
         ["TARNN or iRNN adding at T = 750, test MSE < 0.01", "\"solves\" it",
-         f"TARNN at lr 1e-3: {at_training(adding[0])}; at the paper's lr 1e-2: "
+         f"TARNN at lr 1e-3 ({seeds_text(adding[0])}): {at_training(adding[0])}; at the "
+         f"paper's lr 1e-2: "
          f"{at_training(adding[1])}; iRNN: "
          f"{at_training(adding[2]) if adding[2].finished else 'not finished'}",
          met_at_training(adding[0], "reach MSE 0.01, TARNN at lr 1e-3")],

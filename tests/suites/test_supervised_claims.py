@@ -11,8 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from experiments.supervised import aggregate, claims
 from experiments.supervised.fresh_eval import Check, write_checks
+from experiments.supervised.rows import OTHER_CLAIM_SEEDS
+from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs.checkpoint import OlderCheckpointError
 
 PRESET = claims.RELSTM
 TS = (100, 200, 400, 2000, 5000)
@@ -56,3 +61,27 @@ def test_each_seed_is_counted_and_each_miss_explained(tmp_path: Path) -> None:
     table = claims.seed_table(row)
     assert len(table) == 2 + row.row.seeds  # every declared seed has a row
     assert "| 2 | not run |" in "\n".join(table)
+
+
+def test_a_checkpoint_of_an_older_format_keeps_its_figure_and_the_tables_are_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A figure is no reason to stop the tables: the aggregate names the run to migrate."""
+    runs, data = tmp_path / "runs", tmp_path / "fresh_eval.json"
+    _run(runs, 0, (0.999,) * 5, 1.0, 0.75)
+    (runs / PRESET / "seed0" / CHECKPOINT_NAME).write_bytes(b"format 2")
+
+    def older(run_dir: Path, seq_len: int, figure: Path) -> Path:
+        raise OlderCheckpointError(f"{run_dir}: run python -m rlmem.migrate {run_dir} once")
+
+    monkeypatch.setattr(aggregate, "attention_from_checkpoint", older)
+    aggregate.heatmaps(aggregate.collect(runs, data))
+    assert "not drawn" in capsys.readouterr().out
+
+
+def test_the_denoise_and_adding_claims_name_their_seeds_not_run(tmp_path: Path) -> None:
+    results = aggregate.collect(tmp_path / "runs", tmp_path / "fresh_eval.json")
+    rows = {line.split("|")[1].strip(): line for line in claims.claims(results)[2:]}
+    not_run = "not run: " + ", ".join(str(seed) for seed in range(OTHER_CLAIM_SEEDS)) + ")"
+    assert not_run in rows["ReLLSTM denoise at T = 100"]
+    assert not_run in rows["TARNN or iRNN adding at T = 750, test MSE < 0.01"]
