@@ -291,9 +291,9 @@ def widened_note(memory: Mapping[str, Any], widened: Mapping[str, int]) -> str:
     settings = ", ".join(f"{key}={value}" for key, value in widened.items())
     trained = ", ".join(f"{key}={memory.get(key)}" for key in widened)
     # The cell's own model, not "the paper's": the same line is printed for any env.
-    return (f"{memory.get('name')} (trained with {trained}) is evaluated with {settings}, so "
-            f"that it holds every step of an episode exactly, as the cell's model does without "
-            f"a bound; +eval_memory.{next(iter(widened))}=... sets another value")
+    return (f"{memory.get('name')} (trained with {trained}) is evaluated with {settings}, "
+            f"enough to hold every step, as the cell's own model does; "
+            f"+eval_memory.{next(iter(widened))}=... sets another value")
 
 
 def make_cell(name: str, *, input_size: int, hidden_size: int = DEFAULT_HIDDEN_SIZE,
