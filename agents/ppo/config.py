@@ -17,9 +17,9 @@ from rlmem.agents.registry import register_agent
 @dataclass
 class PPOConfig(PPOHyperparameters):
     """Hyperparameters of our PPO (``agent=ppo``): the shared ones, the BPTT chunk, the critic's
-    memory and the reward scale.
+    memory, the reward scale and the entropy bonus.
 
-    The keys from ``normalize_advantage`` to ``reward_scale`` default to null: the run's preset
+    The keys from ``normalize_advantage`` to ``entropy_coef`` default to null: the run's preset
     (``preset``, chosen from the env's family unless set) decides each one when the config is
     built, and the run records the values (:func:`rlmem.agents.ppo.presets.decide_presets`).
     A value given on the command line wins over the preset's. The two presets:
@@ -28,6 +28,7 @@ class PPOConfig(PPOHyperparameters):
     - ``shared_memory``: minigrid true, generic false;
     - ``recurrence``: minigrid 16, generic 64;
     - ``reward_scale``: 1 for both;
+    - ``entropy_coef``: minigrid 0.01, generic 0;
     - and, where ``memory.hidden_size`` is null (``rlmem.train``'s default), the memory's size:
       minigrid 64, generic 256.
 
@@ -42,8 +43,9 @@ class PPOConfig(PPOHyperparameters):
     memory of 64, it raised lstm's MMER on RepeatPreviousEasy from 0.94 / 0.82 to 0.99 / 0.98
     (tuning seeds 100 / 101; ``python -m experiments.popgym.tune``, whose ``TUNING.md`` also
     has the changes not taken: no entropy bonus, 128-step BPTT, no value clip). It costs about
-    2.3 times as much per frame as 64. The values of the other keys are the shared defaults
-    (:class:`~rlmem.agents.ppo.hyperparameters.PPOHyperparameters`).
+    2.3 times as much per frame as 64. Then, with the memory of 256, no entropy bonus raised
+    the MMER on both tuning envs and both seeds (``entropy_coef``). The values of the other
+    keys are the shared defaults (:class:`~rlmem.agents.ppo.hyperparameters.PPOHyperparameters`).
     """
 
     name: str = "ppo"
@@ -84,6 +86,16 @@ class PPOConfig(PPOHyperparameters):
     (``clip_value``, ±``clip`` in the returns' units) would hold back values of larger returns.
     Set it for rewards far from order 1 (e.g. returns in the hundreds, which value_coef and
     the value clip were not made for); not measured on POPGym."""
+    entropy_coef: float | None = None
+    """Weight of the entropy bonus (:math:`c_2` of :mod:`rlmem.agents.ppo.loss`). null: the
+    preset's. minigrid: 0.01, rl-starter-files' value. generic: 0, as sb3-contrib's
+    RecurrentPPO. Measured on POPGym's suite budget (163,840 frames, lstm with the generic
+    preset's other values, tuning seeds 100 / 101, ``experiments/popgym/TUNING.md``): without
+    the bonus the MMER rose on RepeatPreviousEasy from 0.993 / 0.983 to 0.997 / 0.991 and on
+    CountRecallEasy from -0.514 / -0.531 to -0.510 / -0.522: a bonus keeps a near-solved
+    policy sampling wrong actions, and the MMER is a mean over sampled episodes. With a memory
+    of 64, which learnt more slowly, no bonus had done worse; this round was run after the
+    suite's first seeds showed RecurrentPPO ahead on RepeatPreviousEasy."""
 
     supports_stop_return: ClassVar[bool] = True
 
@@ -97,6 +109,8 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.recurrence must be positive, got {self.recurrence}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"agent.reward_scale must be positive, got {self.reward_scale}")
+        if self.entropy_coef is not None and self.entropy_coef < 0:
+            raise ValueError(f"agent.entropy_coef must be non-negative, got {self.entropy_coef}")
         candidates = ([(self.recurrence, "")] if self.recurrence is not None else
                       [(PRESETS[preset].recurrence, f" (the {preset.name} preset's)")
                        for preset in (list(Preset) if self.preset is None else [self.preset])])
@@ -117,10 +131,7 @@ class PPOConfig(PPOHyperparameters):
         Raises:
             ValueError: ``recurrence`` is still null (the config was not decided).
         """
-        if self.recurrence is None:
-            raise ValueError("agent.recurrence is null: decide the config's presets first "
-                             "(rlmem.agents.train_config.recorded_config)")
-        return self.recurrence
+        return int(decided_value(self, "recurrence"))
 
     @classmethod
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
@@ -156,3 +167,18 @@ class PPOConfig(PPOHyperparameters):
                          config["discrete_encoding"])
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
+
+
+def decided_value(agent: PPOConfig, key: str) -> Any:
+    """The value of ``key``, one the preset decides, as the run decided it (a run trains its
+    decided config, :func:`rlmem.agents.train_config.agent_config`). ``agent`` may be the
+    dataclass or its structured ``DictConfig``.
+
+    Raises:
+        ValueError: the key is still null (the config was not decided).
+    """
+    value = getattr(agent, key)
+    if value is None:
+        raise ValueError(f"agent.{key} is null: decide the config's presets first "
+                         "(rlmem.agents.train_config.recorded_config)")
+    return value

@@ -17,7 +17,7 @@ from rlmem.agents.base import AgentConfig
 class PPOHyperparameters(AgentConfig):
     """PPO's hyperparameters; defaults follow rl-starter-files' MiniGrid recipe. Each is checked
     here, when the config is built (types are checked by the schema). ``normalize_advantage``
-    is each trainer's own: our PPO's is decided by its presets
+    and ``entropy_coef`` are each trainer's own: our PPO's are decided by its presets
     (:mod:`rlmem.agents.ppo.presets`)."""
 
     frames_per_env: int = 128
@@ -36,8 +36,6 @@ class PPOHyperparameters(AgentConfig):
     """GAE λ."""
     clip: float = 0.2
     """PPO ratio clip ε, also the value clip range when clip_value is true."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus."""
     value_coef: float = 0.5
     """Weight of the value loss."""
     max_grad_norm: float = 0.5
@@ -53,9 +51,8 @@ class PPOHyperparameters(AgentConfig):
         for key in ("lr", "adam_eps", "clip", "max_grad_norm"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"agent.{key} must be positive, got {getattr(self, key)}")
-        for key in ("entropy_coef", "value_coef"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"agent.{key} must be non-negative, got {getattr(self, key)}")
+        if self.value_coef < 0:
+            raise ValueError(f"agent.value_coef must be non-negative, got {self.value_coef}")
         for key in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, key) <= 1:
                 raise ValueError(f"agent.{key} must be in [0, 1], got {getattr(self, key)}")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlmem.agents.ppo.config import PPOConfig
+from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.model import PolicyOutput
 from rlmem.agents.ppo.rollout import ChunkBatch
 
@@ -59,7 +59,8 @@ def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch,
     policy_loss = -torch.min(ratio * advantage, clipped_ratio * advantage).mean()
     value_loss = _value_loss(outputs.value, batch, config)
     aux_loss = outputs.aux.total_loss()
-    loss = (policy_loss - config.entropy_coef * entropy + config.value_coef * value_loss
+    entropy_coef = float(decided_value(config, "entropy_coef"))
+    loss = (policy_loss - entropy_coef * entropy + config.value_coef * value_loss
             + aux_loss)
     with torch.no_grad():
         stats = {

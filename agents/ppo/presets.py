@@ -39,21 +39,22 @@ class PresetValues:
     shared_memory: bool
     recurrence: int
     reward_scale: float
+    entropy_coef: float
     memory_size: int
 
 
 PRESETS: dict[Preset, PresetValues] = {
     Preset.minigrid: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
-                                  reward_scale=1.0, memory_size=64),
+                                  reward_scale=1.0, entropy_coef=0.01, memory_size=64),
     Preset.generic: PresetValues(normalize_advantage=True, shared_memory=False, recurrence=64,
-                                 reward_scale=1.0, memory_size=256),
+                                 reward_scale=1.0, entropy_coef=0.0, memory_size=256),
 }
 """Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid
 runs are what they were (their memory of 64 is :data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`,
 written out here because composing a config must not import torch; a test holds them equal).
 See :class:`~rlmem.agents.ppo.PPOConfig` for why each value; the generic memory size is
-sb3-contrib's LSTM's, chosen by ``python -m experiments.popgym.tune``
-(``experiments/popgym/TUNING.md``)."""
+sb3-contrib's LSTM's, and the generic entropy coefficient sb3-contrib's (no bonus), both chosen
+by ``python -m experiments.popgym.tune`` (``experiments/popgym/TUNING.md``)."""
 
 MEMORY_SIZE_KEY = "memory_size"
 """The field of :class:`PresetValues` that sizes the memory (``memory.hidden_size``, decided
@@ -121,7 +122,8 @@ def before_presets(agent: dict[str, Any]) -> None:
     """Migrate the agent section of a run from before presets (checkpoint format 3): its
     values were rl-starter-files' (:attr:`Preset.minigrid`), the critic read the actor's memory
     and rewards were not scaled. Its ``normalize_advantage`` and ``recurrence`` were recorded
-    since format 3 (an older config that lacks them had rl-starter-files' values too). Written
+    since format 3 and its ``entropy_coef`` always (an older config that lacks them had
+    rl-starter-files' values too). Written
     out, not read from :data:`PRESETS`: this is what those runs did, whatever the presets
     become."""
     agent.setdefault("preset", Preset.minigrid.name)
@@ -129,3 +131,4 @@ def before_presets(agent: dict[str, Any]) -> None:
     agent.setdefault("shared_memory", True)
     agent.setdefault("recurrence", 16)
     agent.setdefault("reward_scale", 1.0)
+    agent.setdefault("entropy_coef", 0.01)

@@ -55,11 +55,16 @@ class SB3Config(PPOHyperparameters):
     normalize_advantage: bool = False
     """Standardise advantages within each minibatch (RecurrentPPO's normalize_advantage); false
     as rl-starter-files' MiniGrid recipe, the only envs this agent trains."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (RecurrentPPO's ent_coef); 0.01 as rl-starter-files'
+    MiniGrid recipe."""
 
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range or two values
         conflict."""
         super().__post_init__()
+        if self.entropy_coef < 0:
+            raise ValueError(f"agent.entropy_coef must be non-negative, got {self.entropy_coef}")
         if self.head_size <= 0:
             raise ValueError(f"agent.head_size must be positive, got {self.head_size}")
         if self.batch_size <= 1:

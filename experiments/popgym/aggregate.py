@@ -15,7 +15,9 @@ finished run by its maximum mean episodic reward (:mod:`experiments.popgym.mmer`
 
 It runs on partial results: a row without finished runs says "not run" (or how many runs are
 still training), and only finished runs (their ``progress.csv`` reaches their config's frames)
-count.
+count. A run of ours counts only where it recorded today's preset values (:func:`superseded`):
+when a preset changes, the runs made with the earlier values stay in ``mmer.csv`` and leave the
+tables until the suite has run them again.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.popgym.mmer import read_curve
 from experiments.popgym.suite import AGENTS, ENVS, REFERENCE, RUNS
+from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
 from rlmem.stats import Estimate, bootstrap, iqm, probability_of_improvement_estimate
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +63,8 @@ class Run:
     budget: int | None
     """Its config's ``frames`` (None without a config)."""
     mmer: float | None
+    superseded: bool = False
+    """Made with preset values other than today's (:func:`superseded`): not counted."""
 
     @property
     def finished(self) -> bool:
@@ -67,16 +72,30 @@ class Run:
             self.frames >= self.budget
 
 
+def superseded(config: DictConfig) -> bool:
+    """Whether a run of our PPO recorded values, of the keys its preset decides (and the
+    memory's size), other than its preset's today: such a run measured an earlier default.
+    sb3-contrib's runs have no preset and are never superseded."""
+    agent = config.get("agent")
+    if not isinstance(agent, DictConfig) or agent.get("preset") is None:
+        return False
+    preset = Preset[str(agent.preset)]
+    today = {**agent_values(preset), "memory_size": PRESETS[preset].memory_size}
+    recorded = {**{key: agent.get(key) for key in agent_values(preset)},
+                "memory_size": config.memory.hidden_size}
+    return recorded != today
+
+
 def read_run(path: Path) -> Run:
     """The run in ``path`` (``<env>/<agent>/seed<k>``)."""
-    budget = None
+    budget, earlier = None, False
     if (path / "config.yaml").exists():
         config = OmegaConf.load(path / "config.yaml")
         assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
-        budget = int(config.frames)
+        budget, earlier = int(config.frames), superseded(config)
     curve = read_curve(path)
     return Run(path.parent.parent.name, path.parent.name, int(path.name.removeprefix("seed")),
-               curve.final_frames, budget, curve.mmer())
+               curve.final_frames, budget, curve.mmer(), earlier)
 
 
 def collect(root: Path) -> list[Run]:
@@ -91,8 +110,8 @@ def collect(root: Path) -> list[Run]:
 
 def scores(runs: Sequence[Run], env: str, agent: str) -> dict[int, float]:
     """The MMER of each finished run of ``agent`` on ``env``, by seed."""
-    return {run.seed: run.mmer for run in runs
-            if run.env == env and run.agent == agent and run.finished and run.mmer is not None}
+    return {run.seed: run.mmer for run in runs if run.env == env and run.agent == agent
+            and run.finished and not run.superseded and run.mmer is not None}
 
 
 def envs_of(runs: Sequence[Run]) -> list[str]:
@@ -133,7 +152,10 @@ def per_env(runs: Sequence[Run]) -> list[str]:
                 "not found offline" if agent in ("lstm", "gru") else "")
             if not done:
                 training = sum(not run.finished for run in found)
-                state = f"not run ({training} training)" if training else "not run"
+                earlier = sum(run.finished and run.superseded for run in found)
+                notes = [f"{training} training"] * bool(training) + [
+                    f"{earlier} with an earlier preset"] * bool(earlier)
+                state = f"not run ({', '.join(notes)})" if notes else "not run"
                 lines.append(f"| {env} | {agent} | 0 | — | {state} | — | {paper_cell} |")
                 continue
             frames = sorted({int(run.frames) for run in found if run.finished and run.frames})
@@ -188,12 +210,13 @@ def write_csv(runs: Sequence[Run], path: Path) -> None:
     """``mmer.csv``: one row per run found."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["env", "agent", "seed", "frames", "budget", "finished", "mmer"])
+    writer.writerow(["env", "agent", "seed", "frames", "budget", "finished", "superseded",
+                     "mmer"])
     for run in runs:
         writer.writerow([run.env, run.agent, run.seed,
                          "" if run.frames is None else int(run.frames),
                          "" if run.budget is None else run.budget, int(run.finished),
-                         "" if run.mmer is None else f"{run.mmer:.6f}"])
+                         int(run.superseded), "" if run.mmer is None else f"{run.mmer:.6f}"])
     path.write_text(buffer.getvalue())
 
 

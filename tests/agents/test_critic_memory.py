@@ -143,7 +143,7 @@ def test_chunks_replay_the_rollout_with_the_critics_state_too() -> None:
     assert rollout.chunk_states is not None and "critic_h" in rollout.chunk_states._fields
     config = OmegaConf.to_object(OmegaConf.structured(PPOConfig(
         recurrence=8, batch_size=16, epochs=1, shared_memory=False, normalize_advantage=True,
-        reward_scale=1.0)))
+        reward_scale=1.0, entropy_coef=0.0)))
     assert isinstance(config, PPOConfig)
     chunks = rollout.chunks(rollout.values, rollout.values)
     out = model(chunks.observations, chunks.start_state, chunks.resets)

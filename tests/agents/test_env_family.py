@@ -105,7 +105,7 @@ def test_a_decided_value_is_checked_when_the_config_is_built(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
         normalize_advantage=True, shared_memory=True, recurrence=48, reward_scale=1.0,
-        memory_size=256))
+        entropy_coef=0.0, memory_size=256))
     with pytest.raises(ValueError, match=r"frames_per_env=128 must be a multiple of "
                                          r"agent.recurrence=48"):
         recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
@@ -115,7 +115,7 @@ def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch)
     config = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
     monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
         normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0,
-        memory_size=16))
+        entropy_coef=0.5, memory_size=16))
     assert with_derived_values(config) == config
     # A resumed run's null keys take what its checkpoint decided, not today's preset.
     assert config["agent"]["recurrence"] != 8
@@ -145,7 +145,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
 
     changed = PresetValues(normalize_advantage=not generic.normalize_advantage,
                            shared_memory=not generic.shared_memory, recurrence=8,
-                           reward_scale=3.0, memory_size=16)
+                           reward_scale=3.0, entropy_coef=0.5, memory_size=16)
     monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
     ppo_train.train(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
     assert _recorded(run) == first
@@ -159,7 +159,8 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     decided = _recorded(fresh)
     assert {key: decided[key] for key in presets.PRESET_KEYS} == {
         "normalize_advantage": changed.normalize_advantage,
-        "shared_memory": changed.shared_memory, "recurrence": 8, "reward_scale": 3.0}
+        "shared_memory": changed.shared_memory, "recurrence": 8, "reward_scale": 3.0,
+        "entropy_coef": 0.5}
     monkeypatch.undo()  # today's presets again: the run evaluates with the cells it recorded
     _, result, _ = evaluate_run(EvaluateConfig(run=str(fresh), episodes=2, num_envs=2,
                                                device="cpu"))
@@ -178,3 +179,16 @@ def test_a_run_from_before_presets_migrates_to_the_values_it_had() -> None:
     agent = dict(TODAY)
     before_presets(agent)
     assert decide_presets(agent, "CartPole-v1") == agent  # nothing left to decide
+
+
+def test_a_generic_run_recorded_before_the_entropy_key_keeps_its_bonus() -> None:
+    """entropy_coef became a preset key (generic: no bonus) after generic runs had recorded
+    rl-starter-files' 0.01: such a run resumes with 0.01, a new one takes 0."""
+    fresh = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+    assert fresh["agent"]["entropy_coef"] == 0.0
+    earlier = {**fresh, "agent": {**fresh["agent"], "entropy_coef": 0.01}}
+    resumed = recorded_config(_compose("env=CartPole-v1", "memory=lstm"), earlier)
+    assert resumed["agent"]["entropy_coef"] == 0.01
+    given = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
+                                     "agent.entropy_coef=0.02"), earlier)
+    assert given["agent"]["entropy_coef"] == 0.02

@@ -99,7 +99,8 @@ def test_a_reset_never_touches_another_envs_memory(name: str) -> None:
 
     # Update: chunks replayed from their stored states, mixed across envs in minibatches,
     # reproduce the rollout's log-probabilities exactly before any weight changes.
-    config = OmegaConf.structured(PPOConfig(recurrence=8, batch_size=16, epochs=1))
+    config = OmegaConf.structured(PPOConfig(recurrence=8, batch_size=16, epochs=1,
+                                            entropy_coef=0.01))
     ppo = PPO(model, config)
     for group in ppo.optimizer.param_groups:
         group["lr"] = 0.0
@@ -148,6 +149,7 @@ def test_episode_quotas() -> None:
     ("batch_size", 100, "batch_size=100 must be a multiple"),
     ("gamma", 1.5, r"agent.gamma must be in \[0, 1\]"),
     ("lr", 0.0, "agent.lr must be positive"),
+    ("entropy_coef", -0.01, "agent.entropy_coef must be non-negative"),
 ])
 def test_bad_ppo_hyperparameters(key: str, value: float, match: str) -> None:
     config = OmegaConf.structured(PPOConfig())

@@ -99,6 +99,12 @@ def test_normalised_advantages_and_the_cells_own_loss() -> None:
     assert float(stats["memory/skip"]) == pytest.approx(0.7)
 
 
+def test_an_undecided_entropy_coefficient_is_refused_by_name() -> None:
+    """entropy_coef is null until the run's preset decides it: the loss never guesses it."""
+    with pytest.raises(ValueError, match=r"agent\.entropy_coef is null"):
+        ppo_loss(*_case(), PPOConfig(clip=0.2, value_coef=0.5))
+
+
 @pytest.mark.parametrize(("epsilon", "moves"), [(0.2, False), (1.5, True)])
 def test_a_clipped_ratio_gives_the_policy_no_gradient(epsilon: float, moves: bool) -> None:
     """Both ratios leave [1 - 0.2, 1 + 0.2] in the direction the advantage favours, so the

@@ -37,7 +37,7 @@ def test_the_update_learns_from_scaled_rewards(scale: float,
 
     monkeypatch.setattr(ppo_update, "compute_gae", spy)
     config = OmegaConf.to_object(OmegaConf.structured(PPOConfig(
-        recurrence=8, batch_size=16, epochs=1, reward_scale=scale)))
+        recurrence=8, batch_size=16, epochs=1, reward_scale=scale, entropy_coef=0.01)))
     assert isinstance(config, PPOConfig)
     ppo_update.PPO(model, config).update(rollout)
     assert torch.equal(rollout.rewards, torch.ones(8, 2))  # CartPole pays 1 a step

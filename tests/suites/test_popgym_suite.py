@@ -5,6 +5,7 @@ observations."""
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -101,6 +102,31 @@ def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
     assert "{{" not in (tmp_path / "out" / "RESULTS.md").read_text()
 
 
+def test_a_run_made_with_an_earlier_preset_leaves_the_tables(tmp_path: Path) -> None:
+    """A run of ours that recorded other values than its preset's today (here the generic
+    preset's entropy bonus before it became 0) is listed in mmer.csv, not counted."""
+    from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
+
+    env = "HigherLowerEasy"
+    agent = {"name": "ppo", **agent_values(Preset.generic), "preset": "generic"}
+    memory = f"memory: {{name: gru, hidden_size: {PRESETS[Preset.generic].memory_size}}}"
+    for seed, entropy in enumerate([0.01, agent["entropy_coef"]]):
+        run = tmp_path / env / "gru" / f"seed{seed}"
+        fake_run(run, [(100, 0.1 + seed)], budget=2048)
+        recorded = {**agent, "entropy_coef": entropy}
+        (run / "config.yaml").write_text(f"frames: 2048\n{memory}\nagent: {recorded}\n")
+    fake_run(tmp_path / env / suite.REFERENCE / "seed0", [(100, 0.5)], budget=2048)
+
+    runs = aggregate.collect(tmp_path)
+    assert [(run.seed, run.superseded) for run in runs if run.agent == "gru"] == [
+        (0, True), (1, False)]
+    assert aggregate.scores(runs, env, "gru") == {1: pytest.approx(1.1)}
+    assert aggregate.scores(runs, env, suite.REFERENCE) == {0: 0.5}  # sb3 has no preset
+    shutil.rmtree(tmp_path / env / "gru" / "seed1")
+    text = aggregate.render(aggregate.collect(tmp_path), "{{per_env}}")
+    assert f"| {env} | gru | 0 | — | not run (1 with an earlier preset) | — |" in text
+
+
 def test_the_sb3_reference_flattens_tuple_and_multidiscrete_observations() -> None:
     autoencode = make_env(suite.env_argument("AutoencodeEasy")).observation_space
     assert isinstance(autoencode, gym.spaces.Box) and autoencode.shape == (6,)  # 2 + 4 one-hot
@@ -147,4 +173,5 @@ def test_tuning_plans_every_variant_seed_by_seed_and_refuses_the_suites_seeds(
     fake_run(suite.run_dir(tmp_path / tune.folder("memory 256"), "RepeatPreviousEasy", "lstm",
                            100), [(MIN_EPISODES, 0.5), (MIN_EPISODES, 0.9)], suite.FRAMES)
     rows = tune.table(tmp_path, ["memory 256"], ["RepeatPreviousEasy"], [100, 101])
-    assert rows[-1] == "| memory 256 | `memory.hidden_size=256` | 0.900, — |"
+    assert rows[-1] == ("| memory 256 | `memory.hidden_size=256` `agent.entropy_coef=0.01` | "
+                        "0.900, — |")
