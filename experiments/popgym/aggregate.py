@@ -15,9 +15,9 @@ finished run by its maximum mean episodic reward (:mod:`experiments.popgym.mmer`
 
 It runs on partial results: a row without finished runs says "not run" (or how many runs are
 still training), and only finished runs (their ``progress.csv`` reaches their config's frames)
-count. A run of ours counts only where it recorded today's preset values (:func:`superseded`):
-when a preset changes, the runs made with the earlier values stay in ``mmer.csv`` and leave the
-tables until the suite has run them again.
+count. A run of ours counts only where it recorded today's preset values
+(:func:`~experiments.popgym.suite.superseded`): when a preset changes, the runs made with the
+earlier values stay in ``mmer.csv`` and leave the tables until the suite has run them again.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.popgym.mmer import read_curve
-from experiments.popgym.suite import AGENTS, ENVS, REFERENCE, RUNS
-from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
+from experiments.popgym.suite import AGENTS, ENVS, REFERENCE, RUNS, superseded
 from rlmem.stats import Estimate, bootstrap, iqm, probability_of_improvement_estimate
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +63,8 @@ class Run:
     """Its config's ``frames`` (None without a config)."""
     mmer: float | None
     superseded: bool = False
-    """Made with preset values other than today's (:func:`superseded`): not counted."""
+    """Made with preset values other than today's
+    (:func:`~experiments.popgym.suite.superseded`): not counted."""
 
     @property
     def finished(self) -> bool:
@@ -72,30 +72,16 @@ class Run:
             self.frames >= self.budget
 
 
-def superseded(config: DictConfig) -> bool:
-    """Whether a run of our PPO recorded values, of the keys its preset decides (and the
-    memory's size), other than its preset's today: such a run measured an earlier default.
-    sb3-contrib's runs have no preset and are never superseded."""
-    agent = config.get("agent")
-    if not isinstance(agent, DictConfig) or agent.get("preset") is None:
-        return False
-    preset = Preset[str(agent.preset)]
-    today = {**agent_values(preset), "memory_size": PRESETS[preset].memory_size}
-    recorded = {**{key: agent.get(key) for key in agent_values(preset)},
-                "memory_size": config.memory.hidden_size}
-    return recorded != today
-
-
 def read_run(path: Path) -> Run:
     """The run in ``path`` (``<env>/<agent>/seed<k>``)."""
-    budget, earlier = None, False
+    budget = None
     if (path / "config.yaml").exists():
         config = OmegaConf.load(path / "config.yaml")
         assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
-        budget, earlier = int(config.frames), superseded(config)
+        budget = int(config.frames)
     curve = read_curve(path)
     return Run(path.parent.parent.name, path.parent.name, int(path.name.removeprefix("seed")),
-               curve.final_frames, budget, curve.mmer(), earlier)
+               curve.final_frames, budget, curve.mmer(), superseded(path))
 
 
 def collect(root: Path) -> list[Run]:

@@ -20,6 +20,11 @@ unfinished run of ours resumes from its checkpoint, an unfinished sb3 run starts
 (it keeps none); a run another process holds is skipped, not failed. So it can be stopped
 (Ctrl-C: our runs stop at their next checkpoint) and run again over several sittings. It exits
 with status 1 when a run failed, 130 after Ctrl-C.
+
+A run of ours that recorded other values than its preset decides today (:func:`superseded`: the
+preset changed since) measured an earlier default. Unless Hydra overrides are given, the suite
+runs it again with ``resume=false``, which moves the earlier run into the run's ``previous/``
+(nothing is deleted); ``aggregate`` counts only runs made with today's values.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
+
 from experiments.common.outcome import Outcome, run_recorded
 from experiments.common.suite_runs import (
     PlannedRun,
@@ -41,6 +48,7 @@ from experiments.common.suite_runs import (
     standing,
     startable,
 )
+from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
 from rlmem.cells import CELLS
 from rlmem.runs import INTERRUPTED
 
@@ -96,6 +104,29 @@ def run_dir(root: Path, env: str, agent: str, seed: int) -> Path:
     return root / env / agent / f"seed{seed}"
 
 
+def superseded(run: Path) -> bool:
+    """Whether the run in ``run`` is one of our PPO's that recorded values, of the keys its
+    preset decides and the memory's size, other than its preset's today: it measured an
+    earlier default. sb3-contrib's runs, which have no preset, and runs without a config are
+    not."""
+    if not (run / "config.yaml").exists():
+        return False
+    config = OmegaConf.load(run / "config.yaml")
+    agent = config.get("agent") if isinstance(config, DictConfig) else None
+    if not isinstance(agent, DictConfig) or agent.get("preset") is None:
+        return False
+    preset = Preset[str(agent.preset)]
+    today = {**agent_values(preset), "memory_size": PRESETS[preset].memory_size}
+    recorded = {**{key: agent.get(key) for key in agent_values(preset)},
+                "memory_size": config.memory.hidden_size}
+    return recorded != today
+
+
+AGAIN = "resume=false"
+"""The override that runs a :func:`superseded` run again (the earlier one moved into
+``previous/``)."""
+
+
 def command(root: Path, env: str, agent: str, seed: int, frames: int,
             extra: Sequence[str] = ()) -> list[str]:
     """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell (the
@@ -112,10 +143,16 @@ def command(root: Path, env: str, agent: str, seed: int, frames: int,
 
 def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Sequence[int],
             frames: int, extra: Sequence[str] = ()) -> list[PlannedRun]:
-    """Every run, seed by seed, then env by env, then agent by agent."""
-    return [PlannedRun(f"{env} {agent} seed {seed}", run_dir(root, env, agent, seed), frames,
-                       None, command(root, env, agent, seed, frames, extra))
-            for seed in seeds for env in envs for agent in agents]
+    """Every run, seed by seed, then env by env, then agent by agent; a :func:`superseded`
+    run again (:data:`AGAIN`) where no ``extra`` overrides are given (with them, a run's
+    values are the overrides', not the preset's)."""
+    def again(where: Path) -> tuple[str, ...]:
+        return (AGAIN,) if not extra and superseded(where) else ()
+
+    return [PlannedRun(f"{env} {agent} seed {seed}", where, frames, None,
+                       [*command(root, env, agent, seed, frames, extra), *again(where)])
+            for seed in seeds for env in envs for agent in agents
+            for where in [run_dir(root, env, agent, seed)]]
 
 
 def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
@@ -125,7 +162,8 @@ def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
 
     def train_one(run: PlannedRun) -> Outcome:
         where = standing(run.run_dir, run.budget)
-        if where.finished or not startable(run.run_dir, run.budget):
+        again = AGAIN in run.command
+        if not again and (where.finished or not startable(run.run_dir, run.budget)):
             return Outcome.done
         if where.holder is not None:
             print(f"[suite] {run.name}: running now (PID {where.holder}); skipped", flush=True)
@@ -160,7 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = planned(args.runs.resolve(), args.envs, args.agents, args.seeds, args.frames,
                    args.overrides)
     if args.dry_run:
-        print_dry_run(runs, [], 0)
+        print_dry_run([run for run in runs if AGAIN not in run.command], [], 0)
+        for run in runs:
+            if AGAIN in run.command:
+                print(f"# {run.name}: made with an earlier preset; runs again, the earlier run "
+                      f"moved into previous/\n{' '.join(run.command)}")
         return 0
     outcomes = train_all(runs, args.jobs)
     if Outcome.interrupted in outcomes.values():

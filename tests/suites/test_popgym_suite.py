@@ -102,7 +102,8 @@ def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
     assert "{{" not in (tmp_path / "out" / "RESULTS.md").read_text()
 
 
-def test_a_run_made_with_an_earlier_preset_leaves_the_tables(tmp_path: Path) -> None:
+def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run of ours that recorded other values than its preset's today (here the generic
     preset's entropy bonus before it became 0) is listed in mmer.csv, not counted."""
     from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
@@ -122,6 +123,21 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables(tmp_path: Path) -> 
         (0, True), (1, False)]
     assert aggregate.scores(runs, env, "gru") == {1: pytest.approx(1.1)}
     assert aggregate.scores(runs, env, suite.REFERENCE) == {0: 0.5}  # sb3 has no preset
+    # The suite runs the earlier one again (moved into previous/ by resume=false), not the
+    # current one nor sb3's; with Hydra overrides (as the tuning gives) the values are the
+    # overrides', and nothing runs again.
+    plan = suite.planned(tmp_path, [env], ["gru", suite.REFERENCE], [0, 1], 2048)
+    again = [run.name for run in plan if suite.AGAIN in run.command]
+    assert again == [f"{env} gru seed 0"]
+    assert not any(suite.AGAIN in run.command for run in suite.planned(
+        tmp_path, [env], ["gru"], [0], 2048, ["agent.entropy_coef=0.01"]))
+    assert suite.main(["--dry-run", "--runs", str(tmp_path), "--envs", env, "--agents", "gru",
+                       "--seeds", "0", "1", "--frames", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert (f"# {env} gru seed 0: made with an earlier preset; runs again, the earlier run "
+            f"moved into previous/\npython -m rlmem.train env={env} memory=gru seed=0") in out
+    assert out.rstrip().endswith(suite.AGAIN)
+
     shutil.rmtree(tmp_path / env / "gru" / "seed1")
     text = aggregate.render(aggregate.collect(tmp_path), "{{per_env}}")
     assert f"| {env} | gru | 0 | — | not run (1 with an earlier preset) | — |" in text
