@@ -123,9 +123,8 @@ def before_presets(agent: dict[str, Any]) -> None:
     values were rl-starter-files' (:attr:`Preset.minigrid`), the critic read the actor's memory
     and rewards were not scaled. Its ``normalize_advantage`` and ``recurrence`` were recorded
     since format 3 and its ``entropy_coef`` always (an older config that lacks them had
-    rl-starter-files' values too). Written
-    out, not read from :data:`PRESETS`: this is what those runs did, whatever the presets
-    become."""
+    rl-starter-files' values too). Written out, not read from :data:`PRESETS`: this is what
+    those runs did, whatever the presets become."""
     agent.setdefault("preset", Preset.minigrid.name)
     agent.setdefault("normalize_advantage", False)
     agent.setdefault("shared_memory", True)
