@@ -23,7 +23,7 @@ with status 1 when a run failed, 130 after Ctrl-C.
 
 A run of ours that recorded other values than its preset decides today (:func:`superseded`: the
 preset changed since) measured an earlier default. Unless Hydra overrides are given, the suite
-runs it again with ``resume=false``, which moves the earlier run into the run's ``previous/``
+runs it again (:data:`AGAIN`), which moves the earlier run into the run's ``previous/``
 (nothing is deleted); ``aggregate`` counts only runs made with today's values.
 """
 
@@ -122,9 +122,17 @@ def superseded(run: Path) -> bool:
     return recorded != today
 
 
-AGAIN = "resume=false"
-"""The override that runs a :func:`superseded` run again (the earlier one moved into
-``previous/``)."""
+AGAIN = ("resume=false", "force=true")
+"""The overrides that run a :func:`superseded` run again: ``resume=false`` moves the earlier
+run's files into its ``previous/``. ``force=true`` because a run as committed to this repository
+keeps only ``config.yaml`` and ``progress.csv``, without the marker that tells rlmem the folder
+is its own; here the suite has read that ``config.yaml`` as one of its own runs, at the path it
+gives that run."""
+
+
+def runs_again(run: PlannedRun) -> bool:
+    """Whether the suite runs ``run`` again (:data:`AGAIN`)."""
+    return run.command[-len(AGAIN):] == list(AGAIN)
 
 
 def command(root: Path, env: str, agent: str, seed: int, frames: int,
@@ -147,7 +155,7 @@ def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Seque
     run again (:data:`AGAIN`) where no ``extra`` overrides are given (with them, a run's
     values are the overrides', not the preset's)."""
     def again(where: Path) -> tuple[str, ...]:
-        return (AGAIN,) if not extra and superseded(where) else ()
+        return AGAIN if not extra and superseded(where) else ()
 
     return [PlannedRun(f"{env} {agent} seed {seed}", where, frames, None,
                        [*command(root, env, agent, seed, frames, extra), *again(where)])
@@ -162,8 +170,7 @@ def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
 
     def train_one(run: PlannedRun) -> Outcome:
         where = standing(run.run_dir, run.budget)
-        again = AGAIN in run.command
-        if not again and (where.finished or not startable(run.run_dir, run.budget)):
+        if not runs_again(run) and (where.finished or not startable(run.run_dir, run.budget)):
             return Outcome.done
         if where.holder is not None:
             print(f"[suite] {run.name}: running now (PID {where.holder}); skipped", flush=True)
@@ -198,9 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = planned(args.runs.resolve(), args.envs, args.agents, args.seeds, args.frames,
                    args.overrides)
     if args.dry_run:
-        print_dry_run([run for run in runs if AGAIN not in run.command], [], 0)
+        print_dry_run([run for run in runs if not runs_again(run)], [], 0)
         for run in runs:
-            if AGAIN in run.command:
+            if runs_again(run):
                 print(f"# {run.name}: made with an earlier preset; runs again, the earlier run "
                       f"moved into previous/\n{' '.join(run.command)}")
         return 0

@@ -127,16 +127,16 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
     # current one nor sb3's; with Hydra overrides (as the tuning gives) the values are the
     # overrides', and nothing runs again.
     plan = suite.planned(tmp_path, [env], ["gru", suite.REFERENCE], [0, 1], 2048)
-    again = [run.name for run in plan if suite.AGAIN in run.command]
+    again = [run.name for run in plan if suite.runs_again(run)]
     assert again == [f"{env} gru seed 0"]
-    assert not any(suite.AGAIN in run.command for run in suite.planned(
+    assert not any(suite.runs_again(run) for run in suite.planned(
         tmp_path, [env], ["gru"], [0], 2048, ["agent.entropy_coef=0.01"]))
     assert suite.main(["--dry-run", "--runs", str(tmp_path), "--envs", env, "--agents", "gru",
                        "--seeds", "0", "1", "--frames", "2048"]) == 0
     out = capsys.readouterr().out
     assert (f"# {env} gru seed 0: made with an earlier preset; runs again, the earlier run "
             f"moved into previous/\npython -m rlmem.train env={env} memory=gru seed=0") in out
-    assert out.rstrip().endswith(suite.AGAIN)
+    assert out.rstrip().endswith("resume=false force=true")
 
     shutil.rmtree(tmp_path / env / "gru" / "seed1")
     text = aggregate.render(aggregate.collect(tmp_path), "{{per_env}}")
