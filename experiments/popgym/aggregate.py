@@ -74,14 +74,14 @@ class Run:
 
 def read_run(path: Path) -> Run:
     """The run in ``path`` (``<env>/<agent>/seed<k>``)."""
-    budget = None
+    budget, earlier = None, False
     if (path / "config.yaml").exists():
         config = OmegaConf.load(path / "config.yaml")
         assert isinstance(config, DictConfig)  # a run's config.yaml is a mapping
-        budget = int(config.frames)
+        budget, earlier = int(config.frames), superseded(config)
     curve = read_curve(path)
     return Run(path.parent.parent.name, path.parent.name, int(path.name.removeprefix("seed")),
-               curve.final_frames, budget, curve.mmer(), superseded(path))
+               curve.final_frames, budget, curve.mmer(), earlier)
 
 
 def collect(root: Path) -> list[Run]:

@@ -24,12 +24,15 @@ with status 1 when a run failed, 130 after Ctrl-C.
 A run of ours that recorded other values than its preset decides today (:func:`superseded`: the
 preset changed since) measured an earlier default. Unless Hydra overrides are given, the suite
 runs it again (:data:`AGAIN`), which moves the earlier run into the run's ``previous/``
-(nothing is deleted); ``aggregate`` counts only runs made with today's values.
+(nothing is deleted), once: whether it still is superseded is checked again just before it
+starts, as another process of the suite may have run it since. ``aggregate`` counts only runs
+made with today's values.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import threading
 from collections.abc import Sequence
@@ -48,7 +51,7 @@ from experiments.common.suite_runs import (
     standing,
     startable,
 )
-from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
+from rlmem.agents.ppo.presets import MEMORY_SIZE_KEY, PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.runs import INTERRUPTED
 
@@ -104,22 +107,26 @@ def run_dir(root: Path, env: str, agent: str, seed: int) -> Path:
     return root / env / agent / f"seed{seed}"
 
 
-def superseded(run: Path) -> bool:
-    """Whether the run in ``run`` is one of our PPO's that recorded values, of the keys its
-    preset decides and the memory's size, other than its preset's today: it measured an
-    earlier default. sb3-contrib's runs, which have no preset, and runs without a config are
-    not."""
-    if not (run / "config.yaml").exists():
-        return False
-    config = OmegaConf.load(run / "config.yaml")
-    agent = config.get("agent") if isinstance(config, DictConfig) else None
+def superseded(config: DictConfig) -> bool:
+    """Whether a run's ``config`` is one of our PPO's that recorded values, of the keys its
+    preset decides and the memory's size, other than its preset's today: the run measured an
+    earlier default. sb3-contrib's runs, which have no preset, are not."""
+    agent = config.get("agent")
     if not isinstance(agent, DictConfig) or agent.get("preset") is None:
         return False
-    preset = Preset[str(agent.preset)]
-    today = {**agent_values(preset), "memory_size": PRESETS[preset].memory_size}
-    recorded = {**{key: agent.get(key) for key in agent_values(preset)},
-                "memory_size": config.memory.hidden_size}
+    today = dataclasses.asdict(PRESETS[Preset[str(agent.preset)]])
+    recorded = {key: agent.get(key) for key in today}
+    recorded[MEMORY_SIZE_KEY] = config.memory.hidden_size
     return recorded != today
+
+
+def made_earlier(run: Path) -> bool:
+    """Whether the run in ``run`` is :func:`superseded` (a run without a config is not)."""
+    path = run / "config.yaml"
+    if not path.exists():
+        return False
+    config = OmegaConf.load(path)
+    return isinstance(config, DictConfig) and superseded(config)
 
 
 AGAIN = ("resume=false", "force=true")
@@ -155,7 +162,7 @@ def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Seque
     run again (:data:`AGAIN`) where no ``extra`` overrides are given (with them, a run's
     values are the overrides', not the preset's)."""
     def again(where: Path) -> tuple[str, ...]:
-        return AGAIN if not extra and superseded(where) else ()
+        return AGAIN if not extra and made_earlier(where) else ()
 
     return [PlannedRun(f"{env} {agent} seed {seed}", where, frames, None,
                        [*command(root, env, agent, seed, frames, extra), *again(where)])
@@ -169,6 +176,9 @@ def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
     stop = threading.Event()
 
     def train_one(run: PlannedRun) -> Outcome:
+        if runs_again(run) and not made_earlier(run.run_dir):
+            # Another process of the suite ran it again since this one planned: not a third time.
+            run = dataclasses.replace(run, command=run.command[:-len(AGAIN)])
         where = standing(run.run_dir, run.budget)
         if not runs_again(run) and (where.finished or not startable(run.run_dir, run.budget)):
             return Outcome.done

@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 from locations import REPO
 
+from experiments.common.outcome import Outcome
 from experiments.popgym import aggregate, suite
 from experiments.popgym.mmer import MIN_EPISODES, mmer
 from experiments.popgym.sb3_reference import make_env
@@ -129,6 +130,17 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
     plan = suite.planned(tmp_path, [env], ["gru", suite.REFERENCE], [0, 1], 2048)
     again = [run.name for run in plan if suite.runs_again(run)]
     assert again == [f"{env} gru seed 0"]
+    # Planned again, but run again by another process of the suite before this one gets to it
+    # (its config now records today's values): it is finished, and not run a third time.
+    current = tmp_path / env / "gru" / "seed0" / "config.yaml"
+    saved = current.read_text()
+    current.write_text((tmp_path / env / "gru" / "seed1" / "config.yaml").read_text())
+    progress = (current.parent / "progress.csv").read_text()
+    assert suite.train_all([run for run in plan if suite.runs_again(run)], 1) == {
+        again[0]: Outcome.done}
+    assert not (current.parent / "previous").exists()  # nothing moved aside, nothing trained
+    assert (current.parent / "progress.csv").read_text() == progress
+    current.write_text(saved)
     assert not any(suite.runs_again(run) for run in suite.planned(
         tmp_path, [env], ["gru"], [0], 2048, ["agent.entropy_coef=0.01"]))
     assert suite.main(["--dry-run", "--runs", str(tmp_path), "--envs", env, "--agents", "gru",
