@@ -4,7 +4,8 @@
 #   bash benchmarks/cuda_check.sh [parts...]      parts: tests commands tasks suite benchmark
 #                                                 (default: tests commands benchmark)
 #   tests      the engines' float64 equality tests and the CUDA-graph tests on CUDA;
-#   commands   train, evaluate, supervised (copy, denoise, adding) and sb3 end to end with
+#   commands   train, evaluate, supervised (copy, denoise, adding), sb3, MemLSTM's full
+#              attention on DoorKey-16x16 and POPGym's generic preset end to end with
 #              device=cuda;
 #   tasks      the supervised commands alone;
 #   suite      the default test suite with CUDA visible (device=auto picks it), less the checks
@@ -61,7 +62,16 @@ for part in $PARTS; do
             device=cuda
         supervised_tasks
         step sb3_cuda 150 python3 -m rlmem.train agent=sb3 env=DoorKey-5x5 memory=relstm \
-            device=cuda frames=2048 "run_dir=$R/sb3" ;;
+            device=cuda frames=2048 "run_dir=$R/sb3"
+        # MemLSTM's full attention over a DoorKey-16x16 episode (2560 steps), as the transfer
+        # suite evaluates it: evaluate raises its capacity to the episode's step limit
+        step train_memlstm_cuda 150 python3 -m rlmem.train env=DoorKey-5x5 memory=memlstm \
+            device=cuda frames=4096 "run_dir=$R/memlstm"
+        step evaluate_memlstm_16x16_cuda 200 python3 -m rlmem.evaluate "run=$R/memlstm" \
+            env=DoorKey-16x16 episodes=16 device=cuda
+        # the generic preset (memory 256, no entropy bonus) on a POPGym env
+        step popgym_cuda 150 python3 -m rlmem.train env=RepeatPreviousEasy memory=lstm \
+            device=cuda frames=8192 "run_dir=$R/popgym" ;;
     tasks) supervised_tasks ;;
     suite)
         # -v: each result on its own line, so a run cut by its limit still names its failures
