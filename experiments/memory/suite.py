@@ -19,10 +19,11 @@ defaults (hidden 64, embedded grid, forget-gate bias 1, rl-starter-files' PPO), 
 ``runs/MemoryS7/<cell>/seed<k>/`` (``--runs`` names another folder);
 ``python -m experiments.memory.aggregate`` writes ``RESULTS.md``. Every step resumes and skips
 finished work (see :mod:`experiments.common.sweep`), so the suite can be run over several
-sittings. A run another process holds (another suite, a run started by hand) is skipped, not
-failed, and so is its evaluation (:mod:`experiments.common.suite_runs`); the suite exits with
-status 1 only when a run or an evaluation failed, and with 130 after Ctrl-C, once its runs have
-stopped at their checkpoint.
+sittings, and a label's seeds are evaluated ``--jobs`` at a time as they finish
+(:func:`batches`). A run another process holds (another suite, a run started by hand) is
+skipped, not failed, and so is its evaluation (:mod:`experiments.common.suite_runs`); the suite
+exits with status 1 only when a run or an evaluation failed, and with 130 after Ctrl-C, once its
+runs have stopped at their checkpoint.
 """
 
 from __future__ import annotations
@@ -224,8 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       [ENV, TARGET], EPISODES, train=not args.no_train)
         return 0
     failed = []
-    for memory in args.memories:  # one cell at a time: a sitting's results arrive in order
-        seeds = seeds_of(memory, args.seeds)
+    for memory, seeds in batches(args.memories, args.seeds, args.jobs):
         if not args.no_train:
             outcome = reported(memory, train_step(
                 partial(train, memory, seeds, args.jobs, args.overrides, runs=root)))
@@ -246,6 +246,17 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def batches(memories: Sequence[str], seeds: int, jobs: int) -> list[tuple[str, list[int]]]:
+    """The order the suite trains and evaluates in: one label at a time, so a sitting's
+    results arrive label by label, and its seeds ``jobs`` at a time, each batch evaluated
+    before the next trains, so a run that finished in a sitting is scored in it even when the
+    label's later seeds are not (a 5M-frame run takes about half an hour of one core)."""
+    return [(memory, label_seeds[start:start + jobs])
+            for memory in memories
+            for label_seeds in [seeds_of(memory, seeds)]
+            for start in range(0, len(label_seeds), jobs)]
 
 
 def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:

@@ -136,3 +136,25 @@ def test_a_finished_run_kept_without_its_checkpoint_is_not_started(
     kept_run(runs / "relstm_view3_direction_5M" / "seed0", suite.PAPER_FRAMES)
     suite.train("relstm_view3_direction_5M", [0], 1, [])  # its 3M source is not there either
     assert len(sweeps) == 1 and not (runs / "relstm_view3_direction").exists()
+
+
+def test_each_batch_of_seeds_is_evaluated_before_the_next_trains(
+        runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sitting that ends during a label's later seeds has scored the seeds it finished:
+    ``--jobs`` seeds train, then they are evaluated, then the next ``--jobs``."""
+    steps: list[tuple[str, list[str]]] = []
+
+    def evaluate(run_dirs: list[Path], envs: list[str], episodes: int,
+                 jobs: int) -> list[Any]:
+        steps.append(("evaluate", [run.name for run in run_dirs]))
+        return []
+
+    monkeypatch.setattr(suite, "evaluate_step", evaluate)
+    monkeypatch.setattr(suite, "train_sweep", lambda *args, **kwargs: steps.append(
+        ("train", [f"seed{seed}" for seed in args[3]])))
+    assert suite.main(["--memories", "lstm", "gru_update_bias1", "--seeds", "3",
+                       "--jobs", "2", "--runs", str(runs.parent)]) == 0
+    assert steps == [("train", ["seed0", "seed1"]), ("evaluate", ["seed0", "seed1"]),
+                     ("train", ["seed2"]), ("evaluate", ["seed2"]),
+                     ("train", ["seed0"]), ("evaluate", ["seed0"])]  # an ablation: one seed
+    assert suite.batches(["lstm"], 5, 1) == [("lstm", [seed]) for seed in range(5)]
