@@ -91,8 +91,9 @@ def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
     assert "| CountRecallEasy | lstm | 0 | — | not run | — | not found offline |" in text
     # P(lstm > sb3): of the 10 pairs, lstm wins where it scores above 0.25 (3 seeds) against
     # seed 0 and everywhere (5) against seed 1: 8 / 10.
-    assert f"| {env} | 5 / 2 | 0.800 [" in text
-    assert "| **all 1 envs** | 5 / 2 | **0.800 [" in text
+    # The issue's measure: lstm's IQM (0.3) against sb3's (of two seeds, their mean: 0.125).
+    assert f"| {env} | 5 / 2 | 0.300 | 0.125 | yes | 0.800 [" in text
+    assert "| **all 1 envs** | 5 / 2 | | | **1 of 1** | **0.800 [" in text
 
     aggregate.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
     with (tmp_path / "out" / "mmer.csv").open() as file:
