@@ -154,7 +154,7 @@ def improvement(runs: Sequence[Run], ours: str = OURS, reference: str = REFERENC
     lines = [f"| env | seeds ({ours} / {reference}) | IQM {ours} | IQM {reference} | "
              f"{ours} ≥ {reference} (IQM) | P({ours} > {reference}) [95% CI] |",
              "|---|---:|---:|---:|---|---|"]
-    both, at_least = [], []
+    both, at_least = [], 0
     for env in envs_of(runs):
         x, y = scores(runs, env, ours), scores(runs, env, reference)
         if not x or not y:
@@ -163,7 +163,7 @@ def improvement(runs: Sequence[Run], ours: str = OURS, reference: str = REFERENC
         both.append(env)
         iqm_x, iqm_y = iqm(list(x.values())), iqm(list(y.values()))
         holds = iqm_x >= iqm_y
-        at_least += [env] * holds
+        at_least += holds
         estimate = probability_of_improvement_estimate(list(x.values()), list(y.values()))
         lines.append(f"| {env} | {len(x)} / {len(y)} | {iqm_x:.3f} | {iqm_y:.3f} | "
                      f"{'yes' if holds else 'no'} | {estimate} |")
@@ -174,7 +174,7 @@ def improvement(runs: Sequence[Run], ours: str = OURS, reference: str = REFERENC
     else:
         estimate = probability_of_improvement_estimate(x_all, y_all)
         lines.append(f"| **all {len(both)} envs** | {x_all.shape[0]} / {y_all.shape[0]} | | | "
-                     f"**{len(at_least)} of {len(both)}** | **{estimate}** |")
+                     f"**{at_least} of {len(both)}** | **{estimate}** |")
     return lines
 
 
