@@ -19,8 +19,8 @@ defaults (hidden 64, embedded grid, forget-gate bias 1, rl-starter-files' PPO), 
 ``runs/MemoryS7/<cell>/seed<k>/`` (``--runs`` names another folder);
 ``python -m experiments.memory.aggregate`` writes ``RESULTS.md``. Every step resumes and skips
 finished work (see :mod:`experiments.common.sweep`), so the suite can be run over several
-sittings, and a label's seeds are evaluated ``--jobs`` at a time as they finish
-(:func:`batches`). A run another process holds (another suite, a run started by hand) is
+sittings, and a label's seeds left to train are evaluated ``--jobs`` at a time as they
+finish (:func:`batches`). A run another process holds (another suite, a run started by hand) is
 skipped, not failed, and so is its evaluation (:mod:`experiments.common.suite_runs`); the suite
 exits with status 1 only when a run or an evaluation failed, and with 130 after Ctrl-C, once its
 runs have stopped at their checkpoint.
@@ -225,22 +225,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                       [ENV, TARGET], EPISODES, train=not args.no_train)
         return 0
     failed = []
-    for memory, seeds in batches(args.memories, args.seeds, args.jobs):
-        if not args.no_train:
+    for memory in args.memories:  # one label at a time: a sitting's results arrive in order
+        seeds = seeds_of(memory, args.seeds)
+        left = [] if args.no_train else seeds_left(memory, seeds, args.overrides, root)
+        for batch in batches(left, args.jobs):
             outcome = reported(memory, train_step(
-                partial(train, memory, seeds, args.jobs, args.overrides, runs=root)))
+                partial(train, memory, batch, args.jobs, args.overrides, runs=root)))
             if outcome is Outcome.interrupted:
                 return INTERRUPTED
             if outcome is Outcome.failed:  # its error is printed above; go on to the next
                 failed.append(memory)
-                continue
-        for command, ended in evaluate_step(run_dirs(root, ENV, [memory], seeds),
-                                            [ENV, TARGET], EPISODES, args.jobs):
-            outcome = reported(f"{memory}: {' '.join(command[3:5])}", ended)
-            if outcome is Outcome.interrupted:
+                break
+            if evaluate(memory, batch, args.jobs, root, failed) is Outcome.interrupted:
                 return INTERRUPTED
-            if outcome is Outcome.failed and memory not in failed:
-                failed.append(memory)
+        # the runs trained in an earlier sitting (or by hand), not yet evaluated
+        if memory not in failed and evaluate(memory, seeds, args.jobs, root,
+                                             failed) is Outcome.interrupted:
+            return INTERRUPTED
     if failed:
         print(f"memory suite: {', '.join(failed)} failed (see above); the rest are done",
               file=sys.stderr, flush=True)
@@ -248,15 +249,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def batches(memories: Sequence[str], seeds: int, jobs: int) -> list[tuple[str, list[int]]]:
-    """The order the suite trains and evaluates in: one label at a time, so a sitting's
-    results arrive label by label, and its seeds ``jobs`` at a time, each batch evaluated
+def batches(seeds: list[int], jobs: int) -> list[list[int]]:
+    """``seeds`` (a label's seeds left to train) ``jobs`` at a time: each batch is evaluated
     before the next trains, so a run that finished in a sitting is scored in it even when the
     label's later seeds are not (a 5M-frame run takes about half an hour of one core)."""
-    return [(memory, label_seeds[start:start + jobs])
-            for memory in memories
-            for label_seeds in [seeds_of(memory, seeds)]
-            for start in range(0, len(label_seeds), jobs)]
+    return [seeds[start:start + jobs] for start in range(0, len(seeds), jobs)]
+
+
+def evaluate(memory: str, seeds: list[int], jobs: int, root: Path,
+             failed: list[str]) -> Outcome:
+    """Evaluate the trained runs of ``memory`` at ``seeds`` that have no up-to-date result,
+    adding ``memory`` to ``failed`` when one fails; interrupted when one was."""
+    for command, ended in evaluate_step(run_dirs(root, ENV, [memory], seeds),
+                                        [ENV, TARGET], EPISODES, jobs):
+        outcome = reported(f"{memory}: {' '.join(command[3:5])}", ended)
+        if outcome is Outcome.interrupted:
+            return outcome
+        if outcome is Outcome.failed and memory not in failed:
+            failed.append(memory)
+    return Outcome.done
+
+
+def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> list[int]:
+    """The seeds of the label ``memory`` whose runs in ``root`` the suite still starts (a
+    finished run without its checkpoint is not: :func:`~experiments.common.suite_runs.startable`),
+    saying which it does not start."""
+    sweep = sweep_of(memory, extra)
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
+    left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
+    return [seed for seed, run_dir in runs_of.items() if run_dir in left]
 
 
 def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:
@@ -276,9 +297,7 @@ def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
     (:func:`~experiments.common.suite_runs.startable`)."""
     root = RUNS if runs is None else runs
     sweep = sweep_of(memory, extra)
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
-    left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
-    seeds = [seed for seed, run_dir in runs_of.items() if run_dir in left]
+    seeds = seeds_left(memory, seeds, extra, root)
     if not seeds:
         return
     if memory in ABLATIONS and ABLATIONS[memory].continues is not None:

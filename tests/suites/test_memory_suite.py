@@ -152,9 +152,14 @@ def test_each_batch_of_seeds_is_evaluated_before_the_next_trains(
     monkeypatch.setattr(suite, "evaluate_step", evaluate)
     monkeypatch.setattr(suite, "train_sweep", lambda *args, **kwargs: steps.append(
         ("train", [f"seed{seed}" for seed in args[3]])))
-    assert suite.main(["--memories", "lstm", "gru_update_bias1", "--seeds", "3",
+    kept_run(runs / "lstm" / "seed1", suite.FRAMES)  # finished in an earlier sitting
+    assert suite.main(["--memories", "lstm", "gru_update_bias1", "--seeds", "4",
                        "--jobs", "2", "--runs", str(runs.parent)]) == 0
-    assert steps == [("train", ["seed0", "seed1"]), ("evaluate", ["seed0", "seed1"]),
-                     ("train", ["seed2"]), ("evaluate", ["seed2"]),
-                     ("train", ["seed0"]), ("evaluate", ["seed0"])]  # an ablation: one seed
-    assert suite.batches(["lstm"], 5, 1) == [("lstm", [seed]) for seed in range(5)]
+    # The finished seed takes no place in a batch; every seed is offered to evaluation last
+    # (evaluate_step skips those with an up-to-date result).
+    assert steps == [("train", ["seed0", "seed2"]), ("evaluate", ["seed0", "seed2"]),
+                     ("train", ["seed3"]), ("evaluate", ["seed3"]),
+                     ("evaluate", ["seed0", "seed1", "seed2", "seed3"]),
+                     ("train", ["seed0"]), ("evaluate", ["seed0"]),  # an ablation: one seed
+                     ("evaluate", ["seed0"])]
+    assert suite.batches([0, 1, 2, 3, 4], 1) == [[seed] for seed in range(5)]
