@@ -16,7 +16,9 @@ The computations follow their ``rliable`` package (``metrics.aggregate_iqm``,
 ``library.get_interval_estimates`` with its percentile interval,
 ``metrics.probability_of_improvement``), written here with numpy alone, since rliable pulls in
 pandas, scipy, statsmodels, arch and seaborn for these few lines. ``tests/test_stats.py`` checks
-them against values worked out by hand and against rliable's when it is installed.
+them against values worked out by hand and against rliable's when it is installed (the
+``rliable`` extra, which CI installs): the same point values, and intervals within their Monte
+Carlo error.
 
 Shapes:
     - scores: ``(runs, tasks)``; a 1-D array is one task's runs.

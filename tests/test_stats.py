@@ -59,13 +59,32 @@ def test_k_of_n_and_bad_input() -> None:
         iqm([])
 
 
+# rliable 1.2 passes its random_state on to arch, which warns that the keyword will go.
+@pytest.mark.filterwarnings("ignore:random_state is deprecated:FutureWarning")
 def test_agrees_with_rliable() -> None:
-    rliable = pytest.importorskip("rliable.metrics")
+    """The point values equal rliable's. The intervals agree within the Monte Carlo error of two
+    bootstraps that draw different resamples: measured over three seeds of ours, within 0.006 of
+    rliable's IQM interval at 10,000 draws, and within one step (1/40) of its probability of
+    improvement's at 5,000. rliable scores each resample of the probability of improvement in
+    Python (about 1 ms a draw), so that one is checked at 2,000 draws on a smaller matrix."""
+    metrics = pytest.importorskip("rliable.metrics")
+    library = pytest.importorskip("rliable.library")
     scores = np.random.default_rng(1).uniform(size=(7, 4))
     other = np.random.default_rng(2).uniform(size=(5, 4))
-    assert iqm(scores) == pytest.approx(rliable.aggregate_iqm(scores))
+    assert iqm(scores) == pytest.approx(metrics.aggregate_iqm(scores))
     assert probability_of_improvement(scores, other) == pytest.approx(
-        rliable.probability_of_improvement(scores, other))
+        metrics.probability_of_improvement(scores, other))
+    _, theirs = library.get_interval_estimates(
+        {"x": scores}, lambda s: np.array([metrics.aggregate_iqm(s)]), reps=10_000,
+        random_state=np.random.RandomState(0))
+    ours = iqm_estimate(scores, reps=10_000)
+    assert (ours.low, ours.high) == pytest.approx(tuple(theirs["x"].ravel()), abs=0.02)
+    x, y = scores[:5, :2], other[:4, :2]
+    _, theirs = library.get_interval_estimates(
+        {"xy": [x, y]}, metrics.probability_of_improvement, reps=2_000,
+        random_state=np.random.RandomState(0))
+    estimate = probability_of_improvement_estimate(x, y, reps=2_000)
+    assert (estimate.low, estimate.high) == pytest.approx(tuple(theirs["xy"].ravel()), abs=0.05)
 
 
 def test_the_fast_estimates_are_the_bootstrap_of_the_plain_statistics() -> None:
