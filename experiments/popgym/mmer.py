@@ -57,10 +57,14 @@ class Curve:
         """The frames of its last update (None before the first)."""
         return self.frames[-1] if self.frames else None
 
+    def counted(self) -> list[float]:
+        """The means at the counted points, in the order of the updates."""
+        return [mean for episodes, mean in zip(self.episodes, self.means, strict=True)
+                if episodes >= MIN_EPISODES and math.isfinite(mean)]
+
     def mmer(self) -> float | None:
         """The maximum of the means at the counted points (None: no point counts)."""
-        counted = [mean for episodes, mean in zip(self.episodes, self.means, strict=True)
-                   if episodes >= MIN_EPISODES and math.isfinite(mean)]
+        counted = self.counted()
         return max(counted) if counted else None
 
 

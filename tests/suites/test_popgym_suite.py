@@ -13,7 +13,7 @@ import pytest
 from locations import REPO
 
 from experiments.common.outcome import Outcome
-from experiments.popgym import aggregate, suite
+from experiments.popgym import aggregate, reading, suite
 from experiments.popgym.mmer import MIN_EPISODES, mmer
 from experiments.popgym.sb3_reference import make_env
 
@@ -102,6 +102,31 @@ def test_the_aggregator_matches_a_hand_computation(tmp_path: Path) -> None:
     gru = next(row for row in rows if row["agent"] == "gru")
     assert gru["finished"] == "0" and gru["frames"] == "2048" and gru["budget"] == "4096"
     assert "{{" not in (tmp_path / "out" / "RESULTS.md").read_text()
+
+
+def test_the_reading_counts_runs_that_end_lower_and_compares_seed_by_seed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = "BattleshipEasy"
+    # Counted points (100 episodes ended) only: the 0.9 after 50 episodes is not the first.
+    fake_run(tmp_path / env / "lstm" / "seed0", [(50, 0.9), (50, 0.2), (100, 0.1)],
+             budget=6144)
+    fake_run(tmp_path / env / "lstm" / "seed1", [(100, 0.1), (100, 0.3)], budget=4096)
+    fake_run(tmp_path / env / "lstm" / "seed2", [(100, 0.5), (100, 0.1)], budget=8192)
+    runs = aggregate.collect(tmp_path)
+    assert reading.ends_lower(tmp_path, runs, env, "lstm") == (1, 2)  # seed2 is unfinished
+
+    before = tmp_path / "before.csv"
+    before.write_text("env,agent,seed,frames,budget,finished,mmer\n"
+                      f"{env},lstm,0,6144,6144,1,0.2004\n{env},lstm,1,4096,4096,1,0.2\n"
+                      f"{env},lstm,2,4096,4096,1,0.9\n")
+    aggregate.main(["--runs", str(tmp_path), "--out", str(tmp_path)])
+    capsys.readouterr()
+    reading.main(["--runs", str(tmp_path), "--before", str(before),
+                  "--after", str(tmp_path / "mmer.csv")])
+    out = capsys.readouterr().out
+    assert f"| {env} | lstm | 1 of 2 |" in out
+    # seed0: 0.200 both (same at three decimals); seed1: 0.3 > 0.2; seed2 unfinished today.
+    assert "| lstm | 1 | 0 | 1 |" in out
 
 
 def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
