@@ -308,6 +308,12 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f}" if seconds >= 600 else f"{seconds / 60:.1f}"
 
 
+def run_minutes(run: RunStatus) -> str:
+    """The run's CPU minutes, marked where it trained on a GPU (its process's CPU time then
+    counts the GPU's pace, not one core's)."""
+    return minutes(run.cpu_s) + (" (GPU)" if run.on_gpu else "")
+
+
 def link(path: Path, out: Path, text: str) -> str:
     return f"[{text}]({Path(os.path.relpath(path, out.parent)).as_posix()})"
 
@@ -378,7 +384,7 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
             ", ".join(DASH if m is None else str(m) for m in met) or DASH,
             ", ".join("unconfirmed" if value is None else formatter(result.score)(value)
                       for value in confirmed) or DASH,
-            ", ".join(minutes(run.cpu_s) for run in finished) or DASH])
+            ", ".join(run_minutes(run) for run in finished) or DASH])
     return table(["preset", "cell", "task", "seeds finished",
                   "ours, fresh batches: IQM [95% CI]", "per seed, fresh batches",
                   "per seed, the stop's batch",
@@ -465,7 +471,7 @@ def seed_table(results: Sequence[RowResult]) -> list[str]:
             if run.diverged:
                 evaluated = f"diverged: {run.diverged}"
             lines.append([result.row.preset, str(seed), str(run.iteration),
-                          DASH if met is None else str(met), minutes(run.cpu_s),
+                          DASH if met is None else str(met), run_minutes(run),
                           minutes(run.results["elapsed_s"]), evaluated,
                           DASH if fresh is None else show(fresh), losses or DASH])
     return table(["preset", "seed", "iterations", "target met at", "CPU min", "wall min",

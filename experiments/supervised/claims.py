@@ -31,8 +31,8 @@ from experiments.supervised.aggregate import (
     every_T,
     formatter,
     meets_every_T,
-    minutes,
     per_seed,
+    run_minutes,
 )
 from experiments.supervised.rows import REPO
 from experiments.supervised.status import RunStatus, State
@@ -142,7 +142,7 @@ def seed_table(result: RowResult) -> list[str]:
                   for key in ("data_in_memory", "attention_on_data")]
         verdict = meets_every_T(result, seed)
         lines.append([
-            str(seed), "finished", DASH if met is None else f"{met:,}", minutes(run.cpu_s),
+            str(seed), "finished", DASH if met is None else f"{met:,}", run_minutes(run),
             DASH if stop is None else report.percent(stop),
             *(DASH if score is None else report.percent(score) for score in scores),
             *(DASH if value is None else report.percent(value) for value in traced),

@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.runs.lock import lock_holder
 from rlmem.runs.progress import ProgressRow, read_progress
@@ -43,6 +43,14 @@ class RunStatus:
     """``results.json`` when finished."""
     holder: str | None
     """PID of the live process running it now, if any."""
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether its latest start asked for a GPU (``device=cuda`` in ``config.yaml``): then
+        its minutes are a GPU's, not one core's."""
+        path = self.run_dir / "config.yaml"
+        config = OmegaConf.load(path) if path.exists() else None
+        return isinstance(config, DictConfig) and str(config.get("device")).startswith("cuda")
 
     @property
     def diverged(self) -> str | None:

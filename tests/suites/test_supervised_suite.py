@@ -478,3 +478,15 @@ def test_a_headline_run_started_before_the_screening_option_resumes_once_migrate
                                  "figures=false", f"run_dir={run_dir}"])
     assert cfg.memory.screening.name == "algorithm1"
     assert run(cfg, run_dir).iteration == 3
+
+
+def test_a_run_trained_on_a_gpu_has_its_minutes_marked(runs: Path, tmp_path: Path) -> None:
+    """Its process time follows the GPU, so the tables must not pass it off as one core's."""
+    copy = tmp_path / "run"
+    shutil.copytree(runs / ADDING / "seed0", copy)
+    cpu = status.run_status(copy)
+    assert not cpu.on_gpu and "GPU" not in aggregate.run_minutes(cpu)
+    config = copy / "config.yaml"
+    config.write_text(config.read_text().replace("device: auto", "device: cuda"))
+    gpu = status.run_status(copy)
+    assert gpu.on_gpu and aggregate.run_minutes(gpu) == aggregate.minutes(gpu.cpu_s) + " (GPU)"

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Suite runs on the lent GPU machine (16 CPU cores, one GPU), for one device-tool call whose
+# limit is 10 minutes: the supervised runs that gain from the GPU (device=cuda, CUDA graphs)
+# side by side, and POPGym runs of our PPO (CPU, as here) on the other cores. At $DEADLINE
+# seconds every run is stopped with Ctrl-C's signal, so it stops at a checkpoint, and what the
+# runs wrote since the start is packed into $OUT, to be unpacked into a run copy of main here
+# and resumed by the same suites. Torch is the machine's; the other packages travel as wheels
+# in .whl/ (docs/performance.md).
+#   DEADLINE=470 DEVICE=cuda bash experiments/device_batch.sh
+# ADDING_SEEDS, DENOISE_SEEDS (the seeds of each supervised preset, "" for none), POPGYM_JOBS (0:
+# no POPGym runs) and POPGYM_AGENTS choose the runs. A run started on the GPU resumes only on a
+# GPU: its checkpoint holds the state of a CUDA random generator, which the CPU's cannot take.
+set -u
+OUT=${OUT:-build/device_batch}
+DEADLINE=${DEADLINE:-470}
+DEVICE=${DEVICE:-cuda}
+POPGYM_JOBS=${POPGYM_JOBS:-9}
+POPGYM_AGENTS=${POPGYM_AGENTS:-gru relstm tarnn memlstm sarnn irnn ernn}
+ADDING_SEEDS=${ADDING_SEEDS-3 4}
+DENOISE_SEEDS=${DENOISE_SEEDS-1 2 3 4}
+LOGS=/tmp/device_batch_logs
+mkdir -p "$OUT" "$LOGS"
+touch /tmp/device_batch_start
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+    ln -sfn ../agents rlmem/agents
+    ln -sfn ../envs rlmem/envs
+fi
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+PY=${PY:-python3}
+nproc
+if [ "$DEVICE" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    # MPS lets the small kernels of several processes share the GPU instead of taking turns;
+    # without it (or if it breaks CUDA) the runs take turns
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        if timeout 60 $PY -c "import torch; torch.zeros(1, device='cuda').sum().item()"; then
+            echo "MPS on"
+        else
+            echo quit | nvidia-cuda-mps-control; echo "MPS off (CUDA failed under it)"
+        fi
+    else
+        echo "MPS off"
+    fi
+    nvidia-smi dmon -s u -d 10 > "$LOGS/gpu_use.log" 2>&1 &
+fi
+S="$PY -m experiments.supervised.suite"
+for seed in $ADDING_SEEDS; do
+    $S --presets kag2021_grid_lr1e-3_adding_tarnn_T750 --seeds $seed -- device=$DEVICE \
+        > "$LOGS/adding_$seed.log" 2>&1 &
+done
+for seed in $DENOISE_SEEDS; do
+    $S --presets kerg2020_table2_denoise_relstm_curriculum_T20 \
+        kerg2020_table2_denoise_relstm_curriculum --seeds $seed -- device=$DEVICE \
+        > "$LOGS/denoise_$seed.log" 2>&1 &
+done
+if [ "$POPGYM_JOBS" -gt 0 ]; then
+    # the compiled CPU loops, built once before the POPGym runs load them
+    $PY -c "from rlmem.cells._engines.compiled import _build; print('compiled loops:', _build())"
+    # shellcheck disable=SC2086
+    $PY -m experiments.popgym.suite --agents $POPGYM_AGENTS --jobs "$POPGYM_JOBS" \
+        > "$LOGS/popgym.log" 2>&1 &
+fi
+while [ "$SECONDS" -lt "$DEADLINE" ]; do sleep 5; done
+echo "deadline at $SECONDS s: stopping the runs at their checkpoints"
+pkill -INT -f "experiments\.(supervised|popgym)\.suite"
+pkill -INT -f "rlmem\.(supervised|train)"
+for _ in $(seq 1 60); do
+    pgrep -f "rlmem\.(supervised|train)" >/dev/null || break
+    sleep 1
+done
+echo "stopped at $SECONDS s; still running: $(pgrep -fc 'rlmem\.(supervised|train)')"
+# What comes back: every file the runs wrote, but a POPGym checkpoint only where its run is
+# unfinished (a finished run is read from its progress.csv), and those of the least advanced
+# runs dropped, whole run with it, where they would pass the device tool's 64 MiB; split in
+# 15 MiB parts (the tool returns files of 16 MiB at most).
+$PY - "$LOGS" <<'PACK' > /tmp/changed
+import sys
+from pathlib import Path
+start = Path("/tmp/device_batch_start").stat().st_mtime
+budget = 52 * 2**20
+files = [p for root in ("experiments/supervised/runs", "experiments/popgym/runs")
+         for p in Path(root).rglob("*")
+         if p.is_file() and p.stat().st_mtime > start and p.name != ".lock"]
+def frames(run: Path) -> float:
+    rows = (run / "progress.csv").read_text().strip().splitlines()
+    return float(rows[-1].split(",")[0]) if len(rows) > 1 else 0.0
+popgym_checkpoints = [p for p in files if p.parts[1] == "popgym" and p.name == "checkpoint.pt"]
+finished = {p for p in popgym_checkpoints if frames(p.parent) >= 163840}
+partial = sorted(set(popgym_checkpoints) - finished, key=lambda p: -frames(p.parent))
+kept = [p for p in files if p not in popgym_checkpoints]
+used = sum(p.stat().st_size for p in kept)
+dropped = []
+for checkpoint in partial:
+    if used + checkpoint.stat().st_size > budget:
+        dropped.append(checkpoint.parent)
+        continue
+    kept.append(checkpoint)
+    used += checkpoint.stat().st_size
+kept = [p for p in kept if not any(run in p.parents for run in dropped)]
+for run in dropped:
+    print(f"dropped (unfinished, over the size budget): {run}", file=sys.stderr)
+kept += sorted(Path(sys.argv[1]).iterdir())
+print("\n".join(map(str, kept)))
+PACK
+tar czf /tmp/runs.tgz -T /tmp/changed
+split -b 15m /tmp/runs.tgz "$OUT/runs.tgz.part_"
+ls -l "$OUT"
+shopt -s nullglob
+for log in "$LOGS"/adding_*.log "$LOGS"/denoise_*.log; do echo "== $log"; tail -3 "$log"; done
+if [ -f "$LOGS/popgym.log" ]; then tail -5 "$LOGS/popgym.log"; fi
