@@ -297,6 +297,8 @@ def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
     (:func:`~experiments.common.suite_runs.startable`)."""
     root = RUNS if runs is None else runs
     sweep = sweep_of(memory, extra)
+    # asked again, not taken from main's list: a batch starts up to hours after that list was
+    # made, and another sitting may have finished one of its seeds since
     seeds = seeds_left(memory, seeds, extra, root)
     if not seeds:
         return

@@ -61,10 +61,17 @@ class Run:
     """Frames trained (None before the first update)."""
     budget: int | None
     """Its config's ``frames`` (None without a config)."""
-    mmer: float | None
+    counted: tuple[float, ...]
+    """The 100-episode means at its counted points (:meth:`~experiments.popgym.mmer.Curve.counted`),
+    in the order of the updates."""
     superseded: bool = False
     """Made with preset values other than today's
     (:func:`~experiments.popgym.suite.superseded`): not counted."""
+
+    @property
+    def mmer(self) -> float | None:
+        """The largest of :attr:`counted` (None: no point counts)."""
+        return max(self.counted) if self.counted else None
 
     @property
     def finished(self) -> bool:
@@ -81,7 +88,7 @@ def read_run(path: Path) -> Run:
         budget, earlier = int(config.frames), superseded(config)
     curve = read_curve(path)
     return Run(path.parent.parent.name, path.parent.name, int(path.name.removeprefix("seed")),
-               curve.final_frames, budget, curve.mmer(), earlier)
+               curve.final_frames, budget, tuple(curve.counted()), earlier)
 
 
 def collect(root: Path) -> list[Run]:

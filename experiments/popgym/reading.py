@@ -23,27 +23,38 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.popgym.aggregate import HERE, Run, agents_of, collect, envs_of
-from experiments.popgym.mmer import read_curve
 from experiments.popgym.suite import RUNS
 
 DECIMALS = 3
 """The precision at which two MMERs count as the same: that of RESULTS.md's tables."""
 
 
-def ends_lower(root: Path, runs: Sequence[Run], env: str, agent: str) -> tuple[int, int]:
+def ends_lower(runs: Sequence[Run], env: str, agent: str) -> tuple[int, int]:
     """``(k, n)``: ``k`` of the ``n`` finished, current runs of ``agent`` on ``env`` whose last
     counted point is below their first."""
-    counted = [read_curve(root / env / agent / f"seed{run.seed}").counted() for run in runs
-               if run.env == env and run.agent == agent and run.finished
-               and not run.superseded and run.mmer is not None]
+    counted = [run.counted for run in runs if run.env == env and run.agent == agent
+               and run.finished and not run.superseded and run.counted]
     return sum(points[-1] < points[0] for points in counted), len(counted)
 
 
 def finished_scores(path: Path) -> dict[tuple[str, str, int], float]:
-    """The MMER of each finished, current run in an ``mmer.csv``, by (env, agent, seed)."""
+    """The MMER of each finished, current run in an ``mmer.csv``, by (env, agent, seed).
+
+    A file from before the ``superseded`` column (as at 9bf6c98) counts every finished run:
+    it was written before any preset changed, so each of its runs was made with the preset of
+    its day, the one it is compared as.
+
+    Raises:
+        ValueError: the file lacks a column that every ``mmer.csv`` has had.
+    """
     with path.open(newline="") as file:
+        rows = csv.DictReader(file)
+        missing = {"env", "agent", "seed", "finished", "mmer"} - set(rows.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path} has no column {', '.join(sorted(missing))}: it is no "
+                             "mmer.csv of experiments.popgym.aggregate")
         return {(row["env"], row["agent"], int(row["seed"])): float(row["mmer"])
-                for row in csv.DictReader(file)
+                for row in rows
                 if row["finished"] == "1" and row.get("superseded", "0") == "0" and row["mmer"]}
 
 
@@ -72,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| env | agent | runs that end lower than they began |\n|---|---|---|")
     for env in envs_of(runs):
         for agent in agents_of(runs):
-            k, n = ends_lower(args.runs, runs, env, agent)
+            k, n = ends_lower(runs, env, agent)
             if n:
                 print(f"| {env} | {agent} | {k} of {n} |")
     if args.before is not None:

@@ -113,7 +113,7 @@ def test_the_reading_counts_runs_that_end_lower_and_compares_seed_by_seed(
     fake_run(tmp_path / env / "lstm" / "seed1", [(100, 0.1), (100, 0.3)], budget=4096)
     fake_run(tmp_path / env / "lstm" / "seed2", [(100, 0.5), (100, 0.1)], budget=8192)
     runs = aggregate.collect(tmp_path)
-    assert reading.ends_lower(tmp_path, runs, env, "lstm") == (1, 2)  # seed2 is unfinished
+    assert reading.ends_lower(runs, env, "lstm") == (1, 2)  # seed2 is unfinished
 
     before = tmp_path / "before.csv"
     before.write_text("env,agent,seed,frames,budget,finished,mmer\n"
@@ -126,7 +126,11 @@ def test_the_reading_counts_runs_that_end_lower_and_compares_seed_by_seed(
     out = capsys.readouterr().out
     assert f"| {env} | lstm | 1 of 2 |" in out
     # seed0: 0.200 both (same at three decimals); seed1: 0.3 > 0.2; seed2 unfinished today.
+    # "before" has no superseded column (as at 9bf6c98): its finished runs all count.
     assert "| lstm | 1 | 0 | 1 |" in out
+    before.write_text("env,agent,seed,mmer\n")
+    with pytest.raises(ValueError, match="no column finished"):
+        reading.finished_scores(before)
 
 
 def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
