@@ -20,16 +20,8 @@ set -u
 OUT=${OUT:-build/cuda_check}
 PARTS=${*:-tests commands benchmark}
 mkdir -p "$OUT"
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site:$PWD
-    # rlmem.agents and rlmem.envs live in agents/ and envs/ (setup.py): link them in place of
-    # an install
-    ln -sfn ../agents rlmem/agents
-    ln -sfn ../envs rlmem/envs
-fi
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+# shellcheck source=benchmarks/device_python.sh
+. benchmarks/device_python.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 python3 -c "import torch, rlmem.agents.ppo, minigrid, sb3_contrib; print('torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
 # the CPU columns' compiled loops build once per machine: start it beside the first part

@@ -2,10 +2,10 @@
 # Suite runs on the lent GPU machine (16 CPU cores, one GPU), for one device-tool call whose
 # limit is 10 minutes: the supervised runs that gain from the GPU (device=cuda, CUDA graphs)
 # side by side, and POPGym runs of our PPO (CPU, as here) on the other cores. At $DEADLINE
-# seconds every run is stopped with Ctrl-C's signal, so it stops at a checkpoint, and what the
-# runs wrote since the start is packed into $OUT, to be unpacked into a run copy of main here
-# and resumed by the same suites. Torch is the machine's; the other packages travel as wheels
-# in .whl/ (docs/performance.md).
+# seconds every run it started (and no other process) is sent Ctrl-C's signal, so it stops at
+# a checkpoint, and what the runs wrote since the start is packed into $OUT, to be unpacked
+# into a run copy of main here and resumed by the same suites. Torch is the machine's; the
+# other packages travel as wheels in .whl/ (benchmarks/device_python.sh).
 #   DEADLINE=470 DEVICE=cuda bash experiments/device_batch.sh
 # ADDING_SEEDS, DENOISE_SEEDS (the seeds of each supervised preset, "" for none), POPGYM_JOBS (0:
 # no POPGym runs) and POPGYM_AGENTS choose the runs. A run started on the GPU resumes only on a
@@ -21,14 +21,8 @@ DENOISE_SEEDS=${DENOISE_SEEDS-1 2 3 4}
 LOGS=/tmp/device_batch_logs
 mkdir -p "$OUT" "$LOGS"
 touch /tmp/device_batch_start
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site:$PWD
-    ln -sfn ../agents rlmem/agents
-    ln -sfn ../envs rlmem/envs
-fi
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+# shellcheck source=benchmarks/device_python.sh
+. benchmarks/device_python.sh
 PY=${PY:-python3}
 nproc
 if [ "$DEVICE" = cuda ]; then
@@ -47,14 +41,17 @@ if [ "$DEVICE" = cuda ]; then
     nvidia-smi dmon -s u -d 10 > "$LOGS/gpu_use.log" 2>&1 &
 fi
 S="$PY -m experiments.supervised.suite"
+SUITES=()  # the suites this script started: only their runs are stopped at the deadline
 for seed in $ADDING_SEEDS; do
-    $S --presets kag2021_grid_lr1e-3_adding_tarnn_T750 --seeds $seed -- device=$DEVICE \
+    $S --presets kag2021_grid_lr1e-3_adding_tarnn_T750 --seeds "$seed" -- device="$DEVICE" \
         > "$LOGS/adding_$seed.log" 2>&1 &
+    SUITES+=($!)
 done
 for seed in $DENOISE_SEEDS; do
     $S --presets kerg2020_table2_denoise_relstm_curriculum_T20 \
-        kerg2020_table2_denoise_relstm_curriculum --seeds $seed -- device=$DEVICE \
+        kerg2020_table2_denoise_relstm_curriculum --seeds "$seed" -- device="$DEVICE" \
         > "$LOGS/denoise_$seed.log" 2>&1 &
+    SUITES+=($!)
 done
 if [ "$POPGYM_JOBS" -gt 0 ]; then
     # the compiled CPU loops, built once before the POPGym runs load them
@@ -62,16 +59,21 @@ if [ "$POPGYM_JOBS" -gt 0 ]; then
     # shellcheck disable=SC2086
     $PY -m experiments.popgym.suite --agents $POPGYM_AGENTS --jobs "$POPGYM_JOBS" \
         > "$LOGS/popgym.log" 2>&1 &
+    SUITES+=($!)
 fi
 while [ "$SECONDS" -lt "$DEADLINE" ]; do sleep 5; done
 echo "deadline at $SECONDS s: stopping the runs at their checkpoints"
-pkill -INT -f "experiments\.(supervised|popgym)\.suite"
-pkill -INT -f "rlmem\.(supervised|train)"
+for suite in "${SUITES[@]}"; do
+    pkill -INT -P "$suite"  # its run, as Ctrl-C would: it stops at its next checkpoint
+    kill -INT "$suite" 2>/dev/null
+done
 for _ in $(seq 1 60); do
-    pgrep -f "rlmem\.(supervised|train)" >/dev/null || break
+    alive=0
+    for suite in "${SUITES[@]}"; do kill -0 "$suite" 2>/dev/null && alive=$((alive + 1)); done
+    [ "$alive" -eq 0 ] && break
     sleep 1
 done
-echo "stopped at $SECONDS s; still running: $(pgrep -fc 'rlmem\.(supervised|train)')"
+echo "stopped at $SECONDS s; suites still running: $alive"
 # What comes back: every file the runs wrote, but a POPGym checkpoint only where its run is
 # unfinished (a finished run is read from its progress.csv), and those of the least advanced
 # runs dropped, whole run with it, where they would pass the device tool's 64 MiB; split in
