@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import warnings
@@ -20,7 +21,7 @@ from rlmem.cells import CELLS, CellOutput, make_cell
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint, resolved_config
-from rlmem.runs.checkpoint import check_compatible
+from rlmem.runs.checkpoint import check_compatible, save_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import check_supervised_config
@@ -106,6 +107,24 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     assert [int(float(row["iteration"])) for row in rows(tmp_path / "resumed")] == [1, 2, 3, 4]
     assert [row["train/loss"] for row in rows(tmp_path / "resumed")] == \
         [row["train/loss"] for row in rows(tmp_path / "straight")]
+
+
+def test_a_run_that_drew_its_data_on_a_gpu_says_so_when_resumed_on_the_cpu(
+        tmp_path: Path) -> None:
+    """A CUDA generator's state (Philox's seed and offset: 16 bytes) cannot go on in a CPU
+    generator: the error names the devices, not a corrupt file, and nothing is written."""
+    run(config(*TINY, "figures=false", "device=cpu"), tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    checkpoint = load_checkpoint(path)
+    save_checkpoint(path, dataclasses.replace(
+        checkpoint, config={**checkpoint.config, "device": "cuda"},
+        rng={**checkpoint.rng, "data": torch.zeros(16, dtype=torch.uint8)}))
+    files = [path, tmp_path / "progress.csv", tmp_path / "config.yaml"]
+    before = [file.read_bytes() for file in files]
+    with pytest.raises(CheckpointMismatchError, match=r"another kind of device than this "
+                       r"run's cpu \(its config says device=cuda\)"):
+        run(config(*TINY, "iterations=4", "figures=false", "device=cpu"), tmp_path)
+    assert [file.read_bytes() for file in files] == before
 
 
 def test_rerunning_a_finished_run_reports_it_without_training(tmp_path: Path) -> None:

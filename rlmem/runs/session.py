@@ -28,7 +28,13 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.runs.checkpoint import Checkpoint, check_compatible, load_checkpoint, save_checkpoint
+from rlmem.runs.checkpoint import (
+    Checkpoint,
+    CheckpointMismatchError,
+    check_compatible,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rlmem.runs.device import resolve_device
 from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, made_by, move_aside
 from rlmem.runs.errors import INTERRUPTED, RunDirectoryError, UnreadableCheckpointError
@@ -159,15 +165,27 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
                   f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
                   f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
                   "further.", flush=True)
-        else:
+        config_path = run_dir / "config.yaml"
+        earlier_config = config_path.read_bytes() if config_path.is_file() else None
+        if not done:
             try:
-                write_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(dict(config)))
+                write_atomic(config_path, OmegaConf.to_yaml(dict(config)))
             except OSError as error:
                 raise RunDirectoryError(
                     f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
                     "choose a writable run_dir.") from error
-        with GracefulInterrupt() as interrupt:
-            yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
+        try:
+            with GracefulInterrupt() as interrupt:
+                yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
+        except CheckpointMismatchError:
+            # The checkpoint's states did not fit (raised as the trainer loads them, before
+            # any step): this start never ran, so config.yaml goes back to what it said.
+            if not done:
+                if earlier_config is None:
+                    config_path.unlink(missing_ok=True)
+                else:
+                    write_atomic(config_path, earlier_config)
+            raise
         if interrupt.requested:
             print(f"{program}: interrupted; {path} holds the last finished step. Resume "
                   f"with: {resume_command(program)}", file=sys.stderr, flush=True)
