@@ -260,6 +260,15 @@ class RowResult:
         found = (self.at(metric, T, seed) for seed in self.finished_seeds)
         return [value for value in found if value is not None]
 
+    def scored_iqm(self, metric: str, T: int) -> str:
+        """:func:`~experiments.common.report.iqm_ci` of :meth:`values`, saying over how many
+        of the finished seeds where some have no score (diverged, or unchecked): an IQM over
+        the seeds that trained through is not one over the seeds run."""
+        values = self.values(metric, T)
+        text = iqm_ci(values, formatter(metric))
+        return text if len(values) in (0, len(self.finished)) else \
+            f"{text}, over the {len(values)} of {len(self.finished)} with a score"
+
 
 def current_checks(row: Row, statuses: list[RunStatus], checks: dict[str, Check]
                    ) -> dict[int, Check]:
@@ -375,7 +384,7 @@ def summary(results: Sequence[RowResult], out: Path) -> list[str]:
         lines.append([
             link(row.preset_file, out, row.preset), row.label, f"{row.task.value}, T={T}",
             f"{len(finished)}/{row.seeds}",
-            iqm_ci(result.values(result.score, T), formatter(result.score)),
+            result.scored_iqm(result.score, T),
             per_seed(result, result.score, T),
             report.seeds(stop_batch, formatter(result.score), "diverged")
             if finished else DASH,

@@ -29,7 +29,6 @@ from experiments.supervised.aggregate import (
     TRANSFER_TS,
     RowResult,
     every_T,
-    formatter,
     meets_every_T,
     per_seed,
     run_minutes,
@@ -190,10 +189,10 @@ def transfer_claim(result: RowResult) -> str:
 
 def at_training(result: RowResult) -> str:
     """Each finished seed's fresh-batch score at the training T, and their IQM [95% CI]."""
-    show, T = formatter(result.score), result.preset.seq_len
+    T = result.preset.seq_len
     text = per_seed(result, result.score, T)
     return text if len(result.finished) < 2 else \
-        f"{text} (IQM {iqm_ci(result.values(result.score, T), show)})"
+        f"{text} (IQM {result.scored_iqm(result.score, T)})"
 
 
 def met_at_training(result: RowResult, claim: str) -> str:

@@ -58,6 +58,8 @@ def test_each_seed_is_counted_and_each_miss_explained(tmp_path: Path) -> None:
     assert "never learnt to read R" in claims.diagnosis(row, 4)
     assert claims.diagnosis(row, 2) == "not run"
     assert aggregate.every_T_counts(row) == (1, 4, 1)  # seed 1 unchecked, not dropped
+    # its IQM at T = 100 is over the three scored seeds, and says so
+    assert row.scored_iqm("accuracy", 100).endswith(", over the 3 of 4 with a score")
     table = claims.seed_table(row)
     assert len(table) == 2 + row.row.seeds  # every declared seed has a row
     assert "| 2 | not run |" in "\n".join(table)
