@@ -6,18 +6,20 @@
 # a checkpoint, and what the runs wrote since the start is packed into $OUT, to be unpacked
 # into a run copy of main here and resumed by the same suites. Torch is the machine's; the
 # other packages travel as wheels in .whl/ (benchmarks/device_python.sh).
-#   DEADLINE=470 DEVICE=cuda bash experiments/device_batch.sh
-# ADDING_SEEDS, DENOISE_SEEDS (the seeds of each supervised preset, "" for none), POPGYM_JOBS (0:
-# no POPGym runs) and POPGYM_AGENTS choose the runs. A run started on the GPU resumes only on a
-# GPU: its checkpoint holds the state of a CUDA random generator, which the CPU's cannot take.
+#   DEADLINE=450 ADDING_SEEDS="3 4" DENOISE_SEEDS="1 2 3 4" bash experiments/device_batch.sh
+# ADDING_SEEDS and DENOISE_SEEDS name the seeds of TARNN's adding preset at T = 750 and of the
+# denoise curriculum (both stages) to train on the GPU (none by default), POPGYM_JOBS (0: no
+# POPGym runs) and POPGYM_AGENTS the POPGym runs. A supervised run resumes only on the kind of
+# device it started on (its data generator's state is that device's): name no seed whose run
+# started on a CPU, and a run this starts can be finished only on a GPU.
 set -u
 OUT=${OUT:-build/device_batch}
 DEADLINE=${DEADLINE:-470}
 DEVICE=${DEVICE:-cuda}
 POPGYM_JOBS=${POPGYM_JOBS:-9}
-POPGYM_AGENTS=${POPGYM_AGENTS:-gru relstm tarnn memlstm sarnn irnn ernn}
-ADDING_SEEDS=${ADDING_SEEDS-3 4}
-DENOISE_SEEDS=${DENOISE_SEEDS-1 2 3 4}
+POPGYM_AGENTS=${POPGYM_AGENTS:-gru relstm tarnn memlstm sarnn irnn ernn relrnn}
+ADDING_SEEDS=${ADDING_SEEDS-}
+DENOISE_SEEDS=${DENOISE_SEEDS-}
 LOGS=/tmp/device_batch_logs
 mkdir -p "$OUT" "$LOGS"
 touch /tmp/device_batch_start
