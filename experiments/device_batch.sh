@@ -9,15 +9,16 @@
 #   DEADLINE=450 ADDING_SEEDS="3 4" DENOISE_SEEDS="1 2 3 4" bash experiments/device_batch.sh
 # ADDING_SEEDS and DENOISE_SEEDS name the seeds of TARNN's adding preset at T = 750 and of the
 # denoise curriculum (both stages) to train on the GPU (none by default), POPGYM_JOBS (0: no
-# POPGym runs) and POPGYM_AGENTS the POPGym runs. A supervised run resumes only on the kind of
-# device it started on (its data generator's state is that device's): name no seed whose run
-# started on a CPU, and a run this starts can be finished only on a GPU.
+# POPGym runs) and POPGYM_AGENTS the POPGym runs (default: the suite's own list; it skips
+# finished runs). A supervised run resumes only on the kind of device it started on (its data
+# generator's state is that device's): name no seed whose run started on a CPU, and a run this
+# starts can be finished only on a GPU.
 set -u
 OUT=${OUT:-build/device_batch}
 DEADLINE=${DEADLINE:-470}
 DEVICE=${DEVICE:-cuda}
 POPGYM_JOBS=${POPGYM_JOBS:-9}
-POPGYM_AGENTS=${POPGYM_AGENTS:-gru relstm tarnn memlstm sarnn irnn ernn relrnn}
+POPGYM_AGENTS=${POPGYM_AGENTS-}
 ADDING_SEEDS=${ADDING_SEEDS-}
 DENOISE_SEEDS=${DENOISE_SEEDS-}
 LOGS=/tmp/device_batch_logs
@@ -59,7 +60,8 @@ if [ "$POPGYM_JOBS" -gt 0 ]; then
     # the compiled CPU loops, built once before the POPGym runs load them
     $PY -c "from rlmem.cells._engines.compiled import _build; print('compiled loops:', _build())"
     # shellcheck disable=SC2086
-    $PY -m experiments.popgym.suite --agents $POPGYM_AGENTS --jobs "$POPGYM_JOBS" \
+    $PY -m experiments.popgym.suite ${POPGYM_AGENTS:+--agents $POPGYM_AGENTS} \
+        --jobs "$POPGYM_JOBS" \
         > "$LOGS/popgym.log" 2>&1 &
     SUITES+=($!)
 fi
@@ -78,13 +80,18 @@ done
 echo "stopped at $SECONDS s; suites still running: $alive"
 # What comes back: every file the runs wrote, but a POPGym checkpoint only where its run is
 # unfinished (a finished run is read from its progress.csv), and those of the least advanced
-# runs dropped, whole run with it, where they would pass the device tool's 64 MiB; split in
-# 15 MiB parts (the tool returns files of 16 MiB at most).
-$PY - "$LOGS" <<'PACK' > /tmp/changed
+# runs dropped, whole run with it, where they would pass RETURN_MIB; split in PART_MIB parts.
+# The device tool returns at most 64 MiB, in files of 16 MiB at most (its README): RETURN_MIB
+# leaves 12 MiB of it to the files kept whatever their size (supervised runs, logs) and to the
+# archive's overhead.
+RETURN_MIB=52
+PART_MIB=15
+$PY - "$LOGS" "$RETURN_MIB" <<'PACK' > /tmp/changed
 import sys
 from pathlib import Path
+from experiments.popgym.suite import FRAMES
 start = Path("/tmp/device_batch_start").stat().st_mtime
-budget = 52 * 2**20
+budget = int(sys.argv[2]) * 2**20
 files = [p for root in ("experiments/supervised/runs", "experiments/popgym/runs")
          for p in Path(root).rglob("*")
          if p.is_file() and p.stat().st_mtime > start and p.name != ".lock"]
@@ -92,7 +99,7 @@ def frames(run: Path) -> float:
     rows = (run / "progress.csv").read_text().strip().splitlines()
     return float(rows[-1].split(",")[0]) if len(rows) > 1 else 0.0
 popgym_checkpoints = [p for p in files if p.parts[1] == "popgym" and p.name == "checkpoint.pt"]
-finished = {p for p in popgym_checkpoints if frames(p.parent) >= 163840}
+finished = {p for p in popgym_checkpoints if frames(p.parent) >= FRAMES}
 partial = sorted(set(popgym_checkpoints) - finished, key=lambda p: -frames(p.parent))
 kept = [p for p in files if p not in popgym_checkpoints]
 used = sum(p.stat().st_size for p in kept)
@@ -110,7 +117,7 @@ kept += sorted(Path(sys.argv[1]).iterdir())
 print("\n".join(map(str, kept)))
 PACK
 tar czf /tmp/runs.tgz -T /tmp/changed
-split -b 15m /tmp/runs.tgz "$OUT/runs.tgz.part_"
+split -b "${PART_MIB}m" /tmp/runs.tgz "$OUT/runs.tgz.part_"
 ls -l "$OUT"
 shopt -s nullglob
 for log in "$LOGS"/adding_*.log "$LOGS"/denoise_*.log; do echo "== $log"; tail -3 "$log"; done

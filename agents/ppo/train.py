@@ -141,7 +141,7 @@ def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,
     load_state(model, start, "model", path, ON_RESUME)
     load_state(ppo.optimizer, start, "optimizer", path, ON_RESUME)
     ppo.use_foreach()
-    restore_rng(torch.set_rng_state, start, "torch", path, ON_RESUME)
+    restore_rng(torch.default_generator, start, "torch", path, ON_RESUME)
     return (start.count("frames"), start.count("updates"),
             EpisodeLog(start.extras.get("recent_returns", [])))
 

@@ -168,7 +168,7 @@ def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     if start is not None:
         load_state(model.policy, start, "policy", run.checkpoint_path, ON_RESUME)
         load_state(model.policy.optimizer, start, "optimizer", run.checkpoint_path, ON_RESUME)
-        restore_rng(torch.set_rng_state, start, "torch", run.checkpoint_path, ON_RESUME)
+        restore_rng(torch.default_generator, start, "torch", run.checkpoint_path, ON_RESUME)
         model.num_timesteps = frames
 
     def save(frames: int, updates: int) -> None:

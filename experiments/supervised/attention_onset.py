@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.supervised.rows import HERE, REPO
-from experiments.supervised.status import State, budget_of, run_status
+from experiments.supervised.status import State, latest_start, run_status
 from experiments.supervised.suite import shown
 from rlmem.runs.progress import read_progress
 
@@ -149,7 +149,7 @@ def report(budgets: Mapping[OnsetRun, int]) -> str:
 
 def budget(run: OnsetRun, default: int) -> int:
     """The iterations ``run`` was last started for (its ``config.yaml``), else ``default``."""
-    return budget_of(run.run_dir) or default
+    return latest_start(run.run_dir).budget or default
 
 
 def finished(run: OnsetRun, iterations: int) -> bool:

@@ -43,14 +43,9 @@ class RunStatus:
     """``results.json`` when finished."""
     holder: str | None
     """PID of the live process running it now, if any."""
-
-    @property
-    def on_gpu(self) -> bool:
-        """Whether its latest start asked for a GPU (``device=cuda`` in ``config.yaml``): then
-        its minutes are a GPU's, not one core's."""
-        path = self.run_dir / "config.yaml"
-        config = OmegaConf.load(path) if path.exists() else None
-        return isinstance(config, DictConfig) and str(config.get("device")).startswith("cuda")
+    on_gpu: bool
+    """Whether its latest start asked for a GPU (``device=cuda`` in ``config.yaml``): then its
+    minutes are a GPU's, not one core's."""
 
     @property
     def diverged(self) -> str | None:
@@ -82,10 +77,25 @@ def last_progress(run_dir: Path) -> ProgressRow | None:
     return rows[-1] if rows else None
 
 
-def budget_of(run_dir: Path) -> int | None:
-    """``iterations`` of the run's latest start (its ``config.yaml``)."""
+@dataclass(frozen=True)
+class LatestStart:
+    """What a run's ``config.yaml`` says of its latest start, read once."""
+
+    budget: int | None
+    """``iterations``; None before the first start."""
+    on_gpu: bool
+    """``device=cuda`` (or ``cuda:<k>``)."""
+
+
+def latest_start(run_dir: Path) -> LatestStart:
+    """The budget and device of the run's latest start (its ``config.yaml``)."""
     path = run_dir / "config.yaml"
-    return int(OmegaConf.load(path).iterations) if path.exists() else None
+    if not path.exists():
+        return LatestStart(None, False)
+    config = OmegaConf.load(path)
+    if not isinstance(config, DictConfig):
+        raise ValueError(f"{path} holds no mapping, so it is no run's config")
+    return LatestStart(int(config.iterations), str(config.get("device")).startswith("cuda"))
 
 
 def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
@@ -95,7 +105,8 @@ def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
     ``budget`` iterations, or diverged (the same config and seed would diverge again); one left
     from a smaller budget is a run in progress.
     """
-    budget = budget if budget is not None else budget_of(run_dir)
+    start = latest_start(run_dir)
+    budget = budget if budget is not None else start.budget
     holder = lock_holder(run_dir)
     results_path = run_dir / "results.json"
     if results_path.exists():
@@ -103,11 +114,11 @@ def run_status(run_dir: Path, budget: int | None = None) -> RunStatus:
         if results.get("converged_at") is not None or results.get("diverged") or (
                 budget is not None and results["iterations"] >= budget):
             return RunStatus(run_dir, State.finished, int(results["iterations"]),
-                             float(results["cpu_s"]), results, holder)
+                             float(results["cpu_s"]), results, holder, start.on_gpu)
     row = last_progress(run_dir)
     if row is not None or (run_dir / "checkpoint.pt").exists():
         return RunStatus(run_dir, State.in_progress,
                          int(row.number("iteration", 0.0)) if row is not None else 0,
                          row.number("time/cpu_s", 0.0) if row is not None else 0.0, None,
-                         holder)
-    return RunStatus(run_dir, State.not_started, 0, 0.0, None, holder)
+                         holder, start.on_gpu)
+    return RunStatus(run_dir, State.not_started, 0, 0.0, None, holder, start.on_gpu)

@@ -11,10 +11,11 @@ nothing on disk changed, and what to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
 from torch import Tensor, nn
 
 from rlmem.runs.checkpoint import Checkpoint, CheckpointMismatchError
@@ -119,19 +120,33 @@ def _does_not_fit(target: object, checkpoint: Checkpoint, name: str, path: Path,
         f"written by another program or version than its config says. {_untouched(remedy)}")
 
 
-def restore_rng(set_state: Callable[[Tensor], Any], checkpoint: Checkpoint, name: str,
-                path: Path, remedy: str) -> None:
-    """Give ``set_state`` (``torch.set_rng_state``, a generator's ``set_state``) the
-    generator state ``checkpoint.rng[name]``, on the CPU, where generator states live.
+def restore_rng(generator: torch.Generator, checkpoint: Checkpoint, name: str, path: Path,
+                remedy: str) -> None:
+    """Give ``generator`` (``torch.default_generator``, a run's own data generator) the state
+    ``checkpoint.rng[name]``, on the CPU, where generator states live.
+
+    A state goes on only in a generator of its own kind: a CUDA generator's state (16 bytes)
+    cannot continue in a CPU one (5,056 bytes), nor back. Such a state is named for what it is,
+    a run resumed on another kind of device than it trained on, before torch is asked.
 
     Raises:
-        IncompatibleStateError: there is no such state, or the generator refuses it.
+        IncompatibleStateError: there is no such state, it is another kind of device's, or
+            the generator refuses it.
     """
     state = checkpoint.rng.get(name)
-    problem = f"has no {name!r} generator state" if not isinstance(state, Tensor) else ""
-    if isinstance(state, Tensor):
+    if not isinstance(state, Tensor):
+        problem = f"has no {name!r} generator state"
+    elif state.numel() != generator.get_state().numel():
+        raise IncompatibleStateError(
+            f"{path} drew its {name!r} random numbers on another kind of device than this "
+            f"run's {generator.device.type} (its config says "
+            f"device={checkpoint.config.get('device')}), and a generator's state goes on only "
+            "on its own kind: a CUDA generator's cannot continue on the CPU, nor a CPU one's on "
+            "a GPU. Resume it with the device it trained on, on a machine that has one. "
+            f"{_untouched(remedy)}")
+    else:
         try:
-            set_state(state.cpu())
+            generator.set_state(state.cpu())
             return
         except (RuntimeError, ValueError, TypeError) as error:
             problem = (f"holds a {name!r} generator state that torch refuses "

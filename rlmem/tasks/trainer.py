@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
-from rlmem.runs.restore import ON_RESUME, IncompatibleStateError, load_state, restore_rng
+from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
 from rlmem.tasks.base import SequenceTask
 from rlmem.tasks.cuda_graph import GraphedLoss, compute, graph_refusal
 from rlmem.tasks.held_out import confirmation_score, evaluate
@@ -170,19 +170,9 @@ class SupervisedTrainer:
                 kind of device (a CUDA generator's state cannot go on in a CPU one's, nor back).
         """
         path = self.checkpoint_path
-        saved = checkpoint.rng.get("data")
-        if isinstance(saved, torch.Tensor) and saved.numel() != self.generator.get_state().numel():
-            raise IncompatibleStateError(
-                f"{path} drew its data on another kind of device than this run's "
-                f"{self.generator.device.type} (its config says "
-                f"device={checkpoint.config.get('device')}), and a generator's state goes on "
-                "only on its own kind: a CUDA generator's cannot continue on the CPU, nor a "
-                "CPU one's on a GPU. Resume it with the device it trained on, on a machine "
-                f"that has one. The file is as it was. {ON_RESUME}")
         load_state(self.model, checkpoint, "model", path, ON_RESUME)
         load_state(self.optimizer, checkpoint, "optimizer", path, ON_RESUME)
-        # On the CPU: map_location may have moved it, and a generator state lives there.
-        restore_rng(self.generator.set_state, checkpoint, "data", path, ON_RESUME)
+        restore_rng(self.generator, checkpoint, "data", path, ON_RESUME)
         self.iteration = checkpoint.count("iteration")
         self.elapsed_s = float(checkpoint.progress.get("elapsed_s", 0.0))
         self.cpu_s = float(checkpoint.progress.get("cpu_s", 0.0))

@@ -125,6 +125,23 @@ def test_a_supervised_checkpoint_whose_weights_do_not_fit_is_one_message(
         run_supervised(supervised_config(run_dir, "iterations=3"), run_dir)
 
 
+def test_a_ppo_run_whose_generator_state_is_a_gpus_says_so_on_resume(
+        trained: Path, tmp_path: Path) -> None:
+    """Every trainer restores its generators through one check (``restore_rng``): a CUDA
+    generator's 16-byte state under a CPU run is named as another device's, not as a corrupt
+    file, and the checkpoint is left as it was."""
+    def cuda_state(payload: dict[str, Any]) -> None:
+        payload["rng"]["torch"] = torch.zeros(16, dtype=torch.uint8)
+
+    run_dir = altered(trained, tmp_path, cuda_state)
+    before = (run_dir / "checkpoint.pt").read_bytes()
+    stderr = resume_cli(run_dir, tmp_path)
+    assert "drew its 'torch' random numbers on another kind of device than this run's cpu" \
+        in stderr
+    assert "The file is as it was" in stderr and "resume=false" in stderr
+    assert (run_dir / "checkpoint.pt").read_bytes() == before
+
+
 def test_sb3_states_under_a_ppo_config_say_what_the_file_holds(trained: Path,
                                                                tmp_path: Path) -> None:
     def as_sb3(payload: dict[str, Any]) -> None:
