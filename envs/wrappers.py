@@ -8,6 +8,7 @@ was built, and evaluation rebuilds the same env.
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -66,8 +67,24 @@ class WrapperSpec:
         return wrapper
 
     def apply(self, env: gym.Env) -> gym.Env:
-        """``env`` wrapped by this wrapper."""
-        return self.resolve()(env, **self.kwargs)
+        """``env`` wrapped by this wrapper.
+
+        Raises:
+            ValueError: the wrapper cannot be resolved (:meth:`resolve`), or its constructor
+                refuses ``env`` or the kwargs; the message names the wrapper, the env as it
+                reaches the wrapper and where the wrapper's code failed, not a traceback.
+        """
+        wrapper = self.resolve()
+        try:
+            return wrapper(env, **self.kwargs)
+        except Exception as error:  # any failure of a wrapper named by the user's config
+            frame = traceback.extract_tb(error.__traceback__)[-1]
+            # A bare ``assert`` says nothing but its source line, so that is shown instead.
+            why = f" ({error})" if str(error) else f": {frame.line}" if frame.line else ""
+            raise ValueError(
+                f"wrapper {self.target!r} refused the env it wraps, {env} (gymnasium.make's "
+                f"own wrappers included), with kwargs {dict(self.kwargs)}: "
+                f"{type(error).__name__}{why}, at {frame.filename}:{frame.lineno}") from error
 
 
 WrapperItem: TypeAlias = str | Mapping[str, Any] | WrapperSpec

@@ -297,6 +297,13 @@ def test_a_wrapper_with_kwargs_is_recorded_and_resuming_keeps_it(tmp_path: Path)
      "'gymnasium.wrappers' has no 'NoSuchWrapper'"),
     (("env=CartPole-v1", "wrappers=[{module: x}]"), ValueError,
      r"wrappers\[0\]=.*give an import path"),
+    (("env=CartPole-v1", "wrappers=[{target: gymnasium.wrappers:TimeLimit, kwargs: {steps: 3}}]"),
+     ValueError, r"wrapper 'gymnasium.wrappers:TimeLimit' refused the env it wraps, "
+     r"<.*CartPole.*> \(gymnasium.make's own wrappers included\), with kwargs \{'steps': 3\}: "
+     r"TypeError \(.*'steps'\)"),
+    (("env=FrozenLake-v1", "wrappers=[gym_envs:MaskVelocity]"), ValueError,
+     r"wrapper 'gym_envs:MaskVelocity' refused .*FrozenLake.*: AssertionError: assert "
+     r"isinstance\(space, spaces.Box\), at .*gym_envs\.py:\d+$"),
     (("env=CartPole-v1", "agent=sb3"), ValueError,
      "agent=sb3 trains MiniGrid envs.*env=CartPole-v1 is not a MiniGrid env"),
     (("env=CartPole-v1", "mission=true"), ValueError, "CartPole-v1 is not a MiniGrid env"),
