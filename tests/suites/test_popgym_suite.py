@@ -228,8 +228,13 @@ def test_tuning_plans_every_variant_seed_by_seed_and_refuses_the_suites_seeds(
         assert run.run_dir == suite.run_dir(tmp_path / tune.folder(variant),
                                             "RepeatPreviousEasy", "lstm", 100)
         assert list(run.command[-len(tune.VARIANTS[variant]):]) == list(tune.VARIANTS[variant])
-    fake_run(suite.run_dir(tmp_path / tune.folder("memory 256"), "RepeatPreviousEasy", "lstm",
-                           100), [(MIN_EPISODES, 0.5), (MIN_EPISODES, 0.9)], suite.FRAMES)
+    for seed, update in ((100, suite.FRAMES // 2), (101, 2048)):  # seed 101 has not finished
+        fake_run(suite.run_dir(tmp_path / tune.folder("memory 256"), "RepeatPreviousEasy",
+                               "lstm", seed), [(MIN_EPISODES, 0.5), (MIN_EPISODES, 0.9)],
+                 suite.FRAMES, update)
     rows = tune.table(tmp_path, ["memory 256"], ["RepeatPreviousEasy"], [100, 101])
     assert rows[-1] == ("| memory 256 | `memory.hidden_size=256` `agent.entropy_coef=0.01` | "
                         "0.900, — |")
+    report = tune.report(tmp_path, [100, 101], suite.FRAMES)
+    assert [line for line in report.splitlines() if line.startswith("## ")] == [
+        f"## Round {number}" for number in range(1, len(tune.ROUNDS) + 1)]
