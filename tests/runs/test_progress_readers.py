@@ -96,7 +96,7 @@ def test_the_supervised_scripts_name_the_file(supervised_scripts: dict[str, Modu
     with pytest.raises(CorruptProgressError, match=r"line 3: column 'time/cpu_s' holds '2\.x'"):
         supervised_scripts["status"].run_status(run_dir, budget=100)
     (run_dir / "progress.csv").write_text(SUPERVISED_HEADER + "1x,0.5,0.2,1.0\n")
-    status = supervised_scripts["status"].RunStatus(run_dir, None, 0, 0.0, None, None)
+    status = supervised_scripts["status"].RunStatus(run_dir, None, 0, 0.0, None, None, False)
     with pytest.raises(CorruptProgressError, match=r"line 2: column 'iteration' holds '1x'"):
         supervised_scripts["aggregate"].progress_curve(status, "eval/accuracy@T4")
     with pytest.raises(CorruptProgressError, match=r"line 2: column 'iteration' holds '1x'"):
