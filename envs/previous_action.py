@@ -4,9 +4,9 @@ In a POMDP the agent's own past actions are part of its history: POPGym's Battle
 only whether the last shot hit, never where it was fired, and its memory can place the hit
 only if it sees the action. POPGym's paper counts the previous action as part of the
 observation ("Strictly speaking, the agent actions are also required to guarantee
-convergence", its footnote 1), and its baselines wrap every env in ``PreviousAction`` and
-``Antialias``. Those wrappers take only a bare POPGym env, not the one ``gymnasium.make``
-returns, and gymnasium has none, so this is the same idea for any env:
+convergence", a footnote of its introduction), and its baselines wrap every env in
+``PreviousAction`` and ``Antialias``. Those wrappers take only a bare POPGym env, not the one
+``gymnasium.make`` returns, and gymnasium has none, so this is the same idea for any env:
 
 - ``previous_action``: the action taken before this observation, in the env's action space;
   at the first observation of an episode, which follows no action, the space's zero (action 0,

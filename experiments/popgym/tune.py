@@ -74,7 +74,7 @@ ROUNDS: tuple[Round, ...] = (
     Round(("RepeatPreviousEasy", "CountRecallEasy"),
           ("generic", "no entropy bonus", "memory 256", "whole-rollout BPTT",
            "no value clipping"),
-          "One change each against the ``generic`` preset as it was (a memory of 64, the "
+          "One change each against the `generic` preset as it was (a memory of 64, the "
           "entropy bonus of 0.01), each a difference between it and sb3-contrib's "
           "RecurrentPPO: no entropy bonus (sb3's `ent_coef=0`), 256 units of memory (its "
           "LSTMs), backpropagation through the whole 128-step rollout (it splits only at "
@@ -100,8 +100,9 @@ ROUNDS: tuple[Round, ...] = (
           "learns the suite's Battleship without it (it observes hit or miss, not where it "
           "fired). On two POPGym envs the suite does not run, so its rows stay independent of "
           "the answer: MineSweeper, which observes the count of mines beside the cell just "
-          "probed but not which cell, and the noisy Pendulum, whose continuous torque the "
-          "observation does not need. The rule, written when only the first MineSweeper pair "
+          "probed but not which cell, and the noisy Pendulum, a control task whose torque (its "
+          "action) the memory should not need: a check that the extra input does no harm. The "
+          "rule, written when only the first MineSweeper pair "
           "had been seen, part-way (seed 100: -0.102 without, -0.005 at 125k frames with), "
           "before any other run: the preset takes it if it raises the MMER on both envs and "
           "both seeds, as in rounds 1 and 2.",
