@@ -136,14 +136,15 @@ def restore_rng(generator: torch.Generator, checkpoint: Checkpoint, name: str, p
     state = checkpoint.rng.get(name)
     if not isinstance(state, Tensor):
         problem = f"has no {name!r} generator state"
-    elif state.numel() != generator.get_state().numel():
+    elif state.numel() != (size := generator.get_state().numel()):
         raise IncompatibleStateError(
-            f"{path} drew its {name!r} random numbers on another kind of device than this "
-            f"run's {generator.device.type} (its config says "
-            f"device={checkpoint.config.get('device')}), and a generator's state goes on only "
-            "on its own kind: a CUDA generator's cannot continue on the CPU, nor a CPU one's on "
-            "a GPU. Resume it with the device it trained on, on a machine that has one. "
-            f"{_untouched(remedy)}")
+            f"{path} holds a {name!r} generator state of {state.numel():,} bytes where this "
+            f"run's {generator.device.type} generator keeps {size:,}: it drew its random "
+            f"numbers on another kind of device than this run's {generator.device.type} (its "
+            f"config says device={checkpoint.config.get('device')}; a CUDA generator's state is "
+            "16 bytes, a CPU one's 5,056), or the file was altered. A generator's state goes on "
+            "only on its own kind: resume a run with the device it trained on, on a machine "
+            f"that has one. {_untouched(remedy)}")
     else:
         try:
             generator.set_state(state.cpu())
