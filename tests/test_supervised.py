@@ -122,7 +122,7 @@ def test_a_run_that_drew_its_data_on_a_gpu_says_so_when_resumed_on_the_cpu(
     files = [path, tmp_path / "progress.csv", tmp_path / "config.yaml"]
     before = [file.read_bytes() for file in files]
     with pytest.raises(CheckpointMismatchError, match=r"another kind of device than this "
-                       r"run's cpu \(its config says device=cuda\)"):
+                       r"run's cpu \(its config says device=cuda;"):
         run(config(*TINY, "iterations=4", "figures=false", "device=cpu"), tmp_path)
     assert [file.read_bytes() for file in files] == before
 
