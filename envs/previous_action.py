@@ -15,7 +15,7 @@ convergence", a footnote of its introduction), and its baselines wrap every env 
   the zero at the start is not read as an action taken.
 
 Both join the env's own observation as fields of a Dict: a Dict observation gains the two keys,
-any other is kept under ``observation`` (:data:`rlmem.agents.ppo.observation.OBSERVATION_FIELD`).
+any other is kept under ``observation`` (:data:`rlmem.envs.spaces.OBSERVATION_FIELD`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from rlmem.envs.spaces import OBSERVATION_FIELD
+
 ACTION_KEY = "previous_action"
 """The field holding the previous action."""
 FIRST_KEY = "first"
 """The field that is 1 at the first observation of an episode."""
-OBSERVATION_KEY = "observation"
-"""The field holding an observation that is not a Dict."""
 
 ACTION_SPACES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
 """The action spaces whose actions can join an observation."""
@@ -56,9 +56,13 @@ class PreviousAction(gym.Wrapper[dict[str, Any], Any, Any, Any]):
                              "observation; it adds Discrete, MultiDiscrete, MultiBinary or Box "
                              "actions")
         inner = env.observation_space
-        fields = dict(inner.spaces) if isinstance(inner, spaces.Dict) else {OBSERVATION_KEY: inner}
+        # Decided once, not per step: are the env's observations Dicts, or kept under
+        # OBSERVATION_FIELD?
+        self._fields_given = isinstance(inner, spaces.Dict)
+        fields = (dict(inner.spaces) if isinstance(inner, spaces.Dict)
+                  else {OBSERVATION_FIELD: inner})
         taken = sorted({ACTION_KEY, FIRST_KEY} & set(fields))
-        if isinstance(inner, spaces.Dict) and taken:
+        if self._fields_given and taken:
             raise ValueError(f"PreviousAction: the observation already has {taken}")
         self.observation_space = spaces.Dict(
             {**fields, ACTION_KEY: action_space, FIRST_KEY: spaces.Discrete(2)})
@@ -76,8 +80,7 @@ class PreviousAction(gym.Wrapper[dict[str, Any], Any, Any, Any]):
         return self._with(observation, taken, first=False), reward, terminated, truncated, info
 
     def _with(self, observation: Any, action: np.ndarray, *, first: bool) -> dict[str, Any]:
-        fields = (dict(observation) if isinstance(self.env.observation_space, spaces.Dict)
-                  else {OBSERVATION_KEY: observation})
+        fields = dict(observation) if self._fields_given else {OBSERVATION_FIELD: observation}
         return {**fields, ACTION_KEY: action.copy(), FIRST_KEY: np.int64(first)}
 
 

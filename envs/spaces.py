@@ -20,6 +20,12 @@ Observation: TypeAlias = np.ndarray | dict[str, np.ndarray]
 space's arrays by key (SB3's ``predict`` takes the same)."""
 
 
+OBSERVATION_FIELD = "observation"
+"""The field name under which an observation that is not a Dict is read as fields: by our PPO's
+encoders, and by :class:`~rlmem.envs.previous_action.PreviousAction`, which keeps such an
+observation under it beside the previous action."""
+
+
 class IncompatibleEnvError(ValueError):
     """An env's observation or action space differs from the one an agent was trained on."""
 

@@ -1,8 +1,8 @@
 """How observations enter the agent: fields, and one encoder per field chosen by its space.
 
 Every observation is handled as a mapping of *fields*: a Dict space's keys, or the single field
-:data:`OBSERVATION_FIELD` of any other space. :func:`field_encoder` is the one place that picks
-an encoder for a field, by the type of its space:
+:data:`~rlmem.envs.spaces.OBSERVATION_FIELD` of any other space. :func:`field_encoder` is the one
+place that picks an encoder for a field, by the type of its space:
 
 =======================================  ==============================================
 space                                    encoder
@@ -38,9 +38,7 @@ from rlmem.agents.ppo.space_encoders import (
     is_pixel_space,
 )
 from rlmem.envs import GridSpace, MissionSpace, Observation
-
-OBSERVATION_FIELD = "observation"
-"""The field name of an observation space that is not a Dict."""
+from rlmem.envs.spaces import OBSERVATION_FIELD
 
 SUPPORTED = ("Box, Discrete, MultiDiscrete, MultiBinary, or a Dict of these (one level)")
 

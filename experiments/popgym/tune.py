@@ -102,10 +102,9 @@ ROUNDS: tuple[Round, ...] = (
           "the answer: MineSweeper, which observes the count of mines beside the cell just "
           "probed but not which cell, and the noisy Pendulum, a control task whose torque (its "
           "action) the memory should not need: a check that the extra input does no harm. The "
-          "rule, written when only the first MineSweeper pair "
-          "had been seen, part-way (seed 100: -0.102 without, -0.005 at 125k frames with), "
-          "before any other run: the preset takes it if it raises the MMER on both envs and "
-          "both seeds, as in rounds 1 and 2.",
+          "rule, written when only the first MineSweeper pair had been seen, part-way (seed "
+          "100: -0.102 without, -0.005 at 125k frames with), before any other run: the preset "
+          "takes it if it raises the MMER on both envs and both seeds, as in rounds 1 and 2.",
           "Seed 100 decided it: the previous action raised MineSweeper's MMER from -0.102 to "
           "0.172 but lowered the noisy Pendulum's from 0.598 to 0.537, so it could no longer "
           "raise both envs on both seeds, and seed 101 was stopped unfinished (its cells: —). The "
@@ -116,6 +115,7 @@ ROUNDS: tuple[Round, ...] = (
 )
 """The rounds, in the order they were run. Their runs share a folder per variant, so a variant
 in two rounds on the same env and seed is run once."""
+
 
 def folder(variant: str) -> str:
     """The variant's folder name under :data:`RUNS`."""

@@ -17,7 +17,8 @@ from hydra import compose, initialize_config_dir
 
 from rlmem.agents.ppo import train as ppo_train
 from rlmem.envs import make_env, make_vector_env
-from rlmem.envs.previous_action import ACTION_KEY, FIRST_KEY, OBSERVATION_KEY, PreviousAction
+from rlmem.envs.previous_action import ACTION_KEY, FIRST_KEY, PreviousAction
+from rlmem.envs.spaces import OBSERVATION_FIELD
 from rlmem.runs import load_checkpoint
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -28,7 +29,7 @@ WRAPPER = "rlmem.envs.previous_action:PreviousAction"
 def test_each_observation_carries_the_action_before_it() -> None:
     env = make_env("CartPole-v1", wrappers=[WRAPPER])
     assert env.observation_space == spaces.Dict({
-        OBSERVATION_KEY: gym.make("CartPole-v1").observation_space,
+        OBSERVATION_FIELD: gym.make("CartPole-v1").observation_space,
         ACTION_KEY: spaces.Discrete(2), FIRST_KEY: spaces.Discrete(2)})
     first, _ = env.reset(seed=0)
     assert first[ACTION_KEY] == 0 and first[FIRST_KEY] == 1  # no action yet: 0, flagged
