@@ -77,6 +77,10 @@ class MissionSpace(spaces.Box):
     """
 
 
+MINIGRID_FIELDS = frozenset({"image", "direction", "mission"})
+"""The fields of MiniGrid's own observation, which :class:`MiniGridObservation` reads."""
+
+
 def is_minigrid(env: gym.Env) -> bool:
     """Whether ``env`` is a MiniGrid env that still observes MiniGrid's Dict (with ``image``),
     i.e. one that :class:`MiniGridObservation` applies to."""
@@ -129,6 +133,14 @@ class MiniGridObservation(gym.ObservationWrapper):
         if not isinstance(source, spaces.Dict) or "image" not in source.spaces:
             raise ValueError(f"{env.spec.id if env.spec else env}: not a MiniGrid env, its "
                              f"observation space {source} has no 'image'")
+        added = sorted(set(source.spaces) - MINIGRID_FIELDS)
+        if added:
+            # Only MiniGrid's own fields are encoded: any other would be dropped unseen.
+            raise ValueError(f"{env.spec.id if env.spec else env}: a wrapper added {added} to "
+                             "MiniGrid's observation, and rlmem encodes only MiniGrid's own "
+                             f"fields ({', '.join(sorted(MINIGRID_FIELDS))}): the added ones "
+                             "would be dropped without a word. A wrapper that adds fields "
+                             "cannot be used on a MiniGrid env.")
         image = source["image"]
         fields: dict[str, spaces.Space[Any]] = {"image": image}
         view = _agent_view_size(env)

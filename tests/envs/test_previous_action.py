@@ -104,3 +104,11 @@ def test_our_ppo_trains_on_it_and_records_it(tmp_path: Path) -> None:
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.config["wrappers"] == [WRAPPER]
     assert ACTION_KEY in checkpoint.extras["spaces"]["observation"]
+
+
+def test_on_a_minigrid_env_it_is_refused_not_dropped() -> None:
+    """MiniGrid's encoding reads only MiniGrid's own fields: the two added ones would vanish
+    without a word, so a wrapper that adds fields is refused there, naming them."""
+    with pytest.raises(ValueError, match=r"a wrapper added \['first', 'previous_action'\] to "
+                                         r"MiniGrid's observation"):
+        make_env("DoorKey-5x5", wrappers=[WRAPPER])
