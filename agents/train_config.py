@@ -84,6 +84,12 @@ class TrainConfig:
     rlmem.agents.ppo.space_encoders.DiscreteEncoder."""
     torch_threads: int = 1
     """torch intra-op threads; 1 is fastest for the small batched ops of a rollout."""
+    flush_denormal: bool = False
+    """Compute on the CPU with subnormal floats flushed to zero (torch.set_flush_denormal),
+    which most x86 CPUs are many times slower at; a memory that decays towards zero over a long
+    episode can be full of them (docs/performance.md#subnormal-floats). Recorded: a run resumes
+    and is evaluated only with the value it started with. false: IEEE arithmetic, PyTorch's
+    default. Not used by a CUDA device's arithmetic."""
     run_dir: str = MISSING
     """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed>, with the settings that
     differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0)

@@ -53,6 +53,7 @@ from rlmem.runs import (
     reported_as_cli_errors,
     resolve_device,
 )
+from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
 from rlmem.runs.directory import refuse_symlinks
 from rlmem.runs.files import write_json
 from rlmem.runs.lock import RunLock
@@ -184,9 +185,11 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
         torch.manual_seed(seed)
         try:
-            result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
-                                              seed=seed, quotas=quotas, name=name,
-                                              progress=cfg.progress_bar)
+            # The arithmetic the run trained with, as its own evaluations had it.
+            with subnormal_floats(bool(config[FLUSH_KEY])):
+                result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
+                                                  seed=seed, quotas=quotas, name=name,
+                                                  progress=cfg.progress_bar)
         finally:
             envs.close()
         if not probe.minigrid:

@@ -42,7 +42,9 @@ no later option changes it.
   left to be derived (:func:`format_2_to_3`);
 - format 3 → 4: our PPO's presets (``agent.preset``, ``shared_memory``, ``reward_scale``):
   a run before them took rl-starter-files' values, its critic reading the actor's memory
-  (:func:`format_3_to_4`, which calls :func:`rlmem.agents.ppo.presets.before_presets`).
+  (:func:`format_3_to_4`, which calls :func:`rlmem.agents.ppo.presets.before_presets`);
+- format 4 → 5: every run's ``flush_denormal``, whose default (subnormal floats kept) is what
+  runs before it did (:func:`format_4_to_5`).
 """
 
 from __future__ import annotations
@@ -251,11 +253,20 @@ def format_3_to_4(payload: Mapping[str, Any], source: str) -> Payload:
     return {**payload, "config": config, "format": 4}
 
 
+# --- format 4 -> 5: the run's arithmetic ------------------------------------------------------
+
+def format_4_to_5(payload: Mapping[str, Any], source: str) -> Payload:
+    """``flush_denormal``: every run before it computed with subnormal floats kept, which is
+    the key's default, so only the format changes (the completion writes the key)."""
+    return {**payload, "format": 5}
+
+
 Step = Callable[[Mapping[str, Any], str], Payload]
 """One change of format: ``step(payload, source)`` is the payload of the next format
 (``source`` names the file, for a message)."""
 
-STEPS: dict[int, Step] = {1: format_1_to_2, 2: format_2_to_3, 3: format_3_to_4}
+STEPS: dict[int, Step] = {1: format_1_to_2, 2: format_2_to_3, 3: format_3_to_4,
+                          4: format_4_to_5}
 """The step from each older format to the next, keyed by the format it reads."""
 
 

@@ -61,7 +61,7 @@ OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
 }
 
 RESUME_SECTIONS = ("task", "memory", "seq_len", "seq_len_min", "batch_size", "lr", "optimizer",
-                   "weight_decay", "grad_clip", "seed", "amp")
+                   "weight_decay", "grad_clip", "seed", "amp", "flush_denormal")
 """Keys that must match a checkpoint to resume from it (``iterations`` may grow)."""
 
 register_supervised_configs()

@@ -61,13 +61,14 @@ def old_copy(tmp_path: Path) -> Path:
     return run_dir
 
 
-def aged(run_dir: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    """Make ``run_dir`` a run of format 2 whose config (the checkpoint's and config.yaml's)
-    ``edit`` strips of the keys added since, as a run of an older rlmem wrote it."""
+def aged(run_dir: Path, edit: Callable[[dict[str, Any]], None], found: int = 2) -> None:
+    """Make ``run_dir`` a run of format ``found`` whose config (the checkpoint's and
+    config.yaml's) ``edit`` strips of the keys added since, as a run of an older rlmem wrote
+    it."""
     path = run_dir / "checkpoint.pt"
     payload = torch.load(path, weights_only=True)
     edit(payload["config"])
-    payload["format"] = 2
+    payload["format"] = found
     torch.save(payload, path)
     recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"))
     assert isinstance(recorded, dict)
@@ -234,6 +235,30 @@ def test_an_irnn_run_before_update_rule_records_eq5_in_its_config_and_weights(
 
 
 @pytest.mark.slow  # a long CLI check: run with -m slow
+@pytest.mark.parametrize("program", ["supervised", "ppo"])
+def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
+        tmp_path: Path, program: str) -> None:
+    """Format 4 had no ``flush_denormal``: its runs computed with subnormal floats, which the
+    migration records (the key's default); they then resume as they ran, and not flushed."""
+    run_dir = tmp_path / "run"
+    if program == "supervised":
+        run_supervised(supervised_config(run_dir), run_dir)
+    else:
+        ppo_train.train(train_config(run_dir, "env=CartPole-v1", "frames=256"), run_dir)
+    aged(run_dir, _without("flush_denormal"), found=4)
+    report = migrated(run_dir)
+    assert "from format 4 to 5" in report and "flush_denormal=false" in report
+    assert load_checkpoint(run_dir / "checkpoint.pt").config["flush_denormal"] is False
+    assert OmegaConf.load(run_dir / "config.yaml").flush_denormal is False
+    if program == "supervised":
+        with pytest.raises(CheckpointMismatchError, match="flush_denormal"):
+            run_supervised(supervised_config(run_dir, "flush_denormal=true"), run_dir)
+        assert run_supervised(supervised_config(run_dir, "iterations=3"), run_dir).iteration == 3
+    else:
+        ppo_train.train(train_config(run_dir, "env=CartPole-v1", "frames=512"), run_dir)
+        assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 512
+
+
 def test_an_sb3_run_of_rlmem_0_1_is_sorted_into_the_typed_checkpoint(tmp_path: Path) -> None:
     """rlmem 0.1's sb3 checkpoint was a flat dict (policy, optimizer, rng, frames, updates);
     the migration sorts it and writes the agent keys added since at their defaults."""

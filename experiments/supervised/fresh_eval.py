@@ -16,7 +16,7 @@ Writes the scores, unrounded, to ``fresh_eval.json`` (:data:`DATA`; a run checke
 replaces its entry, the others stay), which ``aggregate.py`` reads: RESULTS.md quotes every
 run at its training T on these batches. ``FRESH_EVAL.md`` (``--out``) shows them all.
 
-A run written by an older rlmem (checkpoint format 2) is migrated in a temporary copy
+A run written by an older rlmem (an older checkpoint format) is migrated in a temporary copy
 (``rlmem.migrate``), so no file of the run is changed; about 6 s a run on one core.
 """
 
@@ -37,6 +37,7 @@ from experiments.common.report import mse, percent
 from experiments.supervised.rows import HERE, ROWS, RUNS
 from rlmem.migrate import migrate_run
 from rlmem.runs import CHECKPOINT_NAME
+from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
 from rlmem.runs.checkpoint import OlderCheckpointError
 from rlmem.tasks.held_out import confirmation_score
 from rlmem.tasks.saved import SavedModel, load_saved_model
@@ -94,9 +95,11 @@ def check(run_dir: Path, batches: int, name: str | None = None) -> Check:
     # that an earlier config (the checkpoint's) made: its batches are skipped.
     latest = OmegaConf.load(run_dir / "config.yaml")
     first = int(latest.confirm_batches) if "confirm_batches" in latest else 0
-    fresh = confirmation_score(saved.model, task, seq_len, batches,
-                               int(config["eval_batch_size"]), saved.seed, torch.device("cpu"),
-                               first=first)
+    # With the arithmetic the run trained and was evaluated with.
+    with subnormal_floats(bool(config[FLUSH_KEY])):
+        fresh = confirmation_score(saved.model, task, seq_len, batches,
+                                   int(config["eval_batch_size"]), saved.seed,
+                                   torch.device("cpu"), amp=bool(config["amp"]), first=first)
     target = None if config.get("target") is None else float(config["target"])
     return Check(name or run_dir.as_posix(), task.score, seq_len, target,
                  int(results["iterations"]), results.get("converged_at"),

@@ -33,12 +33,12 @@ from torch import Tensor
 from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
 from rlmem.runs.pickles import refused_object
 
-FORMAT = 4
+FORMAT = 5
 """Version of the checkpoint: its layout and what its config records. 1: rlmem 0.1's untyped
 dict (no ``format`` key); 2: the typed :class:`Checkpoint`, whose config may lack keys added
 later; 3: every key of the config written explicitly (rlmem 0.2); 4: our PPO's presets
-(``agent.preset``, ``shared_memory``, ``reward_scale``). :mod:`rlmem.migrate` brings an older
-one to this format."""
+(``agent.preset``, ``shared_memory``, ``reward_scale``); 5: the run's arithmetic
+(``flush_denormal``). :mod:`rlmem.migrate` brings an older one to this format."""
 
 MIGRATE_COMMAND = "python -m rlmem.migrate"
 """The command that brings a run of an older format to :data:`FORMAT`."""

@@ -8,8 +8,8 @@ A trainer writes only its own loop::
             ...one update...
             run.save(Checkpoint(...))     # atomic, and only when every tensor is finite
 
-:func:`open_run` claims and locks the run directory, picks the device and threads, loads a
-compatible checkpoint (or moves an earlier run aside when ``resume`` is off), writes
+:func:`open_run` claims and locks the run directory, picks the device, threads and arithmetic,
+loads a compatible checkpoint (or moves an earlier run aside when ``resume`` is off), writes
 ``config.yaml`` when there is work to do, and turns the first Ctrl-C into a stop at the next
 checkpoint, with the command that resumes the run. A run that resumes says so, and at which
 step.
@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
 from rlmem.runs.checkpoint import (
     Checkpoint,
     CheckpointMismatchError,
@@ -116,14 +117,18 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
     """Prepare ``run_dir`` for a run of ``config`` and hold it until the block ends.
 
     ``config`` is the resolved config, already checked in full: this is the first step that
-    touches the disk. Its ``resume``, ``force``, ``device`` and ``torch_threads`` keys are read
-    here. The directory is claimed (:func:`~rlmem.runs.directory.claim_run_dir`: created and
+    touches the disk. Its ``resume``, ``force``, ``device``, ``torch_threads`` and
+    ``flush_denormal`` keys are read here: the block computes with subnormal floats kept or
+    flushed to zero as the last says (:func:`~rlmem.runs.arithmetic.subnormal_floats`). The
+    directory is claimed (:func:`~rlmem.runs.directory.claim_run_dir`: created and
     marked, or refused when it is a foreign folder or holds symlinks), then locked; a checkpoint
     there is resumed when it is compatible, and with ``resume=false`` the earlier run is moved
     into ``previous/`` (:func:`~rlmem.runs.directory.move_aside`), never deleted.
 
     Raises:
         RunLockedError: another process holds ``run_dir``.
+        SubnormalFlushError: ``flush_denormal`` cannot be honoured here (before any file of
+            the run is written).
         RunDirectoryError: ``run_dir`` cannot be created or written, is not rlmem's, or holds
             symlinks.
         UnreadableCheckpointError: the checkpoint there is truncated, corrupt or no file.
@@ -135,58 +140,60 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
     with RunLock(run_dir):
         device = resolve_device(str(config.get("device", "auto")))
         torch.set_num_threads(int(config.get("torch_threads", 1)))
-        path = run_dir / CHECKPOINT_NAME
-        resume = bool(config.get("resume", True))
-        checkpoint = None
-        if resume and path.exists():
-            if not path.is_file():
-                raise UnreadableCheckpointError(
-                    f"{path} is not a file, so there is no checkpoint to resume. Nothing was "
-                    "written. Move it away, or pass resume=false, which moves the run's files "
-                    f"into {run_dir / PREVIOUS} and starts afresh.")
-            checkpoint = load_checkpoint(path, map_location=device)
-            rules.refuse_code(checkpoint.config, config, str(path))
-            check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
-                             same=rules.same, run_dir=run_dir, written_by=made_by(run_dir))
-        elif not resume:
-            moved = move_aside(run_dir)
-            if moved is not None:
-                print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
-                      "delete that folder when you no longer need it.", flush=True)
-        done = checkpoint is not None and checkpoint.count(rules.counter) >= config[rules.budget]
-        if checkpoint is not None and not done:
-            print(f"resuming {run_dir} at {rules.counter} {checkpoint.count(rules.counter)} "
-                  f"(of {rules.budget}={config[rules.budget]}) from its {CHECKPOINT_NAME}; "
-                  f"resume=false would instead move this run into {PREVIOUS}/ and start "
-                  "afresh.", flush=True)
-        if done:
-            assert checkpoint is not None
-            print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
-                  f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
-                  f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
-                  "further.", flush=True)
-        config_path = run_dir / "config.yaml"
-        earlier_config = config_path.read_bytes() if config_path.is_file() else None
-        if not done:
-            try:
-                write_atomic(config_path, OmegaConf.to_yaml(dict(config)))
-            except OSError as error:
-                raise RunDirectoryError(
-                    f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
-                    "choose a writable run_dir.") from error
-        try:
-            with GracefulInterrupt() as interrupt:
-                yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
-        except CheckpointMismatchError:
-            # The checkpoint's states did not fit (raised as the trainer loads them, before
-            # any step): this start never ran, so config.yaml goes back to what it said.
+        with subnormal_floats(bool(config.get(FLUSH_KEY, False))):
+            path = run_dir / CHECKPOINT_NAME
+            resume = bool(config.get("resume", True))
+            checkpoint = None
+            if resume and path.exists():
+                if not path.is_file():
+                    raise UnreadableCheckpointError(
+                        f"{path} is not a file, so there is no checkpoint to resume. Nothing was "
+                        "written. Move it away, or pass resume=false, which moves the run's files "
+                        f"into {run_dir / PREVIOUS} and starts afresh.")
+                checkpoint = load_checkpoint(path, map_location=device)
+                rules.refuse_code(checkpoint.config, config, str(path))
+                check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
+                                 same=rules.same, run_dir=run_dir, written_by=made_by(run_dir))
+            elif not resume:
+                moved = move_aside(run_dir)
+                if moved is not None:
+                    print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
+                          "delete that folder when you no longer need it.", flush=True)
+            done = (checkpoint is not None
+                    and checkpoint.count(rules.counter) >= config[rules.budget])
+            if checkpoint is not None and not done:
+                print(f"resuming {run_dir} at {rules.counter} {checkpoint.count(rules.counter)} "
+                      f"(of {rules.budget}={config[rules.budget]}) from its {CHECKPOINT_NAME}; "
+                      f"resume=false would instead move this run into {PREVIOUS}/ and start "
+                      "afresh.", flush=True)
+            if done:
+                assert checkpoint is not None
+                print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
+                      f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
+                      f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
+                      "further.", flush=True)
+            config_path = run_dir / "config.yaml"
+            earlier_config = config_path.read_bytes() if config_path.is_file() else None
             if not done:
-                if earlier_config is None:
-                    config_path.unlink(missing_ok=True)
-                else:
-                    write_atomic(config_path, earlier_config)
-            raise
-        if interrupt.requested:
-            print(f"{program}: interrupted; {path} holds the last finished step. Resume "
-                  f"with: {resume_command(program)}", file=sys.stderr, flush=True)
-            raise SystemExit(INTERRUPTED)
+                try:
+                    write_atomic(config_path, OmegaConf.to_yaml(dict(config)))
+                except OSError as error:
+                    raise RunDirectoryError(
+                        f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
+                        "choose a writable run_dir.") from error
+            try:
+                with GracefulInterrupt() as interrupt:
+                    yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
+            except CheckpointMismatchError:
+                # The checkpoint's states did not fit (raised as the trainer loads them, before
+                # any step): this start never ran, so config.yaml goes back to what it said.
+                if not done:
+                    if earlier_config is None:
+                        config_path.unlink(missing_ok=True)
+                    else:
+                        write_atomic(config_path, earlier_config)
+                raise
+            if interrupt.requested:
+                print(f"{program}: interrupted; {path} holds the last finished step. Resume "
+                      f"with: {resume_command(program)}", file=sys.stderr, flush=True)
+                raise SystemExit(INTERRUPTED)

@@ -133,6 +133,13 @@ class SupervisedConfig:
     """auto, cpu, cuda or cuda:N; the data is generated on this device."""
     amp: bool = False
     """bf16 autocast for the forward pass."""
+    flush_denormal: bool = False
+    """Flush subnormal floats (below 1.2e-38 in float32) to zero in the CPU's arithmetic
+    (torch.set_flush_denormal). A state that decays towards zero over a long sequence can fill
+    the computation with them, which most x86 CPUs compute many times slower: TARNN on adding
+    at T = 750 ran 3 to 6 times faster flushed late in training (docs/performance.md). It
+    changes the arithmetic, so a run resumes only with the value it started with. false: IEEE
+    arithmetic, PyTorch's default. No effect on a CUDA device."""
     eval_seq_lens: list[int] = field(default_factory=list)
     """Further delays ``T`` to evaluate at (transfer-copy: 200, 400, 2000, 5000)."""
     eval_memory: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +192,8 @@ ${supervised_run_name:}``."""
 
 NAMING = RunNaming(
     keys=("task", "memory", "seq_len_min", "batch_size", "lr", "optimizer", "weight_decay",
-          "grad_clip", "amp", "eval_seq_lens", "eval_memory", "target", "warm_start"),
+          "grad_clip", "amp", "flush_denormal", "eval_seq_lens", "eval_memory", "target",
+          "warm_start"),
     in_path=frozenset({"task.name", "memory.name"}))
 """What tells two supervised runs of one task, delay and seed apart: every key a checkpoint
 must share to be resumed (``rlmem.supervised.RESUME_SECTIONS`` but ``seq_len`` and ``seed``,

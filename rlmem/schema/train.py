@@ -44,7 +44,7 @@ RUN_NAME = "train_run_name"
 
 NAMING = RunNaming(
     keys=("env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission", "direction",
-          "grid_encoding", "discrete_encoding", "stop_return"),
+          "grid_encoding", "discrete_encoding", "flush_denormal", "stop_return"),
     in_path=frozenset({"memory.name", "agent.name"}))
 """What tells two RL runs of one env and seed apart: every key a checkpoint must share to be
 resumed (``rlmem.agents.run.RESUME_SECTIONS`` but ``env`` and ``seed``, which are folders of
