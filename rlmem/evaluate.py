@@ -65,6 +65,7 @@ from rlmem.schema.evaluate import (
     register_evaluate_configs,
 )
 from rlmem.schema.run_names import describe
+from rlmem.schema.shell_override import override
 
 register_evaluate_configs()
 
@@ -303,7 +304,7 @@ def summary(cfg: EvaluateConfig, name: str, result: EvaluationResult,
                 f"{cfg.episodes} episodes: the episodes finished so far are {where}, marked "
                 "interrupted (a sample biased toward short episodes). Run the same command "
                 "again for the whole evaluation.")
-    command = f"python -m rlmem.evaluate run={run} env={name}"
+    command = f"python -m rlmem.evaluate {override('run', str(run))} env={name}"
     after = (f"watch it act with `{command} episodes=3 gif=3` (GIFs in {run / 'eval'})"
              if not cfg.gif else f"its GIFs are in {run / 'eval'}")
     other = "sampled" if cfg.argmax else "greedy"

@@ -14,7 +14,6 @@ the same command again resumes from the checkpoint (``resume=false`` starts afre
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import hydra
@@ -28,6 +27,7 @@ from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs
+from rlmem.schema.shell_override import override
 from rlmem.schema.train import TrainConfig, check_train_config, register_train_configs
 
 register_train_configs()
@@ -70,10 +70,10 @@ def summary(cfg: DictConfig, run_dir: Path) -> str:
     result = f"Trained {frames} frames" + (
         f"; the mean return of the last {RECENT_EPISODES} episodes is {recent:.3f}"
         if recent is not None else "")
-    run = shlex.quote(str(run_dir))
+    run = override("run", str(run_dir))
     target = cfg.transfer_env or env_spec(str(cfg.env)).transfer
-    evaluate = (f"python -m rlmem.evaluate run={run} env=transfer episodes=100` (on {target})"
-                if target else f"python -m rlmem.evaluate run={run} episodes=100` (on {cfg.env})")
+    evaluate = (f"python -m rlmem.evaluate {run} env=transfer episodes=100` (on {target})"
+                if target else f"python -m rlmem.evaluate {run} episodes=100` (on {cfg.env})")
     return (f"{result}. The run is in {run_dir}: {CHECKPOINT_NAME}, config.yaml, progress.csv "
             "and TensorBoard events in tb/. Next: evaluate it "
             f"with `{evaluate}, or train it further by running the same command with a larger "
