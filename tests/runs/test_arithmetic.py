@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from cli_runner import TINY_PPO
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+import rlmem.evaluate
 from rlmem.agents.ppo import train as ppo_train
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
@@ -118,8 +120,17 @@ def test_the_default_run_directory_names_a_flushed_run_apart() -> None:
     assert kept != flushed
 
 
-def test_an_rl_run_trains_resumes_and_evaluates_with_its_arithmetic(tmp_path: Path) -> None:
+def test_an_rl_run_trains_resumes_and_evaluates_with_its_arithmetic(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = tmp_path / "run"
+    seen: list[bool] = []
+    evaluate_policy = rlmem.evaluate.evaluate_policy
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(product_is_zero())
+        return evaluate_policy(*args, **kwargs)
+
+    monkeypatch.setattr(rlmem.evaluate, "evaluate_policy", watched)
 
     def config(*overrides: str) -> DictConfig:
         register_train_configs()
@@ -135,6 +146,7 @@ def test_an_rl_run_trains_resumes_and_evaluates_with_its_arithmetic(tmp_path: Pa
                                                      device="cpu"))
     assert result.episodes == 1 and written is not None
     assert json.loads(written.read_text())["episodes"] == 1
+    assert seen == [True]  # the evaluation computed as the run trained
     assert not product_is_zero()
 
 
