@@ -2,7 +2,7 @@
 
 A float32 below 1.2e-38 is subnormal. Most x86 processors compute with one many times slower
 than with a normal float, and a cell whose state decays towards zero over a long sequence can
-fill its activations and gradients with them: TARNN on adding at T = 750 ran 3 to 6 times
+fill its activations and gradients with them: TARNN on adding at T = 750 ran 2 to 6 times
 slower late in training than with them flushed (``docs/performance.md#subnormal-floats``).
 Flushing them (``torch.set_flush_denormal``: subnormal inputs read as zero, subnormal results
 written as zero) changes the arithmetic, so it is a setting each run records and resumes with,

@@ -137,7 +137,7 @@ class SupervisedConfig:
     """Flush subnormal floats (below 1.2e-38 in float32) to zero in the CPU's arithmetic
     (torch.set_flush_denormal). A state that decays towards zero over a long sequence can fill
     the computation with them, which most x86 CPUs compute many times slower: TARNN on adding
-    at T = 750 ran 3 to 6 times faster flushed late in training (docs/performance.md). It
+    at T = 750 ran 2 to 6 times faster flushed late in training (docs/performance.md). It
     changes the arithmetic, so a run resumes only with the value it started with. false: IEEE
     arithmetic, PyTorch's default. No effect on a CUDA device."""
     eval_seq_lens: list[int] = field(default_factory=list)
