@@ -109,6 +109,10 @@ def load_model(run_dir: str | Path, env: VecEnv | None = None,
     """The RecurrentPPO of an ``agent=sb3`` run's checkpoint, ready for ``predict`` and
     :func:`~stable_baselines3.common.evaluation.evaluate_policy`.
 
+    It computes in the caller's arithmetic: a run trained with ``flush_denormal=true`` acts as
+    it trained inside ``with rlmem.runs.arithmetic.subnormal_floats(True):``, as
+    ``rlmem.evaluate`` runs it.
+
     Args:
         run_dir: the run directory (or the checkpoint file itself).
         env: the env to attach; ``None`` makes one copy of the run's env.
