@@ -129,17 +129,20 @@ def claim_run_dir(run_dir: Path, *, force: bool = False) -> None:
         try:
             # The resolved path: mkdir of a/missing/.. would create a/missing first.
             run_dir.resolve().mkdir(parents=True)
+        except FileExistsError:
+            pass  # another process claiming it made it this instant: judged as it is, below
         except OSError as error:
             raise RunDirectoryError(
                 f"cannot create run_dir={run_dir}: {error.strerror or error} "
                 f"({errno.errorcode.get(error.errno or 0, 'error')}). Nothing was written; "
                 "choose a run_dir in a folder you can write to.") from error
-        _mark(run_dir)
-        return
+        else:
+            _mark(run_dir)
+            return
     refuse_symlinks(run_dir)
     if (run_dir / MARKER).is_file():
         return
-    entries = sorted(entry.name for entry in run_dir.iterdir())
+    entries = _entries_but_partial_markers(run_dir)
     if entries and not force and not is_unmarked_run(run_dir):
         shown = ", ".join(entries[:6]) + (", ..." if len(entries) > 6 else "")
         raise RunDirectoryError(
@@ -148,6 +151,15 @@ def claim_run_dir(run_dir: Path, *, force: bool = False) -> None:
             "was written. Choose a new or empty run_dir, or pass force=true to make this folder "
             "a run directory (its own files stay, but files of those names are replaced).")
     _mark(run_dir)
+
+
+def _entries_but_partial_markers(run_dir: Path) -> list[str]:
+    """The names in ``run_dir`` but rlmem's own unfinished writes of its :data:`MARKER` (the
+    temporary file of :func:`~rlmem.runs.files.write_atomic`): another process claiming the
+    folder this instant, or one killed while it did, leaves nothing of the user's."""
+    partial = f".{MARKER}."
+    return sorted(entry.name for entry in run_dir.iterdir()
+                  if not (entry.name.startswith(partial) and entry.name.endswith(".tmp")))
 
 
 def made_by(run_dir: Path) -> str | None:

@@ -385,3 +385,29 @@ def test_claiming_a_foreign_folder_is_refused_and_writes_nothing(tmp_path: Path)
     assert snapshot(mine) == before and not (mine / MARKER).exists()
     claim_run_dir(mine, force=True)
     assert (mine / MARKER).is_file() and (mine / "notes.txt").read_text() == "thesis\n"
+
+
+def test_two_processes_claiming_one_new_folder_both_get_it(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs (two suites) started at once on the same new run_dir: the second finds the
+    folder the first made, holding only the first's unfinished write of the marker, and claims
+    it too (their lock then decides which one trains), where it refused it as a foreign
+    folder."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / f".{MARKER}.k3x9.tmp").write_text("")  # the first claim, mid-write
+    claim_run_dir(run_dir)
+    assert (run_dir / MARKER).is_file()
+    # The folder made between the second's check and its mkdir.
+    racing = tmp_path / "racing"
+    exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda path: False if path == racing else exists(path))
+    racing.mkdir()
+    claim_run_dir(racing)
+    assert (racing / MARKER).is_file()
+    # A folder with anything else in it is still the user's.
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / f".{MARKER}.k3x9.tmp").write_text("")
+    (tmp_path / "theirs" / "notes.txt").write_text("thesis\n")
+    with pytest.raises(RunDirectoryError, match="rlmem did not make"):
+        claim_run_dir(tmp_path / "theirs")

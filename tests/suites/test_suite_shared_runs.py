@@ -103,7 +103,10 @@ def test_the_memory_suite_skips_a_run_another_process_holds(
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     runs = tmp_path / memory_suite.ENV / "lstm"
     with held(runs / "seed0"):
-        code = memory_suite.main(["--memories", "lstm", "--seeds", "2", "--runs", str(tmp_path),
+        # Both seeds in one sweep (its jobs one after the other: the basic launcher), so
+        # that the failed job is named by the key the sweep varies.
+        code = memory_suite.main(["--memories", "lstm", "--seeds", "2", "--jobs", "2",
+                                  "--runs", str(tmp_path),
                                   "--", *TINY_SWEEP, "hydra/launcher=basic"])
     out = capsys.readouterr().out
     assert code == 0, out
