@@ -234,7 +234,6 @@ def test_an_irnn_run_before_update_rule_records_eq5_in_its_config_and_weights(
                           run_dir).iteration == 3
 
 
-@pytest.mark.slow  # a long CLI check: run with -m slow
 @pytest.mark.parametrize("program", ["supervised", "ppo"])
 def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
         tmp_path: Path, program: str) -> None:
@@ -259,6 +258,7 @@ def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
         assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 512
 
 
+@pytest.mark.slow  # a long CLI check: run with -m slow
 def test_an_sb3_run_of_rlmem_0_1_is_sorted_into_the_typed_checkpoint(tmp_path: Path) -> None:
     """rlmem 0.1's sb3 checkpoint was a flat dict (policy, optimizer, rng, frames, updates);
     the migration sorts it and writes the agent keys added since at their defaults."""
