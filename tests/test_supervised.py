@@ -266,7 +266,8 @@ def test_memlstm_solves_copy_at_small_delay(tmp_path: Path) -> None:
     falling, where an older commit happened to have reached 0.07 (seeds 1 and 2: 0.45 and 0.43
     today, 0.23 and 0.56 then); at 4000 it reached 0.061 and 94.5% on 2026-11-26, but 0.175 and
     79.5% on another machine on 2026-11-27, with the same code (the commit that wrote the
-    0.061 gives 0.175 there too): one seed's curve differs with the CPU's float kernels. There
+    0.061 gives 0.175 there too), so one seed's curve differs between machines (the CPU's
+    float kernels are the likeliest cause; not established). There
     it falls steadily, 0.112 at 5000, 0.054 at 6000, 0.013 and 98.8% at 8000 (190 s of CPU).
     """
     cfg = config("task=copy", "memory=memlstm", "memory.capacity=30", "seq_len=10",
