@@ -195,8 +195,10 @@ def load_payload(path: str | os.PathLike[str],
             "contains: loading them could run code hidden in the file, so it was refused. It "
             "may be malicious; do not load it by any other means unless you know who made "
             f"it and why. {remedy}") from None
+    # struct.error: a pickle cut inside a number (torch 2.11); IndexError: one cut just after
+    # the opcode of a one-byte number (torch's weights_only unpickler indexes the empty read).
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError,
-            struct.error) as error:  # struct.error: a pickle cut inside a number (torch 2.11)
+            IndexError, struct.error) as error:
         reason = str(error).splitlines()[0] if str(error) else "the file ends early"
         raise UnreadableCheckpointError(
             f"{path} is unreadable (truncated or corrupt? {type(error).__name__}: {reason}). "

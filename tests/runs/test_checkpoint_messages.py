@@ -7,6 +7,7 @@ anyone could make one."""
 from __future__ import annotations
 
 import collections
+import pickletools
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -189,15 +190,26 @@ def test_pickled_objects_are_called_possibly_malicious_not_corrupt(
     assert "trust the source" not in stderr
 
 
+def _half(stream: bytes) -> int:
+    return len(stream) // 2
+
+
+def _after_a_one_byte_number(stream: bytes) -> int:
+    """Just after the first BININT1 opcode, before its byte: the unpickler reads nothing."""
+    return next(position + 1 for opcode, _, position in pickletools.genops(stream)
+                if opcode.name == "BININT1")
+
+
+@pytest.mark.parametrize("cut", [_half, _after_a_one_byte_number])
 def test_a_truncated_pickle_is_corrupt_and_no_unsafe_load_is_suggested(
-        trained: Path, tmp_path: Path) -> None:
+        trained: Path, tmp_path: Path, cut: Callable[[bytes], int]) -> None:
     run_dir = altered(trained, tmp_path, lambda payload: None)
     path = run_dir / "checkpoint.pt"
     with zipfile.ZipFile(path) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
-            archive.writestr(name, data[:len(data) // 2] if name.endswith("data.pkl") else data)
+            archive.writestr(name, data[:cut(data)] if name.endswith("data.pkl") else data)
     with pytest.raises(UnreadableCheckpointError, match="truncated or corrupt") as caught:
         load_checkpoint(path)
     assert "weights_only" not in str(caught.value) and "malicious" not in str(caught.value)
