@@ -197,7 +197,7 @@ def _half(stream: bytes) -> int:
 def _after_a_one_byte_number(stream: bytes) -> int:
     """Just after the first BININT1 opcode, before its byte: the unpickler reads nothing."""
     return next(position + 1 for opcode, _, position in pickletools.genops(stream)
-                if opcode.name == "BININT1")
+                if opcode.name == "BININT1" and position is not None)
 
 
 @pytest.mark.parametrize("cut", [_half, _after_a_one_byte_number])
