@@ -65,7 +65,8 @@ def subnormal_floats(flush: bool) -> Iterator[None]:
         raise SubnormalFlushError(
             "flush_denormal=true: this CPU has no flush-to-zero mode that PyTorch can set "
             "(torch.set_flush_denormal(True) returned False), so the run would compute with "
-            "subnormal floats all the same. Nothing was trained; run with flush_denormal=false.")
+            "subnormal floats all the same. Nothing was computed; run with "
+            "flush_denormal=false.")
     try:
         everywhere, anywhere = _flushes_everywhere(probe)
         if (flush and not everywhere) or (not flush and anywhere):
@@ -74,7 +75,7 @@ def subnormal_floats(flush: bool) -> Iterator[None]:
                 f"{torch.get_num_threads()} threads compute with subnormal floats "
                 f"{'kept' if flush else 'flushed to zero'}, because its thread pool was "
                 "created under the other setting earlier in this process; the run would "
-                "compute partly one way and partly the other. Nothing was trained; run it "
+                "compute partly one way and partly the other. Nothing was computed; run it "
                 "in a fresh process, or with torch_threads=1.")
         yield
     finally:

@@ -127,8 +127,8 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
 
     Raises:
         RunLockedError: another process holds ``run_dir``.
-        SubnormalFlushError: ``flush_denormal`` cannot be honoured here (before any file of
-            the run is written).
+        SubnormalFlushError: ``flush_denormal`` cannot be honoured here (before the
+            checkpoint is read or config.yaml written).
         RunDirectoryError: ``run_dir`` cannot be created or written, is not rlmem's, or holds
             symlinks.
         UnreadableCheckpointError: the checkpoint there is truncated, corrupt or no file.
