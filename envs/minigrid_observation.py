@@ -130,13 +130,14 @@ class MiniGridObservation(gym.ObservationWrapper):
     def __init__(self, env: gym.Env, mission: bool, direction: bool = False) -> None:
         super().__init__(env)
         source = env.observation_space
+        name = env.spec.id if env.spec else env
         if not isinstance(source, spaces.Dict) or "image" not in source.spaces:
-            raise ValueError(f"{env.spec.id if env.spec else env}: not a MiniGrid env, its "
-                             f"observation space {source} has no 'image'")
+            raise ValueError(f"{name}: not a MiniGrid env, its observation space {source} has "
+                             "no 'image'")
         added = sorted(set(source.spaces) - MINIGRID_FIELDS)
         if added:
             # Only MiniGrid's own fields are encoded: any other would be dropped unseen.
-            raise ValueError(f"{env.spec.id if env.spec else env}: a wrapper added {added} to "
+            raise ValueError(f"{name}: a wrapper added {added} to "
                              "MiniGrid's observation, and rlmem encodes only MiniGrid's own "
                              f"fields ({', '.join(sorted(MINIGRID_FIELDS))}): the added ones "
                              "would be dropped without a word. A wrapper that adds fields "
