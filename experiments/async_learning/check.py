@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.common.evaluations import suite_evaluation
+from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.memory import suite as memory_suite
 from experiments.transfer import suite as transfer_suite
 from rlmem.runs import INTERRUPTED
@@ -127,4 +127,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)

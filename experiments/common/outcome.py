@@ -11,7 +11,6 @@ another process holds instead of counting it failed.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from experiments.common.signal_relay import run_child
 from rlmem.runs.errors import INTERRUPTED
 from rlmem.runs.multirun import ENDED, RECORDS_ENV, STARTED, JobFailure, read_failures
 
@@ -61,13 +61,13 @@ def ending(code: int, records: Path) -> Ending:
 
 
 def run_recorded(command: Sequence[str], **kwargs: Any) -> Ending:
-    """``subprocess.run(command, **kwargs)`` of an rlmem CLI with its failures recorded in a
-    fresh temporary directory (:data:`RECORDS_ENV`; ``env`` is the parent's unless given), and
-    how it ended."""
+    """``subprocess.run(command, **kwargs)`` of an rlmem CLI (through
+    :func:`~experiments.common.signal_relay.run_child`) with its failures recorded in a fresh
+    temporary directory (:data:`RECORDS_ENV`; ``env`` is the parent's unless given), and how it
+    ended."""
     with tempfile.TemporaryDirectory(prefix="rlmem-records-") as records:
         env = {**kwargs.pop("env", os.environ), RECORDS_ENV: records}
-        code = subprocess.run(list(command), env=env, check=False, **kwargs).returncode
-        return ending(code, Path(records))
+        return ending(run_child(command, env=env, **kwargs), Path(records))
 
 
 @contextmanager

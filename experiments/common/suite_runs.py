@@ -9,9 +9,9 @@ run skipped (:mod:`experiments.common.outcome`). Runs held by another process wh
 evaluations start are not evaluated (their checkpoint is about to change); an evaluation another
 process is making of the same run and env is skipped likewise.
 
-Each step runs in a worker thread while the suite waits (:func:`shielded`), so that Ctrl-C
-reaches the rlmem processes, which stop at their next checkpoint, rather than interrupting the
-wait, on which ``subprocess.run`` would kill them at once.
+The rlmem processes of each step run in sessions of their own, and a suite passes on to them
+the signals it receives (:mod:`experiments.common.signal_relay`): Ctrl-C, or SIGINT sent to
+the suite's process alone, stops them at their next checkpoint, and no further step starts.
 
 A run's standing is its frames trained (the last row of ``progress.csv``) against the suite's
 budget, whether its checkpoint's last episodes met its ``stop_return`` (so that it trains no
@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from experiments.common.outcome import (
     Ending,
@@ -54,8 +53,6 @@ from rlmem.runs.checkpoint import load_checkpoint
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.errors import RunError
 from rlmem.runs.lock import lock_holder
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -182,23 +179,6 @@ def print_dry_run(planned: Sequence[PlannedRun], envs: Sequence[str], episodes: 
     print(flush=True)
 
 
-def shielded(step: Callable[[], T]) -> T:
-    """``step()``, called in a worker thread while this one waits for it.
-
-    Ctrl-C at the terminal reaches the rlmem processes ``step`` runs, which stop at their next
-    checkpoint and exit with status 130; here it only says so and waits on. A second Ctrl-C
-    stops the waiting (and reaches them again: they stop at once).
-    """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(step)
-        try:
-            return future.result()
-        except KeyboardInterrupt:
-            print("[suite] interrupted: waiting for the running runs to stop at their next "
-                  "checkpoint", flush=True)
-            return future.result()
-
-
 def train_step(start: Callable[[], None]) -> Ending:
     """How ``start`` ended: a call of :func:`~experiments.common.sweep.train_sweep` (one sweep,
     which raises ``CalledProcessError`` when the sweep fails), its failures recorded in a
@@ -212,14 +192,15 @@ def train_step(start: Callable[[], None]) -> Ending:
                 return error.returncode
             return 0
 
-        return ending(shielded(run), Path(records))
+        return ending(run(), Path(records))
 
 
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
                   jobs: int) -> list[tuple[list[str], Ending]]:
-    """Each evaluation :func:`~experiments.common.sweep.evaluate_runs` would make (the trained runs
-    without an up-to-date JSON, MemLSTM with full attention), ``jobs`` at a time, and how each
-    ended; the runs another process holds now are left out."""
+    """Evaluate every trained run of ``runs`` on every env of ``envs`` that lacks an up-to-date
+    JSON (:func:`~experiments.common.sweep.evaluation_command`; MemLSTM with the capacity of
+    :func:`~experiments.common.sweep.full_attention`), ``jobs`` at a time, and how each
+    evaluation ended; the runs another process holds now are left out."""
     free = []
     for run in runs:
         holder = lock_holder(run)
@@ -235,11 +216,8 @@ def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
         print("+", " ".join(command), flush=True)
         return command, run_recorded(command)
 
-    def evaluate_all() -> list[tuple[list[str], Ending]]:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(execute, commands))
-
-    return shielded(evaluate_all)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(execute, commands))
 
 
 def reported(name: str, ended: Ending) -> Outcome:

@@ -14,13 +14,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from omegaconf import OmegaConf
 
+from experiments.common.signal_relay import run_child
 from rlmem.cells import CELLS
 from rlmem.envs import env_spec, episode_limit
 from rlmem.evaluate import report_path
@@ -53,7 +53,8 @@ def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[i
     if not any(override.startswith("hydra/launcher=") for override in overrides):
         command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}"]
     print("+", " ".join(command), flush=True)
-    subprocess.run(command, check=True)
+    if (code := run_child(command)) != 0:
+        raise subprocess.CalledProcessError(code, command)
 
 
 def final_frames(run: Path) -> int | None:
@@ -118,18 +119,3 @@ def evaluation_command(run: Path, env: str, episodes: int,
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
             f"episodes={episodes}",
             *(f"+eval_memory.{key}={value}" for key, value in eval_memory.items())]
-
-
-def evaluate_runs(runs: Sequence[Path], envs: Sequence[str], episodes: int, jobs: int) -> None:
-    """Evaluate every trained run on every env that lacks an up-to-date JSON, ``jobs`` at a
-    time (MemLSTM with the capacity of :func:`full_attention`)."""
-    commands = [command for run in runs if (run / "checkpoint.pt").exists() for env in envs
-                if (command := evaluation_command(
-                    run, env, episodes, full_attention(run_memory(run), envs))) is not None]
-
-    def execute(command: list[str]) -> None:
-        print("+", " ".join(command), flush=True)
-        subprocess.run(command, check=True)
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(execute, commands))

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from experiments.common.outcome import Outcome
+from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.common.suite_runs import (
     PlannedRun,
     add_run_arguments,
@@ -333,4 +334,4 @@ def continue_from(source: str, label: str, seeds: list[int], runs: Path | None =
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)

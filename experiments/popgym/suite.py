@@ -18,8 +18,9 @@ every row. Every step skips finished work: a run whose ``progress.csv`` has its 
 started (ours without their checkpoint too: :func:`~experiments.common.suite_runs.startable`); an
 unfinished run of ours resumes from its checkpoint, an unfinished sb3 run starts again from zero
 (it keeps none); a run another process holds is skipped, not failed. So it can be stopped
-(Ctrl-C: our runs stop at their next checkpoint) and run again over several sittings. It exits
-with status 1 when a run failed, 130 after Ctrl-C.
+(Ctrl-C, or SIGINT to its PID: the running runs stop at their next checkpoint,
+:mod:`experiments.common.signal_relay`) and run again over several sittings. It exits with
+status 1 when a run failed, 130 after Ctrl-C.
 
 A run of ours that recorded other values than its preset decides today (:func:`superseded`: the
 preset changed since) measured an earlier default. Unless Hydra overrides are given, the suite
@@ -42,12 +43,12 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.common.outcome import Outcome, run_recorded
+from experiments.common.signal_relay import exit_passing_signals_on, stopping
 from experiments.common.suite_runs import (
     PlannedRun,
     add_run_arguments,
     print_dry_run,
     reported,
-    shielded,
     standing,
     startable,
 )
@@ -172,7 +173,7 @@ def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Seque
 
 def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
     """Train the runs left, ``jobs`` at a time, and how each ended (``done`` for a run that was
-    finished already); after Ctrl-C no further run starts."""
+    finished already); after Ctrl-C (the suite's, or one run's) no further run starts."""
     stop = threading.Event()
 
     def train_one(run: PlannedRun) -> Outcome:
@@ -185,7 +186,7 @@ def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
         if where.holder is not None:
             print(f"[suite] {run.name}: running now (PID {where.holder}); skipped", flush=True)
             return Outcome.locked
-        if stop.is_set():
+        if stop.is_set() or stopping():
             return Outcome.interrupted
         print("+", " ".join(run.command), flush=True)
         outcome = reported(run.name, run_recorded([sys.executable, *run.command[1:]]))
@@ -193,11 +194,9 @@ def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
             stop.set()
         return outcome
 
-    def train_each() -> list[Outcome]:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(train_one, runs))
-
-    return {run.name: outcome for run, outcome in zip(runs, shielded(train_each), strict=True)}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return {run.name: outcome
+                for run, outcome in zip(runs, pool.map(train_one, runs), strict=True)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,4 +232,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)

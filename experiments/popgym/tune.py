@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.common.outcome import Outcome
+from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.common.suite_runs import print_dry_run
 from experiments.popgym import suite
 from experiments.popgym.mmer import read_curve
@@ -198,4 +198,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)

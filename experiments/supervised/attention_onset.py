@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.common.signal_relay import exit_passing_signals_on, run_child
 from experiments.supervised.rows import HERE, REPO
 from experiments.supervised.status import State, latest_start, run_status
 from experiments.supervised.suite import shown
@@ -157,7 +157,7 @@ def finished(run: OnsetRun, iterations: int) -> bool:
     return run_status(run.run_dir, iterations).state is State.finished
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS)
     parser.add_argument("--lrs", nargs="+", type=float, default=list(LRS))
@@ -178,14 +178,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(" ".join(run.command(max(args.iterations, budget(run, args.iterations)))))
         elif not args.report and not finished(run, args.iterations):
             print(f"[onset] {run.cell} lr {run.lr:g} seed {run.seed}", flush=True)
-            subprocess.run([sys.executable, *command[1:]], cwd=REPO, check=True)
+            code = run_child([sys.executable, *command[1:]], cwd=REPO)
+            if code != 0:  # interrupted (130), or failed with its error printed above
+                return code
     if not args.dry_run:
         reported = list(dict.fromkeys(
             [*(OnsetRun(cell, lr, seed) for cell in CELLS for lr in LRS for seed in args.seeds),
              *selected]))
         args.out.write_text(report({run: budget(run, args.iterations) for run in reported}))
         print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    exit_passing_signals_on(main)

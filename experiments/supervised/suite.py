@@ -19,7 +19,8 @@ trains until its target (99% recall at the training length, or a test MSE of 0.0
 its iteration budget. The suite skips finished runs (a ``results.json`` whose target was met or
 whose budget was spent), leaves alone a run another process is running (its lock is held), and
 resumes every other run from its checkpoint, so a killed suite is simply started again. Ctrl-C
-stops the runs at their next checkpoint and the suite with them.
+(or SIGINT to the suite's PID, :mod:`experiments.common.signal_relay`) stops the runs at their
+next checkpoint and the suite with them.
 ``python -m experiments.supervised.aggregate`` writes ``RESULTS.md``.
 
 Each run's output goes to ``<run_dir>/train.log``, one start after another, each under a line
@@ -51,6 +52,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from experiments.common.outcome import Outcome, run_recorded
+from experiments.common.signal_relay import exit_passing_signals_on, stopping
 from experiments.common.suite_runs import add_run_arguments
 from experiments.supervised.rows import CONF, GROUPS, REPO, ROWS, RUNS, Row, by_preset, select
 from experiments.supervised.status import RunStatus, State, run_status
@@ -165,7 +167,7 @@ class Runner:
             self.done[job.row.preset, job.seed].set()
 
     def run(self, job: Job) -> None:
-        if self.stop.is_set():
+        if self.stop.is_set() or stopping():
             return
         if job.first is not None:
             started = self.done.get((job.first.row.preset, job.seed))
@@ -255,15 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     runner = Runner(jobs, args.overrides)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(runner, job) for job in jobs]
-        try:
-            for job, future in zip(jobs, futures, strict=True):
-                if (error := future.exception()) is not None:  # e.g. a preset that fails
-                    with runner.lock:
-                        runner.failed.append(f"{job.label} ({type(error).__name__}: {error})")
-        except KeyboardInterrupt:  # the runs got the same SIGINT and stop at a checkpoint
-            runner.stop.set()
-            print("[suite] interrupted: waiting for the running runs to checkpoint", flush=True)
-    if runner.stop.is_set():
+        for job, future in zip(jobs, futures, strict=True):
+            if (error := future.exception()) is not None:  # e.g. a preset that fails
+                with runner.lock:
+                    runner.failed.append(f"{job.label} ({type(error).__name__}: {error})")
+    if runner.stop.is_set() or stopping():
         return INTERRUPTED
     if runner.failed:
         print(f"[suite] failed: {', '.join(runner.failed)}", flush=True)
@@ -273,4 +271,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)

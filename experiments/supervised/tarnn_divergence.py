@@ -14,15 +14,16 @@ initialisation with and without the updated η. Nothing is written into the repo
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
+from experiments.common.signal_relay import exit_passing_signals_on, run_child
 from experiments.supervised.rows import searchpath
 from rlmem.cells import Cell, make_cell_from_config
+from rlmem.runs.errors import INTERRUPTED
 from rlmem.tasks.base import TaskBatch
 from rlmem.tasks.saved import load_saved_model
 
@@ -43,7 +44,7 @@ def state_norms(cell: Cell, inputs: torch.Tensor, steps: tuple[int, ...]) -> str
     return ", ".join(f"{output[t].norm(dim=-1).mean().item():.3g}" for t in steps)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("preset", nargs="?", default=DEFAULT_PRESET)
     args = parser.parse_args()
@@ -51,10 +52,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir:
         # A diverging run exits with an error (copy) or records the divergence as its result
         # (adding): either way its last checkpoint is the one to read.
-        subprocess.run([sys.executable, "-m", "rlmem.supervised", searchpath(),
-                        f"+preset={args.preset}", f"iterations={MAX_ITERATIONS}",
-                        "checkpoint_every=1", "eval_every=1000", "target=null", "figures=false",
-                        "progress_bar=false", f"run_dir={run_dir}"], check=False)
+        code = run_child([sys.executable, "-m", "rlmem.supervised", searchpath(),
+                          f"+preset={args.preset}", f"iterations={MAX_ITERATIONS}",
+                          "checkpoint_every=1", "eval_every=1000", "target=null",
+                          "figures=false", "progress_bar=false", f"run_dir={run_dir}"])
+        if code == INTERRUPTED:  # its last checkpoint is not the one before a divergence
+            return code
         saved = load_saved_model(Path(run_dir))
     cell = saved.model.cell
     updates = saved.iteration
@@ -75,7 +78,8 @@ def main() -> None:
     print(f"  at initialisation:                  {state_norms(initial, inputs, steps)}")
     initial.get_parameter("eta").data.copy_(eta)
     print(f"  at initialisation, with the updated η: {state_norms(initial, inputs, steps)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    exit_passing_signals_on(main)

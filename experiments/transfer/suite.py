@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 
 from experiments.common.outcome import Outcome
+from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.common.suite_runs import (
     PlannedRun,
     add_run_arguments,
@@ -144,4 +145,4 @@ def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], f
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_passing_signals_on(main)
