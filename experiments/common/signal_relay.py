@@ -15,8 +15,10 @@ but the suite signals it, and the suite passes on what it receives (:class:`Sign
   suite ends by the same signal once they have (:func:`exit_passing_signals_on`), so that
   whatever started it sees how it ended.
 
-A signal the suite was started ignoring (``nohup`` ignores SIGHUP, a shell without job control
-SIGINT for ``&``) stays ignored, as in any Unix program that catches signals.
+SIGHUP stays ignored when the suite was started ignoring it (under ``nohup``). SIGINT is taken
+even then, as ``rlmem.train`` takes it (:class:`~rlmem.runs.interrupt.GracefulInterrupt`): a
+shell without job control (a script) starts its ``&`` commands ignoring SIGINT, and ``kill
+-INT`` must still stop such a suite.
 
 The relay is process-wide, as signal handlers are: :func:`run_child` uses the one
 :func:`signals_passed_on` installed, and without one it is plain ``subprocess.run`` in the
@@ -132,7 +134,7 @@ def signals_passed_on() -> Iterator[SignalRelay]:
     relay = SignalRelay()
     previous: dict[int, SignalHandler] = {}
     for signum in PASSED_ON:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, relay.receive)
     _relay = relay
     try:

@@ -14,6 +14,13 @@ INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 
+class RunInterrupted(BaseException):
+    """Ctrl-C stopped the run at a checkpoint, which holds its last finished step (its message is
+    printed already), or a job of an interrupted sweep was not started. A ``BaseException``, as
+    the ``KeyboardInterrupt`` it stands for: no handler of faults catches it on its way to
+    :func:`reported_as_cli_errors`."""
+
+
 class NonFiniteLossError(FloatingPointError):
     """A loss, a gradient, the weights or the policy became NaN or infinite; the bad state was
     neither applied nor saved, so the checkpoint on disk is the last good one."""
@@ -49,19 +56,27 @@ traceback."""
 @contextmanager
 def reported_as_cli_errors(program: str) -> Iterator[None]:
     """Turn :data:`USER_ERRORS` raised inside the block into ``<program>: error: ...`` on
-    stderr and exit status 1, and Ctrl-C outside a trainer's safe points into one line and
-    exit status 130.
+    stderr and exit status 1, a run stopped at its checkpoint by Ctrl-C (:class:`RunInterrupted`)
+    into exit status 130, and Ctrl-C outside a trainer's safe points into one line and exit
+    status 130.
 
     In a job of a Hydra sweep run with :class:`~rlmem.runs.multirun.SweepFailures`, an error
     (a user error, or any other exception, then with its traceback) is reported with the job's
     number and overrides and recorded for the sweep's summary, and the block returns: the
     sweep goes on to its next job and exits with status 1 at its end. Ctrl-C still ends the
-    whole sweep (status 130).
+    whole sweep (status 130): a job it stopped at a checkpoint marks the sweep interrupted and
+    returns, so that a launcher running jobs in parallel waits for the others to stop at
+    theirs too (:func:`~rlmem.runs.multirun.mark_interrupted`); a second Ctrl-C ends them at
+    once.
     """
-    from rlmem.runs.multirun import current_job  # it builds on this module
+    from rlmem.runs.multirun import current_job, mark_interrupted  # it builds on this module
 
     try:
         yield
+    except RunInterrupted:
+        if current_job() is None:
+            sys.exit(INTERRUPTED)
+        mark_interrupted()
     except USER_ERRORS as error:
         # KeyError's str() adds quotes around the message; print its text as written.
         message = str(error.args[0] if isinstance(error, KeyError) and error.args else error)

@@ -10,9 +10,14 @@ to the next job; at the end of the sweep the callback lists the failed jobs and 
 status 1.
 
 Ctrl-C ends the whole sweep with status 130. A job stops at its next checkpoint, as a single run
-does (:class:`~rlmem.runs.interrupt.GracefulInterrupt`); in the sweep's own process, while its
-jobs run in other processes (joblib), the first Ctrl-C waits for them to stop and the second
-ends the sweep at once, and no job starts after a Ctrl-C.
+does (:class:`~rlmem.runs.interrupt.GracefulInterrupt`), marks the sweep interrupted in its
+records directory (:data:`INTERRUPTED_MARK`) and returns as a finished job would: a launcher
+that runs jobs in parallel (joblib) kills the others when one raises, and they are stopping at
+their own checkpoints. No job starts after it: in the sweep's own process the sweep ends
+before the next job (:meth:`SweepFailures.on_job_start`), and a job a worker process takes up
+returns unstarted (:func:`sweep_interrupted`). In the sweep's own process, while its jobs run
+in other processes, the first Ctrl-C waits for them to stop and the second ends the sweep at
+once; the second Ctrl-C a job receives stops it at once.
 
 The record crosses processes as a small JSON file per failed job in a directory outside every
 run directory: a fresh temporary directory for each sweep (deleted at its end), or the
@@ -37,6 +42,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -57,6 +63,10 @@ from rlmem.runs.interrupt import SignalHandler
 RECORDS_ENV = "RLMEM_FAILURE_RECORDS"
 """A directory where every failing rlmem job or run leaves its :class:`JobFailure` (created if
 needed, never emptied by rlmem); unset, a sweep uses a temporary directory of its own."""
+
+INTERRUPTED_MARK = ".sweep-interrupted"
+"""Left in a sweep's records directory by a job that Ctrl-C stopped at its checkpoint
+(:func:`mark_interrupted`): the jobs after it do not start, and the sweep exits with status 130."""
 
 STARTED, ENDED = ".sweep-started", ".sweep-ended"
 """Marks a sweep leaves in a records directory its caller chose: a sweep that started and did
@@ -125,6 +135,21 @@ def current_job() -> SweepJob | None:
     """The sweep job this process is running, or None outside a sweep (a single run, or a
     sweep of a config without :class:`SweepFailures`, whose failures end it as before)."""
     return _current_job
+
+
+def mark_interrupted() -> None:
+    """Mark the sweep of the current job interrupted (:data:`INTERRUPTED_MARK`)."""
+    job = current_job()
+    assert job is not None, "only a job of a sweep marks its sweep"
+    job.records.mkdir(parents=True, exist_ok=True)
+    (job.records / INTERRUPTED_MARK).touch()
+
+
+def sweep_interrupted() -> bool:
+    """Whether this process runs a job of a sweep that another of its jobs marked interrupted
+    (:func:`mark_interrupted`): the job is not to start."""
+    job = current_job()
+    return job is not None and (job.records / INTERRUPTED_MARK).exists()
 
 
 def record_failure(failure: JobFailure) -> None:
@@ -212,6 +237,9 @@ class SweepFailures(Callback):
         self.owned = False
         """The records directory is this sweep's temporary one, to delete at its end."""
         self.swept: set[str] = set()
+        self.sweep_process: tuple[str, int] | None = None
+        """The host and PID of the sweep's own process, where the basic launcher runs its jobs
+        too (the launchers pickle the callback to the others)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _previous_handler
@@ -222,6 +250,7 @@ class SweepFailures(Callback):
             self.records = Path(named)
             self.records.mkdir(parents=True, exist_ok=True)
             (self.records / STARTED).touch()
+            (self.records / INTERRUPTED_MARK).unlink(missing_ok=True)  # an earlier sweep's
         else:
             self.records = Path(tempfile.mkdtemp(prefix="rlmem-sweep-"))
             self.owned = True
@@ -232,13 +261,15 @@ class SweepFailures(Callback):
         params = OmegaConf.to_container(params) if isinstance(params, DictConfig) else None
         assert isinstance(task, list) and (params is None or isinstance(params, dict))
         self.swept = swept_keys([str(override) for override in task], params)
+        self.sweep_process = (socket.gethostname(), os.getpid())
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _current_job
         if self.records is None:  # a single run
             return
-        if _stopping:  # Ctrl-C between two jobs of the basic launcher
-            _interrupted()
+        here = self.sweep_process == (socket.gethostname(), os.getpid())
+        if here and (_stopping or (self.records / INTERRUPTED_MARK).exists()):
+            _interrupted()  # Ctrl-C between two jobs of the basic launcher, or during the last
         task = OmegaConf.to_container(config.hydra.overrides.task)
         assert isinstance(task, list)
         _current_job = SweepJob(int(config.hydra.job.num),
@@ -255,10 +286,13 @@ class SweepFailures(Callback):
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, _previous_handler)
         failures = read_failures(self.records)
+        interrupted = _stopping or (self.records / INTERRUPTED_MARK).exists()
         if self.owned:
             shutil.rmtree(self.records, ignore_errors=True)
         else:
             (self.records / ENDED).touch()
+        if interrupted:  # its jobs have stopped at their checkpoints
+            _interrupted()
         if not failures:
             return
         program, many = failures[0].program, len(failures) > 1

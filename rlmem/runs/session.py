@@ -38,10 +38,11 @@ from rlmem.runs.checkpoint import (
 )
 from rlmem.runs.device import resolve_device
 from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, made_by, move_aside
-from rlmem.runs.errors import INTERRUPTED, RunDirectoryError, UnreadableCheckpointError
+from rlmem.runs.errors import RunDirectoryError, RunInterrupted, UnreadableCheckpointError
 from rlmem.runs.files import write_atomic
 from rlmem.runs.interrupt import GracefulInterrupt
 from rlmem.runs.lock import RunLock
+from rlmem.runs.multirun import current_job, sweep_interrupted
 
 CHECKPOINT_NAME = "checkpoint.pt"
 """The file name of a run's (single, atomically replaced) checkpoint."""
@@ -133,9 +134,17 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
             symlinks.
         UnreadableCheckpointError: the checkpoint there is truncated, corrupt or no file.
         CheckpointMismatchError: the checkpoint there belongs to another config.
-        SystemExit: with status 130, after Ctrl-C stopped the run at a checkpoint.
+        RunInterrupted: Ctrl-C stopped the run at a checkpoint, or the run is a job of a sweep
+            that was interrupted (:func:`~rlmem.runs.multirun.sweep_interrupted`), and is not
+            started.
     """
     run_dir = Path(run_dir)
+    if sweep_interrupted():
+        job = current_job()
+        assert job is not None
+        print(f"{program}: {job.describe()} not started: its sweep was interrupted",
+              file=sys.stderr, flush=True)
+        raise RunInterrupted
     claim_run_dir(run_dir, force=bool(config.get(FORCE_KEY, False)))
     with RunLock(run_dir):
         device = resolve_device(str(config.get("device", "auto")))
@@ -196,4 +205,4 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
             if interrupt.requested:
                 print(f"{program}: interrupted; {path} holds the last finished step. Resume "
                       f"with: {resume_command(program)}", file=sys.stderr, flush=True)
-                raise SystemExit(INTERRUPTED)
+                raise RunInterrupted

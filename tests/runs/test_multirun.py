@@ -34,6 +34,7 @@ from rlmem.runs.multirun import (
     record_failure,
     swept_keys,
 )
+from rlmem.runs.progress import read_progress
 
 DIVERGED = "agent.lr=100000000000.0"
 """How Hydra spells ``agent.lr=1e11``, the job that diverges at its first update."""
@@ -163,11 +164,14 @@ def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
-def interrupted_sweep(tmp_path: Path, *launcher: str) -> tuple[int, str]:
-    """A two-job sweep of long runs, Ctrl-C'd (SIGINT to its process group, as a terminal
-    does) once the first run has logged an update: its exit status and stderr."""
+def interrupted_sweep(tmp_path: Path, *launcher: str, running: int = 1,
+                      jobs: int = 2) -> tuple[int, str]:
+    """A sweep of ``jobs`` long runs, Ctrl-C'd (SIGINT to its process group, as a terminal
+    does) once its first ``running`` runs have logged two updates: its exit status and
+    stderr."""
     runs = tmp_path / "runs"
-    command = [sys.executable, "-m", "rlmem.train", "-m", "seed=0,1", "frames=100000",
+    command = [sys.executable, "-m", "rlmem.train", "-m",
+               f"seed={','.join(map(str, range(jobs)))}", "frames=100000",
                *[arg for arg in TINY_PPO if not arg.startswith("frames=")],
                f"run_dir={runs}/seed${{seed}}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
                *launcher]
@@ -175,8 +179,9 @@ def interrupted_sweep(tmp_path: Path, *launcher: str) -> tuple[int, str]:
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     try:
-        wait_for(lambda: (runs / "seed0" / "progress.csv").exists()
-                 and len((runs / "seed0" / "progress.csv").read_text().splitlines()) > 2)
+        wait_for(lambda: all((runs / f"seed{seed}" / "progress.csv").exists()
+                             and len((runs / f"seed{seed}" / "progress.csv").read_text()
+                                     .splitlines()) > 2 for seed in range(running)))
         os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
     finally:
@@ -196,10 +201,21 @@ def test_ctrl_c_ends_the_whole_sweep_basic_launcher(tmp_path: Path, scratch: Pat
 
 @pytest.mark.slow
 def test_ctrl_c_ends_the_whole_sweep_joblib_launcher(tmp_path: Path, scratch: Path) -> None:
-    code, stderr = interrupted_sweep(tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    code, stderr = interrupted_sweep(tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                                     running=2, jobs=3)
     assert code == 130, stderr[-3000:]
     assert "Traceback" not in stderr and "this sweep failed" not in stderr
     assert_no_records(scratch)
+    # Both jobs stopped at a checkpoint: the first to stop did not end the other (joblib kills
+    # the workers left when a job raises).
+    for seed in (0, 1):
+        run = tmp_path / "runs" / f"seed{seed}"
+        assert load_checkpoint(run / "checkpoint.pt").count("frames") == \
+            read_progress(run / "progress.csv")[-1].number("frames")
+    assert stderr.count("holds the last finished step. Resume with:") == 2
+    # The third job, queued behind them, was taken up by a worker after the Ctrl-C: not started.
+    assert "job #2 (seed=2) not started: its sweep was interrupted" in stderr
+    assert not (tmp_path / "runs" / "seed2").exists()
 
 
 def test_a_job_is_named_by_its_swept_values_and_a_reason_is_one_sentence() -> None:

@@ -24,7 +24,7 @@ import pytest
 from cli_runner import TINY_PPO
 from locations import REPO
 
-from experiments.common.signal_relay import SignalRelay, signals_passed_on, stopping
+from experiments.common.signal_relay import PASSED_ON, SignalRelay, signals_passed_on, stopping
 from rlmem.runs import load_checkpoint
 from rlmem.runs.errors import INTERRUPTED
 from rlmem.runs.lock import lock_holder
@@ -56,24 +56,32 @@ def alive(pid: int) -> bool:
     return True
 
 
+def ignoring_sigint() -> None:
+    """Start ignoring SIGINT, as a script's shell starts its ``&`` commands (and as pytest may
+    be started): the suite must take SIGINT all the same."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextmanager
 def suite(*args: str) -> Iterator[subprocess.Popen[str]]:
-    """``python -m experiments.<args>`` in the repository's root; whatever it leaves running
+    """``python -m experiments.<args>`` in the repository's root, started ignoring SIGINT;
+    whatever it leaves running
     (the runs in sessions of their own) is killed at the end, by the PIDs holding the runs'
     locks under ``--runs``."""
     process = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, text=True,
                                env={**os.environ, "OMP_NUM_THREADS": "1"},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=ignoring_sigint)
     runs = Path(args[args.index("--runs") + 1])
     try:
         yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    finally:  # the runs first: they hold the suite's output pipes open
         for lock in runs.rglob(".rlmem-run"):
             if (holder := lock_holder(lock.parent)) is not None:
                 os.kill(int(holder), signal.SIGKILL)
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 @dataclass(frozen=True)
@@ -166,9 +174,10 @@ def test_after_a_signal_is_passed_on_no_child_starts(tmp_path: Path) -> None:
         relay.close()
 
 
-def test_the_relay_takes_the_signals_not_ignored_and_gives_them_back() -> None:
-    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+def test_the_relay_takes_sigint_always_and_sighup_unless_ignored_and_gives_them_back() -> None:
     hangup = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for `&` in a script
+    before = {signum: signal.getsignal(signum) for signum in PASSED_ON}
     try:
         with signals_passed_on() as relay:
             assert signal.getsignal(signal.SIGINT) == relay.receive
@@ -181,3 +190,4 @@ def test_the_relay_takes_the_signals_not_ignored_and_gives_them_back() -> None:
         assert not stopping()
     finally:
         signal.signal(signal.SIGHUP, hangup)
+        signal.signal(signal.SIGINT, interrupt)
