@@ -10,6 +10,7 @@ alone.
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -191,3 +192,31 @@ def test_the_relay_takes_sigint_always_and_sighup_unless_ignored_and_gives_them_
     finally:
         signal.signal(signal.SIGHUP, hangup)
         signal.signal(signal.SIGINT, interrupt)
+
+
+STARTS_PROCESSES = ("run_child(", "run_recorded(", "train_step(", "evaluate_step(",
+                    "train_all(", "suite.main(")
+"""Calls through which an experiments module starts processes, directly or by a suite."""
+
+
+def subprocess_calls(source: str) -> list[str]:
+    """The ``subprocess.<function>(...)`` calls of ``source`` that start a process."""
+    return [node.func.attr for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"
+            and node.func.attr in {"run", "Popen", "call", "check_call", "check_output"}]
+
+
+def test_every_script_that_starts_processes_passes_its_signals_on() -> None:
+    scripts = []
+    for path in sorted((REPO / "experiments").rglob("*.py")):
+        text = path.read_text()
+        if path.name != "signal_relay.py":  # the one place a process is started
+            assert not subprocess_calls(text), f"{path} starts a process past the relay"
+        if 'if __name__ == "__main__":' in text and any(call in text
+                                                         for call in STARTS_PROCESSES):
+            scripts.append(path.relative_to(REPO / "experiments").as_posix())
+            assert "exit_passing_signals_on(main)" in text, path
+    assert {"popgym/suite.py", "memory/suite.py", "transfer/suite.py", "supervised/suite.py",
+            "popgym/tune.py", "async_learning/check.py", "supervised/attention_onset.py",
+            "supervised/tarnn_divergence.py"} <= set(scripts)
