@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 TINY_PPO = ["num_envs=2", "frames=64", "agent.frames_per_env=16", "agent.recurrence=8",
@@ -18,3 +20,13 @@ def run_cli(module: str, *args: str, cwd: Path,
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
+    """Poll ``condition`` every 0.2 s until it holds; fail the test after ``timeout`` seconds.
+
+    For a CLI started with ``subprocess.Popen`` whose progress a test watches on disk."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)

@@ -15,7 +15,7 @@ records directory (:data:`INTERRUPTED_MARK`) and returns as a finished job would
 that runs jobs in parallel (joblib) kills the others when one raises, and they are stopping at
 their own checkpoints. No job starts after it: in the sweep's own process the sweep ends
 before the next job (:meth:`SweepFailures.on_job_start`), and a job a worker process takes up
-returns unstarted (:func:`sweep_interrupted`). In the sweep's own process, while its jobs run
+returns unstarted (:func:`job_of_interrupted_sweep`). In the sweep's own process, while its jobs run
 in other processes, the first Ctrl-C waits for them to stop and the second ends the sweep at
 once; the second Ctrl-C a job receives stops it at once.
 
@@ -145,11 +145,11 @@ def mark_interrupted() -> None:
     (job.records / INTERRUPTED_MARK).touch()
 
 
-def sweep_interrupted() -> bool:
-    """Whether this process runs a job of a sweep that another of its jobs marked interrupted
-    (:func:`mark_interrupted`): the job is not to start."""
+def job_of_interrupted_sweep() -> SweepJob | None:
+    """The job this process runs when another job of its sweep marked the sweep interrupted
+    (:func:`mark_interrupted`), so that it is not to start; None otherwise."""
     job = current_job()
-    return job is not None and (job.records / INTERRUPTED_MARK).exists()
+    return job if job is not None and (job.records / INTERRUPTED_MARK).exists() else None
 
 
 def record_failure(failure: JobFailure) -> None:

@@ -42,7 +42,7 @@ from rlmem.runs.errors import RunDirectoryError, RunInterrupted, UnreadableCheck
 from rlmem.runs.files import write_atomic
 from rlmem.runs.interrupt import GracefulInterrupt
 from rlmem.runs.lock import RunLock
-from rlmem.runs.multirun import current_job, sweep_interrupted
+from rlmem.runs.multirun import job_of_interrupted_sweep
 
 CHECKPOINT_NAME = "checkpoint.pt"
 """The file name of a run's (single, atomically replaced) checkpoint."""
@@ -135,14 +135,13 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
         UnreadableCheckpointError: the checkpoint there is truncated, corrupt or no file.
         CheckpointMismatchError: the checkpoint there belongs to another config.
         RunInterrupted: Ctrl-C stopped the run at a checkpoint, or the run is a job of a sweep
-            that was interrupted (:func:`~rlmem.runs.multirun.sweep_interrupted`), and is not
+            that was interrupted (:func:`~rlmem.runs.multirun.job_of_interrupted_sweep`), and is not
             started.
     """
     run_dir = Path(run_dir)
-    if sweep_interrupted():
-        job = current_job()
-        assert job is not None
-        print(f"{program}: {job.describe()} not started: its sweep was interrupted",
+    unstarted = job_of_interrupted_sweep()
+    if unstarted is not None:
+        print(f"{program}: {unstarted.describe()} not started: its sweep was interrupted",
               file=sys.stderr, flush=True)
         raise RunInterrupted
     claim_run_dir(run_dir, force=bool(config.get(FORCE_KEY, False)))

@@ -9,13 +9,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from cli_runner import TINY_PPO, run_cli
+from cli_runner import TINY_PPO, run_cli, wait_for
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -69,13 +68,6 @@ def launch(*args: str, cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "rlmem.train", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(predicate: Any, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 LONG_RUN = ["num_envs=2", "frames=100000", "agent.frames_per_env=16", "agent.recurrence=8",

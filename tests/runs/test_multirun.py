@@ -12,12 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO, run_cli
+from cli_runner import TINY_PPO, run_cli, wait_for
 
 from experiments.common.outcome import Outcome, ending, failures_recorded_in
 from rlmem.runs import load_checkpoint
@@ -155,13 +153,6 @@ def test_a_single_run_reports_as_before_and_records_only_when_asked(
     assert failure == JobFailure("rlmem.train", None, (), failure.reason, locked=False)
     assert failure.reason.startswith("the PPO loss is nan") and failure.reason.endswith(
         "stopping before applying it.")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def interrupted_sweep(tmp_path: Path, *launcher: str, running: int = 1,

@@ -15,14 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO
+from cli_runner import TINY_PPO, wait_for
 from locations import REPO
 
 from experiments.common.signal_relay import PASSED_ON, SignalRelay, signals_passed_on, stopping
@@ -35,13 +34,6 @@ LONG = [*(arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_ba
         "memory.hidden_size=8"]
 """Overrides of a run that takes minutes to reach the suites' frames, a checkpoint each update
 (TINY_PPO less what the suites set themselves)."""
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def updates_logged(run_dir: Path) -> int:
