@@ -9,6 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rlmem.runs import load_checkpoint
+from rlmem.runs.progress import read_progress
+
 TINY_PPO = ["num_envs=2", "frames=64", "agent.frames_per_env=16", "agent.recurrence=8",
             "agent.batch_size=16", "agent.epochs=1", "progress_bar=false", "device=cpu"]
 """Overrides for a PPO run of two updates of 32 frames."""
@@ -30,3 +33,11 @@ def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.2)
+
+
+def assert_stopped_at_its_checkpoint(run_dir: Path) -> None:
+    """An interrupted PPO run's checkpoint holds the last update its ``progress.csv`` logged:
+    it stopped at a checkpoint, not part-way through an update."""
+    saved = load_checkpoint(run_dir / "checkpoint.pt").count("frames")
+    logged = read_progress(run_dir / "progress.csv")[-1].number("frames")
+    assert saved == logged, f"{run_dir}: checkpoint at {saved} frames, progress.csv at {logged}"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO, run_cli, wait_for
+from cli_runner import TINY_PPO, assert_stopped_at_its_checkpoint, run_cli, wait_for
 
 from experiments.common.outcome import Outcome, ending, failures_recorded_in
 from rlmem.runs import load_checkpoint
@@ -32,7 +32,6 @@ from rlmem.runs.multirun import (
     record_failure,
     swept_keys,
 )
-from rlmem.runs.progress import read_progress
 
 DIVERGED = "agent.lr=100000000000.0"
 """How Hydra spells ``agent.lr=1e11``, the job that diverges at its first update."""
@@ -200,9 +199,7 @@ def test_ctrl_c_ends_the_whole_sweep_joblib_launcher(tmp_path: Path, scratch: Pa
     # Both jobs stopped at a checkpoint: the first to stop did not end the other (joblib kills
     # the workers left when a job raises).
     for seed in (0, 1):
-        run = tmp_path / "runs" / f"seed{seed}"
-        assert load_checkpoint(run / "checkpoint.pt").count("frames") == \
-            read_progress(run / "progress.csv")[-1].number("frames")
+        assert_stopped_at_its_checkpoint(tmp_path / "runs" / f"seed{seed}")
     assert stderr.count("holds the last finished step. Resume with:") == 2
     # The third job, queued behind them, was taken up by a worker after the Ctrl-C: not started.
     assert "job #2 (seed=2) not started: its sweep was interrupted" in stderr

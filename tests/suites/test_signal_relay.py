@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO, wait_for
+from cli_runner import TINY_PPO, assert_stopped_at_its_checkpoint, wait_for
 from locations import REPO
 
 from experiments.common.signal_relay import PASSED_ON, SignalRelay, signals_passed_on, stopping
-from rlmem.runs import load_checkpoint
 from rlmem.runs.errors import INTERRUPTED
 from rlmem.runs.lock import lock_holder
 from rlmem.runs.progress import read_progress
@@ -114,8 +113,7 @@ def test_sigint_to_the_suite_alone_stops_its_run_at_a_checkpoint_and_starts_no_o
     assert "Resume with: python -m rlmem.train" in ended.err
     assert "Traceback" not in ended.err
     assert not alive(ended.holder) and lock_holder(ended.first) is None
-    assert load_checkpoint(ended.first / "checkpoint.pt").count("frames") == \
-        read_progress(ended.first / "progress.csv")[-1].number("frames")
+    assert_stopped_at_its_checkpoint(ended.first)
     assert not ended.second.exists()  # nothing started after the interrupt
 
 
@@ -147,8 +145,7 @@ def test_sigint_to_the_suite_alone_reaches_a_sweeps_joblib_workers(tmp_path: Pat
     assert "Traceback" not in err
     for run, holder in zip(runs, holders, strict=True):
         assert holder is not None and not alive(int(holder))
-        assert load_checkpoint(run / "checkpoint.pt").count("frames") == \
-            read_progress(run / "progress.csv")[-1].number("frames")
+        assert_stopped_at_its_checkpoint(run)
         assert not (run / "eval").exists()  # the suite evaluated nothing after the interrupt
 
 
