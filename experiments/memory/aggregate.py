@@ -21,12 +21,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 from experiments.common import report
 from experiments.common.evaluations import suite_evaluations
 from experiments.common.report import DASH, iqm_ci
 from experiments.common.run_config import config_value
-from experiments.memory.suite import LABELS, SEEDS, seeds_of
+from experiments.memory.suite import (
+    ABLATIONS,
+    HEADLINE,
+    LABELS,
+    RECIPE,
+    REFERENCE,
+    SEEDS,
+    VIEW3,
+    seeds_of,
+)
+from rlmem.cells import CELLS
 from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
@@ -204,22 +215,54 @@ def per_seed(results: dict[str, list[Run]]) -> list[str]:
     return lines
 
 
+def panels(labels: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The figure's panels, each a title and the labels of ``labels`` it draws, at most about
+    ten: the paper's cells with sb3-contrib's LSTM, the other cells beside lstm, the ablations
+    of the default recipe beside lstm, and the memory recipe (3×3 view, heading). A label of no
+    panel (a folder the suite no longer declares) gets one of its own."""
+    recipe = [label for label, ablation in ABLATIONS.items()
+              if VIEW3 in ablation.overrides or RECIPE in ablation.overrides]
+    groups = [
+        ("the paper's cells and sb3-contrib's LSTM", [*HEADLINE, REFERENCE]),
+        ("the other cells, beside lstm",
+         ["lstm", *(label for label in LABELS if label in CELLS and label not in HEADLINE)]),
+        ("ablations of the default recipe, beside lstm",
+         ["lstm", *(label for label in ABLATIONS if label not in recipe)]),
+        ("the memory recipe: 3×3 view, then the heading", recipe)]
+    drawn = {label for _, members in groups for label in members}
+    groups.append(("other runs", [label for label in labels if label not in drawn]))
+    return [(title, [label for label in members if label in labels])
+            for title, members in groups if any(label in labels for label in members)]
+
+
 def plot(results: dict[str, list[Run]]) -> Path:
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for index, (label, runs) in enumerate(results.items()):
-        for k, run in enumerate(runs):
-            axes.plot(run.frames, run.recent, color=f"C{index}", linewidth=1, alpha=0.85,
-                      label=label if k == 0 else None)
-    axes.axhline(SOLVED, color="grey", linestyle=":", linewidth=1)
-    axes.set_xlabel("frames")
-    axes.set_ylabel("mean return, last 100 training episodes")
-    axes.set_title("MiniGrid MemoryS7: PPO, one line per seed")
-    axes.set_ylim(0.3, 1.0)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, ncol=2, loc="lower right")
+    """``curves.png``: every seed's training curve, one panel per group of :func:`panels`, one
+    colour per label within a panel."""
+    groups = panels(list(results))
+    columns = 2 if len(groups) > 1 else 1
+    rows = max(1, -(-len(groups) // columns))
+    figure, grid = plt.subplots(rows, columns, figsize=(6.5 * columns, 4 * rows), sharey=True,
+                                squeeze=False)
+    for axes, (title, labels) in zip(grid.flat, groups, strict=False):
+        for index, label in enumerate(labels):
+            for k, run in enumerate(results[label]):
+                axes.plot(run.frames, run.recent, color=f"C{index}", linewidth=1, alpha=0.8,
+                          label=label if k == 0 else None)
+        axes.axhline(SOLVED, color="grey", linestyle=":", linewidth=1)
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("frames")
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e6:g}M"))
+        axes.set_ylim(0.3, 1.0)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, loc="lower right")
+    for axes in grid[:, 0]:
+        axes.set_ylabel("mean return, last 100 episodes")
+    for axes in list(grid.flat)[len(groups):]:
+        axes.set_visible(False)
+    figure.suptitle("MiniGrid MemoryS7: PPO, one line per seed")
     figure.tight_layout()
     path = HERE / "curves.png"
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=90)  # 1,170 × 720 px for four panels
     plt.close(figure)
     return path
 

@@ -555,29 +555,34 @@ def progress_curve(run: RunStatus, key: str) -> tuple[list[float], list[float]]:
 
 
 def plot(results: Sequence[RowResult], out: Path) -> Path:
-    """The headline rows' held-out recall at T = 100 over training, every seed."""
-    figure = Figure(figsize=(7, 4), layout="constrained")
-    axes = figure.subplots()
+    """The headline rows' held-out recall at T = 100 over training, every seed: one panel per
+    cell, one colour per setting (the same in every panel), so that no two series share a
+    name."""
     headline = [result for result in results if result.row.headline]
-    for index, result in enumerate(headline):
-        T = result.preset.seq_len
-        label: str | None = result.row.cell
-        for run in result.runs:
-            x, y = progress_curve(run, f"eval/accuracy@T{T}")
-            if x:
-                axes.plot(x, [100 * v for v in y], "o-", ms=2, color=f"C{index}", lw=1,
-                          alpha=0.85, label=label)
-                label = None  # one legend entry per row
-    if headline:
-        guess = chance(make_task(TASK_NAMES[headline[0].row.task]))
-        axes.axhline(guess, color="k", ls="--", lw=1, label=f"memoryless ({guess:.1f}%)")
-        axes.axhline(99, color="grey", ls=":", lw=1, label="target (99%)")
-    axes.set_xlabel("iteration")
-    axes.set_ylabel("recall at T=100, held-out batch (%)")
-    axes.set_title("transfer-copy, training at T=100: one line per seed")
-    axes.set_ylim(0, 101)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="lower right")
+    cells = list(dict.fromkeys(result.row.cell for result in headline)) or [""]
+    variants = list(dict.fromkeys(result.row.variant for result in headline))
+    figure = Figure(figsize=(6 * len(cells), 4.5), layout="constrained")
+    panels = figure.subplots(1, len(cells), sharey=True, squeeze=False)[0]
+    for axes, cell in zip(panels, cells, strict=True):
+        for result in (result for result in headline if result.row.cell == cell):
+            label: str | None = result.row.variant or "the paper's settings"
+            for run in result.runs:
+                x, y = progress_curve(run, f"eval/accuracy@T{result.preset.seq_len}")
+                if x:
+                    axes.plot(x, [100 * v for v in y], "o-", ms=2, lw=1, alpha=0.85, label=label,
+                              color=f"C{variants.index(result.row.variant)}")
+                    label = None  # one legend entry per row
+        if headline:
+            guess = chance(make_task(TASK_NAMES[headline[0].row.task]))
+            axes.axhline(guess, color="k", ls="--", lw=1, label=f"memoryless ({guess:.1f}%)")
+            axes.axhline(99, color="grey", ls=":", lw=1, label="target (99%)")
+        axes.set_title(cell, fontsize=10)
+        axes.set_xlabel("iteration")
+        axes.set_ylim(0, 101)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, loc="lower right")
+    panels[0].set_ylabel("recall at T=100, held-out batch (%)")
+    figure.suptitle("transfer-copy, training at T=100: one line per seed")
     path = out.parent / "curves.png"
     figure.savefig(path, dpi=110)
     return path
