@@ -186,3 +186,36 @@ def test_links_to_repository_files_are_checked_and_rewritten(
         "rl.md links no_such_file.md, which is not in the repository"]
     hosted = hook.rewrite(text, page, docs, REPO, "https://example.org/rlmem/")
     assert "[results](https://example.org/rlmem/blob/main/experiments/memory/RESULTS.md)" in hosted
+
+
+def test_a_published_page_links_the_sites_pages_and_a_docs_page_links_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = load_hook("repo_links", monkeypatch)
+    docs = REPO / "docs"
+    published = {"experiments/memory/RESULTS.md", "experiments/memory/S13_BY_START.md"}
+    results = REPO / "experiments" / "memory" / "RESULTS.md"
+    text = ("[perf](../../docs/performance.md#subnormal-floats), [by start](S13_BY_START.md), "
+            "[suite](suite.py)")
+    rewritten = hook.rewrite(text, results, docs, REPO, None, in_site=published.__contains__,
+                             page_uri="experiments/memory/RESULTS.md")
+    assert rewritten == ("[perf](../../performance.md#subnormal-floats), "
+                         "[by start](S13_BY_START.md), suite (`experiments/memory/suite.py`)")
+    from_docs = hook.rewrite("[results](../../experiments/memory/RESULTS.md#per-seed)",
+                             docs / "reference" / "x.md", docs, REPO, None,
+                             in_site=published.__contains__)
+    assert from_docs == "[results](../experiments/memory/RESULTS.md#per-seed)"
+
+
+def test_the_results_pages_bring_what_they_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = load_hook("results_pages", monkeypatch)
+    nav = [{"Home": "index.md"}, {"Experiments": [
+        {"The suites": "experiments.md"}, {"memory": "experiments/memory/RESULTS.md"}]}]
+    pages = [path for path in hook.nav_paths(nav) if path.startswith("experiments/")]
+    assert pages == ["experiments/memory/RESULTS.md"]
+    files = hook.published(pages, REPO)
+    assert files["experiments/memory/RESULTS.md"] is True
+    assert files["experiments/memory/curves.png"] is False  # shown: in the site, not the nav
+    assert files["experiments/memory/S13_BY_START.md"] is False
+    assert all(path.startswith("experiments/") for path in files)
+    with pytest.raises(FileNotFoundError, match="no_such_suite"):
+        hook.published(["experiments/no_such_suite/RESULTS.md"], REPO)
