@@ -8,8 +8,8 @@ repository is ``experiments/memory/RESULTS/`` in the site), and with it every fi
 ``experiments/`` that a published page links or shows (its figures, the analyses beside it), the
 linked pages kept out of the navigation. Since each file keeps its repository path, the pages'
 relative links and images work unchanged; ``repo_links.py`` points the links that leave the
-published files (a run's ``config.yaml``) at the repository, and the links to ``docs/`` at the
-site's pages.
+published files (to the library's source, ``experiments/<suite>/suite.py``) at the repository,
+and the links to ``docs/`` at the site's pages.
 """
 
 from __future__ import annotations
