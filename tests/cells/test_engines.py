@@ -41,6 +41,7 @@ from reference.equivalence import (
 from rlmem.cells import CELLS, Cell, Stacked, make_cell
 from rlmem.cells._engines import ernn, full_attention, fused_rnn, irnn, sarnn, screened, tarnn
 from rlmem.cells.irnn import IRNNUpdate
+from rlmem.cells.linear_recurrence import LinearRecurrence
 from rlmem.cells.memlstm import MemLSTM
 from rlmem.cells.relrnn import BaseNonlinearity
 from rlmem.cells.screening import Readout, RelevancyScreening, Screening
@@ -155,6 +156,12 @@ ENGINES: list[Row] = [
     Row("ernn", {}, T, ernn.fast_scan),
     Row("ernn", {"K": 3, "eta": 0.4, "nonlinearity": "tanh"}, T, ernn.fast_scan),
     Row("ernn", {}, R, ernn.fast_scan),
+    # LRU, FFM, DeltaNet: the associative scan over the chunk (a single step: the step).
+    Row("lru", {}, T, LinearRecurrence.fast_scan),
+    Row("lru", {"N": 4, "r_min": 0.9, "r_max": 0.999}, E, LinearRecurrence.fast_scan),
+    Row("ffm", {}, T, LinearRecurrence.fast_scan),
+    Row("ffm", {"memory_size": 3, "context_size": 2, "max_period": 8.0}, E,
+        LinearRecurrence.fast_scan),
     # Stacks: layer after layer over the chunk, each layer through its own engine.
     Row("lstm", {}, T, Stacked.fast_scan, layers=2),
     Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2),

@@ -1,0 +1,65 @@
+r"""The cells whose state is an affine map of the previous one: FFM, LRU, DeltaNet.
+
+Their state follows :math:`s_t = s_{t-1} a_t + b_t` (elementwise, or a matrix acting on the
+right), with :math:`(a_t, b_t)` worked out from the input alone, and their output reads
+:math:`s_t` and the input. So a chunk needs no time loop: the maps of all steps are computed at
+once (:meth:`LinearRecurrence.transition`), composed by an associative scan
+(:mod:`rlmem.cells._engines.associative_scan`), and read out at once
+(:meth:`LinearRecurrence.readout`). Each cell's :meth:`~rlmem.cells.base.Cell.step`, written in
+its paper's form, stays the specification that the scan is proven equal to
+(``tests/cells/test_modern_cells.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from torch import Tensor
+
+from rlmem.cells._engines.associative_scan import Affine, diagonal_scan
+from rlmem.cells.base import Cell, ScanResult
+
+
+class LinearRecurrence(Cell, abc.ABC):
+    """A :class:`~rlmem.cells.base.Cell` with an affine state update, run by an associative scan.
+
+    A subclass gives :meth:`transition`, :meth:`readout`, :meth:`pack`, :meth:`unpack` and its
+    ``step``; :attr:`scan_states` is the engine (elementwise maps by default).
+    """
+
+    scan_states = staticmethod(diagonal_scan)
+    """The engine: ``(a, b, s_{-1}, resets) -> (T, B, *) states``
+    (:func:`~rlmem.cells._engines.associative_scan.diagonal_scan` or ``matrix_scan``)."""
+
+    @abc.abstractmethod
+    def transition(self, features: Tensor) -> Affine:
+        """The map :math:`(a_t, b_t)` of every step from :meth:`project_input`'s features.
+
+        Shapes:
+            - features: ``(*, F)``; returns fields broadcastable to the state, with ``*``
+              leading
+        """
+
+    @abc.abstractmethod
+    def readout(self, features: Tensor, s: Tensor) -> Tensor:
+        """The output of every step from its features and its new state :math:`s_t`.
+
+        Shapes:
+            - features: ``(*, F)``; s: ``(*, state)``; returns ``(*, output_size)``
+        """
+
+    @abc.abstractmethod
+    def pack(self, s: Tensor) -> Any:
+        """The cell's :attr:`state_type` holding the state tensor ``s`` (``(B, *)``)."""
+
+    @abc.abstractmethod
+    def unpack(self, state: Any) -> Tensor:
+        """The state tensor held in ``state`` (the inverse of :meth:`pack`)."""
+
+    def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
+        """The chunk through the associative scan (:attr:`scan_states`)."""
+        features = self.project_input(x)
+        a, b = self.transition(features)
+        states = self.scan_states(a, b, self.unpack(state), resets)
+        return ScanResult(self.readout(features, states), self.pack(states[-1]), {})
