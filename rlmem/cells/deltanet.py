@@ -14,9 +14,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from rlmem.cells._engines.associative_scan import Affine, matrix_scan
-from rlmem.cells.base import Dims
-from rlmem.cells.linear_recurrence import LinearRecurrence
+from rlmem.cells._engines.delta_rule import delta_rule_scan
+from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
 
 
@@ -26,7 +25,7 @@ class DeltaNetState(NamedTuple):
 
 
 @register("deltanet")
-class DeltaNet(LinearRecurrence):
+class DeltaNet(Cell):
     r"""Linear attention with the delta rule (DeltaNet), one layer of ``heads`` heads.
 
     Per head, a fast-weight matrix :math:`S` that each step corrects towards mapping the key
@@ -43,8 +42,9 @@ class DeltaNet(LinearRecurrence):
 
     with :math:`\phi` = SiLU and the norms per head. The reference loop is
     :func:`~rlmem.cells.base.scan` over :meth:`step` (the delta rule as first written); a
-    chunk runs through the associative scan over the affine maps of the second form
-    (:func:`~rlmem.cells._engines.associative_scan.matrix_scan`).
+    chunk runs in blocks through the chunkwise (WY) form of Yang et al. (2024), one triangular
+    solve per block (:mod:`~rlmem.cells._engines.delta_rule`), which the second form (linear
+    in :math:`S`) allows.
 
     Which paper: the update is Schlag et al.'s delta rule (Eq. 23–26) with one learned
     :math:`\beta_t` per head; the feature map and normalisation are Yang et al.'s DeltaNet
@@ -69,7 +69,6 @@ class DeltaNet(LinearRecurrence):
     """
 
     state_type = DeltaNetState
-    scan_states = staticmethod(matrix_scan)
 
     def __init__(self, input_size: int, hidden_size: int, *, heads: int = 4,
                  head_size: int | None = None) -> None:
@@ -101,14 +100,6 @@ class DeltaNet(LinearRecurrence):
         size = self.head_size
         return features.split([size, size, size, 1], -1)
 
-    def transition(self, features: Tensor) -> Affine:
-        r""":math:`(I - \beta k k^\top, \beta v k^\top)`, acting on :math:`S` from the right."""
-        _, k, v, beta = self._split(features)
-        scaled = beta * k
-        identity = torch.eye(self.head_size, dtype=k.dtype, device=k.device)
-        return Affine(identity - k.unsqueeze(-1) * scaled.unsqueeze(-2),
-                      v.unsqueeze(-1) * scaled.unsqueeze(-2))
-
     def step(self, x_t: Tensor, state: DeltaNetState
              ) -> tuple[Tensor, DeltaNetState, dict[str, Tensor]]:
         r""":math:`S_t = S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top`, then the readout."""
@@ -122,11 +113,12 @@ class DeltaNet(LinearRecurrence):
         q = self._split(features)[0]
         return self.out((s @ q.unsqueeze(-1)).flatten(-3))
 
-    def pack(self, s: Tensor) -> DeltaNetState:
-        return DeltaNetState(s)
-
-    def unpack(self, state: DeltaNetState) -> Tensor:
-        return state.S
+    def fast_scan(self, x: Tensor, state: DeltaNetState, resets: Tensor) -> ScanResult:
+        """The chunk through the chunkwise form
+        (:func:`~rlmem.cells._engines.delta_rule.delta_rule_scan`)."""
+        q, k, v, beta = self._split(self.project_input(x))
+        o, S = delta_rule_scan(q, k, v, beta, state.S, resets)
+        return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S), {})
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, heads={self.heads}, head_size={self.head_size}"

@@ -11,7 +11,6 @@ from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
 from rlmem.cells._engines.associative_scan import Affine
 from rlmem.cells.base import Dims

@@ -1,13 +1,12 @@
-r"""The cells whose state is an affine map of the previous one: FFM, LRU, DeltaNet.
+r"""The cells whose state is an elementwise affine map of the previous one: FFM and LRU.
 
-Their state follows :math:`s_t = s_{t-1} a_t + b_t` (elementwise, or a matrix acting on the
-right), with :math:`(a_t, b_t)` worked out from the input alone, and their output reads
-:math:`s_t` and the input. So a chunk needs no time loop: the maps of all steps are computed at
-once (:meth:`LinearRecurrence.transition`), composed by an associative scan
-(:mod:`rlmem.cells._engines.associative_scan`), and read out at once
-(:meth:`LinearRecurrence.readout`). Each cell's :meth:`~rlmem.cells.base.Cell.step`, written in
-its paper's form, stays the specification that the scan is proven equal to
-(``tests/cells/test_modern_cells.py``).
+Their state follows :math:`s_t = a_t \odot s_{t-1} + b_t`, with :math:`(a_t, b_t)` worked out
+from the input alone, and their output reads :math:`s_t` and the input. So a chunk needs no
+time loop: the maps of all steps are computed at once (:meth:`LinearRecurrence.transition`),
+composed by an associative scan (:mod:`rlmem.cells._engines.associative_scan`), and read out at
+once (:meth:`LinearRecurrence.readout`). Each cell's :meth:`~rlmem.cells.base.Cell.step`,
+written in its paper's form, stays the specification that the scan is proven equal to
+(``tests/cells/test_modern_cells.py``, ``tests/cells/test_engines.py``).
 """
 
 from __future__ import annotations
@@ -25,20 +24,16 @@ class LinearRecurrence(Cell, abc.ABC):
     """A :class:`~rlmem.cells.base.Cell` with an affine state update, run by an associative scan.
 
     A subclass gives :meth:`transition`, :meth:`readout`, :meth:`pack`, :meth:`unpack` and its
-    ``step``; :attr:`scan_states` is the engine (elementwise maps by default).
+    ``step``.
     """
-
-    scan_states = staticmethod(diagonal_scan)
-    """The engine: ``(a, b, s_{-1}, resets) -> (T, B, *) states``
-    (:func:`~rlmem.cells._engines.associative_scan.diagonal_scan` or ``matrix_scan``)."""
 
     @abc.abstractmethod
     def transition(self, features: Tensor) -> Affine:
         """The map :math:`(a_t, b_t)` of every step from :meth:`project_input`'s features.
 
         Shapes:
-            - features: ``(*, F)``; returns fields broadcastable to the state, with ``*``
-              leading
+            - features: ``(*, F)``; returns :math:`a` broadcastable to :math:`b`, and
+              :math:`b` of the state's shape with ``*`` leading
         """
 
     @abc.abstractmethod
@@ -58,8 +53,9 @@ class LinearRecurrence(Cell, abc.ABC):
         """The state tensor held in ``state`` (the inverse of :meth:`pack`)."""
 
     def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
-        """The chunk through the associative scan (:attr:`scan_states`)."""
+        """The chunk through the associative scan
+        (:func:`~rlmem.cells._engines.associative_scan.diagonal_scan`)."""
         features = self.project_input(x)
         a, b = self.transition(features)
-        states = self.scan_states(a, b, self.unpack(state), resets)
+        states = diagonal_scan(a, b, self.unpack(state), resets)
         return ScanResult(self.readout(features, states), self.pack(states[-1]), {})

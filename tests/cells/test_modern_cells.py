@@ -2,9 +2,10 @@
 papers say.
 
 ``tests/cells/test_engines.py`` holds their engine rows (chunks of 1, 15, 15 and 17 steps);
-here the engines run over longer chunks, which the CPU's associative scan cuts into several
-blocks (and pads), and the scan functions themselves are checked against a plain loop in
-float64, forwards and backwards, for every block size.
+here the engines run over longer chunks, which the CPU's engines cut into several blocks (and
+pad), and the engine functions themselves are checked against a plain loop in
+float64, forwards and backwards, for every block size (the associative scan against the
+elementwise loop, DeltaNet's chunkwise form against the delta rule's loop).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from reference.equivalence import assert_matches_reference, random_resets
 from torch import Tensor
 
 from rlmem.cells import make_cell
-from rlmem.cells._engines import associative_scan
-from rlmem.cells._engines.associative_scan import diagonal_scan, matrix_scan
+from rlmem.cells._engines import associative_scan, delta_rule
+from rlmem.cells._engines.associative_scan import diagonal_scan
+from rlmem.cells._engines.delta_rule import delta_rule_scan
 from rlmem.cells.deltanet import DeltaNet, DeltaNetState
 from rlmem.cells.ffm import FFM, FORGOTTEN_AT
 from rlmem.cells.lru import LRU
@@ -30,24 +32,46 @@ CELL_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def loop(a: Tensor, b: Tensor, state: Tensor, resets: Tensor, matrix: bool) -> Tensor:
-    """The recurrence one step at a time: the specification of both scans."""
+def loop(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor:
+    """The elementwise recurrence one step at a time: the specification of the scan."""
     states = []
     for t in range(b.shape[0]):
-        mask = resets[t].view(-1, *(1,) * (state.dim() - 1))
-        state = torch.where(mask, torch.zeros_like(state), state)
-        state = state @ a[t] + b[t] if matrix else a[t] * state + b[t]
+        state = torch.where(resets[t].view(-1, 1), torch.zeros_like(state), state)
+        state = a[t] * state + b[t]
         states.append(state)
     return torch.stack(states)
 
 
+def delta_loop(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor,
+               resets: Tensor) -> tuple[Tensor, Tensor]:
+    """The delta rule one step at a time."""
+    outputs = []
+    for t in range(q.shape[0]):
+        state = torch.where(resets[t].view(-1, 1, 1, 1), torch.zeros_like(state), state)
+        error = v[t] - (state @ k[t].unsqueeze(-1)).squeeze(-1)
+        state = state + (beta[t] * error).unsqueeze(-1) * k[t].unsqueeze(-2)
+        outputs.append((state @ q[t].unsqueeze(-1)).squeeze(-1))
+    return torch.stack(outputs), state
+
+
+def assert_same_gradients(fast: list[Tensor], slow: list[Tensor], inputs: list[Tensor],
+                          generator: torch.Generator) -> None:
+    weights = [torch.randn(value.shape, generator=generator, dtype=torch.float64)
+               for value in fast]
+    grads = [torch.autograd.grad(torch.stack([(value * weight).abs().sum() for value, weight
+                                              in zip(values, weights, strict=True)]).sum(),
+                                 inputs)
+             for values in (fast, slow)]
+    for got, want in zip(*grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("block", [1, 3, 16, 64])
-@pytest.mark.parametrize("kind", ["real", "complex", "matrix"])
+@pytest.mark.parametrize("kind", ["real", "complex"])
 def test_scan_equals_the_loop(kind: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
     generator = torch.Generator().manual_seed(0)
     steps, batch = 37, 4
-    shape = (steps, batch, 3, 3) if kind == "matrix" else (steps, batch, 5)
 
     def draw(*size: int) -> Tensor:
         value = torch.randn(*size, generator=generator, dtype=torch.float64)
@@ -56,17 +80,34 @@ def test_scan_equals_the_loop(kind: str, block: int, monkeypatch: pytest.MonkeyP
                                                      dtype=torch.float64))
         return (0.5 * value).requires_grad_()
 
-    a, b, state = draw(*shape), draw(*shape), draw(*shape[1:])
+    a, b, state = draw(steps, batch, 5), draw(steps, batch, 5), draw(batch, 5)
     resets = random_resets(steps, batch, generator)
-    scan = matrix_scan if kind == "matrix" else diagonal_scan
-    fast = scan(a, b, state, resets)
-    slow = loop(a, b, state, resets, kind == "matrix")
+    fast = diagonal_scan(a, b, state, resets)
+    slow = loop(a, b, state, resets)
     torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
-    weights = torch.randn(fast.shape, generator=generator, dtype=torch.float64)
-    grads = [torch.autograd.grad((states * weights).abs().sum(), (a, b, state))
-             for states in (fast, slow)]
-    for got, want in zip(*grads, strict=True):
+    assert_same_gradients([fast], [slow], [a, b, state], generator)
+
+
+@pytest.mark.parametrize("block", [1, 5, 16, 64])
+def test_delta_rule_blocks_equal_the_loop(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delta_rule, "CPU_BLOCK", block)
+    generator = torch.Generator().manual_seed(0)
+    steps, batch, heads, size = 37, 4, 2, 3
+
+    def draw(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    q, v = draw(steps, batch, heads, size), draw(steps, batch, heads, size)
+    k = torch.nn.functional.normalize(draw(steps, batch, heads, size), dim=-1)
+    beta = torch.sigmoid(draw(steps, batch, heads, 1))
+    state = draw(batch, heads, size, size)
+    inputs = [value.requires_grad_() for value in (q, k, v, beta, state)]
+    resets = random_resets(steps, batch, generator)
+    fast = delta_rule_scan(q, k, v, beta, state, resets)
+    slow = delta_loop(q, k, v, beta, state, resets)
+    for got, want in zip(fast, slow, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    assert_same_gradients(list(fast), list(slow), inputs, generator)
 
 
 @pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])

@@ -1,11 +1,10 @@
-r"""A linear recurrence with resets, over a whole chunk at once: an associative scan.
+r"""An elementwise linear recurrence with resets, over a whole chunk at once: an associative scan.
 
-The cells whose state follows an affine map of the previous state, :math:`s_t = s_{t-1} a_t +
-b_t` with :math:`a_t, b_t` computed from the input alone (FFM, LRU: elementwise, :math:`s_t =
-a_t \odot s_{t-1} + b_t`; DeltaNet: a matrix, :math:`S_t = S_{t-1} A_t + B_t`), need no time
-loop: the maps compose associatively, :math:`(a_1, b_1) \circ (a_2, b_2) = (a_1 a_2, b_1 a_2 +
-b_2)`, so every prefix is computed in :math:`\lceil \log_2 C \rceil` rounds of whole-tensor
-operations (Hillis & Steele, 1986; Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
+The cells whose state follows :math:`s_t = a_t \odot s_{t-1} + b_t`, with :math:`a_t, b_t`
+computed from the input alone (FFM, LRU), need no time loop: the maps compose associatively,
+:math:`(a_1, b_1) \circ (a_2, b_2) = (a_1 a_2, a_2 b_1 + b_2)`, so every prefix is computed in
+:math:`\lceil \log_2 C \rceil` rounds of whole-tensor operations (Hillis & Steele, 1986;
+Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
 
 A reset before step ``t`` sets the state to zero before :math:`(a_t, b_t)` applies, which is the
 map with :math:`a_t = 0` (:func:`reset_decay`): the scan needs no other change. The chunk is cut
@@ -15,13 +14,12 @@ work near :math:`T` (a scan over T steps costs :math:`T \log_2 T`); on an accele
 block keeps the rounds few.
 
 Everything here is out-of-place tensor algebra, so autograd gives the gradients, and it runs on
-any device and dtype torch's ``mul`` and ``matmul`` take (complex included). The cells' own
-``step`` is the specification; ``tests/cells/test_modern_cells.py`` proves these equal to it.
+any device and dtype torch's ``mul`` takes (complex included). The cells' own ``step`` is the
+specification; ``tests/cells/test_modern_cells.py`` proves these equal to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -32,14 +30,13 @@ CPU_BLOCK = 16
 
 
 class Affine(NamedTuple):
-    """The map :math:`s \\mapsto s\\,a + b` of each step, stacked on a leading time dimension."""
+    """The map :math:`s \\mapsto a \\odot s + b` of each step, stacked on a leading time
+    dimension."""
 
     a: Tensor
     b: Tensor
 
 
-Compose = Callable[[Affine, Affine], Affine]
-Apply = Callable[[Affine, Tensor], Tensor]
 
 
 def reset_decay(a: Tensor, resets: Tensor) -> Tensor:
@@ -64,17 +61,6 @@ def apply_diagonal(step: Affine, state: Tensor) -> Tensor:
     return torch.addcmul(step.b, step.a, state)
 
 
-def compose_matrix(first: Affine, then: Affine) -> Affine:
-    """``first`` then ``then``, matrix maps acting on the right: :math:`(A_1 A_2, B_1 A_2 +
-    B_2)`."""
-    return Affine(first.a @ then.a, first.b @ then.a + then.b)
-
-
-def apply_matrix(step: Affine, state: Tensor) -> Tensor:
-    """:math:`S A + B`."""
-    return state @ step.a + step.b
-
-
 def diagonal_scan(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor:
     r"""Every :math:`s_t = a_t \odot s_{t-1} + b_t`, from :math:`s_{-1}` = ``state``, with
     ``resets[t]`` zeroing :math:`s_{t-1}` first.
@@ -84,21 +70,10 @@ def diagonal_scan(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor
           resets: ``(T, B)``; returns ``(T, B, *)``, the states after each step
     """
     a = reset_decay(a.expand_as(b), resets)
-    return _scan(Affine(a, b), state, compose_diagonal, apply_diagonal)
+    return _scan(Affine(a, b), state)
 
 
-def matrix_scan(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor:
-    r"""Every :math:`S_t = S_{t-1} A_t + B_t`, from :math:`S_{-1}` = ``state``, with
-    ``resets[t]`` zeroing :math:`S_{t-1}` first.
-
-    Shapes:
-        - a: ``(T, B, *, k, k)``; b: ``(T, B, *, n, k)``; state: ``(B, *, n, k)``;
-          resets: ``(T, B)``; returns ``(T, B, *, n, k)``
-    """
-    return _scan(Affine(reset_decay(a, resets), b), state, compose_matrix, apply_matrix)
-
-
-def _scan(steps: Affine, state: Tensor, compose: Compose, apply: Apply) -> Tensor:
+def _scan(steps: Affine, state: Tensor) -> Tensor:
     """Prefixes within blocks (:func:`_block_prefixes`), then the state carried across them."""
     length = steps.b.shape[0]
     block = length if steps.b.device.type != "cpu" else min(CPU_BLOCK, length)
@@ -108,16 +83,17 @@ def _scan(steps: Affine, state: Tensor, compose: Compose, apply: Apply) -> Tenso
         steps = Affine(*(torch.cat([value, value.new_zeros(pad, *value.shape[1:])])
                          for value in steps))
     prefixes = _block_prefixes(Affine(*(value.view(blocks, block, *value.shape[1:])
-                                        for value in steps)), compose)
+                                        for value in steps)))
     outputs = []
     for index in range(blocks):
-        states = apply(Affine(prefixes.a[index], prefixes.b[index]), state.unsqueeze(0))
+        states = apply_diagonal(Affine(prefixes.a[index], prefixes.b[index]),
+                                state.unsqueeze(0))
         outputs.append(states)
         state = states[-1]
     return torch.cat(outputs)[:length]
 
 
-def _block_prefixes(steps: Affine, compose: Compose) -> Affine:
+def _block_prefixes(steps: Affine) -> Affine:
     """Within every block at once, each step's map composed with all before it in its block
     (Hillis–Steele: round ``d`` composes each map with the one ``d`` steps earlier).
 
@@ -128,7 +104,7 @@ def _block_prefixes(steps: Affine, compose: Compose) -> Affine:
     while shift < steps.b.shape[1]:
         earlier = Affine(steps.a[:, :-shift], steps.b[:, :-shift])
         later = Affine(steps.a[:, shift:], steps.b[:, shift:])
-        composed = compose(earlier, later)
+        composed = compose_diagonal(earlier, later)
         steps = Affine(*(torch.cat([value[:, :shift], new], dim=1)
                          for value, new in zip(steps, composed, strict=True)))
         shift *= 2
