@@ -1,9 +1,9 @@
 r"""DeltaNet: linear attention with the delta rule (Schlag et al., 2021; Yang et al., 2024).
 
 References: I. Schlag, K. Irie, J. Schmidhuber. "Linear Transformers Are Secretly Fast Weight
-Programmers", ICML 2021 (§4.2, Eq. 23–26). S. Yang, B. Wang, Y. Zhang, Y. Shen, Y. Kim.
+Programmers", ICML 2021 (the delta rule update). S. Yang, B. Wang, Y. Zhang, Y. Shen, Y. Kim.
 "Parallelizing Linear Transformers with the Delta Rule over Sequence Length", NeurIPS 2024
-(§2.2, §3.3).
+(DeltaNet and its chunkwise form).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class DeltaNet(Cell):
     solve per block (:mod:`~rlmem.cells._engines.delta_rule`), which the second form (linear
     in :math:`S`) allows.
 
-    Which paper: the update is Schlag et al.'s delta rule (Eq. 23–26) with one learned
+    Which paper: the update is Schlag et al.'s delta rule with one learned
     :math:`\beta_t` per head; the feature map and normalisation are Yang et al.'s DeltaNet
     (SiLU, then :math:`L_2`-normalised queries and keys, which keeps
     :math:`\lVert I - \beta k k^\top \rVert \le 1`: Schlag et al. use DPFP features with sum

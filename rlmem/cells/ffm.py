@@ -1,7 +1,8 @@
 r"""FFM: Fast and Forgetful Memory (Morad et al., 2023).
 
 Reference: S. Morad, R. Kortvelesy, S. Liwicki, A. Prorok. "Reinforcement Learning with Fast
-and Forgetful Memory", NeurIPS 2023 (§4, Fig. 2); the authors' code, github.com/proroklab/ffm.
+and Forgetful Memory", NeurIPS 2023 (the FFM cell, Fig. 2); the authors' code,
+github.com/proroklab/ffm.
 """
 
 from __future__ import annotations
@@ -161,12 +162,6 @@ class FFM(LinearRecurrence):
         z = self.mix(torch.cat([s.real.flatten(-2), s.imag.flatten(-2)], -1))
         gate = torch.sigmoid(out_gate)
         return torch.lerp(through, self.norm(z), gate)
-
-    def pack(self, s: Tensor) -> FFMState:
-        return FFMState(s.real, s.imag)
-
-    def unpack(self, state: FFMState) -> Tensor:
-        return torch.complex(state.S_re, state.S_im)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, memory_size={self.memory_size}, "

@@ -2,8 +2,8 @@ r"""GTrXL: the gated Transformer-XL (Parisotto et al., 2020) over a sliding wind
 
 Reference: E. Parisotto, H. F. Song, J. W. Rae, R. Pascanu, C. Gulcehre, S. M. Jayakumar,
 M. Jaderberg, R. Lopez Kaufman, A. Clark, S. Noury, M. M. Botvinick, N. Heess, R. Hadsell.
-"Stabilizing Transformers for Reinforcement Learning", ICML 2020 (§3, Eq. 1–8); its attention
-is Transformer-XL's (Z. Dai et al., ACL 2019, §3.3).
+"Stabilizing Transformers for Reinforcement Learning", ICML 2020 (the gated layer and its
+gating variants); its attention is Transformer-XL's (Z. Dai et al., ACL 2019, §3.3).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def sinusoid(distances: int, size: int, like: Tensor) -> Tensor:
 
 
 class GRUGate(nn.Module):
-    r"""GTrXL's GRU-type gating layer :math:`g(x, y)` (Eq. 5–8), in place of a residual
+    r"""GTrXL's GRU-type gating layer :math:`g(x, y)`, in place of a residual
     :math:`x + y`:
 
     .. math::
@@ -73,7 +73,7 @@ class GRUGate(nn.Module):
 
 class GatedLayer(nn.Module):
     r"""One GTrXL layer, identity-map reordered (LayerNorm on each submodule's input) and
-    gated (Eq. 5–8 with :class:`GRUGate`):
+    gated (with :class:`GRUGate`):
 
     .. math::
         Y &= \mathrm{RelMHA}(\mathrm{LN}([M^{(l-1)}, E^{(l-1)}])) \qquad
@@ -150,8 +150,8 @@ class GTrXL(Cell):
     contract's one-step rollout needs, and inside a chunk gradients flow through it (across
     chunks the trainer detaches the state, as for every cell). So every layer sees the last
     ``window`` steps, and the output depends on up to ``layers · window`` of them. The paper's
-    DMLab agent has 12 layers of 8 heads, width 256 and a memory of 512 steps; the defaults
-    here are sized for the 64-unit agents of this library's RL presets.
+    agents are much larger (deeper stacks, memories of hundreds of steps); the defaults here
+    are sized for the 64-unit agents of this library's RL presets.
 
     Args:
         input_size: features of each input.

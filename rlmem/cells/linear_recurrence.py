@@ -1,4 +1,4 @@
-r"""The cells whose state is an elementwise affine map of the previous one: FFM and LRU.
+r"""The cells whose complex state is an elementwise affine map of the previous one: FFM, LRU.
 
 Their state follows :math:`s_t = a_t \odot s_{t-1} + b_t`, with :math:`(a_t, b_t)` worked out
 from the input alone, and their output reads :math:`s_t` and the input. So a chunk needs no
@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from rlmem.cells._engines.associative_scan import Affine, diagonal_scan
@@ -23,8 +24,8 @@ from rlmem.cells.base import Cell, ScanResult
 class LinearRecurrence(Cell, abc.ABC):
     """A :class:`~rlmem.cells.base.Cell` with an affine state update, run by an associative scan.
 
-    A subclass gives :meth:`transition`, :meth:`readout`, :meth:`pack`, :meth:`unpack` and its
-    ``step``.
+    A subclass gives :meth:`transition`, :meth:`readout` and its ``step``; its state is
+    complex, held as two real fields (:meth:`pack`).
     """
 
     @abc.abstractmethod
@@ -44,13 +45,15 @@ class LinearRecurrence(Cell, abc.ABC):
             - features: ``(*, F)``; s: ``(*, state)``; returns ``(*, output_size)``
         """
 
-    @abc.abstractmethod
     def pack(self, s: Tensor) -> Any:
-        """The cell's :attr:`state_type` holding the state tensor ``s`` (``(B, *)``)."""
+        """The cell's :attr:`state_type` holding the complex state ``s`` (``(B, *)``) as its
+        two fields, the real part then the imaginary part."""
+        return self.state_type._make((s.real, s.imag))
 
-    @abc.abstractmethod
     def unpack(self, state: Any) -> Tensor:
-        """The state tensor held in ``state`` (the inverse of :meth:`pack`)."""
+        """The complex state held in ``state`` (the inverse of :meth:`pack`)."""
+        real, imaginary = state
+        return torch.complex(real, imaginary)
 
     def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
         """The chunk through the associative scan

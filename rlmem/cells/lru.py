@@ -31,7 +31,7 @@ class LRU(LinearRecurrence):
     r"""Linear recurrent unit (Orvieto et al., 2023) in the paper's residual block.
 
     A complex diagonal linear recurrence with the exponential parametrisation and the
-    :math:`\gamma` normalisation (§3.2–3.3), inside the block of the paper's Fig. 1 (a
+    :math:`\gamma` normalisation (§3), inside the block of the paper's Fig. 1 (a
     linear encoder, then normalisation, the LRU, GELU and a GLU, with a skip connection):
 
     .. math::
@@ -153,12 +153,6 @@ class LRU(LinearRecurrence):
                  + self.D * z)
         value, gate = self.glu(functional.gelu(mixed)).chunk(2, -1)
         return u + value * torch.sigmoid(gate)
-
-    def pack(self, s: Tensor) -> LRUState:
-        return LRUState(s.real, s.imag)
-
-    def unpack(self, state: LRUState) -> Tensor:
-        return torch.complex(state.h_re, state.h_im)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, N={self.N}, r_min={self.r_min}, r_max={self.r_max}, "

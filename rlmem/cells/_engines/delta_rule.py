@@ -8,7 +8,7 @@ The recurrence, per head (the cell's ``step``):
 Within a block of C steps that starts from :math:`S_0`, every update is
 :math:`\delta_j k_j^\top` with :math:`\delta_j = \beta_j (v_j - S_{j-1} k_j)`, and
 :math:`S_{j-1} k_j = S_0 k_j + \sum_{m<j} \delta_m (k_m^\top k_j)`; so the δ of a block solve
-one unit lower-triangular system (the WY / UT form of Yang et al., 2024, §3):
+one unit lower-triangular system (the WY / UT form of Yang et al., 2024):
 
 .. math::
     (I + \mathrm{diag}(\beta)\, \mathrm{tril}_{-1}(K K^\top))\, \Delta
