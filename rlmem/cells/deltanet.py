@@ -116,7 +116,8 @@ class DeltaNet(Cell):
     def fast_scan(self, x: Tensor, state: DeltaNetState, resets: Tensor) -> ScanResult:
         """The chunk through the chunkwise form
         (:func:`~rlmem.cells._engines.delta_rule.delta_rule_scan`)."""
-        q, k, v, beta = self._split(self.project_input(x))
+        # In the state's precision: bf16 autocast gives bf16 features, and no bf16 solve.
+        q, k, v, beta = self._split(self.project_input(x).to(state.S.dtype))
         o, S = delta_rule_scan(q, k, v, beta, state.S, resets)
         return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S), {})
 

@@ -143,7 +143,9 @@ class FFM(LinearRecurrence):
     def gated_input(self, features: Tensor) -> Tensor:
         r""":math:`\tilde x_t \mathbf 1_c^\top`, complex: ``(*, m, c)``."""
         value, _, gate, _ = self._split(features)
-        gated = (value * torch.sigmoid(gate)).unsqueeze(-1)
+        # In the parameters' precision: bf16 autocast gives bf16 features, which torch.complex
+        # does not take.
+        gated = (value * torch.sigmoid(gate)).to(self.alpha.dtype).unsqueeze(-1)
         gated = gated.expand(*gated.shape[:-1], self.context_size)
         return torch.complex(gated, torch.zeros_like(gated))
 

@@ -185,3 +185,18 @@ def test_gtrxl_window_fills_from_a_reset() -> None:
     _, state = cell(torch.randn(9, 2, 3), None, resets)
     assert state.valid.sum(dim=1).tolist() == [3, 5]
     assert not state.memory[0, :, :2].any()  # the slots before the reset are empty
+
+
+@pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])
+def test_bf16_autocast_runs_the_recurrence_in_the_states_precision(
+        name: str, options: dict[str, Any]) -> None:
+    """``amp=true`` (bf16 autocast): complex numbers and triangular solves have no bf16, so
+    the recurrences run in the parameters' float32, and the state stays float32."""
+    cell = make_cell(name, input_size=3, hidden_size=6, **options)
+    x = torch.randn(20, 2, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, state = cell(x)
+        step, _ = cell(x[:1], state)
+    y.float().sum().backward()
+    assert torch.isfinite(y).all() and torch.isfinite(step).all()
+    assert all(field.dtype in (torch.float32, torch.bool) for field in state)
