@@ -58,6 +58,11 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
         - returns o ``(T, B, h, d)`` and the final state ``(B, h, d, d)``
     """
     steps = q.shape[0]
+    if steps == 1:  # a rollout's step: the update itself costs less than a block's solve
+        state = state.masked_fill(resets[0].view(-1, 1, 1, 1), 0)
+        error = v[0] - (state @ k[0].unsqueeze(-1)).squeeze(-1)
+        state = state + (beta[0] * error).unsqueeze(-1) * k[0].unsqueeze(-2)
+        return (state @ q[0].unsqueeze(-1)).squeeze(-1).unsqueeze(0), state
     size = min(CPU_BLOCK if q.device.type == "cpu" else DEVICE_BLOCK, steps)
     count = -(-steps // size)
     Q, K, V, b = (_blocks(value, count, size) for value in (q, k, v, beta))
