@@ -16,6 +16,8 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.windowed_attention import (
+    QUERY_BLOCK,
+    last_reset,
     relative_attention,
     slide_window,
     window_mask,
@@ -207,14 +209,20 @@ class GTrXL(Cell):
         return e.squeeze(1), GTrXLState(torch.stack(memory, 1), valid), {}
 
     def fast_scan(self, x: Tensor, state: GTrXLState, resets: Tensor) -> ScanResult:
-        """Every layer once over the whole chunk, through one mask
-        (:func:`~rlmem.cells._engines.windowed_attention.window_mask`)."""
+        """Every layer once over the chunk, in blocks of
+        :data:`~rlmem.cells._engines.windowed_attention.QUERY_BLOCK` queries, each through its
+        mask (:func:`~rlmem.cells._engines.windowed_attention.window_mask`)."""
         e = self.project_input(x).transpose(0, 1)
-        allowed = window_mask(state.valid, resets)
+        start = last_reset(resets)
+        bounds = [(begin, min(begin + QUERY_BLOCK, x.shape[0]))
+                  for begin in range(0, x.shape[0], QUERY_BLOCK)]
+        masks = [window_mask(state.valid, start, begin, end) for begin, end in bounds]
         inputs = []
         for index, block in enumerate(self.blocks):
             inputs.append(e)
-            e = block(e, torch.cat([state.memory[:, index], e], 1), allowed)
+            context = torch.cat([state.memory[:, index], e], 1)
+            e = torch.cat([block(e[:, begin:end], context[:, begin:self.window + end], mask)
+                           for (begin, end), mask in zip(bounds, masks, strict=True)], 1)
         memory, valid = slide_window(state.memory, torch.stack(inputs, 1), state.valid, resets)
         return ScanResult(e.transpose(0, 1), GTrXLState(memory, valid), {})
 

@@ -18,7 +18,7 @@ import torch
 from reference.equivalence import assert_matches_reference, random_resets
 from torch import Tensor
 
-from rlmem.cells import make_cell
+from rlmem.cells import gtrxl, make_cell
 from rlmem.cells._engines import associative_scan, delta_rule
 from rlmem.cells._engines.associative_scan import diagonal_scan
 from rlmem.cells._engines.delta_rule import delta_rule_scan
@@ -121,6 +121,13 @@ def test_long_chunks_equal_the_step(name: str, options: dict[str, Any],
     step = make_cell(name, input_size=3, hidden_size=6, **options)
     monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
     assert_matches_reference(engine, step, steps=70, chunks=(1, 41), batch=4)
+
+
+def test_gtrxl_query_blocks_equal_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks longer than a block of queries: blocks of 7 queries, the window of 6 reaching
+    back across block boundaries."""
+    monkeypatch.setattr(gtrxl, "QUERY_BLOCK", 7)
+    test_long_chunks_equal_the_step("gtrxl", {"heads": 2, "window": 6}, monkeypatch)
 
 
 def test_lru_initialisation_is_the_papers_ring() -> None:

@@ -3,9 +3,10 @@ r"""Attention over a sliding window of past steps, for a whole chunk at once (GT
 A cell that attends over the last ``M`` steps of its episode holds them in its state as ``M``
 slots (oldest first) and a validity mask. Its ``step`` attends from one query over the slots
 and itself, then shifts itself into the window. Over a chunk of ``T`` steps the same is one
-attention call: the queries are the chunk's ``T`` steps, the keys the ``M`` slots followed by
-the chunk, and :func:`window_mask` says which key each query may see (within ``M`` steps
-before it, not before its episode's start, not an empty slot). :func:`slide_window` then
+attention call per block of :data:`QUERY_BLOCK` queries (one call for a chunk of up to that
+many steps): the keys are the ``M`` slots followed by the chunk, and :func:`window_mask` says
+which key each query may see (within ``M`` steps before it, not before its episode's start,
+not an empty slot); the blocks keep memory linear in ``T``. :func:`slide_window` then
 leaves the window as ``T`` steps would have, the slots from before a reset emptied (zero and
 invalid), exactly as a reset leaves the state. :func:`relative_attention` is the attention
 itself, with Transformer-XL's relative positions, shared by the step and the chunk.
@@ -19,6 +20,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+QUERY_BLOCK = 128
+"""Queries per attention call: a chunk of up to this many steps is one call per layer."""
+
 
 def last_reset(resets: Tensor) -> Tensor:
     """``(T, B)`` long: the last step ``≤ t`` that resets, or -1 where none has.
@@ -29,25 +33,27 @@ def last_reset(resets: Tensor) -> Tensor:
     return torch.where(resets, steps, -1).cummax(dim=0).values
 
 
-def window_mask(valid: Tensor, resets: Tensor) -> Tensor:
-    """Which key each query of the chunk attends to.
+def window_mask(valid: Tensor, start: Tensor, begin: int, end: int) -> Tensor:
+    """Which key each query ``t`` in ``[begin, end)`` of the chunk attends to.
 
     Key ``p < M`` is slot ``p`` of the window before the chunk, key ``M + s`` is step ``s`` of
-    the chunk. Query ``t`` sees the keys at distance ``0 ≤ M + t - p ≤ M``; a slot only if it
-    is valid and no reset came at or before ``t``; a step ``s`` only if no reset came in
+    the chunk; the keys given are ``p`` in ``[begin, M + end)``, all those the queries can
+    reach. Query ``t`` sees the keys at distance ``0 ≤ M + t - p ≤ M``; a slot only if it is
+    valid and no reset came at or before ``t``; a step ``s`` only if no reset came in
     ``(s, t]``.
 
     Shapes:
-        - valid: ``(B, M)`` bool; resets: ``(T, B)`` bool; returns ``(B, T, M + T)`` bool
+        - valid: ``(B, M)`` bool; start: ``(T, B)`` long, :func:`last_reset` of the resets
+        - returns ``(B, end - begin, M + end - begin)`` bool
     """
-    steps, window = resets.shape[0], valid.shape[1]
-    t = torch.arange(steps, device=resets.device).unsqueeze(1)
-    p = torch.arange(window + steps, device=resets.device).unsqueeze(0)
+    window, device = valid.shape[1], valid.device
+    t = torch.arange(begin, end, device=device).unsqueeze(1)
+    p = torch.arange(begin, window + end, device=device)
     band = (p <= window + t) & (p >= t)
-    start = last_reset(resets).T.unsqueeze(2)  # (B, T, 1)
-    slots = valid.unsqueeze(1) & (start < 0)
-    chunk = t.T.unsqueeze(0) >= start  # step s (the last dim) not before the episode's start
-    return torch.cat([slots, chunk], dim=2) & band
+    episode = start[begin:end].T.unsqueeze(2)  # (B, Q, 1): the query's episode start
+    slots = valid[:, p.clamp(max=window - 1)].unsqueeze(1) & (episode < 0)
+    steps = (p - window) >= episode
+    return torch.where(p < window, slots, steps) & band
 
 
 def slide_window(memory: Tensor, inputs: Tensor, valid: Tensor,
