@@ -51,8 +51,9 @@ class DeltaNet(Cell):
     (SiLU, then :math:`L_2`-normalised queries and keys, which keeps
     :math:`\lVert I - \beta k k^\top \rVert \le 1`: Schlag et al. use DPFP features with sum
     normalisation). Ungated, as both (a decay gate is Gated DeltaNet, Yang et al., 2025).
-    Departures: no short convolution before :math:`q, k, v` and no output normalisation
-    (Yang et al.'s full layer has both), and :math:`W_q, W_k, W_v` have no bias.
+    Departures: no short convolution before :math:`q, k, v`, no SiLU on :math:`v` and no
+    output normalisation (Yang et al.'s full layer has them), and :math:`W_q, W_k, W_v` have
+    no bias.
 
     Args:
         input_size: features of each input.

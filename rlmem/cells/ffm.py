@@ -60,8 +60,8 @@ class FFM(LinearRecurrence):
     episode started: each trace remembers the relative time of its inputs by their phase and
     forgets them at rate :math:`e^{\alpha}`. The reference loop is
     :func:`~rlmem.cells.base.scan` over :meth:`step` (the recurrence above, one step); a chunk
-    runs through the associative scan (:mod:`~rlmem.cells._engines.associative_scan`), the
-    paper's parallel aggregator.
+    runs through the associative scan (:mod:`~rlmem.cells._engines.associative_scan`), in
+    place of the authors' cumulative-sum aggregator (both are parallel in time).
 
     Initialisation (the authors' code): :math:`\alpha_j` evenly spaced from
     :math:`\approx -0.673` to :math:`\ln(0.01) / \text{max\_period}`, so the slowest trace
@@ -73,8 +73,8 @@ class FFM(LinearRecurrence):
     Departures: the authors' code computes the aggregator as a cumulative sum of
     :math:`\gamma^{-j} \tilde x_j` (which bounds α below to avoid overflow, and clamps the
     parameter in place); the associative scan needs no bound, so α is only clamped above, in
-    the forward pass. The memory is held in the input's precision (the authors' code keeps a
-    complex64 state and float64 decays).
+    the forward pass. The memory is held in the parameters' precision (the authors' code keeps
+    a complex64 state and float64 decays).
 
     Args:
         input_size: features of each input.
