@@ -40,7 +40,10 @@ from reference.equivalence import (
 
 from rlmem.cells import CELLS, Cell, Stacked, make_cell
 from rlmem.cells._engines import ernn, full_attention, fused_rnn, irnn, sarnn, screened, tarnn
+from rlmem.cells.deltanet import DeltaNet
+from rlmem.cells.gtrxl import GTrXL
 from rlmem.cells.irnn import IRNNUpdate
+from rlmem.cells.linear_recurrence import LinearRecurrence
 from rlmem.cells.memlstm import MemLSTM
 from rlmem.cells.relrnn import BaseNonlinearity
 from rlmem.cells.screening import Readout, RelevancyScreening, Screening
@@ -155,6 +158,21 @@ ENGINES: list[Row] = [
     Row("ernn", {}, T, ernn.fast_scan),
     Row("ernn", {"K": 3, "eta": 0.4, "nonlinearity": "tanh"}, T, ernn.fast_scan),
     Row("ernn", {}, R, ernn.fast_scan),
+    # LRU, FFM: the associative scan over the chunk.
+    Row("lru", {}, T, LinearRecurrence.fast_scan),
+    Row("lru", {"N": 4, "r_min": 0.9, "r_max": 0.999}, E, LinearRecurrence.fast_scan),
+    Row("ffm", {}, T, LinearRecurrence.fast_scan),
+    Row("ffm", {"memory_size": 3, "context_size": 2, "max_period": 8.0}, E,
+        LinearRecurrence.fast_scan),
+    # DeltaNet: the chunkwise (WY) form, one triangular solve per block.
+    Row("deltanet", {"heads": 2}, T, DeltaNet.fast_scan),
+    Row("deltanet", {"heads": 3, "head_size": 4}, E, DeltaNet.fast_scan),
+    Row("deltanet", {}, R, DeltaNet.fast_scan),
+    # GTrXL: every layer once over the chunk, the window and the chunk under one mask.
+    Row("gtrxl", {"heads": 2, "window": 5}, T, GTrXL.fast_scan),
+    Row("gtrxl", {"heads": 3, "window": 64, "layers": 1}, T, GTrXL.fast_scan),
+    Row("gtrxl", {"heads": 2, "window": 3}, E, GTrXL.fast_scan),
+    Row("gtrxl", {"heads": 2, "window": 3}, R, GTrXL.fast_scan),
     # Stacks: layer after layer over the chunk, each layer through its own engine.
     Row("lstm", {}, T, Stacked.fast_scan, layers=2),
     Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2),

@@ -69,8 +69,14 @@ def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     return str(request.param)
 
 
+AFTER_THE_REFERENCES = {"ffm", "lru", "deltanet", "gtrxl"}
+"""Cells added after rlmem 0.1 (issue 56), which have no frozen reference: their
+specification is their own ``step``, which their engines are proven equal to
+(``tests/cells/test_engines.py``, ``tests/cells/test_modern_cells.py``)."""
+
+
 def test_every_registered_cell_has_a_reference() -> None:
-    assert {name for name, _, _ in CASES} == set(CELLS)
+    assert {name for name, _, _ in CASES} == set(CELLS) - AFTER_THE_REFERENCES
 
 
 @pytest.mark.parametrize(("name", "reference", "hparams"), CASES,

@@ -19,6 +19,10 @@ The engines, one module each:
   compiled rollout step.
 - :mod:`.tarnn`, :mod:`.sarnn`: the loops of TARNN and SA-RNN with their backward.
 - :mod:`.irnn`, :mod:`.ernn`: the loops of iRNN and ERNN, rearranged to share products.
+- :mod:`.associative_scan`: FFM and LRU, an elementwise linear recurrence as an associative
+  scan with resets.
+- :mod:`.delta_rule`: DeltaNet's chunkwise (WY) form of the delta rule, with resets.
+- :mod:`.windowed_attention`: GTrXL's attention over a sliding window, a chunk at once.
 
 What they share: :mod:`.compiled` (the C++ loops of ``csrc/``, built at first use),
 :mod:`.base_recurrence` (the attentive cells' LSTM and tanh-RNN bases, forward and backward),

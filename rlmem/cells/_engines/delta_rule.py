@@ -1,0 +1,89 @@
+r"""The delta rule over a chunk in blocks: DeltaNet's chunkwise form, with resets.
+
+The recurrence, per head (the cell's ``step``):
+
+.. math::
+    S_t = S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top, \qquad o_t = S_t q_t
+
+Within a block of C steps that starts from :math:`S_0`, every update is
+:math:`\delta_j k_j^\top` with :math:`\delta_j = \beta_j (v_j - S_{j-1} k_j)`, and
+:math:`S_{j-1} k_j = S_0 k_j + \sum_{m<j} \delta_m (k_m^\top k_j)`; so the δ of a block solve
+one unit lower-triangular system (the WY / UT form of Yang et al., 2024):
+
+.. math::
+    (I + \mathrm{diag}(\beta)\, \mathrm{tril}_{-1}(K K^\top))\, \Delta
+        = \mathrm{diag}(\beta) (V - K S_0^\top), \qquad
+    O = Q S_0^\top + \mathrm{tril}(Q K^\top) \Delta, \qquad
+    S_C = S_0 + \Delta^\top K
+
+(rows are steps). The system's inverse applied to :math:`\beta V` and :math:`\beta K` (U and
+W) needs no :math:`S_0`, so all blocks solve at once; then one pass over the blocks carries
+the state: :math:`\Delta = U - W S_0^\top`, the outputs, the next :math:`S_0`. A reset before
+step ``i`` cuts the block: the pairs ``(i, j)`` across it drop out of both triangular
+matrices, and :math:`S_0` reaches only the steps before the block's first reset. Costs per
+block and head :math:`O(C^2 d + C d^2)`, against the step's :math:`O(C d^2)` in C sequential
+steps.
+
+Tensor functions on any device; autograd gives the gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+CPU_BLOCK = 16
+"""Steps per block on the CPU."""
+
+DEVICE_BLOCK = 64
+"""Steps per block on an accelerator."""
+
+
+def _blocks(value: Tensor, count: int, size: int) -> Tensor:
+    """``(T, B, h, f)`` as ``(count, B, h, size, f)``, zero-padded at the end (no-op steps)."""
+    pad = count * size - value.shape[0]
+    if pad:
+        value = torch.cat([value, value.new_zeros(pad, *value.shape[1:])])
+    return value.view(count, size, *value.shape[1:]).movedim(1, -2)
+
+
+def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor,
+                    resets: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Every :math:`o_t = S_t q_t` of the delta rule and the final :math:`S`, from
+    :math:`S_{-1}` = ``state``, with ``resets[t]`` zeroing :math:`S_{t-1}` first.
+
+    Shapes:
+        - q, k, v: ``(T, B, h, d)``; beta: ``(T, B, h, 1)``; state: ``(B, h, d, d)``
+          (``(d_v, d_k)`` per head); resets: ``(T, B)`` bool
+        - returns o ``(T, B, h, d)`` and the final state ``(B, h, d, d)``
+    """
+    steps = q.shape[0]
+    if steps == 1:  # a rollout's step: the update itself costs less than a block's solve
+        state = state.masked_fill(resets[0].view(-1, 1, 1, 1), 0)
+        error = v[0] - (state @ k[0].unsqueeze(-1)).squeeze(-1)
+        state = state + (beta[0] * error).unsqueeze(-1) * k[0].unsqueeze(-2)
+        return (state @ q[0].unsqueeze(-1)).squeeze(-1).unsqueeze(0), state
+    size = min(CPU_BLOCK if q.device.type == "cpu" else DEVICE_BLOCK, steps)
+    count = -(-steps // size)
+    Q, K, V, b = (_blocks(value, count, size) for value in (q, k, v, beta))
+    padded = torch.cat([resets, resets.new_zeros(count * size - steps, resets.shape[1])])
+    index = torch.arange(size, device=q.device)
+    # start[i]: the block's last step ≤ i that resets (-1: none); (count, B, 1, size, 1)
+    start = torch.where(padded.view(count, size, -1), index.view(1, size, 1), -1)
+    start = start.cummax(dim=1).values.transpose(1, 2)[:, :, None, :, None]
+    same = (index >= start) & (index <= index.unsqueeze(1))  # j in i's episode, j ≤ i
+    keep = (start < 0).to(q.dtype)  # S_0 reaches step i
+    strict = same & (index < index.unsqueeze(1))
+    system = torch.eye(size, dtype=q.dtype, device=q.device) + b * (K @ K.mT) * strict
+    solved = torch.linalg.solve_triangular(
+        system, torch.cat([b * V, b * keep * K], -1), upper=False, unitriangular=True)
+    U, W = solved.split([V.shape[-1], K.shape[-1]], -1)
+    reads = (Q @ K.mT) * same
+    outputs = []
+    for block in range(count):
+        delta = U[block] - W[block] @ state.mT
+        outputs.append(keep[block] * (Q[block] @ state.mT) + reads[block] @ delta)
+        last = same[block, ..., -1, :].unsqueeze(-1).to(q.dtype)
+        state = keep[block, ..., -1:, :] * state + (delta * last).mT @ K[block]
+    o = torch.stack(outputs).movedim(-2, 1).reshape(count * size, *q.shape[1:])
+    return o[:steps], state

@@ -1,0 +1,209 @@
+"""FFM, LRU, DeltaNet and GTrXL: their engines equal their steps, and their math does what the
+papers say.
+
+``tests/cells/test_engines.py`` holds their engine rows (chunks of 1, 15, 15 and 17 steps);
+here the engines run over longer chunks, which the CPU's engines cut into several blocks (and
+pad), and the engine functions themselves are checked against a plain loop in
+float64, forwards and backwards, for every block size (the associative scan against the
+elementwise loop, DeltaNet's chunkwise form against the delta rule's loop).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from reference.equivalence import assert_matches_reference, random_resets
+from torch import Tensor
+
+from rlmem.cells import gtrxl, make_cell
+from rlmem.cells._engines import associative_scan, delta_rule
+from rlmem.cells._engines.associative_scan import diagonal_scan
+from rlmem.cells._engines.delta_rule import delta_rule_scan
+from rlmem.cells.deltanet import DeltaNet, DeltaNetState
+from rlmem.cells.ffm import FFM, FORGOTTEN_AT
+from rlmem.cells.lru import LRU
+
+CELL_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("lru", {}), ("ffm", {"memory_size": 4, "context_size": 3}), ("deltanet", {"heads": 2}),
+    ("gtrxl", {"heads": 2, "window": 6, "layers": 2}),
+]
+
+
+def loop(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor:
+    """The elementwise recurrence one step at a time: the specification of the scan."""
+    states = []
+    for t in range(b.shape[0]):
+        state = torch.where(resets[t].view(-1, 1), torch.zeros_like(state), state)
+        state = a[t] * state + b[t]
+        states.append(state)
+    return torch.stack(states)
+
+
+def delta_loop(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor,
+               resets: Tensor) -> tuple[Tensor, Tensor]:
+    """The delta rule one step at a time."""
+    outputs = []
+    for t in range(q.shape[0]):
+        state = torch.where(resets[t].view(-1, 1, 1, 1), torch.zeros_like(state), state)
+        error = v[t] - (state @ k[t].unsqueeze(-1)).squeeze(-1)
+        state = state + (beta[t] * error).unsqueeze(-1) * k[t].unsqueeze(-2)
+        outputs.append((state @ q[t].unsqueeze(-1)).squeeze(-1))
+    return torch.stack(outputs), state
+
+
+def assert_same_gradients(fast: list[Tensor], slow: list[Tensor], inputs: list[Tensor],
+                          generator: torch.Generator) -> None:
+    weights = [torch.randn(value.shape, generator=generator, dtype=torch.float64)
+               for value in fast]
+    grads = [torch.autograd.grad(torch.stack([(value * weight).abs().sum() for value, weight
+                                              in zip(values, weights, strict=True)]).sum(),
+                                 inputs)
+             for values in (fast, slow)]
+    for got, want in zip(*grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 64])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_scan_equals_the_loop(kind: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
+    generator = torch.Generator().manual_seed(0)
+    steps, batch = 37, 4
+
+    def draw(*size: int) -> Tensor:
+        value = torch.randn(*size, generator=generator, dtype=torch.float64)
+        if kind == "complex":
+            value = torch.complex(value, torch.randn(*size, generator=generator,
+                                                     dtype=torch.float64))
+        return (0.5 * value).requires_grad_()
+
+    a, b, state = draw(steps, batch, 5), draw(steps, batch, 5), draw(batch, 5)
+    resets = random_resets(steps, batch, generator)
+    fast = diagonal_scan(a, b, state, resets)
+    slow = loop(a, b, state, resets)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+    assert_same_gradients([fast], [slow], [a, b, state], generator)
+
+
+@pytest.mark.parametrize("block", [1, 5, 16, 64])
+def test_delta_rule_blocks_equal_the_loop(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delta_rule, "CPU_BLOCK", block)
+    generator = torch.Generator().manual_seed(0)
+    steps, batch, heads, size = 37, 4, 2, 3
+
+    def draw(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    q, v = draw(steps, batch, heads, size), draw(steps, batch, heads, size)
+    k = torch.nn.functional.normalize(draw(steps, batch, heads, size), dim=-1)
+    beta = torch.sigmoid(draw(steps, batch, heads, 1))
+    state = draw(batch, heads, size, size)
+    inputs = [value.requires_grad_() for value in (q, k, v, beta, state)]
+    resets = random_resets(steps, batch, generator)
+    fast = delta_rule_scan(q, k, v, beta, state, resets)
+    slow = delta_loop(q, k, v, beta, state, resets)
+    for got, want in zip(fast, slow, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    assert_same_gradients(list(fast), list(slow), inputs, generator)
+
+
+@pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])
+def test_long_chunks_equal_the_step(name: str, options: dict[str, Any],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 1, 40 and 29 steps: several blocks of the CPU scan, padded; a window that
+    slides far within a chunk."""
+    torch.manual_seed(0)
+    engine = make_cell(name, input_size=3, hidden_size=6, **options)
+    torch.manual_seed(0)
+    step = make_cell(name, input_size=3, hidden_size=6, **options)
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+    assert_matches_reference(engine, step, steps=70, chunks=(1, 41), batch=4)
+
+
+def test_gtrxl_query_blocks_equal_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks longer than a block of queries: blocks of 7 queries, the window of 6 reaching
+    back across block boundaries."""
+    monkeypatch.setattr(gtrxl, "QUERY_BLOCK", 7)
+    test_long_chunks_equal_the_step("gtrxl", {"heads": 2, "window": 6}, monkeypatch)
+
+
+def test_lru_initialisation_is_the_papers_ring() -> None:
+    torch.manual_seed(0)
+    cell = make_cell("lru", input_size=3, hidden_size=200, r_min=0.4, r_max=0.9,
+                     max_phase=math.pi / 10)
+    assert isinstance(cell, LRU)
+    lam = cell.lam().detach()
+    assert lam.abs().min() >= 0.4 - 1e-6 and lam.abs().max() <= 0.9 + 1e-6
+    assert lam.angle().min() >= 0 and lam.angle().max() <= math.pi / 10 + 1e-6
+    # γ normalises: |γ|² + |λ|² = 1, so a unit-variance input keeps the state's variance.
+    torch.testing.assert_close(torch.exp(2 * cell.gamma_log.detach()) + lam.abs() ** 2,
+                               torch.ones(200), rtol=0, atol=1e-5)
+
+
+def test_ffm_traces_decay_and_rotate_as_initialised() -> None:
+    cell = make_cell("ffm", input_size=3, hidden_size=8, memory_size=5, context_size=3,
+                     min_period=2.0, max_period=64.0)
+    assert isinstance(cell, FFM)
+    gamma = cell.gamma().detach()
+    assert (gamma.abs() < 1).all()
+    # The slowest trace keeps FORGOTTEN_AT of an input after max_period steps.
+    assert gamma.abs().max().item() ** 64 == pytest.approx(FORGOTTEN_AT, rel=1e-4)
+    periods = 2 * math.pi / gamma[0].angle().abs()
+    torch.testing.assert_close(periods[[0, 2]], torch.tensor([2.0, 64.0]), rtol=1e-4, atol=0)
+
+
+def test_deltanet_overwrites_where_linear_attention_would_add() -> None:
+    """β = 1: writing a new value under the same key replaces the old one (the delta rule),
+    and a query equal to the key reads it back exactly."""
+    cell = make_cell("deltanet", input_size=3, hidden_size=4, heads=1).double()
+    assert isinstance(cell, DeltaNet)
+    key = torch.nn.functional.normalize(torch.tensor([[1.0, 2.0, -1.0, 0.5]],
+                                                     dtype=torch.float64), dim=-1)
+    state = DeltaNetState(torch.zeros(1, 1, 4, 4, dtype=torch.float64))
+    for value in (torch.tensor([[3.0, 0.0, 1.0, 2.0]]), torch.tensor([[-1.0, 4.0, 0.0, 1.0]])):
+        features = torch.cat([key, key, value.double(), torch.ones(1, 1, dtype=torch.float64)],
+                             -1).view(1, 1, -1)
+        _, state, _ = cell.step(features, state)
+        read = (state.S[0, 0] @ key[0])
+        torch.testing.assert_close(read, value[0].double(), rtol=0, atol=1e-12)
+
+
+def test_gtrxl_sees_layers_times_window_steps_and_no_further() -> None:
+    torch.manual_seed(0)
+    layers, window, steps = 2, 3, 12
+    cell = make_cell("gtrxl", input_size=3, hidden_size=4, heads=2, window=window,
+                     layers=layers).double()
+    x = torch.randn(steps, 1, 3, dtype=torch.float64, requires_grad=True)
+    y, state = cell(x)
+    (grad,) = torch.autograd.grad(y[-1].sum(), x)
+    reach = grad[:, 0].abs().sum(dim=1)
+    assert (reach[:steps - 1 - layers * window] == 0).all()
+    assert (reach[steps - 1 - layers * window:] > 0).all()
+    assert state.valid.all()
+
+
+def test_gtrxl_window_fills_from_a_reset() -> None:
+    cell = make_cell("gtrxl", input_size=3, hidden_size=4, heads=2, window=5)
+    resets = torch.zeros(9, 2, dtype=torch.bool)
+    resets[6, 0] = True
+    _, state = cell(torch.randn(9, 2, 3), None, resets)
+    assert state.valid.sum(dim=1).tolist() == [3, 5]
+    assert not state.memory[0, :, :2].any()  # the slots before the reset are empty
+
+
+@pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])
+def test_bf16_autocast_runs_the_recurrence_in_the_states_precision(
+        name: str, options: dict[str, Any]) -> None:
+    """``amp=true`` (bf16 autocast): complex numbers and triangular solves have no bf16, so
+    the recurrences run in the parameters' float32, and the state stays float32."""
+    cell = make_cell(name, input_size=3, hidden_size=6, **options)
+    x = torch.randn(20, 2, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, state = cell(x)
+        step, _ = cell(x[:1], state)
+    y.float().sum().backward()
+    assert torch.isfinite(y).all() and torch.isfinite(step).all()
+    assert all(field.dtype in (torch.float32, torch.bool) for field in state)
