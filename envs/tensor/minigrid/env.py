@@ -1,0 +1,239 @@
+"""The MiniGrid world as tensors: :class:`MiniGridTensorEnv`, ``MiniGridEnv.step`` and
+``gen_obs`` for a batch of envs, from which each MiniGrid family derives its layout
+(:mod:`~rlmem.envs.tensor.minigrid.doorkey`, :mod:`~rlmem.envs.tensor.minigrid.memory`).
+
+State (``N`` envs, a ``W x H`` world):
+
+- ``grid``: ``(N, W, H, 3)`` uint8, each cell's ``(object, colour, state)`` encoding
+  (MiniGrid's ``Grid.encode()`` of the world), empty cells ``(1, 0, 0)``;
+- ``agent_pos``: ``(N, 2)`` int64 ``(x, y)``; ``agent_dir``: ``(N,)`` int64, 0 east .. 3 north;
+- ``carrying``: ``(N, 3)`` uint8, the carried object's encoding, ``(1, 0, 0)`` for nothing;
+- ``step_count``: ``(N,)`` int64.
+
+One step is MiniGrid's, every branch computed for every env and the taken one selected
+(reference: ``MiniGridEnv.step``): left and right turn; forward moves onto a cell the agent can
+overlap and ends the episode on a goal (reward ``1 - 0.9 * step_count / max_steps``) or lava
+(reward 0); pickup takes a pickable object when the hands are empty; drop puts the carried
+object on an empty cell; toggle opens and closes a door, unlocks a locked one with a key of its
+colour, and opens a box (a box holds nothing here: no family of ours fills one); done does
+nothing. ``truncated`` is ``step_count >= max_steps``.
+
+The observation is :class:`rlmem.envs.MiniGridObservation`'s: ``image`` (the egocentric view,
+:mod:`~rlmem.envs.tensor.minigrid.view`), and, when asked, ``direction`` and the tokenised
+``mission``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from minigrid.core.actions import Actions
+from minigrid.core.constants import DIR_TO_VEC
+from minigrid.minigrid_env import MiniGridEnv
+from torch import Tensor
+
+from rlmem.envs.minigrid_observation import encoded_space, tokenize
+from rlmem.envs.tensor.base import TensorVectorEnv
+from rlmem.envs.tensor.minigrid.objects import (
+    BOX,
+    CLOSED,
+    DOOR,
+    EMPTY,
+    GOAL,
+    KEY,
+    LAVA,
+    LOCKED,
+    NOTHING,
+    OPEN,
+    can_overlap,
+    can_pickup,
+    encoding,
+)
+from rlmem.envs.tensor.minigrid.view import egocentric_image
+
+E = TypeVar("E", bound="MiniGridTensorEnv")
+
+VIEW_SIZE = 7
+"""MiniGrid's default ``agent_view_size``."""
+
+
+class MiniGridTensorEnv(TensorVectorEnv):
+    """``num_envs`` MiniGrid worlds of ``width x height`` cells (the module's docstring).
+
+    Args:
+        num_envs: envs.
+        width, height: the world's size.
+        max_steps: MiniGrid's ``max_steps``.
+        mission_text: the family's mission (what ``mission=True`` tokenises).
+        draws_per_episode: the uniform draws the family's layout takes.
+        device: where the state lives.
+        mission: add the tokenised mission to the observation (as
+            :class:`rlmem.envs.MiniGridObservation`).
+        direction: add the agent's direction to the observation.
+        agent_view_size: cells the agent sees across (odd, at least 3).
+    """
+
+    def __init__(self, num_envs: int, width: int, height: int, max_steps: int,
+                 mission_text: str, draws_per_episode: int, device: torch.device | str = "cpu",
+                 *, mission: bool = False, direction: bool = False,
+                 agent_view_size: int = VIEW_SIZE) -> None:
+        if agent_view_size < 3 or agent_view_size % 2 == 0:
+            raise ValueError(f"agent_view_size must be odd and at least 3 (MiniGrid's rule), "
+                             f"got {agent_view_size}")
+        if max_steps <= 0:
+            raise ValueError(f"max_steps must be positive, got {max_steps}")
+        image = spaces.Box(low=0, high=255, shape=(agent_view_size, agent_view_size, 3),
+                           dtype=np.uint8)
+        super().__init__(num_envs, encoded_space(image, agent_view_size, mission, direction),
+                         spaces.Discrete(len(Actions)), draws_per_episode, device)
+        self.width, self.height, self.max_steps = width, height, max_steps
+        self.view_size = agent_view_size
+        self.mission, self.direction = mission, direction
+        self.mission_tokens = torch.as_tensor(tokenize(mission_text), device=self.device)
+        device = self.device
+        self.grid = torch.zeros(num_envs, width, height, 3, dtype=torch.uint8, device=device)
+        self.agent_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=device)
+        self.agent_dir = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        self.carrying = encoding(NOTHING, device).expand(num_envs, 3).clone()
+        self.step_count = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        self._dir_to_vec = torch.as_tensor(np.stack(DIR_TO_VEC), dtype=torch.int64,
+                                           device=device)
+
+    # --- a family's layout --------------------------------------------------------------------
+
+    def _start(self, envs: Tensor, grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> None:
+        """Start the envs of ``envs`` in the given new layout, carrying nothing, at step 0;
+        what a family's :meth:`_generate` ends with."""
+        self.grid = torch.where(envs[:, None, None, None], grid, self.grid)
+        self.agent_pos = torch.where(envs[:, None], agent_pos, self.agent_pos)
+        self.agent_dir = torch.where(envs, agent_dir, self.agent_dir)
+        self.carrying = torch.where(envs[:, None], encoding(NOTHING, self.device),
+                                    self.carrying)
+        self.step_count = torch.where(envs, 0, self.step_count)
+
+    def coordinates(self) -> tuple[Tensor, Tensor]:
+        """Every cell's ``x`` and ``y``, to build layouts by comparison.
+
+        Shapes: returns two ``(1, W, H)`` int64.
+        """
+        x = torch.arange(self.width, device=self.device).view(1, -1, 1)
+        y = torch.arange(self.height, device=self.device).view(1, 1, -1)
+        return x.expand(1, self.width, self.height), y.expand(1, self.width, self.height)
+
+    # --- the step -----------------------------------------------------------------------------
+
+    def _actions(self, actions: Tensor) -> Tensor:
+        """The actions MiniGrid's step applies (a family that remaps some overrides this)."""
+        return actions.to(torch.int64)
+
+    def _outcome(self, reward: Tensor, terminated: Tensor) -> tuple[Tensor, Tensor]:
+        """A family's own rewards and ends after MiniGrid's step (none by default)."""
+        return reward, terminated
+
+    def _success_reward(self) -> Tensor:
+        """MiniGrid's ``_reward()``: ``1 - 0.9 * (step_count / max_steps)``, float64."""
+        return 1 - 0.9 * (self.step_count.to(torch.float64) / self.max_steps)
+
+    def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        action = self._actions(actions.reshape(self.num_envs))
+        self.step_count = self.step_count + 1
+        rows = torch.arange(self.num_envs, device=self.device)
+        front = self.agent_pos + self._dir_to_vec[self.agent_dir]
+        fx = front[:, 0].clamp(0, self.width - 1)
+        fy = front[:, 1].clamp(0, self.height - 1)
+        cell = self.grid[rows, fx, fy]
+        kind, state = cell[:, 0], cell[:, 2]
+        turn = torch.where(action == Actions.left, 3, torch.where(action == Actions.right, 1, 0))
+        self.agent_dir = (self.agent_dir + turn) % 4
+        forward = action == Actions.forward
+        moves = forward & can_overlap(cell)
+        self.agent_pos = torch.where(moves[:, None], front, self.agent_pos)
+        goal, lava = forward & (kind == GOAL), forward & (kind == LAVA)
+        reward = torch.where(goal, self._success_reward(), 0.0)
+        holding = self.carrying[:, 0] != EMPTY
+        picks = (action == Actions.pickup) & can_pickup(cell) & ~holding
+        drops = (action == Actions.drop) & (kind == EMPTY) & holding
+        toggle_door = (action == Actions.toggle) & (kind == DOOR)
+        unlocks = (toggle_door & (state == LOCKED) & (self.carrying[:, 0] == KEY)
+                   & (self.carrying[:, 1] == cell[:, 1]))
+        swings = toggle_door & (state != LOCKED)
+        opens_box = (action == Actions.toggle) & (kind == BOX)
+        new_state = torch.where(unlocks | (swings & (state == CLOSED)), OPEN,
+                                torch.where(swings, CLOSED, state)).to(torch.uint8)
+        new_cell = torch.cat((cell[:, :2], new_state[:, None]), dim=1)
+        nothing = encoding(NOTHING, self.device)
+        new_cell = torch.where((picks | opens_box)[:, None], nothing,
+                               torch.where(drops[:, None], self.carrying, new_cell))
+        self.grid[rows, fx, fy] = new_cell
+        self.carrying = torch.where(picks[:, None], cell,
+                                    torch.where(drops[:, None], nothing, self.carrying))
+        reward, terminated = self._outcome(reward, goal | lava)
+        return reward, terminated, self.step_count >= self.max_steps
+
+    def _observe(self) -> dict[str, Tensor]:
+        observation = {"image": egocentric_image(self.grid, self.agent_pos, self.agent_dir,
+                                                 self.carrying, self.view_size)}
+        if self.direction:
+            observation["direction"] = self.agent_dir.clone()
+        if self.mission:
+            observation["mission"] = self.mission_tokens.expand(self.num_envs, -1).clone()
+        return observation
+
+    # --- copying MiniGrid's own envs ------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def _reference_arguments(cls, env: MiniGridEnv) -> dict[str, Any]:
+        """The constructor's arguments (besides ``num_envs``, ``device`` and the observation's
+        options) that make envs like ``env``.
+
+        Raises:
+            ValueError: ``env`` is not of this family.
+        """
+
+    def _copy_family_state(self, envs: Sequence[MiniGridEnv]) -> None:
+        """Copy what a family keeps besides MiniGrid's world (nothing by default)."""
+
+    @classmethod
+    def from_reference(cls: type[E], envs: Sequence[gym.Env],
+                       device: torch.device | str = "cpu", *, mission: bool = False,
+                       direction: bool = False) -> E:
+        """Envs in the current state of MiniGrid's own ``envs`` (reset already, wrapped or
+        not), one copy each: the same world, agent, carried object and step count.
+
+        Raises:
+            ValueError: the envs differ in their family's arguments, or one is not of the
+                family, or a box holds something (a box's content is not modelled).
+        """
+        worlds = [env.unwrapped for env in envs]
+        if not all(isinstance(world, MiniGridEnv) for world in worlds):
+            raise ValueError(f"{cls.__name__}.from_reference takes MiniGrid envs, got {envs}")
+        minigrids: list[MiniGridEnv] = worlds  # type: ignore[assignment]
+        arguments = [cls._reference_arguments(world) for world in minigrids]
+        if any(argument != arguments[0] for argument in arguments):
+            raise ValueError(f"{cls.__name__}.from_reference: the envs differ ({arguments})")
+        copy = cls(len(minigrids), device=device, mission=mission, direction=direction,
+                   agent_view_size=minigrids[0].agent_view_size, **arguments[0])
+        if any(getattr(cell, "contains", None) is not None
+               for world in minigrids for cell in world.grid.grid):
+            raise ValueError(f"{cls.__name__}.from_reference: a box holds an object, which the "
+                             "tensor envs do not model")
+
+        def stacked(values: list[Any], dtype: torch.dtype) -> Tensor:
+            return torch.as_tensor(np.stack(values), dtype=dtype, device=copy.device)
+
+        copy.grid = stacked([world.grid.encode() for world in minigrids], torch.uint8)
+        copy.agent_pos = stacked([np.asarray(world.agent_pos) for world in minigrids],
+                                 torch.int64)
+        copy.agent_dir = stacked([world.agent_dir for world in minigrids], torch.int64)
+        copy.carrying = stacked([world.carrying.encode() if world.carrying else NOTHING
+                                 for world in minigrids], torch.uint8)
+        copy.step_count = stacked([world.step_count for world in minigrids], torch.int64)
+        copy._copy_family_state(minigrids)
+        return copy

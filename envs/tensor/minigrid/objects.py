@@ -1,0 +1,88 @@
+"""MiniGrid's world objects as their encodings: what each cell holds is MiniGrid's own
+``(object, colour, state)`` triple (``WorldObj.encode``), and what an object does (can the agent
+walk onto it, see past it, pick it up) is a function of that triple, for a whole batch at once.
+
+The rules are those of ``minigrid.core.world_object`` (MiniGrid 3):
+
+========  ============  ============  ===========
+object    can_overlap   see_behind    can_pickup
+========  ============  ============  ===========
+empty     yes           yes           no
+wall      no            no            no
+floor     yes           yes           no
+door      if open       if open       no
+key       no            yes           yes
+ball      no            yes           yes
+box       no            yes           yes
+goal      yes           yes           no
+lava      yes           yes           no
+========  ============  ============  ===========
+"""
+
+from __future__ import annotations
+
+import torch
+from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
+from torch import Tensor
+
+EMPTY = OBJECT_TO_IDX["empty"]
+WALL = OBJECT_TO_IDX["wall"]
+FLOOR = OBJECT_TO_IDX["floor"]
+DOOR = OBJECT_TO_IDX["door"]
+KEY = OBJECT_TO_IDX["key"]
+BALL = OBJECT_TO_IDX["ball"]
+BOX = OBJECT_TO_IDX["box"]
+GOAL = OBJECT_TO_IDX["goal"]
+LAVA = OBJECT_TO_IDX["lava"]
+
+OPEN = STATE_TO_IDX["open"]
+CLOSED = STATE_TO_IDX["closed"]
+LOCKED = STATE_TO_IDX["locked"]
+
+GREY = COLOR_TO_IDX["grey"]
+GREEN = COLOR_TO_IDX["green"]
+YELLOW = COLOR_TO_IDX["yellow"]
+
+NOTHING = (EMPTY, 0, 0)
+"""The encoding of an empty cell (MiniGrid's ``None``), and of carrying nothing."""
+WALL_CELL = (WALL, GREY, 0)
+"""A grey wall: what MiniGrid's view shows beyond the world's edge."""
+GOAL_CELL = (GOAL, GREEN, 0)
+"""MiniGrid's ``Goal()``."""
+
+
+def can_overlap(cell: Tensor) -> Tensor:
+    """Whether the agent can walk onto each cell (``WorldObj.can_overlap``).
+
+    Shapes: ``(..., 3)`` -> ``(...)`` bool.
+    """
+    kind = cell[..., 0]
+    return ((kind == EMPTY) | (kind == FLOOR) | (kind == GOAL) | (kind == LAVA)
+            | ((kind == DOOR) & (cell[..., 2] == OPEN)))
+
+
+def see_behind(cell: Tensor) -> Tensor:
+    """Whether the agent sees past each cell (``WorldObj.see_behind``): all but walls and
+    doors that are not open.
+
+    Shapes: ``(..., 3)`` -> ``(...)`` bool.
+    """
+    kind = cell[..., 0]
+    return ~((kind == WALL) | ((kind == DOOR) & (cell[..., 2] != OPEN)))
+
+
+def can_pickup(cell: Tensor) -> Tensor:
+    """Whether the agent can pick up each cell's object (``WorldObj.can_pickup``).
+
+    Shapes: ``(..., 3)`` -> ``(...)`` bool.
+    """
+    kind = cell[..., 0]
+    return (kind == KEY) | (kind == BALL) | (kind == BOX)
+
+
+def encoding(triple: tuple[int, int, int], device: torch.device) -> Tensor:
+    """One cell's encoding as a uint8 tensor.
+
+    Shapes: returns ``(3,)`` uint8.
+    """
+    return torch.tensor(triple, dtype=torch.uint8, device=device)
