@@ -64,11 +64,14 @@ def p_values(reference: Features, sample: Features, pairs: Sequence[tuple[str, s
     return found
 
 
-def _position(kind: Tensor, wanted: int) -> list[Hashable]:
-    """The ``(x, y)`` of the (one) cell of kind ``wanted`` in each layout (``(N, W, H)``)."""
+def _positions(kind: Tensor, wanted: int) -> list[Hashable]:
+    """The ``(x, y)`` of every cell of kind ``wanted`` in each layout (``(N, W, H)``), in
+    MiniGrid's order: where a DoorKey's key and door are, and a Memory's cue and ends."""
     height = kind.shape[2]
-    flat = (kind == wanted).flatten(1).to(torch.int64).argmax(dim=1)
-    return [(int(i) // height, int(i) % height) for i in flat]
+    found: list[list[tuple[int, int]]] = [[] for _ in range(kind.shape[0])]
+    for layout, cell in (kind == wanted).flatten(1).nonzero().tolist():
+        found[layout].append((cell // height, cell % height))
+    return [tuple(cells) for cells in found]
 
 
 def layout_features(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> Features:
@@ -85,9 +88,9 @@ def layout_features(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> Featu
                     for cells in grid.flatten(1, 2)],
     }
     for name, wanted in (("door", DOOR), ("key", KEY), ("ball", BALL)):
-        features[name] = _position(kind, wanted)
+        features[name] = _positions(kind, wanted)
     features["agent_x"] = [p[0] for p in features["agent"]]
-    features["key_x"] = [p[0] for p in features["key"]]
+    features["key_x"] = [tuple(x for x, _ in cells) for cells in features["key"]]
     return features
 
 
