@@ -5,4 +5,4 @@ from rlmem.envs.tensor.minigrid.doorkey import DoorKey
 from rlmem.envs.tensor.minigrid.env import MiniGridTensorEnv
 from rlmem.envs.tensor.minigrid.memory import Memory
 
-__all__ = ["DoorKey", "MiniGridTensorEnv", "Memory"]
+__all__ = ["DoorKey", "Memory", "MiniGridTensorEnv"]
