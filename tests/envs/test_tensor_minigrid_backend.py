@@ -48,7 +48,7 @@ def test_auto_picks_tensor_where_it_can() -> None:
 
 def test_tensor_refuses_what_it_cannot_run() -> None:
     """One paragraph naming the envs that have a tensor version; options it cannot honour."""
-    with pytest.raises(ValueError, match="no tensor version.*DoorKey-5x5.*MemoryS7"):
+    with pytest.raises(ValueError, match=r"no tensor version.*DoorKey-5x5.*MemoryS7"):
         make_vector_env("CartPole-v1", 2, backend="tensor")
     with pytest.raises(ValueError, match="render_mode"):
         make_vector_env("DoorKey-5x5", 2, backend="tensor", env_kwargs={"render_mode": "human"})
