@@ -79,6 +79,7 @@ def layout_features(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> Featu
 
     Shapes: ``grid`` ``(N, W, H, 3)``; ``agent_pos`` ``(N, 2)``; ``agent_dir`` ``(N,)``.
     """
+    grid = grid[..., :3]  # a tensor env's cells carry a zero byte beyond MiniGrid's three
     kind = grid[..., 0]
     features: Features = {
         "agent": [tuple(p) for p in agent_pos.tolist()],

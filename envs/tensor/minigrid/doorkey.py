@@ -24,8 +24,9 @@ from minigrid.envs import DoorKeyEnv
 from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
-from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, MiniGridTensorEnv
 from rlmem.envs.tensor.minigrid.objects import (
+    CELL_BYTES,
     DOOR,
     GOAL_CELL,
     KEY,
@@ -65,8 +66,8 @@ class DoorKey(MiniGridTensorEnv):
                          agent_view_size=agent_view_size)
         self.size = size
 
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        size, device = self.size, self.device
+    def _layout(self, draws: Tensor) -> Layout:
+        size, device, count = self.size, self.device, draws.shape[0]
         x, y = self.coordinates()
         split = integers(draws[:, 0], 2, size - 2).view(-1, 1, 1)
         left = (x >= 1) & (x < split) & (y >= 1) & (y <= size - 2)  # the left part's empty cells
@@ -79,11 +80,11 @@ class DoorKey(MiniGridTensorEnv):
         door = (x == split) & (y == door_y)
         key_cell = (cells == key[:, None]).view(-1, size, size)
         goal = (x == size - 2) & (y == size - 2)
-        grid = encoding(NOTHING, device).expand(self.num_envs, size, size, 3)
+        grid = encoding(NOTHING, device).expand(count, size, size, CELL_BYTES)
         for where, triple in ((walls, WALL_CELL), (goal, GOAL_CELL), (door, (DOOR, YELLOW, LOCKED)),
                               (key_cell, (KEY, YELLOW, 0))):
             grid = torch.where(where.unsqueeze(-1), encoding(triple, device), grid)
-        self._start(envs, grid, torch.stack((agent // size, agent % size), dim=1), agent_dir)
+        return Layout(grid, torch.stack((agent // size, agent % size), dim=1), agent_dir)
 
     @classmethod
     def _reference_arguments(cls, env: MiniGridEnv) -> dict[str, Any]:

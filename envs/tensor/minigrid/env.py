@@ -4,10 +4,11 @@
 
 State (``N`` envs, a ``W x H`` world):
 
-- ``grid``: ``(N, W, H, 3)`` uint8, each cell's ``(object, colour, state)`` encoding
-  (MiniGrid's ``Grid.encode()`` of the world), empty cells ``(1, 0, 0)``;
+- ``grid``: ``(N, W, H, 4)`` uint8, each cell's ``(object, colour, state)`` encoding
+  (MiniGrid's ``Grid.encode()`` of the world), empty cells ``(1, 0, 0)``, and a zero byte
+  (:data:`~rlmem.envs.tensor.minigrid.objects.CELL_BYTES`);
 - ``agent_pos``: ``(N, 2)`` int64 ``(x, y)``; ``agent_dir``: ``(N,)`` int64, 0 east .. 3 north;
-- ``carrying``: ``(N, 3)`` uint8, the carried object's encoding, ``(1, 0, 0)`` for nothing;
+- ``carrying``: ``(N, 4)`` uint8, the carried object's cell, ``(1, 0, 0, 0)`` for nothing;
 - ``step_count``: ``(N,)`` int64.
 
 One step is MiniGrid's, every branch computed for every env and the taken one selected
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -42,6 +44,7 @@ from rlmem.envs.minigrid_observation import encoded_space, tokenize
 from rlmem.envs.tensor.base import TensorVectorEnv
 from rlmem.envs.tensor.minigrid.objects import (
     BOX,
+    CELL_BYTES,
     CLOSED,
     DOOR,
     EMPTY,
@@ -58,6 +61,20 @@ from rlmem.envs.tensor.minigrid.objects import (
 from rlmem.envs.tensor.minigrid.view import egocentric_image
 
 E = TypeVar("E", bound="MiniGridTensorEnv")
+
+
+@dataclass
+class Layout:
+    """New episodes of a family, ``k`` of them: what :meth:`MiniGridTensorEnv._layout` draws.
+
+    Shapes: ``grid`` ``(k, W, H, 4)`` uint8; ``agent_pos`` ``(k, 2)``; ``agent_dir`` ``(k,)``;
+    each of ``extra`` (a family's own state, by attribute name) ``(k, ...)``.
+    """
+
+    grid: Tensor
+    agent_pos: Tensor
+    agent_dir: Tensor
+    extra: dict[str, Tensor] = field(default_factory=dict)
 
 VIEW_SIZE = 7
 """MiniGrid's default ``agent_view_size``."""
@@ -97,25 +114,37 @@ class MiniGridTensorEnv(TensorVectorEnv):
         self.mission, self.direction = mission, direction
         self.mission_tokens = torch.as_tensor(tokenize(mission_text), device=self.device)
         device = self.device
-        self.grid = torch.zeros(num_envs, width, height, 3, dtype=torch.uint8, device=device)
+        self.grid = torch.zeros(num_envs, width, height, CELL_BYTES, dtype=torch.uint8,
+                                device=device)
         self.agent_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=device)
         self.agent_dir = torch.zeros(num_envs, dtype=torch.int64, device=device)
-        self.carrying = encoding(NOTHING, device).expand(num_envs, 3).clone()
+        self.carrying = encoding(NOTHING, device).expand(num_envs, CELL_BYTES).clone()
         self.step_count = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._dir_to_vec = torch.as_tensor(np.stack(DIR_TO_VEC), dtype=torch.int64,
                                            device=device)
 
     # --- a family's layout --------------------------------------------------------------------
 
-    def _start(self, envs: Tensor, grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> None:
-        """Start the envs of ``envs`` in the given new layout, carrying nothing, at step 0;
-        what a family's :meth:`_generate` ends with."""
-        self.grid = torch.where(envs[:, None, None, None], grid, self.grid)
-        self.agent_pos = torch.where(envs[:, None], agent_pos, self.agent_pos)
-        self.agent_dir = torch.where(envs, agent_dir, self.agent_dir)
-        self.carrying = torch.where(envs[:, None], encoding(NOTHING, self.device),
-                                    self.carrying)
-        self.step_count = torch.where(envs, 0, self.step_count)
+    @abstractmethod
+    def _layout(self, draws: Tensor) -> Layout:
+        """New episodes' layouts, one per row of ``draws`` (``(k, draws_per_episode)``)."""
+
+    def _generate(self, envs: Tensor, draws: Tensor) -> None:
+        # On the CPU only the envs that reset are laid out; on a GPU all are, and selected
+        # (asking which would wait for the device).
+        rows = envs.nonzero().squeeze(1) if self.device.type == "cpu" else None
+        layout = self._layout(draws if rows is None else draws[rows])
+        nothing = encoding(NOTHING, self.device).expand(len(layout.agent_dir), CELL_BYTES)
+        state = {"grid": layout.grid, "agent_pos": layout.agent_pos,
+                 "agent_dir": layout.agent_dir, "carrying": nothing,
+                 "step_count": torch.zeros_like(layout.agent_dir), **layout.extra}
+        for name, value in state.items():
+            current: Tensor = getattr(self, name)
+            if rows is None:
+                selected = envs.view(-1, *[1] * (current.dim() - 1))
+                setattr(self, name, torch.where(selected, value, current))
+            else:
+                current[rows] = value
 
     def coordinates(self) -> tuple[Tensor, Tensor]:
         """Every cell's ``x`` and ``y``, to build layouts by comparison.
@@ -166,7 +195,7 @@ class MiniGridTensorEnv(TensorVectorEnv):
         opens_box = (action == Actions.toggle) & (kind == BOX)
         new_state = torch.where(unlocks | (swings & (state == CLOSED)), OPEN,
                                 torch.where(swings, CLOSED, state)).to(torch.uint8)
-        new_cell = torch.cat((cell[:, :2], new_state[:, None]), dim=1)
+        new_cell = torch.cat((cell[:, :2], new_state[:, None], cell[:, 3:]), dim=1)
         nothing = encoding(NOTHING, self.device)
         new_cell = torch.where((picks | opens_box)[:, None], nothing,
                                torch.where(drops[:, None], self.carrying, new_cell))
@@ -177,12 +206,21 @@ class MiniGridTensorEnv(TensorVectorEnv):
         return reward, terminated, self.step_count >= self.max_steps
 
     def _observe(self) -> dict[str, Tensor]:
-        observation = {"image": egocentric_image(self.grid, self.agent_pos, self.agent_dir,
-                                                 self.carrying, self.view_size)}
+        return self._observation(self.grid, self.agent_pos, self.agent_dir, self.carrying)
+
+    def _observe_envs(self, rows: Tensor) -> dict[str, Tensor]:
+        return self._observation(self.grid[rows], self.agent_pos[rows], self.agent_dir[rows],
+                                 self.carrying[rows])
+
+    def _observation(self, grid: Tensor, agent_pos: Tensor, agent_dir: Tensor,
+                     carrying: Tensor) -> dict[str, Tensor]:
+        """:class:`rlmem.envs.MiniGridObservation`'s fields for the given envs' state."""
+        observation = {"image": egocentric_image(grid, agent_pos, agent_dir, carrying,
+                                                 self.view_size)}
         if self.direction:
-            observation["direction"] = self.agent_dir.clone()
+            observation["direction"] = agent_dir.clone()
         if self.mission:
-            observation["mission"] = self.mission_tokens.expand(self.num_envs, -1).clone()
+            observation["mission"] = self.mission_tokens.expand(len(agent_dir), -1).clone()
         return observation
 
     # --- copying MiniGrid's own envs ------------------------------------------------------------
@@ -228,12 +266,13 @@ class MiniGridTensorEnv(TensorVectorEnv):
         def stacked(values: list[Any], dtype: torch.dtype) -> Tensor:
             return torch.as_tensor(np.stack(values), dtype=dtype, device=copy.device)
 
-        copy.grid = stacked([world.grid.encode() for world in minigrids], torch.uint8)
+        copy.grid = stacked([np.pad(world.grid.encode(), ((0, 0), (0, 0), (0, 1)))
+                             for world in minigrids], torch.uint8)
         copy.agent_pos = stacked([np.asarray(world.agent_pos) for world in minigrids],
                                  torch.int64)
         copy.agent_dir = stacked([world.agent_dir for world in minigrids], torch.int64)
-        copy.carrying = stacked([world.carrying.encode() if world.carrying else NOTHING
-                                 for world in minigrids], torch.uint8)
+        copy.carrying = stacked([(*world.carrying.encode(), 0) if world.carrying
+                                 else (*NOTHING, 0) for world in minigrids], torch.uint8)
         copy.step_count = stacked([world.step_count for world in minigrids], torch.int64)
         copy._copy_family_state(minigrids)
         return copy

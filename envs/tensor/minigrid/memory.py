@@ -29,8 +29,16 @@ from minigrid.envs import MemoryEnv
 from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
-from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, MiniGridTensorEnv
-from rlmem.envs.tensor.minigrid.objects import BALL, GREEN, KEY, NOTHING, WALL_CELL, encoding
+from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.objects import (
+    BALL,
+    CELL_BYTES,
+    GREEN,
+    KEY,
+    NOTHING,
+    WALL_CELL,
+    encoding,
+)
 from rlmem.envs.tensor.random import integers
 
 MISSION = "go to the matching object at the end of the hallway"
@@ -69,9 +77,9 @@ class Memory(MiniGridTensorEnv):
         self.failure_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=self.device)
 
     def _walls(self, hallway_end: Tensor) -> Tensor:
-        """Where the walls are, for each env's ``hallway_end`` (``(N, 1, 1)``).
+        """Where the walls are, for each layout's ``hallway_end`` (``(k, 1, 1)``).
 
-        Shapes: returns ``(N, size, size)`` bool.
+        Shapes: returns ``(k, size, size)`` bool.
         """
         x, y = self.coordinates()
         middle, size = self.size // 2, self.size
@@ -81,16 +89,16 @@ class Memory(MiniGridTensorEnv):
         split = ((x == hallway_end) & (y != middle)) | (x == hallway_end + 2)
         return border | room | hallway | split
 
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        size, middle, device = self.size, self.size // 2, self.device
-        fixed = torch.full((self.num_envs,), size - 3, dtype=torch.int64, device=device)
+    def _layout(self, draws: Tensor) -> Layout:
+        size, middle, device, count = self.size, self.size // 2, self.device, draws.shape[0]
+        fixed = torch.full((count,), size - 3, dtype=torch.int64, device=device)
         hallway_end = integers(draws[:, 0], 4, size - 2) if self.random_length else fixed
         agent_x = integers(draws[:, 1], 1, hallway_end + 1)
         cue_is_ball = integers(draws[:, 2], 0, 2) == 1
         top_is_key = integers(draws[:, 3], 0, 2) == 1  # [[ball, key], [key, ball]][draw]
         x, y = self.coordinates()
         end = hallway_end.view(-1, 1, 1)
-        grid = encoding(NOTHING, device).expand(self.num_envs, size, size, 3)
+        grid = encoding(NOTHING, device).expand(count, size, size, CELL_BYTES)
         grid = torch.where(self._walls(end).unsqueeze(-1), encoding(WALL_CELL, device), grid)
         key, ball = encoding((KEY, GREEN, 0), device), encoding((BALL, GREEN, 0), device)
         objects = (((x == 1) & (y == middle - 1), cue_is_ball),
@@ -102,12 +110,10 @@ class Memory(MiniGridTensorEnv):
         top = torch.stack((hallway_end + 1, torch.full_like(hallway_end, middle - 1)), dim=1)
         bottom = torch.stack((hallway_end + 1, torch.full_like(hallway_end, middle + 1)), dim=1)
         cue_on_top = (cue_is_ball != top_is_key)[:, None]
-        success = torch.where(cue_on_top, top, bottom)
-        failure = torch.where(cue_on_top, bottom, top)
-        self.success_pos = torch.where(envs[:, None], success, self.success_pos)
-        self.failure_pos = torch.where(envs[:, None], failure, self.failure_pos)
         agent = torch.stack((agent_x, torch.full_like(agent_x, middle)), dim=1)
-        self._start(envs, grid, agent, torch.zeros_like(agent_x))
+        return Layout(grid, agent, torch.zeros_like(agent_x),
+                      {"success_pos": torch.where(cue_on_top, top, bottom),
+                       "failure_pos": torch.where(cue_on_top, bottom, top)})
 
     def _actions(self, actions: Tensor) -> Tensor:
         actions = actions.to(torch.int64)

@@ -2,6 +2,11 @@
 ``(object, colour, state)`` triple (``WorldObj.encode``), and what an object does (can the agent
 walk onto it, see past it, pick it up) is a function of that triple, for a whole batch at once.
 
+A cell is stored as :data:`CELL_BYTES` bytes, the triple and a zero, so that a batch of cells
+``(..., 4)`` uint8 reads as one int32 each (:func:`packed`): the view gathers and selects one
+number per cell. The bytes are read little-endian (object in the low byte), as on every
+platform torch runs on.
+
 The rules are those of ``minigrid.core.world_object`` (MiniGrid 3):
 
 ========  ============  ============  ===========
@@ -43,6 +48,9 @@ GREY = COLOR_TO_IDX["grey"]
 GREEN = COLOR_TO_IDX["green"]
 YELLOW = COLOR_TO_IDX["yellow"]
 
+CELL_BYTES = 4
+"""Bytes per stored cell: object, colour, state, and a zero."""
+
 NOTHING = (EMPTY, 0, 0)
 """The encoding of an empty cell (MiniGrid's ``None``), and of carrying nothing."""
 WALL_CELL = (WALL, GREY, 0)
@@ -81,8 +89,43 @@ def can_pickup(cell: Tensor) -> Tensor:
 
 
 def encoding(triple: tuple[int, int, int], device: torch.device) -> Tensor:
-    """One cell's encoding as a uint8 tensor.
+    """One cell as stored: its encoding and a zero byte.
 
-    Shapes: returns ``(3,)`` uint8.
+    Shapes: returns ``(4,)`` uint8.
     """
-    return torch.tensor(triple, dtype=torch.uint8, device=device)
+    return torch.tensor((*triple, 0), dtype=torch.uint8, device=device)
+
+
+def code(triple: tuple[int, int, int]) -> int:
+    """One cell's :func:`packed` number."""
+    kind, colour, state = triple
+    return kind | colour << 8 | state << 16
+
+
+WALL_CODE = code(WALL_CELL)
+"""A grey wall, packed."""
+
+
+def packed(cells: Tensor) -> Tensor:
+    """Stored cells as one int32 each (a view, no copy).
+
+    Shapes: ``(..., 4)`` uint8 -> ``(...)`` int32.
+    """
+    return cells.view(torch.int32).squeeze(-1)
+
+
+def unpacked(codes: Tensor) -> Tensor:
+    """Packed cells as MiniGrid's encodings (a copy).
+
+    Shapes: ``(...)`` int32 -> ``(..., 3)`` uint8.
+    """
+    return codes.unsqueeze(-1).view(torch.uint8)[..., :3].contiguous()
+
+
+def see_behind_packed(codes: Tensor) -> Tensor:
+    """:func:`see_behind` of packed cells.
+
+    Shapes: ``(...)`` int32 -> ``(...)`` bool.
+    """
+    kind, state = codes & 0xFF, (codes >> 16) & 0xFF
+    return ~((kind == WALL) | ((kind == DOOR) & (state != OPEN)))
