@@ -34,7 +34,9 @@ from rlmem.envs.tensor.minigrid.objects import (
     NOTHING,
     WALL_CELL,
     YELLOW,
+    code,
     encoding,
+    packed,
 )
 from rlmem.envs.tensor.random import choose_cell, integers
 
@@ -65,25 +67,30 @@ class DoorKey(MiniGridTensorEnv):
                          MISSION, 5, device, mission=mission, direction=direction,
                          agent_view_size=agent_view_size)
         self.size = size
+        # What depends on the splitting wall's x only, for each x it can take (2 .. size - 3):
+        # the walls and the goal, and the empty cells left of the wall.
+        x, y = self.coordinates()
+        split = torch.arange(2, size - 2, device=self.device).view(-1, 1, 1)
+        walls = (x == 0) | (x == size - 1) | (y == 0) | (y == size - 1) | (x == split)
+        goal = (x == size - 2) & (y == size - 2)
+        grid = encoding(NOTHING, self.device).expand(len(split), size, size, CELL_BYTES)
+        grid = torch.where(walls.unsqueeze(-1), encoding(WALL_CELL, self.device), grid)
+        self._rooms = torch.where(goal.unsqueeze(-1), encoding(GOAL_CELL, self.device), grid)
+        self._left = ((x >= 1) & (x < split) & (y >= 1) & (y <= size - 2)).flatten(1)
 
     def _layout(self, draws: Tensor) -> Layout:
-        size, device, count = self.size, self.device, draws.shape[0]
-        x, y = self.coordinates()
-        split = integers(draws[:, 0], 2, size - 2).view(-1, 1, 1)
-        left = (x >= 1) & (x < split) & (y >= 1) & (y <= size - 2)  # the left part's empty cells
-        agent = choose_cell(draws[:, 1], left.flatten(1))
+        size = self.size
+        split = integers(draws[:, 0], 2, size - 2)
+        left = self._left[split - 2]
+        agent = choose_cell(draws[:, 1], left)
         agent_dir = integers(draws[:, 2], 0, 4)
-        door_y = integers(draws[:, 3], 1, size - 2).view(-1, 1, 1)
-        cells = torch.arange(size * size, device=device)
-        key = choose_cell(draws[:, 4], left.flatten(1) & (cells != agent[:, None]))
-        walls = (x == 0) | (x == size - 1) | (y == 0) | (y == size - 1) | (x == split)
-        door = (x == split) & (y == door_y)
-        key_cell = (cells == key[:, None]).view(-1, size, size)
-        goal = (x == size - 2) & (y == size - 2)
-        grid = encoding(NOTHING, device).expand(count, size, size, CELL_BYTES)
-        for where, triple in ((walls, WALL_CELL), (goal, GOAL_CELL), (door, (DOOR, YELLOW, LOCKED)),
-                              (key_cell, (KEY, YELLOW, 0))):
-            grid = torch.where(where.unsqueeze(-1), encoding(triple, device), grid)
+        door = split * size + integers(draws[:, 3], 1, size - 2)  # cells are x * size + y
+        key = choose_cell(draws[:, 4], left.scatter(1, agent[:, None], False))
+        grid = self._rooms[split - 2]  # a copy
+        codes = torch.tensor([code((DOOR, YELLOW, LOCKED)), code((KEY, YELLOW, 0))],
+                             dtype=torch.int32, device=self.device)
+        packed(grid).flatten(1).scatter_(1, torch.stack((door, key), dim=1),
+                                         codes.expand(len(split), 2))
         return Layout(grid, torch.stack((agent // size, agent % size), dim=1), agent_dir)
 
     @classmethod

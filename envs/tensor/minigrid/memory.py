@@ -37,7 +37,9 @@ from rlmem.envs.tensor.minigrid.objects import (
     KEY,
     NOTHING,
     WALL_CELL,
+    code,
     encoding,
+    packed,
 )
 from rlmem.envs.tensor.random import integers
 
@@ -75,6 +77,11 @@ class Memory(MiniGridTensorEnv):
         self.size, self.random_length = size, random_length
         self.success_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=self.device)
         self.failure_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=self.device)
+        # The walls of each hallway_end it can take (4 .. size - 3), drawn once.
+        ends = torch.arange(4, size - 2, device=self.device).view(-1, 1, 1)
+        grid = encoding(NOTHING, self.device).expand(len(ends), size, size, CELL_BYTES)
+        self._rooms = torch.where(self._walls(ends).unsqueeze(-1),
+                                  encoding(WALL_CELL, self.device), grid)
 
     def _walls(self, hallway_end: Tensor) -> Tensor:
         """Where the walls are, for each layout's ``hallway_end`` (``(k, 1, 1)``).
@@ -96,19 +103,15 @@ class Memory(MiniGridTensorEnv):
         agent_x = integers(draws[:, 1], 1, hallway_end + 1)
         cue_is_ball = integers(draws[:, 2], 0, 2) == 1
         top_is_key = integers(draws[:, 3], 0, 2) == 1  # [[ball, key], [key, ball]][draw]
-        x, y = self.coordinates()
-        end = hallway_end.view(-1, 1, 1)
-        grid = encoding(NOTHING, device).expand(count, size, size, CELL_BYTES)
-        grid = torch.where(self._walls(end).unsqueeze(-1), encoding(WALL_CELL, device), grid)
-        key, ball = encoding((KEY, GREEN, 0), device), encoding((BALL, GREEN, 0), device)
-        objects = (((x == 1) & (y == middle - 1), cue_is_ball),
-                   ((x == end + 1) & (y == middle - 2), ~top_is_key),
-                   ((x == end + 1) & (y == middle + 2), top_is_key))
-        for where, is_ball in objects:
-            grid = torch.where(where.unsqueeze(-1),
-                               torch.where(is_ball.view(-1, 1, 1, 1), ball, key), grid)
-        top = torch.stack((hallway_end + 1, torch.full_like(hallway_end, middle - 1)), dim=1)
-        bottom = torch.stack((hallway_end + 1, torch.full_like(hallway_end, middle + 1)), dim=1)
+        grid = self._rooms[hallway_end - 4]  # a copy
+        end_x = hallway_end + 1
+        cells = torch.stack((torch.full_like(end_x, size + middle - 1),  # cells are x * size + y
+                             end_x * size + middle - 2, end_x * size + middle + 2), dim=1)
+        key, ball = code((KEY, GREEN, 0)), code((BALL, GREEN, 0))
+        is_ball = torch.stack((cue_is_ball, ~top_is_key, top_is_key), dim=1)
+        packed(grid).flatten(1).scatter_(1, cells, torch.where(is_ball, ball, key).int())
+        top = torch.stack((end_x, torch.full_like(end_x, middle - 1)), dim=1)
+        bottom = torch.stack((end_x, torch.full_like(end_x, middle + 1)), dim=1)
         cue_on_top = (cue_is_ball != top_is_key)[:, None]
         agent = torch.stack((agent_x, torch.full_like(agent_x, middle)), dim=1)
         return Layout(grid, agent, torch.zeros_like(agent_x),
