@@ -62,7 +62,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from rlmem.envs.tensor.random import MASK32, fold_seed, uniform_draws
+from rlmem.envs.tensor.random import MASK32, episode_draws, fold_seed, lowbias32
 
 TensorObservation: TypeAlias = Tensor | dict[str, Tensor]
 """A batch of observations: one tensor, or one per field of a Dict space."""
@@ -100,6 +100,13 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         self.draws_per_episode = draws_per_episode
         self.seeds = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         """Each env's folded seed (:func:`rlmem.envs.tensor.random.fold_seed`)."""
+        self.seed_hashes = lowbias32(self.seeds)
+        """``lowbias32`` of each seed, the start of its draws."""
+        self.masked_resets = self.device.type != "cpu"
+        """Whether a step resets the envs that ended by computing a new episode for every env
+        and selecting (True, the default on a GPU, where asking which envs ended would wait
+        for the device), or by indexing the ended ones (False, the CPU's default). The two
+        give the same envs; tests compare them on the CPU."""
         self.episodes = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         """Each env's episode number since it was seeded."""
 
@@ -139,6 +146,7 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         if options:
             raise ValueError(f"{type(self).__name__}.reset takes no options, got {options}")
         self.seeds = fold_seed(self._seed_tensor(seed))
+        self.seed_hashes = lowbias32(self.seeds)
         self.episodes = torch.zeros_like(self.episodes)
         everywhere = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._generate(everywhere, self._draws())
@@ -153,13 +161,12 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         done = terminated | truncated
         final = self._observe()
         info = {"final_obs": final, "_final_obs": done}
-        if self.device.type != "cpu":
-            # Asking which envs ended would wait for the device: every env is (masked) reset.
+        if self.masked_resets:
             self.episodes = self.episodes + done.to(torch.int64)
             self._generate(done, self._draws())
             return self._observe(), reward, terminated, truncated, info
         rows = done.nonzero().squeeze(1)
-        if not rows.numel():  # on the CPU, most steps end no episode
+        if not rows.numel():  # most steps end no episode
             return final, reward, terminated, truncated, info
         self.episodes[rows] += 1
         self._generate(done, self._draws())
@@ -176,7 +183,7 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
 
     def _draws(self) -> Tensor:
         """The draws of every env's current episode (``(N, draws_per_episode)``)."""
-        return uniform_draws(self.seeds, self.episodes, self.draws_per_episode)
+        return episode_draws(self.seed_hashes, self.episodes, self.draws_per_episode)
 
     def _seed_tensor(self, seed: int | Sequence[int] | None) -> Tensor:
         """One non-negative int64 seed per env from ``reset``'s ``seed``."""

@@ -33,6 +33,8 @@ _LOWBIAS32 = (0x7FEB352D, 0x846CA68B)
 
 def _multiply32(x: Tensor, constant: int) -> Tensor:
     """``x * constant mod 2**32`` for ``x < 2**32``, every intermediate below ``2**63``."""
+    if constant < 2**31:
+        return (x * constant) & MASK32
     low, high = constant & 0xFFFF, constant >> 16
     return (x * low + (((x * high) & 0xFFFF) << 16)) & MASK32
 
@@ -70,8 +72,16 @@ def uniform_draws(seed: Tensor, episode: Tensor, count: int) -> Tensor:
         - ``seed``, ``episode``: ``(N,)`` int64
         - returns ``(N, count)`` float64, multiples of ``2**-32``
     """
-    base = lowbias32((lowbias32(seed) + episode) & MASK32)
-    index = torch.arange(count, device=seed.device, dtype=torch.int64)
+    return episode_draws(lowbias32(seed), episode, count)
+
+
+def episode_draws(seed_hash: Tensor, episode: Tensor, count: int) -> Tensor:
+    """:func:`uniform_draws` from ``lowbias32(seed)``, which an env works out once per seed.
+
+    Shapes: ``(N,)``, ``(N,)`` int64 -> ``(N, count)`` float64.
+    """
+    base = lowbias32((seed_hash + episode) & MASK32)
+    index = torch.arange(count, device=seed_hash.device, dtype=torch.int64)
     hashed = lowbias32((base.unsqueeze(1) + index) & MASK32)
     return hashed.to(torch.float64) * 2.0**-32
 
@@ -82,7 +92,7 @@ def integers(draw: Tensor, low: Tensor | int, high: Tensor | int) -> Tensor:
 
     Shapes: ``draw`` ``(N,)``, ``low`` and ``high`` scalars or ``(N,)`` -> ``(N,)`` int64.
     """
-    return (low + (draw * (high - low)).floor().to(torch.int64)).to(torch.int64)
+    return low + (draw * (high - low)).to(torch.int64)  # truncation: floor, draw >= 0
 
 
 def choose_cell(draw: Tensor, allowed: Tensor) -> Tensor:

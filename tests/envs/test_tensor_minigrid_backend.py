@@ -3,6 +3,8 @@ seeds, and the SB3 adapter (issue 54)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -104,3 +106,24 @@ def test_sb3_recurrent_ppo_trains_on_a_tensor_env() -> None:
                                         "features_extractor_class": MiniGridExtractor})
     model.learn(total_timesteps=64)
     assert model.num_timesteps == 64
+
+
+@pytest.mark.parametrize("family", [lambda: DoorKey(32, size=5, max_steps=7),
+                                    lambda: Memory(32, size=9, random_length=True, max_steps=5)])
+def test_masked_resets_are_the_indexed_ones(family: Callable[[], DoorKey | Memory]) -> None:
+    """The GPU's way of auto-resetting (every env laid out, the ended ones selected) gives the
+    same envs, observations and ends as the CPU's (only the ended ones laid out), checked on
+    the CPU."""
+    indexed, masked = family(), family()
+    masked.masked_resets = True
+    rng = np.random.default_rng(0)
+    first = indexed.reset(seed=9)[0], masked.reset(seed=9)[0]
+    assert torch.equal(first[0]["image"], first[1]["image"])
+    for _ in range(20):
+        actions = rng.integers(0, 7, size=32)
+        outputs = indexed.step(actions), masked.step(actions)
+        for a, b in zip(outputs[0][:4], outputs[1][:4], strict=True):
+            assert torch.equal(*(x["image"] if isinstance(x, dict) else x for x in (a, b)))
+        assert torch.equal(outputs[0][4]["final_obs"]["image"], outputs[1][4]["final_obs"]["image"])
+        assert torch.equal(indexed.grid, masked.grid)
+        assert torch.equal(indexed.agent_pos, masked.agent_pos)

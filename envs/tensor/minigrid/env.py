@@ -47,16 +47,17 @@ from rlmem.envs.tensor.minigrid.objects import (
     CELL_BYTES,
     CLOSED,
     DOOR,
-    EMPTY,
     GOAL,
     KEY,
     LAVA,
     LOCKED,
     NOTHING,
+    NOTHING_CODE,
     OPEN,
     can_overlap,
     can_pickup,
     encoding,
+    packed,
 )
 from rlmem.envs.tensor.minigrid.view import egocentric_image
 
@@ -122,6 +123,9 @@ class MiniGridTensorEnv(TensorVectorEnv):
         self.step_count = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._dir_to_vec = torch.as_tensor(np.stack(DIR_TO_VEC), dtype=torch.int64,
                                            device=device)
+        self._action_ids = torch.arange(len(Actions), device=device)
+        turns = {Actions.left: 3, Actions.right: 1}  # a quarter turn back or on, mod 4
+        self._turns = torch.tensor([turns.get(action, 0) for action in Actions], device=device)
 
     # --- a family's layout --------------------------------------------------------------------
 
@@ -130,9 +134,8 @@ class MiniGridTensorEnv(TensorVectorEnv):
         """New episodes' layouts, one per row of ``draws`` (``(k, draws_per_episode)``)."""
 
     def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        # On the CPU only the envs that reset are laid out; on a GPU all are, and selected
-        # (asking which would wait for the device).
-        rows = envs.nonzero().squeeze(1) if self.device.type == "cpu" else None
+        # Only the envs that reset are laid out, or all and selected (``masked_resets``).
+        rows = None if self.masked_resets else envs.nonzero().squeeze(1)
         layout = self._layout(draws if rows is None else draws[rows])
         nothing = encoding(NOTHING, self.device).expand(len(layout.agent_dir), CELL_BYTES)
         state = {"grid": layout.grid, "agent_pos": layout.agent_pos,
@@ -172,36 +175,35 @@ class MiniGridTensorEnv(TensorVectorEnv):
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         action = self._actions(actions.reshape(self.num_envs))
         self.step_count = self.step_count + 1
-        rows = torch.arange(self.num_envs, device=self.device)
+        taken = action[:, None] == self._action_ids  # (N, 7), one column per action
         front = self.agent_pos + self._dir_to_vec[self.agent_dir]
-        fx = front[:, 0].clamp(0, self.width - 1)
-        fy = front[:, 1].clamp(0, self.height - 1)
-        cell = self.grid[rows, fx, fy]
-        kind, state = cell[:, 0], cell[:, 2]
-        turn = torch.where(action == Actions.left, 3, torch.where(action == Actions.right, 1, 0))
-        self.agent_dir = (self.agent_dir + turn) % 4
-        forward = action == Actions.forward
+        # The worlds are walled round, so the cell in front is always inside.
+        at = (front[:, 0] * self.height + front[:, 1])[:, None]
+        cells = packed(self.grid).flatten(1)
+        cell = cells.gather(1, at).squeeze(1)  # packed: object | colour << 8 | state << 16
+        kind, state = cell & 0xFF, cell >> 16
+        self.agent_dir = (self.agent_dir + self._turns[action]) % 4
+        forward = taken[:, Actions.forward]
         moves = forward & can_overlap(cell)
         self.agent_pos = torch.where(moves[:, None], front, self.agent_pos)
         goal, lava = forward & (kind == GOAL), forward & (kind == LAVA)
         reward = torch.where(goal, self._success_reward(), 0.0)
-        holding = self.carrying[:, 0] != EMPTY
-        picks = (action == Actions.pickup) & can_pickup(cell) & ~holding
-        drops = (action == Actions.drop) & (kind == EMPTY) & holding
-        toggle_door = (action == Actions.toggle) & (kind == DOOR)
-        unlocks = (toggle_door & (state == LOCKED) & (self.carrying[:, 0] == KEY)
-                   & (self.carrying[:, 1] == cell[:, 1]))
-        swings = toggle_door & (state != LOCKED)
-        opens_box = (action == Actions.toggle) & (kind == BOX)
+        carried = packed(self.carrying)
+        holding = carried != NOTHING_CODE
+        picks = taken[:, Actions.pickup] & can_pickup(cell) & ~holding
+        drops = taken[:, Actions.drop] & (cell == NOTHING_CODE) & holding
+        toggle = taken[:, Actions.toggle]
+        # a locked door opens with a key of its colour (object and colour bytes of the key's
+        # code match the door's once the door's object byte is replaced by KEY's)
+        unlocks = (toggle & (kind == DOOR) & (state == LOCKED)
+                   & (carried == ((cell & 0xFF00) | KEY)))
+        swings = toggle & (kind == DOOR) & (state != LOCKED)
         new_state = torch.where(unlocks | (swings & (state == CLOSED)), OPEN,
-                                torch.where(swings, CLOSED, state)).to(torch.uint8)
-        new_cell = torch.cat((cell[:, :2], new_state[:, None], cell[:, 3:]), dim=1)
-        nothing = encoding(NOTHING, self.device)
-        new_cell = torch.where((picks | opens_box)[:, None], nothing,
-                               torch.where(drops[:, None], self.carrying, new_cell))
-        self.grid[rows, fx, fy] = new_cell
-        self.carrying = torch.where(picks[:, None], cell,
-                                    torch.where(drops[:, None], nothing, self.carrying))
+                                torch.where(swings, CLOSED, state))
+        new_cell = torch.where(picks | (toggle & (kind == BOX)), NOTHING_CODE,
+                               torch.where(drops, carried, (cell & 0xFFFF) | (new_state << 16)))
+        cells.scatter_(1, at, new_cell.unsqueeze(1).to(torch.int32))
+        carried.copy_(torch.where(picks, cell, torch.where(drops, NOTHING_CODE, carried)))
         reward, terminated = self._outcome(reward, goal | lava)
         return reward, terminated, self.step_count >= self.max_steps
 

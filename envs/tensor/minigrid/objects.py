@@ -59,35 +59,6 @@ GOAL_CELL = (GOAL, GREEN, 0)
 """MiniGrid's ``Goal()``."""
 
 
-def can_overlap(cell: Tensor) -> Tensor:
-    """Whether the agent can walk onto each cell (``WorldObj.can_overlap``).
-
-    Shapes: ``(..., 3)`` -> ``(...)`` bool.
-    """
-    kind = cell[..., 0]
-    return ((kind == EMPTY) | (kind == FLOOR) | (kind == GOAL) | (kind == LAVA)
-            | ((kind == DOOR) & (cell[..., 2] == OPEN)))
-
-
-def see_behind(cell: Tensor) -> Tensor:
-    """Whether the agent sees past each cell (``WorldObj.see_behind``): all but walls and
-    doors that are not open.
-
-    Shapes: ``(..., 3)`` -> ``(...)`` bool.
-    """
-    kind = cell[..., 0]
-    return ~((kind == WALL) | ((kind == DOOR) & (cell[..., 2] != OPEN)))
-
-
-def can_pickup(cell: Tensor) -> Tensor:
-    """Whether the agent can pick up each cell's object (``WorldObj.can_pickup``).
-
-    Shapes: ``(..., 3)`` -> ``(...)`` bool.
-    """
-    kind = cell[..., 0]
-    return (kind == KEY) | (kind == BALL) | (kind == BOX)
-
-
 def encoding(triple: tuple[int, int, int], device: torch.device) -> Tensor:
     """One cell as stored: its encoding and a zero byte.
 
@@ -122,8 +93,32 @@ def unpacked(codes: Tensor) -> Tensor:
     return codes.unsqueeze(-1).view(torch.uint8)[..., :3].contiguous()
 
 
-def see_behind_packed(codes: Tensor) -> Tensor:
-    """:func:`see_behind` of packed cells.
+NOTHING_CODE = code(NOTHING)
+"""An empty cell, packed."""
+
+
+def can_overlap(codes: Tensor) -> Tensor:
+    """Whether the agent can walk onto each (packed) cell (``WorldObj.can_overlap``).
+
+    Shapes: ``(...)`` int32 -> ``(...)`` bool.
+    """
+    kind = codes & 0xFF
+    return ((kind == EMPTY) | (kind == FLOOR) | (kind == GOAL) | (kind == LAVA)
+            | ((kind == DOOR) & ((codes >> 16) == OPEN)))
+
+
+def can_pickup(codes: Tensor) -> Tensor:
+    """Whether the agent can pick up each (packed) cell's object (``WorldObj.can_pickup``).
+
+    Shapes: ``(...)`` int32 -> ``(...)`` bool.
+    """
+    kind = codes & 0xFF
+    return (kind == KEY) | (kind == BALL) | (kind == BOX)
+
+
+def see_behind(codes: Tensor) -> Tensor:
+    """Whether the agent sees past each (packed) cell (``WorldObj.see_behind``): all but walls
+    and doors that are not open.
 
     Shapes: ``(...)`` int32 -> ``(...)`` bool.
     """

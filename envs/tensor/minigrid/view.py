@@ -50,7 +50,7 @@ from rlmem.envs.minigrid_view import view_offsets
 from rlmem.envs.tensor.minigrid.objects import (
     WALL_CODE,
     packed,
-    see_behind_packed,
+    see_behind,
     unpacked,
 )
 
@@ -151,7 +151,7 @@ def visibility(cells: Tensor) -> Tensor:
     Shapes: ``(N, size, size)`` packed cells -> ``(N, size, size)`` bool.
     """
     num_envs, size = cells.shape[0], cells.shape[1]
-    clear = see_behind_packed(cells)
+    clear = see_behind(cells)
     if size > TABLE_VIEW:
         return _visibility_by_rows(clear)
     table, mask = _row_table(size, cells.device), (1 << size) - 1
