@@ -39,8 +39,8 @@ A subclass implements three methods:
   the ends;
 - :meth:`~TensorVectorEnv._observe` returns every env's current observation;
 
-and may override :meth:`~TensorVectorEnv._observe_envs` (the observations of some envs, after
-an auto-reset on the CPU) to compute only those.
+and may override :meth:`~TensorVectorEnv._reset_rows` (an auto-reset on the CPU, with the
+observations around it) to observe less.
 
 Shapes:
     - observation: ``(N, *single_observation_space.shape)`` per field
@@ -159,27 +159,36 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
                                   else actions, device=self.device)
         reward, terminated, truncated = self._transition(actions)
         done = terminated | truncated
-        final = self._observe()
-        info = {"final_obs": final, "_final_obs": done}
         if self.masked_resets:
+            final = self._observe()
             self.episodes = self.episodes + done.to(torch.int64)
             self._generate(done, self._draws())
-            return self._observe(), reward, terminated, truncated, info
-        rows = done.nonzero().squeeze(1)
-        if not rows.numel():  # most steps end no episode
-            return final, reward, terminated, truncated, info
-        self.episodes[rows] += 1
-        self._generate(done, self._draws())
-        return (_with_rows(final, rows, self._observe_envs(rows)), reward, terminated, truncated,
-                info)
+            observation = self._observe()
+        else:
+            rows = done.nonzero().squeeze(1)
+            if rows.numel():
+                self.episodes[rows] += 1
+                ended, observation = self._reset_rows(done, rows)
+                final = _with_rows(observation, rows, ended)
+            else:  # most steps end no episode
+                final = observation = self._observe()
+        return observation, reward, terminated, truncated, {"final_obs": final,
+                                                            "_final_obs": done}
 
-    def _observe_envs(self, rows: Tensor) -> TensorObservation:
-        """The current observations of the envs ``rows`` only (``(k,)`` int64): those of
-        :meth:`_observe`, indexed; a subclass may compute just these."""
-        observation = self._observe()
-        if isinstance(observation, Tensor):
-            return observation[rows]
-        return {key: value[rows] for key, value in observation.items()}
+    def _reset_rows(self, done: Tensor, rows: Tensor
+                    ) -> tuple[TensorObservation, TensorObservation]:
+        """Start new episodes in the envs ``rows`` (where ``done``), returning their last
+        observations before (``(k, ...)``) and every env's observation after (``(N, ...)``).
+
+        By default the whole batch is observed before and after; a subclass may observe
+        less (:class:`rlmem.envs.tensor.minigrid.MiniGridTensorEnv` observes the ``rows``'
+        old state and the new batch in one go).
+        """
+        before = self._observe()
+        ended = (before[rows] if isinstance(before, Tensor)
+                 else {key: value[rows] for key, value in before.items()})
+        self._generate(done, self._draws())
+        return ended, self._observe()
 
     def _draws(self) -> Tensor:
         """The draws of every env's current episode (``(N, draws_per_episode)``)."""

@@ -210,9 +210,16 @@ class MiniGridTensorEnv(TensorVectorEnv):
     def _observe(self) -> dict[str, Tensor]:
         return self._observation(self.grid, self.agent_pos, self.agent_dir, self.carrying)
 
-    def _observe_envs(self, rows: Tensor) -> dict[str, Tensor]:
-        return self._observation(self.grid[rows], self.agent_pos[rows], self.agent_dir[rows],
-                                 self.carrying[rows])
+    def _reset_rows(self, done: Tensor, rows: Tensor
+                    ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        # The ended envs' old state is kept and observed with the new batch, in one go.
+        old = [value[rows] for value in (self.grid, self.agent_pos, self.agent_dir,
+                                         self.carrying)]
+        self._generate(done, self._draws())
+        both = self._observation(*(torch.cat((now, then)) for now, then in zip(
+            (self.grid, self.agent_pos, self.agent_dir, self.carrying), old, strict=True)))
+        return ({key: value[self.num_envs:] for key, value in both.items()},
+                {key: value[:self.num_envs] for key, value in both.items()})
 
     def _observation(self, grid: Tensor, agent_pos: Tensor, agent_dir: Tensor,
                      carrying: Tensor) -> dict[str, Tensor]:
