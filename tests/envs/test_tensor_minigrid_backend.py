@@ -13,7 +13,7 @@ from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.vec_env import VecMonitor
 
 from rlmem.agents.sb3.extractor import MiniGridExtractor
-from rlmem.envs import make_vector_env, resolve_backend
+from rlmem.envs import EnvOptions, make_vector_env, resolve_backend
 from rlmem.envs.tensor import TensorVectorEnv
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
 from rlmem.envs.tensor.registry import TENSOR_ENVS, tensor_env_name
@@ -48,6 +48,11 @@ def test_auto_picks_tensor_where_it_can() -> None:
                            wrappers=["gymnasium.wrappers:RecordEpisodeStatistics"]) == "gymnasium"
     assert resolve_backend("gymnasium", "DoorKey-5x5") == "gymnasium"
     assert isinstance(make_vector_env("MemoryS7", 2, backend="auto"), Memory)
+    options = EnvOptions(direction=True, kwargs={"max_steps": 5})
+    tensor = options.make_vector("DoorKey-8x8", 2, backend="auto")
+    assert isinstance(tensor, DoorKey) and tensor.max_steps == 5
+    assert tensor.single_observation_space == options.make_vector("DoorKey-8x8", 2) \
+        .single_observation_space
 
 
 def test_tensor_refuses_what_it_cannot_run() -> None:
