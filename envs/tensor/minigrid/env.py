@@ -77,6 +77,7 @@ class Layout:
     agent_dir: Tensor
     extra: dict[str, Tensor] = field(default_factory=dict)
 
+
 VIEW_SIZE = 7
 """MiniGrid's default ``agent_view_size``."""
 
