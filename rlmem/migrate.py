@@ -61,9 +61,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.presets import before_presets
 from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import TrainConfig, with_derived_values
 from rlmem.cells import cell_config, get_cell_class, hyperparameters, make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.envs import refuse_untrusted_code
@@ -87,6 +87,7 @@ from rlmem.runs.files import write_atomic
 from rlmem.runs.lock import LOCK_NAME, RunLock
 from rlmem.runs.session import CHECKPOINT_NAME
 from rlmem.schema.supervised import TASK_SCHEMAS, SupervisedConfig
+from rlmem.schema.train import TrainConfig
 
 PROGRAM = "rlmem.migrate"
 
@@ -302,13 +303,14 @@ def _schema_of(section: str, name: str) -> type:
     """
     if section == "memory":
         return cell_config(name)
-    schemas: Mapping[str, type] = AGENTS if section == "agent" else TASK_SCHEMAS
-    return schemas[name]
+    if section == "agent":
+        return AGENTS[name].config
+    return TASK_SCHEMAS[name]
 
 
 def complete_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` (of the current format's meaning) with every key of today's schema written:
-    the run's (:class:`~rlmem.agents.train_config.TrainConfig` or
+    the run's (:class:`~rlmem.schema.train.TrainConfig` or
     :class:`~rlmem.schema.supervised.SupervisedConfig`), its agent's or task's, and its cell's.
     A key it lacks takes today's default, which is what it did: an option whose default is
     not was set by a step (:data:`STEPS`).
