@@ -5,8 +5,8 @@ An agent is one package under ``agents/`` (``rlmem.agents.<name>``) whose ``__in
 its config: a dataclass subclassing :class:`AgentConfig`, registered with
 :func:`rlmem.agents.registry.register_agent`. The config is torch-free, so composing a run's
 config imports no model code; it checks its own values in ``__post_init__`` (OmegaConf's
-``to_object`` runs it, so a bad value fails before any work), and it says how the agent trains
-which envs it can train on (:meth:`AgentConfig.check_run`). The registry pairs the config with
+``to_object`` runs it, so a bad value fails before any work), and it says which envs it can
+train on (:meth:`AgentConfig.check_run`). The registry pairs the config with
 how the agent trains (a :data:`Trainer`) and how a trained run plays (an :data:`ActorLoader`):
 the modules behind those two are imported only when they are called, so our PPO never imports
 sb3-contrib.

@@ -511,15 +511,33 @@ def _leftover_backups(run_dir: Path) -> list[Path]:
             if (run_dir / backup_name(found)).is_file()]
 
 
-def _migrate_locked(run_dir: Path, path: Path) -> str:
-    """:func:`migrate_run` once the run's lock is held."""
-    leftovers = _leftover_backups(run_dir)
+def _unreadable_remedy(run_dir: Path, leftovers: list[Path]) -> str:
+    """What to do about a run whose checkpoint cannot be read (``leftovers``: the old
+    checkpoints an interrupted migration left beside it)."""
     advice = (f"An earlier migration was cut short and left {leftovers[0].name} beside it, "
               f"the run's checkpoint from before it: move that back to {CHECKPOINT_NAME}, then "
               "migrate again." if leftovers else
               f"Restore {CHECKPOINT_NAME} from a copy if you have one; without it the run can "
               "only start afresh (resume=false).")
-    remedy = f"Nothing in {run_dir} was changed. {advice}"
+    return f"Nothing in {run_dir} was changed. {advice}"
+
+
+def _migrated_config_yaml(config_path: Path, recorded: dict[str, Any], found: int,
+                          leftovers: list[Path]) -> dict[str, Any]:
+    """The run's ``config.yaml`` (``recorded``) migrated to the current format. It is of the
+    checkpoint's format ``found``, unless a migration cut short after writing the checkpoint
+    left it at the format of the old checkpoint it kept (one of ``leftovers``)."""
+    written_as = min([found, *(_format_of(path) for path in leftovers)])
+    _check_config(recorded, str(config_path))
+    migrated: dict[str, Any] = _migrated(_as_payload(recorded, written_as), written_as,
+                                         str(config_path))["config"]
+    return migrated
+
+
+def _migrate_locked(run_dir: Path, path: Path) -> str:
+    """:func:`migrate_run` once the run's lock is held."""
+    leftovers = _leftover_backups(run_dir)
+    remedy = _unreadable_remedy(run_dir, leftovers)
     payload = load_payload(path, remedy=remedy)
     found = payload_format(path, payload, remedy)
     if found > FORMAT:
@@ -531,15 +549,8 @@ def _migrate_locked(run_dir: Path, path: Path) -> str:
     checkpoint = checkpoint_from_payload(path, migrated, remedy)
     config_path = run_dir / CONFIG_NAME
     recorded = _read_config_yaml(config_path)
-    if recorded is None:
-        config = checkpoint.config
-    else:
-        # config.yaml is of the checkpoint's format, unless a migration cut short after
-        # writing the checkpoint left it at the format of the old checkpoint it kept.
-        written_as = min([found, *(_format_of(path) for path in leftovers)])
-        _check_config(recorded, str(config_path))
-        config = _migrated(_as_payload(recorded, written_as), written_as,
-                           str(config_path))["config"]
+    config = (checkpoint.config if recorded is None
+              else _migrated_config_yaml(config_path, recorded, found, leftovers))
     checkpoint_changes = found < FORMAT or migrated["config"] != payload["config"]
     config_changes = recorded != config
     if not (checkpoint_changes or config_changes or leftovers):

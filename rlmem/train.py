@@ -7,9 +7,11 @@
 The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``, with the
 settings that differ from the defaults after the cell, e.g.
 ``runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0``, so that runs of other settings never
-share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``) receives
-``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
-the same command again resumes from the checkpoint (``resume=false`` starts afresh).
+share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``; Hydra's
+``hydra.run.dir`` and ``hydra.sweep.subdir`` name it too, :mod:`rlmem.schema.hydra_keys`)
+receives ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and
+``checkpoint.pt``. Running the same command again resumes from the checkpoint (``resume=false``
+starts afresh).
 """
 
 from __future__ import annotations

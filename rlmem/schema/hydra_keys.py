@@ -45,7 +45,7 @@ def honour_hydra_keys(line: CommandLine, argv: Sequence[str], overrides: Sequenc
     replaced: dict[str, str] = {}
     for given in overrides:
         key = given.key_or_group.lstrip("+")
-        if key in (RUN_DIR, SWEEP_SUBDIR):
+        if key in (RUN_DIR, SWEEP_SUBDIR) and given.input_line is not None:
             replaced[given.input_line] = _run_dir_override(line, given, key, overrides,
                                                            multirun=multirun)
     return [replaced.get(argument, argument) for argument in argv]

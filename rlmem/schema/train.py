@@ -53,6 +53,7 @@ from rlmem.schema.runs_root import register_runs_root
 
 __all__ = ["TrainConfig", "check_envs", "register_train_configs", "resolve"]
 
+
 @dataclass
 class TrainConfig:
     """``python -m rlmem.train env=DoorKey-5x5 memory=relstm``."""
