@@ -11,6 +11,9 @@ them, before Hydra starts, into what they mean for a program with a ``run_dir``:
   run is ``S`` (interpolations such as ``lr${agent.lr}`` resolved per job) under the sweep's
   folder.
 
+and the key itself is set to ``.`` again (whatever a recipe set it to), so Hydra makes no
+folder of its own.
+
 Where they cannot mean that (``run_dir`` given too, the other mode, a program without a
 ``run_dir``, a sweep of folders) the command is refused with one paragraph, before any work.
 """
@@ -37,18 +40,20 @@ def honour_hydra_keys(line: CommandLine, argv: Sequence[str], overrides: Sequenc
                       *, multirun: bool) -> list[str]:
     """``argv`` (whose overrides are ``overrides``) with :data:`RUN_DIR` and
     :data:`SWEEP_SUBDIR` rewritten as the module docstring says; ``argv`` as it is where
-    neither is given.
+    neither names a folder (given as ``.``, they are what rlmem sets them to).
 
     Raises:
         HydraKeyError: one of them cannot be honoured (one paragraph, naming ``run_dir=``).
     """
-    replaced: dict[str, str] = {}
+    replaced: dict[str, list[str]] = {}
     for given in overrides:
         key = given.key_or_group.lstrip("+")
-        if key in (RUN_DIR, SWEEP_SUBDIR) and given.input_line is not None:
-            replaced[given.input_line] = _run_dir_override(line, given, key, overrides,
-                                                           multirun=multirun)
-    return [replaced.get(argument, argument) for argument in argv]
+        # "." is rlmem's own setting: Hydra's folder is the current one, and makes none.
+        if (key in (RUN_DIR, SWEEP_SUBDIR) and given.input_line is not None
+                and given.value() != "."):
+            replaced[given.input_line] = [
+                _run_dir_override(line, given, key, overrides, multirun=multirun), f"{key}=."]
+    return [new for argument in argv for new in replaced.get(argument, [argument])]
 
 
 def _run_dir_override(line: CommandLine, given: Override, key: str,

@@ -69,3 +69,26 @@ def test_supervised_takes_hydra_run_dir_too(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "sup" / "checkpoint.pt").is_file()
     assert os.listdir(tmp_path) == ["sup"]
+
+
+@pytest.mark.parametrize(("argv", "multirun", "honoured"), [
+    (["hydra.run.dir=a b", "seed=1"], False, ["run_dir='a b'", "hydra.run.dir=.", "seed=1"]),
+    (["hydra.sweep.subdir=lr${agent.lr}"], True,
+     ["run_dir='${hydra:sweep.dir}/lr${agent.lr}'", "hydra.sweep.subdir=."]),
+    (["hydra.run.dir=.", "seed=1"], False, ["hydra.run.dir=.", "seed=1"]),
+])
+def test_the_keys_become_run_dir_and_hydra_makes_no_folder(
+        argv: list[str], multirun: bool, honoured: list[str]) -> None:
+    """In-process: what the front door hands Hydra; handing it back changes nothing (a recipe's
+    ``hydra.sweep.subdir`` is overridden with ``.``, so Hydra makes no folder of its own)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlmem.schema.hydra_keys import honour_hydra_keys
+    from rlmem.train import LINE
+
+    def honour(args: list[str]) -> list[str]:
+        overrides = OverridesParser.create().parse_overrides(args)
+        return honour_hydra_keys(LINE, args, overrides, multirun=multirun)
+
+    assert honour(argv) == honoured
+    assert honour(honoured) == honoured
