@@ -4,6 +4,7 @@ config that its trainer, its checkpoint and its ``config.yaml`` all hold (issue 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from cli_runner import TINY_PPO
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+import rlmem.agents.ppo.update
 import rlmem.schema.train
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.run_config import RunConfig
@@ -21,6 +23,10 @@ from rlmem.runs import load_checkpoint
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import TrainConfig, register_train_configs
 from rlmem.train import run
+
+PACKAGES = frozenset({Path(rlmem.schema.train.__file__).parents[1].name,
+                      Path(rlmem.agents.ppo.update.__file__).parents[1].name})
+"""The folders of rlmem's code that a run goes through: ``rlmem/``, ``agents/``."""
 
 
 def _config(run_dir: Path, *overrides: str) -> DictConfig:
@@ -60,9 +66,21 @@ def test_a_run_resolves_its_config_once_and_records_that_one(
         built.append(self)
 
     monkeypatch.setattr(RunConfig, "__init__", counting_init)
+    calls: list[list[str]] = []
+    ppo_loss = rlmem.agents.ppo.update.ppo_loss
+
+    def recording_loss(*args: Any, **kwargs: Any) -> Any:
+        calls.append(_files_on_the_stack())
+        return ppo_loss(*args, **kwargs)
+
+    monkeypatch.setattr(rlmem.agents.ppo.update, "ppo_loss", recording_loss)
     run_dir = tmp_path / "run"
     run(_config(run_dir, "frames=32"))
     assert len(resolved) == 1 and built == resolved
+    # From the CLI to the loss: four files on the stack to the call of ppo_loss (in the fifth,
+    # agents/ppo/loss.py); the config was resolved beside them, in rlmem/schema/train.py.
+    assert calls[0] == ["rlmem/train.py", "agents/ppo/__init__.py", "agents/ppo/train.py",
+                        "agents/ppo/update.py"]
     config = resolved[0]
     assert isinstance(config.agent, PPOConfig) and config.agent.recurrence == 8
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -74,6 +92,20 @@ def test_a_run_resolves_its_config_once_and_records_that_one(
     run(_config(run_dir, "frames=64"))  # resumed: once again, the checkpoint's decisions kept
     assert len(resolved) == 2 and built == resolved
     assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 64
+
+
+def _files_on_the_stack() -> list[str]:
+    """The files of rlmem's code on the caller's stack, outermost first, each once."""
+    files: list[str] = []
+    for frame in reversed(inspect.stack()[2:]):
+        path = Path(frame.filename)
+        for depth, parent in enumerate(path.parents):
+            if parent.name in PACKAGES and (parent.parent / "pyproject.toml").exists():
+                name = "/".join([parent.name, *path.parts[len(path.parts) - depth - 1:]])
+                if name not in files:
+                    files.append(name)
+                break
+    return files
 
 
 def test_the_run_config_has_the_keys_of_the_command_line() -> None:
