@@ -8,9 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells._engines import fused_rnn
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class GRUState(NamedTuple):

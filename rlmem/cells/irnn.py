@@ -19,9 +19,10 @@ from torch.nn import functional as F
 from rlmem.cells import activations
 from rlmem.cells._engines import irnn as engine
 from rlmem.cells._engines.weight_cache import prepared
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class IRNNState(NamedTuple):

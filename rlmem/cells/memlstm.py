@@ -16,10 +16,11 @@ from torch.nn import functional as F
 from rlmem.cells._engines import full_attention
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
-from rlmem.cells.base import Cell, Dims, ScanResult, episode_time
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.host_reads import latest_start
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult, episode_time
 
 
 class MemoryOverflowWarning(UserWarning):

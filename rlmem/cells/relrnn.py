@@ -13,7 +13,6 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells._engines import screened
-from rlmem.cells.base import ScanResult
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
@@ -32,6 +31,7 @@ from rlmem.cells.screening import (
     ShortTermTime,
     ShortTermValid,
 )
+from rlmem.cells.time_loop import ScanResult
 
 
 class BaseNonlinearity(Enum):

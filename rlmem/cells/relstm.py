@@ -11,7 +11,7 @@ from typing import Annotated, NamedTuple
 from torch import Tensor
 
 from rlmem.cells._engines import screened
-from rlmem.cells.base import Dims, ScanResult
+from rlmem.cells.base import Dims
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
 from rlmem.cells.screening import (
@@ -29,6 +29,7 @@ from rlmem.cells.screening import (
     ShortTermTime,
     ShortTermValid,
 )
+from rlmem.cells.time_loop import ScanResult
 
 
 class ReLSTMState(NamedTuple):

@@ -13,9 +13,10 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines import sarnn as engine
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class SARNNState(NamedTuple):

@@ -20,7 +20,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell, ScanResult, State
+from rlmem.cells.base import Cell
+from rlmem.cells.time_loop import ScanResult, State
 
 
 def check_stack(num_layers: int, dropout: float) -> None:

@@ -13,8 +13,9 @@ from torch.nn import functional
 
 from rlmem.cells import activations
 from rlmem.cells._engines import tarnn as engine
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 A_FORMS = ("identity", "coupled")
 

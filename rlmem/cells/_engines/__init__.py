@@ -25,7 +25,8 @@ What they share: :mod:`.compiled` (the C++ loops of ``csrc/``, built at first us
 :mod:`.attentive_paths` (when an attentive cell's chunk takes its engine),
 :mod:`.workspace` (scratch memory recycled across calls), :mod:`.weight_cache` (derived
 weights kept between calls without autograd), :mod:`.fast_forms` (φ for the hand-written
-backwards) and :mod:`.reset_masks`.
+backwards). Every engine applies a reset through the one rule of :mod:`rlmem.cells.resets`
+(``csrc/reset.h`` in C++).
 
 Private: nothing outside :mod:`rlmem.cells` imports from here, except the benchmarks and tests
 that time or check the engines.

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
+from rlmem.cells.resets import reset_masks, reset_where
+from rlmem.cells.time_loop import ScanResult
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.ernn import ERNN, ERNNState
@@ -35,8 +35,8 @@ def fast_scan(cell: ERNN, x: Tensor, state: ERNNState, resets: Tensor) -> ScanRe
         products.append(product)
         mask = masks[t]
         if mask is not None:
-            h = h.masked_fill(mask, 0.0)
-            product = product.masked_fill(mask, 0.0)  # M·0, exactly
+            h = reset_where(h, mask)
+            product = reset_where(product, mask)  # M·0, exactly
         for k, eta in enumerate(etas):
             if k:
                 product = h @ weight_t

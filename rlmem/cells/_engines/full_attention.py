@@ -38,8 +38,9 @@ from rlmem.cells._engines.attentive_paths import TIME_LIMIT, outside_autocast, w
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights, project
-from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
 from rlmem.cells.host_reads import any_reset, latest_start, steps_with_resets_and_latest_start
+from rlmem.cells.resets import cut_gradient, reset_where
+from rlmem.cells.time_loop import ScanResult, episode_time, reset_state, scan
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.memlstm import MemLSTM, MemLSTMState
@@ -167,7 +168,7 @@ def _full_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], ba
         incoming, first, end = windows[k]
         if any_reset[k]:
             reset = resets[k].unsqueeze(1)
-            s = s.masked_fill(reset, 0.0)
+            s = reset_where(s, reset)
             base.reset(k, reset.squeeze(1))
         z_in_base.copy_(xp_steps[k])
         torch.addmm(z_in, s, recurrent_t, out=z)
@@ -405,7 +406,7 @@ def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         reset = tape.resets[k].unsqueeze(1) if tape.reset_steps[k] else None
         ds = state_gradient(dz_steps[k], recurrent, g_previous, reset)
         if dc is not None and reset is not None:
-            dc = dc.masked_fill(reset, 0.0)
+            dc = cut_gradient(dc, reset)
 
     return ds, dc
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from rlmem.cells.base import ScanResult, reset_state
 from rlmem.cells.host_reads import steps_with_resets
+from rlmem.cells.time_loop import ScanResult, reset_state
 
 if TYPE_CHECKING:  # the cell modules import this one
     from rlmem.cells.gru import GRU, GRUState

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
+from rlmem.cells.resets import reset_masks, reset_where
+from rlmem.cells.time_loop import ScanResult
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.irnn import IncrementalRNN, IRNNState
@@ -37,8 +37,8 @@ def fast_scan(cell: IncrementalRNN, x: Tensor, state: IRNNState, resets: Tensor)
         products.append(product)
         mask = masks[t]
         if mask is not None:
-            h = h.masked_fill(mask, 0.0)
-            product = product.masked_fill(mask, 0.0)  # A·0, exactly
+            h = reset_where(h, mask)
+            product = reset_where(product, mask)  # A·0, exactly
         first = product + drive  # g_0 = 0: the first step reads A h
         g = etas[0] * torch.addcmul(cell.phi(first), cell.alpha, h, value=-1.0)
         for eta in etas[1:]:

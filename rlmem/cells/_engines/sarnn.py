@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
+from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
+from rlmem.cells.time_loop import ScanResult
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.sarnn import SARNN, SARNNState
@@ -77,7 +77,7 @@ class SARNNScan(torch.autograd.Function):
         for t in range(inputs.shape[0]):
             mask = masks[t]
             if mask is not None:
-                h = h.masked_fill(mask, 0.0)
+                h = reset_where(h, mask)
             hidden = torch.addmm(bias_hh, h, weight_hh_t)
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
             r, z = rz.chunk(2, 1)
@@ -144,7 +144,7 @@ class SARNNScan(torch.autograd.Function):
             grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
             mask = masks[t]
             if mask is not None:
-                grad_next.masked_fill_(mask, 0.0)
+                cut_gradient(grad_next, mask, in_place=True)
 
         grad_inputs = grad_all[..., :4 * size]
         grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄

@@ -42,9 +42,10 @@ from rlmem.cells._engines.attentive_paths import TIME_LIMIT, outside_autocast, w
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights, project
-from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
+from rlmem.cells.resets import cut_gradient, reset_where
 from rlmem.cells.screening import UNIFORM_SHARE, RelevancyScreening, Screening
+from rlmem.cells.time_loop import ScanResult, episode_time, reset_state, scan
 
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
 
@@ -194,15 +195,15 @@ def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool]
         rows_p, meta_p, rank_p, content_p, content_row_p, keys_p = ring[k % nu]
         if any_reset[k]:
             reset = resets[k].view(batch, 1, 1)
-            s = s.masked_fill(reset[:, 0], 0.0)
+            s = reset_where(s, reset[:, 0])
             base.reset(k, reset[:, 0, 0])
             if save:
                 before_reset[k] = slot_data.clone()
-            slot_data.masked_fill_(reset, 0.0)
-            mask.masked_fill_(reset[:, 0], minus_inf)
-            rank.masked_fill_(reset[:, 0], minus_inf)
+            reset_where(slot_data, reset, in_place=True)
+            reset_where(mask, reset[:, 0], minus_inf, in_place=True)
+            reset_where(rank, reset[:, 0], minus_inf, in_place=True)
             if normalised:
-                rank_relevant.masked_fill_(reset[:, 0], UNIFORM_SHARE)
+                reset_where(rank_relevant, reset[:, 0], UNIFORM_SHARE, in_place=True)
         z_in_base.copy_(xp_steps[k])
         addmm(z_in, s, recurrent_t, out=z)
 
@@ -419,9 +420,9 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
         if tape.reset_steps[k]:
             reset = tape.resets[k].view(batch, 1, 1)
             ds = state_gradient(dz_steps[k], recurrent, g_previous, reset[:, 0])
-            grad.masked_fill_(reset, 0.0)
+            cut_gradient(grad, reset, in_place=True)
             if dc is not None:
-                dc = dc.masked_fill(reset[:, 0], 0.0)
+                dc = cut_gradient(dc, reset[:, 0])
         else:
             ds = state_gradient(dz_steps[k], recurrent, g_previous, None)
 

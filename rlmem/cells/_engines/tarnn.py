@@ -13,9 +13,9 @@ from torch.autograd.function import once_differentiable
 
 from rlmem.cells._engines import compiled
 from rlmem.cells._engines.fast_forms import FAST_FORMS, FastForm
-from rlmem.cells._engines.reset_masks import reset_masks
 from rlmem.cells._engines.workspace import WORKSPACE
-from rlmem.cells.base import ScanResult
+from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
+from rlmem.cells.time_loop import ScanResult
 
 if TYPE_CHECKING:  # the cell module imports this one
     from rlmem.cells.tarnn import TARNN, TARNNState
@@ -108,7 +108,7 @@ class TARNNScan(torch.autograd.Function):
         s = s0
         for inputs_t, mask in zip(inputs.unbind(0), masks, strict=True):
             if mask is not None:
-                s = s.masked_fill(mask, 0.0)
+                s = reset_where(s, mask)
             beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
             beta = torch.sigmoid(beta_pre)
             torch.mul(eta_column, beta, out=eta_beta)
@@ -210,7 +210,7 @@ class TARNNScan(torch.autograd.Function):
             grad_next.addmm_(grad_gates_t, weight_s)
             mask = masks[t]
             if mask is not None:
-                grad_next.masked_fill_(mask, 0.0)
+                cut_gradient(grad_next, mask, in_place=True)
 
         return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
                        grad_eta_terms, torch.stack(euler[::steps]))
