@@ -109,7 +109,9 @@ class ERNN(Cell):
         return h, ERNNState(h), {"residual": residual}
 
     def fast_scan(self, x: Tensor, state: ERNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x), engine.ERNNWeights(self.fixed_point_weight().T, self.eta),
+            state, resets, self.phi)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"residual": traces["residual"].mean(),

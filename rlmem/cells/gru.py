@@ -71,7 +71,8 @@ class GRU(Cell):
         return h, GRUState(h), {}
 
     def fast_scan(self, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
-        return fused_rnn.gru(self, x, state, resets)
+        return fused_rnn.gru(x, self.rnn.all_weights[0], state, resets,
+                             train=self.rnn.training)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, update_bias={self.update_bias}"

@@ -222,7 +222,9 @@ class IncrementalRNN(Cell):
         return g, IRNNState(g), {"residual": residual}
 
     def fast_scan(self, x: Tensor, state: IRNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x), engine.IRNNWeights(self.transition(), self.eta, self.alpha),
+            state, resets, self.phi)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         learned = {"alpha": self.alpha.detach()} if self.learn_alpha else {}

@@ -80,7 +80,8 @@ class LSTM(Cell):
         return h, LSTMState(h, c), {}
 
     def fast_scan(self, x: Tensor, state: LSTMState, resets: Tensor) -> ScanResult:
-        return fused_rnn.lstm(self, x, state, resets)
+        return fused_rnn.lstm(x, self.rnn.all_weights[0], state, resets,
+                              train=self.rnn.training)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, "

@@ -161,7 +161,10 @@ class SARNN(Cell):
         return h_new, SARNNState(h_new), {"update": update, "update_probability": probability}
 
     def fast_scan(self, x: Tensor, state: SARNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x),
+            engine.SARNNWeights(self.gru.weight_hh, self.gru.bias_hh, self.w_u), state, resets,
+            self.slope)
 
     def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         if not self.lam:

@@ -13,6 +13,7 @@ from torch.nn import functional
 
 from rlmem.cells import activations
 from rlmem.cells._engines import tarnn as engine
+from rlmem.cells._engines.fast_forms import FAST_FORMS
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 from rlmem.cells.time_loop import ScanResult
@@ -178,7 +179,10 @@ class TARNN(Cell):
         return z, TARNNState(z), {"beta": beta}
 
     def fast_scan(self, x: Tensor, state: TARNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x),
+            engine.TARNNWeights(self.state_weight(), self.U.weight, self.eta), state, resets,
+            coupled=self.A_form == "coupled", form=FAST_FORMS[self.phi_name])
 
     # --- what the cell adds and reports ----------------------------------------------------
 

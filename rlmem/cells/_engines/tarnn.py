@@ -5,31 +5,41 @@ The loop runs compiled (``csrc/tarnn.h``) where :mod:`.compiled` can, else in Py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rlmem.cells._engines import compiled
-from rlmem.cells._engines.fast_forms import FAST_FORMS, FastForm
+from rlmem.cells._engines.fast_forms import FastForm
 from rlmem.cells._engines.workspace import WORKSPACE
 from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
-from rlmem.cells.time_loop import ScanResult
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.tarnn import TARNN, TARNNState
+from rlmem.cells.time_loop import S, ScanResult
 
 
-def fast_scan(cell: TARNN, x: Tensor, state: TARNNState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.tarnn.TARNN` over a chunk through :class:`TARNNScan`.
+class TARNNWeights(NamedTuple):
+    """What TARNN's loop reads besides the state and the input terms."""
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    weight_s: Tensor
+    """The state's weights, stacked as the cell's ``state_weight``, ``(3D, D)``."""
+    weight_u: Tensor
+    """U, ``(D, D)``."""
+    eta: Tensor
+    r"""The Euler step sizes :math:`\eta_k`, ``(K,)``."""
+
+
+def fast_scan(inputs: Tensor, weights: TARNNWeights, state: S, resets: Tensor, *,
+              coupled: bool, form: FastForm) -> ScanResult:
+    """TARNN (:class:`~rlmem.cells.tarnn.TARNN`) over a chunk through :class:`TARNNScan`.
+
+    Shapes:
+        - inputs: ``(T, B, 3D)`` (the cell's ``project_input``); resets ``(T, B)``
+        - state: a one-field NamedTuple, :math:`s` ``(B, D)``; returned of the same type
+        - coupled: A in its coupled form; form: φ's fast form
     """
-    y, beta = TARNNScan.apply(cell.project_input(x), state.s, resets, cell.state_weight(),
-                              cell.U.weight, cell.eta, cell.A_form == "coupled",
-                              FAST_FORMS[cell.phi_name])
-    return ScanResult(y, type(state)(y[-1]), {"beta": beta})
+    y, beta = TARNNScan.apply(inputs, state[0], resets, *weights, coupled, form)
+    return ScanResult(y, state._make([y[-1]]), {"beta": beta})
 
 
 class TARNNScan(torch.autograd.Function):
