@@ -12,7 +12,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells._engines import screened
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
@@ -31,7 +30,6 @@ from rlmem.cells.screening import (
     ShortTermTime,
     ShortTermValid,
 )
-from rlmem.cells.time_loop import ScanResult
 
 
 class BaseNonlinearity(Enum):
@@ -121,9 +119,6 @@ class ReLRNN(RelevancyScreening):
 
     def runs_engine(self) -> bool:
         return super().runs_engine() and self.nonlinearity is BaseNonlinearity.tanh
-
-    def fast_scan(self, x: Tensor, state: ReLRNNState, resets: Tensor) -> ScanResult:
-        return screened.fast_scan(self, x, state, resets)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         if self.nonlinearity is BaseNonlinearity.modrelu:

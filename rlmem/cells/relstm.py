@@ -10,7 +10,6 @@ from typing import Annotated, NamedTuple
 
 from torch import Tensor
 
-from rlmem.cells._engines import screened
 from rlmem.cells.base import Dims
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
@@ -29,7 +28,6 @@ from rlmem.cells.screening import (
     ShortTermTime,
     ShortTermValid,
 )
-from rlmem.cells.time_loop import ScanResult
 
 
 class ReLSTMState(NamedTuple):
@@ -105,9 +103,6 @@ class ReLSTM(RelevancyScreening):
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
                          screening=screening, readout=readout)
         self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
-
-    def fast_scan(self, x: Tensor, state: ReLSTMState, resets: Tensor) -> ScanResult:
-        return screened.fast_scan(self, x, state, resets)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         return self.base.doubled()

@@ -9,6 +9,7 @@ Long-term Dependencies Using Cognitive Inductive Biases in Self-attention RNNs",
 from __future__ import annotations
 
 import abc
+import functools
 from enum import Enum
 from typing import Annotated, Any
 
@@ -16,10 +17,13 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from rlmem.cells._engines import screened
+from rlmem.cells._engines.attentive_paths import outside_autocast, wants_engine
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
+from rlmem.cells.time_loop import ScanResult, scan
 
 # The fields of the screened memory, in both cells' states (one alias each, so that both
 # NamedTuples declare a field's shape and dtype the same way).
@@ -199,6 +203,49 @@ class RelevancyScreening(Cell):
         """
         w_in, bias, _ = self.doubled_weights()
         return project(x, w_in, bias)
+
+    def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
+        """The chunk through the first path that takes it: under autocast, the same paths in
+        the parameters' dtype with autocast off; the chunk engine
+        (:func:`~rlmem.cells._engines.screened.screened_scan`: chunks of
+        :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
+        autograd; float32 and float64; both screenings; :meth:`runs_engine`); the compiled
+        rollout step (:func:`~rlmem.cells._engines.screened.screened_step`: one step without
+        autograd, Algorithm 1's screening); else :meth:`prepared_step`."""
+        escaped = outside_autocast(self._scan, x, state, resets, self.attention.score.weight.dtype)
+        if escaped is not None:
+            return escaped
+        w_in, bias, weights = self.doubled_weights()
+        xp = project(x, w_in, bias)
+        fields = (state.s, getattr(state, "c", None), state.short, state.short_score,
+                  state.short_valid, state.short_time, state.relevant, state.relevant_score,
+                  state.relevant_valid, state.relevant_time, state.t, resets)
+        result = None
+        normalised = self.screening is Screening.normalised
+        if self.runs_engine() and wants_engine(x.shape[0], (xp, *weights, *state)):
+            result = screened.screened_scan(xp, weights, *fields,
+                                            uniform_share=UNIFORM_SHARE if normalised else None)
+        if result is None and self.runs_engine() and not normalised:
+            result = screened.screened_step(xp, weights, *fields)
+        if result is None:
+            return self.prepared_step(xp, state, resets, weights)
+        base_fields = {"c": result.c} if result.c is not None else {}
+        new_state = state._replace(
+            s=result.y[-1], t=result.t, **base_fields,
+            short=result.short, short_score=result.short_score, short_valid=result.short_valid,
+            short_time=result.short_time, relevant=result.relevant,
+            relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
+            relevant_time=result.relevant_time)
+        return ScanResult(result.y, new_state, result.traces)
+
+    def prepared_step(self, xp: Tensor, state: Any, resets: Tensor,
+                      weights: Weights) -> ScanResult:
+        """``scan(step)`` with the weights built once for the chunk rather than once per step
+        (:meth:`step_with`): under autograd, rebuilding them costs a third of a step.
+
+        Shapes: xp ``(T, B, G)`` from :meth:`project_input`; as :meth:`fast_scan` otherwise.
+        """
+        return scan(functools.partial(self.step_with, weights=weights), xp, state, resets)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
         """One step of the docstring's equations; ``x_t`` is a step of :meth:`project_input`,
