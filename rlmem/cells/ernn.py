@@ -44,7 +44,7 @@ class ERNN(Cell):
     call, and :math:`d_t = (I + U)(W x_t + b)`, one matmul over the whole sequence
     (:meth:`project_input`). An iteration is then one matmul.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.ernn`) shares the products with M between steps.
 
     Args:

@@ -29,7 +29,7 @@ class GRU(Cell):
         n_t &= \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})) \qquad
         h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}
 
-    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.time_loop.scan` over
     :meth:`step` (``torch.gru_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
     runs each reset-free segment of a chunk through the fused ``nn.GRU`` kernel, on the same
     weights.

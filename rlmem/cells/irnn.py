@@ -98,7 +98,7 @@ class IncrementalRNN(Cell):
     The drives of a sequence are one batched pass (:meth:`project_input`), and A is formed
     once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank).
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`, one round per
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`, one round per
     step; its engine (:mod:`~rlmem.cells._engines.irnn`) shares the products with A between
     rounds.
 

@@ -32,7 +32,7 @@ class LSTM(Cell):
         o_t = \sigma(W_{io} x_t + W_{ho} h_{t-1} + b_o) \\
         c_t &= f_t \odot c_{t-1} + i_t \odot g_t \qquad h_t = o_t \odot \tanh(c_t)
 
-    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.time_loop.scan` over
     :meth:`step` (``torch.lstm_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
     runs each reset-free segment of a chunk through the fused ``nn.LSTM`` kernel, on the same
     weights.

@@ -67,7 +67,7 @@ class MemLSTM(Cell):
     Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
     sequence, the contrast with relevancy screening that Kerg et al. make.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`. Its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`. Its engine
     (:mod:`rlmem.cells._engines.full_attention`) runs a chunk without autograd inside the
     loop, with a hand-written backward, each step reading only the slots an episode of the
     chunk can hold, without copying the memory, in the parameters' dtype even under autocast;

@@ -107,6 +107,13 @@ class ReLSTM(RelevancyScreening):
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         return self.base.doubled()
 
-    def base_step(self, z: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
-        h, c = self.base.step_doubled(z, state.c)
+    def project_input(self, x: Tensor) -> Tensor:
+        """The LSTM gates' input terms :math:`W_{ih} x_t + b_{ih} + b_{hh}`, all steps at once.
+
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, 4 hidden_size)``.
+        """
+        return self.base.input_terms(x)
+
+    def base_step(self, x_t: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
+        h, c = self.base.step(x_t, state.s, state.c)
         return h, {"c": c}

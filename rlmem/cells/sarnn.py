@@ -59,7 +59,7 @@ class SARNN(Cell):
     are one matmul over the whole sequence (:meth:`project_input`), and the GRU step is
     written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.sarnn`) runs the same steps without autograd, with a
     hand-written backward pass.
 

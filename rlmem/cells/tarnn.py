@@ -68,7 +68,7 @@ class TARNN(Cell):
     :math:`A z` is :math:`-z`, plus :math:`z_{i + D/2}` in row :math:`i < D/2` for the coupled
     form.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.tarnn`) runs the same steps without autograd, with a
     hand-written backward pass.
 

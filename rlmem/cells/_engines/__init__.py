@@ -1,7 +1,7 @@
 """The cells' engines: faster ways to compute what a cell's ``scan(step)`` computes.
 
 A cell's file holds its math (state, ``step``, equations); ``scan(step)``
-(:func:`rlmem.cells.base.scan`) is its specification. An engine computes the same over a whole
+(:func:`rlmem.cells.time_loop.scan`) is its specification. An engine computes the same over a whole
 chunk with fewer, larger operations: a fused kernel, a loop without autograd and a hand-written
 backward, a compiled loop. A cell opts in by overriding :meth:`rlmem.cells.base.Cell.fast_scan`
 with one line that hands the chunk to its engine module; the engine returns ``None`` for what

@@ -522,7 +522,7 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
               keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor) -> FullResult | None:
     """Full attention over every past state of the episode (MemLSTM) over one chunk.
 
-    Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
+    Equivalent to running the cell's step under :func:`rlmem.cells.time_loop.scan`; see
     :class:`rlmem.cells.memlstm.MemLSTM` for the equations. Step k reads only the entries it
     can attend to: the incoming slots the longest episode fills and the chunk's states so far,
     so its work grows with the episode, not with the capacity. Returns ``None`` for a dtype
@@ -551,7 +551,7 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
 
 
 class _FullFields(NamedTuple):
-    """MemLSTM's state fields, for :func:`rlmem.cells.base.reset_state`."""
+    """MemLSTM's state fields, for :func:`rlmem.cells.time_loop.reset_state`."""
 
     s: Tensor
     c: Tensor

@@ -57,7 +57,7 @@ def gru(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
 
 def scan_segments(run: Callable[[Tensor, Any], tuple[Tensor, Any]], x: Tensor, state: Any,
                   resets: Tensor) -> ScanResult:
-    """Equivalent to :func:`rlmem.cells.base.scan`, with one fused call per reset-free segment.
+    """Equivalent to :func:`rlmem.cells.time_loop.scan`, with one fused call per reset-free segment.
 
     Time is cut at every step where any batch item resets; between the cuts no state is touched
     from outside, so ``run(x[start:end], state)`` can process the whole segment in one kernel.

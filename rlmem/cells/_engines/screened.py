@@ -8,11 +8,11 @@ loop runs without autograd over preallocated buffers, records what the backward 
 chunk in a few large matmuls after the loop. The loops run compiled (``csrc/screened.h``)
 where :mod:`.compiled` can, else in Python.
 
-The math is the step's own, in the doubled form of :mod:`rlmem.cells.attention`
-(:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into the weights). One more identity
-changes only rounding: the attention score :math:`v_a^\top \tanh(\cdot) = 2 v_a^\top
-\sigma(2\,\cdot) - \sum v_a` differs from :math:`2 v_a^\top \sigma(2\,\cdot)` by a constant
-over the slots, which the softmax cancels.
+The math is the step's (written there in textbook form), in the doubled form of
+:mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into
+the weights). One more identity changes only rounding: the attention score
+:math:`v_a^\top \tanh(\cdot) = 2 v_a^\top \sigma(2\,\cdot) - \sum v_a` differs from
+:math:`2 v_a^\top \sigma(2\,\cdot)` by a constant over the slots, which the softmax cancels.
 
 GPU-safe: a chunk's shapes are fixed when the loop starts, the host reads the reset pattern
 once per chunk before the loop, and nothing inside the loop waits for the device.
@@ -580,7 +580,7 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                   uniform_share: float | None) -> ScreenedResult | None:
     """Relevancy screening (ReLSTM with ``c0``, ReLRNN without) over one chunk.
 
-    Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
+    Equivalent to running the cell's step under :func:`rlmem.cells.time_loop.scan`; see
     :class:`rlmem.cells.screening.RelevancyScreening` for the equations. With
     ``uniform_share`` it screens as ``Screening.normalised`` does (each attention weight
     counted relative to the uniform share of its step, and a free slot of R ranked at
@@ -618,7 +618,7 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
 
 
 class _ScreenedFields(NamedTuple):
-    """The screened cells' state fields, for :func:`rlmem.cells.base.reset_state`."""
+    """The screened cells' state fields, for :func:`rlmem.cells.time_loop.reset_state`."""
 
     s: Tensor
     c: Tensor
