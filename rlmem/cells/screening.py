@@ -190,9 +190,9 @@ class RelevancyScreening(Cell):
         ``x_t`` (``(B, G)``) and the previous macro-state ``state.s``."""
 
     def doubled_weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """The transposed input weight and the bias of :meth:`project_input`, and the
-        recurrent :class:`~rlmem.cells.attention.Weights` of :meth:`step_with`, in the doubled
-        form of :mod:`rlmem.cells.attention`; kept between calls without autograd
+        """What the engine reads: the transposed input weight and the bias of its input terms,
+        and the recurrent :class:`~rlmem.cells.attention.Weights`, in the doubled form of
+        :mod:`rlmem.cells.attention`; kept between calls without autograd
         (:func:`~rlmem.cells._engines.weight_cache.prepared`)."""
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base_weights()
