@@ -250,11 +250,12 @@ class Cell(nn.Module, abc.ABC):
         """An engine's run of the chunk, or ``None`` where no engine applies.
 
         The one hook through which a cell runs faster than ``scan(step)``: a cell with an
-        engine overrides it with one line that hands the chunk to its engine module in
-        :mod:`rlmem.cells._engines`, which returns ``None`` for what it does not cover (a
-        dtype, a device, an option). Whatever it returns must equal :func:`scan` over
-        :meth:`step`, outputs, state, traces and gradients, and ``tests/cells/test_engines.py``
-        lists which engine is proven equal to which step. The default: no engine.
+        engine overrides it to hand its tensors (inputs, weights, state, resets,
+        hyperparameters) to its engine module in :mod:`rlmem.cells._engines`, which takes no
+        cell and returns ``None`` for what it does not cover (a dtype, a device, an option).
+        Whatever it returns must equal :func:`scan` over :meth:`step`, outputs, state, traces
+        and gradients, and ``tests/cells/test_engines.py`` lists which engine is proven equal
+        to which step. The default: no engine.
 
         Shapes: as :meth:`_scan`.
         """
