@@ -39,13 +39,7 @@ def long_functions(folder: str, skip: tuple[str, ...]) -> list[str]:
     return found
 
 
-def _case(name: str) -> object:
-    marks = [] if name == "rlmem/cells" else [
-        pytest.mark.xfail(strict=False, reason="h52c: the config half of issue 52")]
-    return pytest.param(name, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("name", [_case(name) for name in FOLDERS])
+@pytest.mark.parametrize("name", list(FOLDERS))
 def test_no_function_is_over_60_lines(name: str) -> None:
     folder, skip = FOLDERS[name]
     offenders = long_functions(folder, skip)

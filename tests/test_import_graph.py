@@ -14,8 +14,6 @@ import ast
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
-import pytest
-
 import rlmem
 import rlmem.agents
 import rlmem.envs
@@ -154,19 +152,12 @@ def test_the_graph_reads_every_kind_of_import() -> None:
     assert len(GRAPH) > 100
 
 
-def test_no_module_outside_the_cells_is_in_an_import_circle() -> None:
-    assert cycles(restricted(GRAPH, OUTSIDE_CELLS)) == []
-
-
-@pytest.mark.xfail(strict=True, reason="the cells <-> _engines circles: issue 52's engines part "
-                                       "removes them; then drop this mark")
 def test_no_module_is_in_an_import_circle() -> None:
     assert cycles(GRAPH) == []
 
 
 def test_packages_import_one_another_one_way() -> None:
     """No circle between packages either (``schema -> agents -> schema`` was one)."""
-    assert cycles(packages(restricted(GRAPH, OUTSIDE_CELLS))) == []
     assert cycles(packages(GRAPH)) == []
 
 

@@ -74,8 +74,9 @@ def test_the_check_sees_a_cell_import() -> None:
 
 
 RESET_HELPERS = {CELLS / "resets.py", ENGINES / "csrc" / "reset.h"}
-VALIDITY = re.compile(r"masked_fill_?\(\s*~?\w*(valid|_ok|empty)\b")
-"""A ``masked_fill`` by a slot's validity (``~valid``, ``~chunk_ok``, ``empty``)."""
+VALIDITY = re.compile(r"masked_fill_?\(\s*~?\w*(valid|_ok|empty|allowed)\b")
+"""A ``masked_fill`` by a slot's validity (``~valid``, ``~chunk_ok``, ``empty``), or by the keys
+a query may attend to (``~allowed``)."""
 
 
 def test_every_reset_goes_through_the_reset_rule() -> None:

@@ -25,6 +25,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from rlmem.cells.resets import reset_where
+
 CPU_BLOCK = 16
 """Steps per block on the CPU (work about :math:`T (1 + \\log_2 16)` multiply-adds)."""
 
@@ -43,12 +45,13 @@ def reset_decay(a: Tensor, resets: Tensor) -> Tensor:
     """``a`` with the steps that reset set to the zero map, so that the state before them is
     dropped: the one place the engines of this module apply a reset.
 
-    ``masked_fill`` passes no gradient to the masked entries, so none crosses a reset.
+    :func:`~rlmem.cells.resets.reset_where` passes no gradient to the filled entries, so none
+    crosses a reset.
 
     Shapes:
         - a: ``(T, B, *)``; resets: ``(T, B)`` bool; returns ``a``'s shape
     """
-    return a.masked_fill(resets.view(*resets.shape, *(1,) * (a.dim() - 2)), 0)
+    return reset_where(a, resets.view(*resets.shape, *(1,) * (a.dim() - 2)))
 
 
 def compose_diagonal(first: Affine, then: Affine) -> Affine:

@@ -32,6 +32,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlmem.cells.resets import reset_where
+
 CPU_BLOCK = 16
 """Steps per block on the CPU."""
 
@@ -59,7 +61,7 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
     """
     steps = q.shape[0]
     if steps == 1:  # a rollout's step: the update itself costs less than a block's solve
-        state = state.masked_fill(resets[0].view(-1, 1, 1, 1), 0)
+        state = reset_where(state, resets[0].view(-1, 1, 1, 1))
         error = v[0] - (state @ k[0].unsqueeze(-1)).squeeze(-1)
         state = state + (beta[0] * error).unsqueeze(-1) * k[0].unsqueeze(-2)
         return (state @ q[0].unsqueeze(-1)).squeeze(-1).unsqueeze(0), state
