@@ -149,8 +149,8 @@ def test_an_unwritable_run_dir_stops_before_any_work(tmp_path: Path,
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(lock_module.os, "open", read_only)
-    with pytest.raises(RunDirectoryError, match=r"cannot write into run_dir=.*Read-only file "
-                                                r"system. Nothing was written"):
+    with pytest.raises(RunDirectoryError, match=r"cannot write into .*Read-only file "
+                                                r"system.*Nothing was written"):
         ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
     with pytest.raises(RunDirectoryError, match="Nothing was written"):
         run_supervised(supervised_config(), tmp_path)
