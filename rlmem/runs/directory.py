@@ -52,11 +52,12 @@ NAME_MAX = 255
 
 def _path_max(path: Path) -> int:
     """The most bytes a path may have where ``path`` (or its nearest existing folder) is."""
-    folder = next((ancestor for ancestor in (path, *path.parents) if ancestor.is_dir()), None)
-    try:
-        return os.pathconf(folder or "/", "PC_PATH_MAX")
-    except (OSError, ValueError):
-        return 4096  # Linux's PATH_MAX
+    for ancestor in (path, *path.parents):
+        try:
+            return os.pathconf(ancestor, "PC_PATH_MAX")
+        except (OSError, ValueError):
+            continue  # absent, or itself too long to look at
+    return 4096  # Linux's PATH_MAX
 
 
 def _invalid_path(run_dir: Path) -> str | None:
