@@ -55,9 +55,15 @@ from rlmem.runs import (
     resolve_device,
 )
 from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
-from rlmem.runs.directory import PREVIOUS, refuse_invalid_path, refuse_symlinks, run_identity
+from rlmem.runs.directory import (
+    PREVIOUS,
+    refuse_invalid_path,
+    refuse_symlinks,
+    remove_temporaries,
+    run_identity,
+)
 from rlmem.runs.errors import UnwritableRunError
-from rlmem.runs.files import is_temporary_of, write_json
+from rlmem.runs.files import write_json
 from rlmem.runs.lock import RunLock
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.evaluate import (
@@ -239,9 +245,7 @@ def report_lock(run: Path, env: str, target: Path) -> Iterator[bool]:
         yield False
         return
     try:
-        for entry in target.parent.iterdir():
-            if is_temporary_of(entry, target.name) and not entry.is_symlink():
-                entry.unlink(missing_ok=True)
+        remove_temporaries(target.parent, (target.name,))
         yield True
     finally:
         lock.release()
