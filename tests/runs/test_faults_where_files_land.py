@@ -205,17 +205,23 @@ def test_files_honour_the_umask_and_force_keeps_a_users_mode(tmp_path: Path) -> 
 
 # --- evaluating on a full or read-only disk ---------------------------------------------------
 
+def assert_evaluated_not_written(run: Path, cwd: Path, reason: str) -> None:
+    """The CLI evaluates ``run``, prints the result and says that nothing could be written (for
+    ``reason``), in status 1 and no traceback."""
+    result = run_cli("rlmem.evaluate", f"run={run}", *EVAL, cwd=cwd)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert f"({reason}): the evaluation runs and prints its result, but nothing of it can be " \
+        "written" in result.stderr
+    assert "DoorKey-5x5: " in result.stdout and "not written" in result.stdout
+
+
 def test_evaluate_on_a_full_disk_prints_its_result_and_leaves_nothing(trained: Path,
                                                                       tmp_path: Path) -> None:
     with small_file_system(tmp_path / "disk") as disk:
         run = copy_run(trained, disk / "run")
         before = files(run)
         fill(disk)
-        result = run_cli("rlmem.evaluate", f"run={run}", *EVAL, cwd=tmp_path)
-        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-        assert "No space left on device" in result.stderr
-        assert "nothing of it can be written" in result.stderr
-        assert "DoorKey-5x5: " in result.stdout and "not written" in result.stdout
+        assert_evaluated_not_written(run, tmp_path, "No space left on device")
         assert files(run) == before and not (run / "eval").exists()  # no lock file, no folder
 
 
@@ -226,9 +232,5 @@ def test_evaluate_on_a_read_only_mount_prints_its_result(trained: Path, tmp_path
         assert first.returncode == 0, first.stderr[-3000:]
         before = files(run)
         remount_read_only(disk)
-        again = run_cli("rlmem.evaluate", f"run={run}", *EVAL, cwd=tmp_path)
-        assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr[-3000:]
-        assert "Read-only file system" in again.stderr
-        assert "nothing of it can be written" in again.stderr
-        assert "DoorKey-5x5: " in again.stdout and "not written" in again.stdout
-        assert files(run) == before
+        assert_evaluated_not_written(run, tmp_path, "Read-only file system")
+        assert files(run) == before  # the earlier report too
