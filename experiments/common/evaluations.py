@@ -27,7 +27,7 @@ def suite_evaluations(run: Path, frames: float | None = None) -> dict[str, dict[
     """
     chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for found in sorted((run / "eval").glob("*.json")):
-        data = read_report(found)
+        data = read_report(found, ("env",))
         if data.get("argmax", False) or (frames is not None and data["frames"] != frames):
             continue
         held = chosen.get(data["env"])

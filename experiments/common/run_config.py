@@ -56,8 +56,8 @@ def config_value(run: Path, key: str) -> object:
     return run_config(run).get(key)
 
 
-def read_report(path: Path) -> dict[str, Any]:
-    """An evaluation report (``<run>/eval/*.json``), with the keys every report has.
+def read_report(path: Path, keys: tuple[str, ...] = ("frames", "episodes")) -> dict[str, Any]:
+    """An evaluation report (``<run>/eval/*.json``) holding ``keys`` (every report has them).
 
     Raises:
         UnreadableRecordError: it cannot be read, is not JSON, or is not a report.
@@ -68,7 +68,7 @@ def read_report(path: Path) -> dict[str, Any]:
         raise UnreadableRecordError(f"{path} cannot be read as JSON ({error}): cut short or "
                                     f"altered outside rlmem. {READ_ONLY}") from None
     missing = ([] if not isinstance(report, dict) else
-               [key for key in ("env", "frames", "episodes") if key not in report])
+               [key for key in keys if key not in report])
     if not isinstance(report, dict) or missing:
         raise UnreadableRecordError(
             f"{path} is not an evaluation report rlmem wrote (it lacks "

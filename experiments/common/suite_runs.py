@@ -111,7 +111,7 @@ def standing(run_dir: Path, budget: int, stop_return: float | None = None) -> St
 
 def evaluated_at(run_dir: Path, frames: int) -> bool:
     """Whether ``run_dir`` holds an evaluation (``eval/<env>.json``) of its model at ``frames``."""
-    return any(read_report(path)["frames"] == frames
+    return any(read_report(path, ("frames",))["frames"] == frames
                for path in sorted((run_dir / "eval").glob("*.json")))
 
 
