@@ -19,7 +19,7 @@ from rlmem.agents.derived import with_derived_values
 from rlmem.agents.run_config import RunConfig
 from rlmem.envs import TRUST_KEY, EnvOptions, env_spec, parse_wrappers, refuse_untrusted_code
 from rlmem.envs.trust import named_imports
-from rlmem.runs import CHECKPOINT_NAME, ResumeRules, load_checkpoint
+from rlmem.runs import ResumeRules, checkpoint_to_resume, load_checkpoint
 from rlmem.runs.errors import RunError
 
 RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
@@ -86,8 +86,8 @@ def resumed_config(run_dir: Path) -> dict[str, Any] | None:
     (:func:`~rlmem.agents.derived.with_derived_values`). Only values are read (the
     checkpoint loads with ``weights_only=True``); nothing it names is imported, and
     :func:`~rlmem.runs.open_run` compares it in full under the lock."""
-    path = Path(run_dir) / CHECKPOINT_NAME
-    if path.is_symlink() or not path.is_file():
+    path = checkpoint_to_resume(run_dir)
+    if path is None:
         return None
     try:
         return dict(load_checkpoint(path).config)

@@ -22,7 +22,8 @@ episode returns the next episode's first observation, and the last one is in
 A worker whose env raises, or whose env returns an observation that does not fit its space,
 reports the env's index and its step, and :meth:`step_wait` raises :class:`EnvWorkerError`; a
 worker that dies (killed, out of memory, a crash in native code) is noticed within a poll
-interval and reported the same way. Either way every worker is stopped.
+interval and reported as :class:`EnvWorkerDied`, a fault of the run's surroundings that the CLIs
+report in one paragraph. Either way every worker is stopped.
 
 Why not :class:`gymnasium.vector.AsyncVectorEnv`: it steps all its envs at once (one process per
 env) and has no groups, so a policy cannot act for some envs while the others step.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import multiprocessing.connection
+import signal
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ from gymnasium.vector.utils import (
 )
 
 from rlmem.envs.spaces import Observation
+from rlmem.runs.errors import RunError
 
 POLL_SECONDS = 0.5
 """How often a wait checks that the workers it waits for are alive."""
@@ -57,6 +60,11 @@ POLL_SECONDS = 0.5
 class EnvWorkerError(RuntimeError):
     """An env raised in its worker process, returned an observation that does not fit its
     space, or its worker process died."""
+
+
+class EnvWorkerDied(EnvWorkerError, RunError):
+    """A worker process died (killed, out of memory, a crash in native code): a fault of the
+    run's surroundings, which a CLI reports in one paragraph (a :class:`RunError`)."""
 
 
 @dataclass(frozen=True)
@@ -335,14 +343,12 @@ class EnvWorkers:
             pipe, process = self._pipes[worker], self._processes[worker]
             while not pipe.poll(POLL_SECONDS):
                 if not process.is_alive():
-                    self._fail(f"the worker process of envs {self._envs_of(worker)} died (exit "
-                               f"code {process.exitcode}) while stepping them, at {at}")
+                    self._died(worker, at)
             try:
                 status, detail = pipe.recv()
             except (EOFError, OSError):
                 process.join(1.0)
-                self._fail(f"the worker process of envs {self._envs_of(worker)} died (exit "
-                           f"code {process.exitcode}) while stepping them, at {at}")
+                self._died(worker, at)
             self._busy.discard(worker)
             if status == "error":
                 env, step, group, message = detail
@@ -356,6 +362,18 @@ class EnvWorkers:
     def _fail(self, message: str) -> None:
         self.close()
         raise EnvWorkerError(message)
+
+    def _died(self, worker: int, at: str) -> None:
+        """Stop every worker and raise :class:`EnvWorkerDied` for ``worker``, which died."""
+        code = self._processes[worker].exitcode
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               and -code in signal.valid_signals() else f"exit code {code}")
+        self.close()
+        raise EnvWorkerDied(
+            f"the worker process of envs {self._envs_of(worker)} died ({how}) while stepping "
+            f"them, at {at}: something outside rlmem killed it (a person, or the kernel when "
+            "memory ran out), or it crashed. Every worker was stopped; running the same command "
+            "again resumes the run.")
 
 
 def _rows(observation: Any, index: slice | np.ndarray, copy: bool = False) -> Any:

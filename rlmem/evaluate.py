@@ -18,7 +18,8 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,14 @@ from rlmem.runs import (
     resolve_device,
 )
 from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
-from rlmem.runs.directory import refuse_symlinks
+from rlmem.runs.directory import (
+    PREVIOUS,
+    refuse_invalid_path,
+    refuse_symlinks,
+    remove_temporaries,
+    run_identity,
+)
+from rlmem.runs.errors import UnwritableRunError
 from rlmem.runs.files import write_json
 from rlmem.runs.lock import RunLock
 from rlmem.schema.command_line import CommandLine, front_door
@@ -73,6 +81,11 @@ __all__ = ["IncompatibleEnvError", "evaluate_run", "evaluation_env", "load_run",
            "report_name", "report_path"]
 
 
+UNREADABLE = ("It was not loaded, and no file of the run was changed: evaluate another run, "
+              "or train this one again.")
+"""What to do about a checkpoint that cannot be evaluated, ending its message."""
+
+
 def short_name(name: str) -> str:
     """The short name of an env if it has one (``MiniGrid-DoorKey-16x16-v0``: ``DoorKey-16x16``)."""
     spec = env_spec(name)
@@ -86,12 +99,13 @@ def load_run(run: Path, *, trusted: bool = False) -> Checkpoint:
     The config is data: one that names code to import is refused unless ``trusted``
     (:func:`rlmem.envs.refuse_untrusted_code`), before anything in it is interpreted.
     """
+    refuse_invalid_path(run, key="run")
     path = run / CHECKPOINT_NAME
     if not run.is_dir():
         raise ValueError(f"run={run}: no such run directory")
     if not path.is_file():
         raise ValueError(f"run={run}: no {CHECKPOINT_NAME} (has it trained for one update?)")
-    checkpoint = load_checkpoint(path)
+    checkpoint = load_checkpoint(path, remedy=UNREADABLE)
     config = checkpoint.config
     if "agent" not in config:
         task = config.get("task", {}).get("name", "?") if isinstance(config.get("task"),
@@ -147,8 +161,9 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     JSON was written (None when it could not be written; the error is printed)."""
     check_evaluate_config(cfg)
     run = Path(cfg.run)
+    identity = run_identity(run)  # before the checkpoint is read: the run it belongs to
     checkpoint = load_run(run, trusted=cfg.trust_run_config)
-    refuse_symlinks(run)  # the results are written into <run>/eval/
+    refuse_symlinks(run, key="run", elsewhere=None)  # the results are written into <run>/eval/
     config = checkpoint.config
     trained_on = config["env"]
     name = short_name(evaluation_env(cfg.env, config))
@@ -179,8 +194,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     target = report_path(run, name, argmax=cfg.argmax, episodes=cfg.episodes, seed=cfg.seed,
                          eval_memory=eval_memory)
     # Held to the end: two evaluations of one run on one env do not race for its report.
-    with RunLock(target.parent, name=f".{target.stem}.lock",
-                 what=f"the evaluation of {run} on {name}"):
+    with report_lock(run, name, target) as writable:
         envs = make_vector_env(name, num_envs, env_fns=[functools.partial(make, index)
                                                         for index in range(num_envs)])
         seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
@@ -201,7 +215,55 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
                   "num_envs": num_envs, "eval_memory": eval_memory,
                   **result.as_dict(), "returns": returns}
         gifs = recorder[0].recorded if recorder else []
+        if not writable or not same_run(run, identity):
+            return name, result, None
         return name, result, write_results(target.parent, target.stem, report, gifs)
+
+
+@contextmanager
+def report_lock(run: Path, env: str, target: Path) -> Iterator[bool]:
+    """Hold the lock of the report ``target`` while the block evaluates; yield whether it can
+    be written. Where the run cannot be written (a read-only mount, a full disk), the
+    evaluation goes on without the lock and writes nothing: it says so, and the block's result
+    is printed all the same. The lock taken, temporaries of the report that a killed
+    evaluation left are removed.
+
+    Raises:
+        RunLockedError: another evaluation of ``run`` on ``env`` with these settings runs.
+        RunDirectoryError: the report's lock file is a symlink.
+    """
+    lock = RunLock(target.parent, name=f".{target.stem}.lock",
+                   what=f"the evaluation of {run} on {env}", elsewhere=None)
+    try:
+        lock.acquire()
+    except UnwritableRunError as error:
+        cause = error.__cause__
+        why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(error)
+        print(f"rlmem.evaluate: cannot write into {target.parent} ({why}): the evaluation "
+              "runs and prints its result, but nothing of it can be written.", file=sys.stderr,
+              flush=True)
+        yield False
+        return
+    try:
+        remove_temporaries(target.parent, (target.name,))
+        yield True
+    finally:
+        lock.release()
+
+
+def same_run(run: Path, identity: tuple[int, int] | None) -> bool:
+    """Whether ``run`` still holds the run whose checkpoint was evaluated (``identity``, its
+    :func:`~rlmem.runs.directory.run_identity` before it was read); says why not where it
+    does not: ``resume=false`` moved it aside meanwhile, and its report must not land in the
+    new run's ``eval/``."""
+    if run_identity(run) == identity:
+        return True
+    print(f"rlmem.evaluate: the run in {run} was started afresh while it was evaluated "
+          f"(resume=false moved the evaluated one into {run / PREVIOUS}/); the result is "
+          "printed but not written, so that the new run's eval/ holds no report of another "
+          "model. Evaluate the earlier run in its new folder, or the new run once it has "
+          "trained.", file=sys.stderr, flush=True)
+    return False
 
 
 def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,

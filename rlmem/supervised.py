@@ -30,6 +30,7 @@ from rlmem.runs import (
     NonFiniteLossError,
     ResumeRules,
     RunSession,
+    checkpoint_to_resume,
     open_run,
     reported_as_cli_errors,
     resolved_config,
@@ -110,7 +111,7 @@ def run(cfg: DictConfig, run_dir: Path) -> TrainResult:
     config = resolved_config(cfg)
     config["eval_memory"] = _eval_memory(task, config)
     # A run resuming its own checkpoint no longer needs (nor reads) its warm start.
-    resuming = cfg.resume and (run_dir / CHECKPOINT_NAME).exists()
+    resuming = cfg.resume and checkpoint_to_resume(run_dir) is not None
     warm = warm_start_weights(cfg.warm_start, config) if cfg.warm_start and not resuming else None
     with open_run(run_dir, config, RULES, program="rlmem.supervised") as session:
         return _run(cfg, config, task, session, warm)

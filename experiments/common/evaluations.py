@@ -11,9 +11,10 @@ refused by name.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from experiments.common.run_config import read_report
 
 
 def suite_evaluations(run: Path, frames: float | None = None) -> dict[str, dict[str, Any]]:
@@ -22,10 +23,11 @@ def suite_evaluations(run: Path, frames: float | None = None) -> dict[str, dict[
 
     Raises:
         ValueError: two sampled reports of as many episodes on one env.
+        UnreadableRecordError: a report is not one rlmem wrote (cut short, altered).
     """
     chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for found in sorted((run / "eval").glob("*.json")):
-        data = json.loads(found.read_text())
+        data = read_report(found, ("env",))
         if data.get("argmax", False) or (frames is not None and data["frames"] != frames):
             continue
         held = chosen.get(data["env"])

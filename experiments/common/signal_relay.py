@@ -38,7 +38,7 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any, NoReturn
 
-from rlmem.runs.errors import INTERRUPTED
+from rlmem.runs.errors import INTERRUPTED, reported_as_cli_errors
 from rlmem.runs.interrupt import SignalHandler
 
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -161,8 +161,13 @@ def stopping() -> bool:
 
 def exit_passing_signals_on(main: Callable[[], int]) -> NoReturn:
     """``sys.exit(main())`` with the signals passed on (:func:`signals_passed_on`); after a
-    SIGTERM or SIGHUP, end by that signal instead, its default action restored."""
-    with signals_passed_on() as relay:
+    SIGTERM or SIGHUP, end by that signal instead, its default action restored. A fault of the
+    input (a run's config or report that something else tore) ends in one paragraph
+    (:func:`~rlmem.runs.errors.reported_as_cli_errors`)."""
+    module = sys.modules.get(main.__module__)
+    spec = getattr(module, "__spec__", None)  # python -m <name>: its __name__ is __main__
+    program = spec.name if spec is not None else main.__module__
+    with signals_passed_on() as relay, reported_as_cli_errors(program):
         code = main()
     ending = [signum for signum in relay.passed_on if signum != signal.SIGINT]
     if ending:

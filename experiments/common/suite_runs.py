@@ -27,7 +27,6 @@ to train.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from experiments.common.outcome import (
     failures_recorded_in,
     run_recorded,
 )
+from experiments.common.run_config import read_report
 from experiments.common.sweep import (
     evaluation_command,
     final_frames,
@@ -111,7 +111,7 @@ def standing(run_dir: Path, budget: int, stop_return: float | None = None) -> St
 
 def evaluated_at(run_dir: Path, frames: int) -> bool:
     """Whether ``run_dir`` holds an evaluation (``eval/<env>.json``) of its model at ``frames``."""
-    return any(json.loads(path.read_text()).get("frames") == frames
+    return any(read_report(path, ("frames",))["frames"] == frames
                for path in sorted((run_dir / "eval").glob("*.json")))
 
 

@@ -10,7 +10,6 @@ Runs are laid out as ``<root>/<env>/<memory>/seed<k>/``.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from omegaconf import OmegaConf
 
+from experiments.common.run_config import READ_ONLY, UnreadableRecordError, read_report, run_config
 from experiments.common.signal_relay import run_child
 from rlmem.cells import CELLS
 from rlmem.envs import env_spec, episode_limit
@@ -98,10 +97,13 @@ def run_memory(run: Path) -> str:
     """The memory a run trained (its ``config.yaml``'s ``memory.name``), which an ablation's
     directory label (``memlstm_view3_direction``) does not name; the label itself for a run
     without a config yet."""
-    config = run / "config.yaml"
-    if not config.exists():
+    if not (run / "config.yaml").exists():
         return run.parent.name
-    return str(OmegaConf.load(config).memory.name)
+    memory = run_config(run).get("memory")
+    if not isinstance(memory, dict) or "name" not in memory:
+        raise UnreadableRecordError(f"{run / 'config.yaml'} records no memory.name, which every "
+                                    f"run's config does. {READ_ONLY}")
+    return str(memory["name"])
 
 
 def evaluation_command(run: Path, env: str, episodes: int,
@@ -112,10 +114,15 @@ def evaluation_command(run: Path, env: str, episodes: int,
     eval_memory = dict(eval_memory or {})
     target = report_path(run, env, episodes=episodes, eval_memory=eval_memory)
     if target.exists():
-        report = json.loads(target.read_text())
-        if (report["frames"] == final_frames(run) and report["episodes"] == episodes
-                and report.get("eval_memory", {}) == eval_memory):
-            return None
+        try:
+            report = read_report(target)
+        except UnreadableRecordError as error:  # the evaluation replaces it, whole
+            print(f"[suite] {str(error).split(' It was only read')[0]} It is evaluated again.",
+                  flush=True)
+        else:
+            if (report["frames"] == final_frames(run) and report["episodes"] == episodes
+                    and report.get("eval_memory", {}) == eval_memory):
+                return None
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
             f"episodes={episodes}",
             *(f"+eval_memory.{key}={value}" for key, value in eval_memory.items())]

@@ -216,9 +216,19 @@ def load_plugins() -> None:
             BROKEN_PLUGINS[entry_point.name] = (
                 f"cell plugin {entry_point.name!r} ({entry_point.value}{source}, entry-point "
                 f"group {ENTRY_POINT_GROUP!r}) failed to load: {type(error).__name__}: {error}")
-            warnings.warn(f"{BROKEN_PLUGINS[entry_point.name]}. memory={entry_point.name} is "
-                          "unavailable until the plug-in is fixed or uninstalled; every other "
-                          "cell works.", CellPluginWarning, stacklevel=2)
+            warnings.warn(f"{BROKEN_PLUGINS[entry_point.name]}. {_unavailable(entry_point.name)}",
+                          CellPluginWarning, stacklevel=2)
+
+
+def _unavailable(name: str) -> str:
+    """What a broken plug-in of cell ``name`` leaves: no ``memory=<name>``, or, where another
+    cell is registered under its name (a built-in it would have shadowed), that cell."""
+    if name in CELLS:
+        return (f"memory={name} stays the cell registered before it "
+                f"({CELLS[name].__module__}.{CELLS[name].__qualname__}), not the plug-in's; "
+                "every cell works.")
+    return (f"memory={name} is unavailable until the plug-in is fixed or uninstalled; every "
+            "other cell works.")
 
 
 def get_cell_class(name: str) -> type[Cell]:

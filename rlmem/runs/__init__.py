@@ -26,6 +26,7 @@ from rlmem.runs.session import (
     CHECKPOINT_NAME,
     ResumeRules,
     RunSession,
+    checkpoint_to_resume,
     open_run,
     resolved_config,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "RunSession",
     "UnreadableCheckpointError",
     "check_compatible",
+    "checkpoint_to_resume",
     "load_checkpoint",
     "open_run",
     "reported_as_cli_errors",

@@ -20,7 +20,6 @@ import pickle
 import shlex
 import shutil
 import struct
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import torch
 from torch import Tensor
 
 from rlmem.runs.errors import CheckpointWriteError, NonFiniteLossError, UnreadableCheckpointError
+from rlmem.runs.files import temporary_file
 from rlmem.runs.pickles import refused_object
 
 FORMAT = 5
@@ -121,7 +121,7 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> Non
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        handle, tmp = temporary_file(path)
         with os.fdopen(handle, "wb") as file:
             handle = None
             torch.save(dataclasses.asdict(checkpoint), file)
@@ -247,21 +247,24 @@ def checkpoint_from_payload(path: Path, payload: Mapping[str, Any],
 
 
 def load_checkpoint(path: str | os.PathLike[str],
-                    map_location: torch.device | str | None = "cpu") -> Checkpoint:
+                    map_location: torch.device | str | None = "cpu", *,
+                    remedy: str = AFRESH) -> Checkpoint:
     """Read a checkpoint of the current :data:`FORMAT` written by :func:`save_checkpoint`,
-    refusing pickled code.
+    refusing pickled code, and one whose states hold a NaN or an infinity (which
+    :func:`save_checkpoint` never writes: it could not act, and a run resumed from it would
+    diverge at once). ``remedy`` ends the message of a refusal (what the user can do).
 
     Raises:
         OlderCheckpointError: it is of an older format (rlmem 0.1's, or a config without the
             keys added since): ``python -m rlmem.migrate <run_dir>`` rewrites it once. It is
             never read as if it were current.
         UnreadableCheckpointError: the file is truncated, corrupt, not a checkpoint, holds
-            pickled Python objects (which no rlmem checkpoint contains; it is never loaded), or
-            was written by a newer rlmem.
+            pickled Python objects (which no rlmem checkpoint contains; it is never loaded),
+            holds non-finite states, or was written by a newer rlmem.
     """
     path = Path(path)
-    payload = load_payload(path, map_location)
-    found = payload_format(path, payload)
+    payload = load_payload(path, map_location, remedy=remedy)
+    found = payload_format(path, payload, remedy)
     if found < FORMAT:
         raise OlderCheckpointError(
             f"{path} was written by an older rlmem (format {found}); run {MIGRATE_COMMAND} "
@@ -274,7 +277,14 @@ def load_checkpoint(path: str | os.PathLike[str],
             f"{path} was written by a newer rlmem (format {found}; this rlmem reads format "
             f"{FORMAT}). It was not loaded, and no file of the run was changed: "
             "upgrade rlmem to read it.")
-    return checkpoint_from_payload(path, payload)
+    checkpoint = checkpoint_from_payload(path, payload, remedy)
+    bad = first_non_finite(checkpoint.states)
+    if bad is not None:
+        raise UnreadableCheckpointError(
+            f"{path} holds {bad}, which is not finite (NaN or infinite): no checkpoint rlmem "
+            "writes holds one, so it cannot act and a run resumed from it would diverge at "
+            f"once. It was altered, or written by another program. {remedy}")
+    return checkpoint
 
 
 # --- resuming ------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A run directory holds a marker file, :data:`MARKER`, from the moment rlmem creates it. Before a
 run writes anything, :func:`claim_run_dir` checks the path (not a file, no symlink loop, no name
-too long for the file system, a parent it can create into), and then that the folder is rlmem's:
+or path too long for the file system, no ``~`` a shell left unexpanded, a parent it can create
+into: :func:`refuse_invalid_path`), and then that the folder is rlmem's:
 absent or empty (it is created and marked), marked, or a run of an rlmem that predates the
 marker (:func:`is_unmarked_run`). Any other non-empty folder is refused unless the user passes
 ``force=true``, so that ``run_dir=$HOME`` or a typo never overwrites a user's ``config.yaml``.
@@ -28,8 +29,8 @@ from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
 from rlmem.runs.errors import RunDirectoryError
-from rlmem.runs.files import write_json
-from rlmem.runs.lock import LOCK_NAME
+from rlmem.runs.files import is_temporary_of, write_json
+from rlmem.runs.lock import LOCK_NAME, lock_holder
 
 MARKER = ".rlmem-run"
 """The file that makes a folder an rlmem run directory (JSON: the rlmem version and the time
@@ -45,24 +46,66 @@ _KEPT = frozenset({MARKER, LOCK_NAME, PREVIOUS})
 """Entries that stay in place when an earlier run is moved aside."""
 
 
+NAME_MAX = 255
+"""The most bytes a file name may have (every file system rlmem runs on)."""
+
+
+def _path_max(path: Path) -> int:
+    """The most bytes a path may have where ``path`` (or its nearest existing folder) is."""
+    for ancestor in (path, *path.parents):
+        try:
+            return os.pathconf(ancestor, "PC_PATH_MAX")
+        except (OSError, ValueError):
+            continue  # absent, or itself too long to look at
+    return 4096  # Linux's PATH_MAX
+
+
 def _invalid_path(run_dir: Path) -> str | None:
     """Why ``run_dir`` can never be a run directory, or None."""
+    if run_dir.parts and run_dir.parts[0].startswith("~"):
+        return (f"it begins with {run_dir.parts[0]!r}, which only a shell expands, and not "
+                f"inside quotes: the run would go to a folder named {run_dir.parts[0]!r} in "
+                f"{Path.cwd()}. Write the home folder out ($HOME unquoted, or the full path), "
+                f"or ./{run_dir} for a folder of that name here")
     try:
         resolved = run_dir.resolve()
     except (RuntimeError, OSError) as error:  # a symlink loop: RuntimeError before 3.13
         return f"the path cannot be resolved ({error}); is a symlink in it pointing to itself?"
-    limit = 255
-    with_limit = next((part for part in resolved.parts if len(os.fsencode(part)) > limit), None)
+    with_limit = next((part for part in resolved.parts if len(os.fsencode(part)) > NAME_MAX),
+                      None)
     if with_limit is not None:
         return (f"the name {with_limit[:40]!r}... is {len(os.fsencode(with_limit))} bytes long, "
-                f"more than the {limit} a file name may have")
-    for ancestor in (resolved, *resolved.parents):
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                what = "it" if ancestor == resolved else f"{ancestor}, a folder above it,"
-                return f"{what} is a file, not a folder"
-            break
+                f"more than the {NAME_MAX} a file name may have")
+    # The longest path a run writes: <run_dir>/.checkpoint.pt.<8 characters>.tmp.
+    longest = len(os.fsencode(resolved)) + len("/.checkpoint.pt.12345678.tmp")
+    if longest >= (limit := _path_max(resolved)):
+        return (f"the path is {len(os.fsencode(resolved))} bytes long, and the files of a run "
+                f"in it would pass the {limit} bytes a path may have here")
+    try:
+        for ancestor in (resolved, *resolved.parents):
+            if ancestor.exists():
+                if not ancestor.is_dir():
+                    what = "it" if ancestor == resolved else f"{ancestor}, a folder above it,"
+                    return f"{what} is a file, not a folder"
+                break
+    except OSError as error:  # a folder above it cannot be searched
+        return f"it cannot be looked at ({error.strerror or error})"
     return None
+
+
+def refuse_invalid_path(run_dir: Path, key: str = "run_dir") -> None:
+    """Refuse a path that can never be a run directory (see :func:`claim_run_dir`), before
+    anything looks into it: a name or a path too long for the file system, a ``~`` that no shell
+    expanded, a file where a folder should be.
+
+    Raises:
+        RunDirectoryError: naming why; ``key`` is the command-line key that gave the path.
+    """
+    reason = _invalid_path(run_dir)
+    if reason is not None:
+        raise RunDirectoryError(
+            f"{key}={run_dir} cannot be a run directory: {reason}. Nothing was written; "
+            f"choose another {key}.")
 
 
 def is_unmarked_run(run_dir: Path) -> bool:
@@ -93,8 +136,14 @@ def _symlinks(run_dir: Path) -> list[Path]:
     return links
 
 
-def refuse_symlinks(run_dir: Path) -> None:
+def refuse_symlinks(run_dir: Path, key: str = "run_dir",
+                    elsewhere: str | None = "choose another run_dir") -> None:
     """Refuse a run directory that holds symlinks, where rlmem would write.
+
+    Args:
+        run_dir: the run directory.
+        key: the command-line key that named it, for the message.
+        elsewhere: the user's other choice, ending the message; None where there is none.
 
     Raises:
         RunDirectoryError: naming the links.
@@ -104,9 +153,22 @@ def refuse_symlinks(run_dir: Path) -> None:
         shown = ", ".join(f"{link.relative_to(run_dir)} -> {os.readlink(link)}"
                           for link in links[:5])
         raise RunDirectoryError(
-            f"run_dir={run_dir} holds symlinks ({shown}). rlmem writes only regular files in a "
+            f"{key}={run_dir} holds symlinks ({shown}). rlmem writes only regular files in a "
             "run directory, since a write through a link could reach any file; nothing was "
-            "written. Replace the links by the files themselves, or choose another run_dir.")
+            "written. Replace the links by the files themselves"
+            f"{f', or {elsewhere}' if elsewhere else ''}.")
+
+
+def run_identity(run_dir: Path) -> tuple[int, int] | None:
+    """Which run ``run_dir`` holds: its :data:`MARKER`'s file (device and inode), which
+    ``resume=false`` replaces as it moves the earlier run aside (:func:`move_aside`); None for
+    a folder without one. A reader that must write back into the run it read (an evaluation)
+    compares it before it writes."""
+    try:
+        found = os.stat(run_dir / MARKER, follow_symlinks=False)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def claim_run_dir(run_dir: Path, *, force: bool = False) -> None:
@@ -120,11 +182,7 @@ def claim_run_dir(run_dir: Path, *, force: bool = False) -> None:
             or it is a non-empty folder that is no rlmem run and ``force`` is off. Nothing was
             written in any of these cases.
     """
-    reason = _invalid_path(run_dir)
-    if reason is not None:
-        raise RunDirectoryError(
-            f"run_dir={run_dir} cannot be a run directory: {reason}. Nothing was written; "
-            "choose another run_dir.")
+    refuse_invalid_path(run_dir)
     if not run_dir.exists():
         try:
             # The resolved path: mkdir of a/missing/.. would create a/missing first.
@@ -185,18 +243,57 @@ def _mark(run_dir: Path) -> None:
             "writable run_dir.") from error
 
 
+def remove_temporaries(run_dir: Path, names: tuple[str, ...]) -> list[Path]:
+    """Remove the temporary files that a killed write of one of ``names`` left in
+    ``run_dir`` (:func:`~rlmem.runs.files.is_temporary_of`); return them. Call it holding the
+    run's lock: no live writer of the run is then making one."""
+    stale = [entry for entry in run_dir.iterdir()
+             if any(is_temporary_of(entry, name) for name in names) and entry.is_file()
+             and not entry.is_symlink()]
+    for entry in stale:
+        entry.unlink(missing_ok=True)
+    return stale
+
+
+def held_locks_below(run_dir: Path) -> list[tuple[Path, str]]:
+    """The lock files under ``run_dir`` (but its own ``.lock`` and ``previous/``) that a live
+    process holds, with its PID: a run nested in a subfolder, or an evaluation writing its
+    report into ``eval/``. Links are not followed."""
+    held = []
+    for folder, subfolders, files in os.walk(run_dir):
+        if Path(folder) == run_dir:
+            subfolders[:] = [name for name in subfolders if name != PREVIOUS]
+        for name in files:
+            path = Path(folder) / name
+            if name.startswith(".") and name.endswith(".lock") and path != run_dir / LOCK_NAME:
+                holder = lock_holder(path.parent, name)
+                if holder is not None:
+                    held.append((path, holder))
+    return held
+
+
 def move_aside(run_dir: Path) -> Path | None:
     """Move the earlier run in ``run_dir`` (every entry but the marker, the lock and earlier
     ``previous/`` runs) into ``previous/<UTC time>/``; return that folder, or None when there
     was nothing to move.
 
     Raises:
-        RunDirectoryError: an entry could not be moved; those already moved are in the
-            returned folder, named in the message.
+        RunDirectoryError: a live process holds a lock below ``run_dir`` (a run nested in it,
+            an evaluation of the earlier run), so that nothing is pulled from under it and
+            nothing was moved; or an entry could not be moved, and those already moved are in
+            the returned folder, named in the message.
     """
     entries = [entry for entry in sorted(run_dir.iterdir()) if entry.name not in _KEPT]
     if not entries:
         return None
+    held = held_locks_below(run_dir)
+    if held:
+        shown = ", ".join(f"{path.relative_to(run_dir)} (PID {pid})" for path, pid in held[:3])
+        raise RunDirectoryError(
+            f"resume=false would move the earlier run in {run_dir} into {PREVIOUS}/, but a live "
+            f"process works below it: {shown} is held (a run in a subfolder, or an evaluation "
+            "writing its report). Moving its files would pull them from under it. Nothing was "
+            "moved or written. Wait for it to finish or stop it, or choose another run_dir.")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = run_dir / PREVIOUS / stamp
     suffix = 1
@@ -212,5 +309,6 @@ def move_aside(run_dir: Path) -> Path | None:
             f"resume=false: could not move the earlier run in {run_dir} aside into {target}: "
             f"{error}. Nothing was deleted; what was moved is in {target}. Free the folder by "
             "hand or choose another run_dir.") from error
+    _mark(run_dir)  # a new run: a reader of the earlier one sees it (run_identity)
     return target
 

@@ -45,6 +45,11 @@ class RunDirectoryError(RunError):
     """The run directory cannot be created or written."""
 
 
+class UnwritableRunError(RunDirectoryError):
+    """The run directory is where it should be but cannot be written: a read-only file
+    system, a full disk, no permission."""
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, NonFiniteLossError,
                                                 RunError)
 """Bad input (unknown names, wrong values, a checkpoint of another config: all ValueError or

@@ -52,7 +52,8 @@ class RunLogger:
             each step exactly once, in order.
 
     Raises:
-        CorruptProgressError: on resume, ``progress.csv`` has no ``step_key`` column.
+        CorruptProgressError: on resume, ``progress.csv`` has no ``step_key`` column, or a
+            row holds a value that is no number (named by line and column).
         RunDirectoryError: the TensorBoard log cannot be opened (a full disk, ...).
     """
 
@@ -78,16 +79,24 @@ class RunLogger:
                 "some space (or make the run directory writable) and run the same command "
                 "again to resume.") from error
 
-    def _kept_rows(self, resume_step: int) -> tuple[list[str], list[list[str]]]:
+    def _kept_rows(self, resume_step: int) -> tuple[list[str], list[list[str]]] | None:
         """The header and the rows of ``progress.csv`` that a run resumed at ``resume_step``
-        keeps: whole rows (a value in every column, each a number or empty), steps increasing,
-        none after ``resume_step``; a last line without its newline was cut by a kill."""
+        keeps: whole rows (a value in every column), steps increasing, none after
+        ``resume_step``; a last line without its newline was cut by a kill. None for a file
+        without a whole line (a kill before its header was written): a new log.
+
+        Raises:
+            CorruptProgressError: the file has no ``step_key`` column, or a whole row holds a
+                value that is no number (which no kill makes); named by line and column.
+        """
         text = self.csv_path.read_text(errors="replace")
         lines = text.splitlines(keepends=True)
         if lines and not lines[-1].endswith("\n"):
             lines.pop()
         rows = list(csv.reader(lines))
-        header = rows[0] if rows else []
+        if not rows:
+            return None
+        header = rows[0]
         if self.step_key not in header:
             raise CorruptProgressError(
                 f"{self.csv_path} has no {self.step_key!r} column (its first line is "
@@ -95,18 +104,33 @@ class RunLogger:
                 "intact and nothing was written. Move the file away and run the same command "
                 "again: the run resumes and starts a new progress.csv.")
         column, kept, last = header.index(self.step_key), [], -math.inf
-        for row in rows[1:]:
-            if len(row) != len(header) or not all(value == "" or _is_number(value)
-                                                   for value in row):
-                continue
+        for line, row in enumerate(rows[1:], start=2):
+            if len(row) != len(header):
+                continue  # cut short, or two rows run together: no whole row to keep
+            self._refuse_garbled(line, header, row)
             step = float(row[column]) if row[column] else math.nan
             if last < step <= resume_step:
                 kept.append(row)
                 last = step
         return header, kept
 
+    def _refuse_garbled(self, line: int, header: list[str], row: list[str]) -> None:
+        """Raise :class:`CorruptProgressError` where a whole ``row`` (at ``line``) holds a value
+        that is neither empty nor a number."""
+        for key, value in zip(header, row, strict=True):
+            if value != "" and not _is_number(value):
+                raise CorruptProgressError(
+                    f"{self.csv_path}, line {line}: column {key!r} holds {value[:40]!r}, which "
+                    "is no number, so the row is not one rlmem wrote. The checkpoint and this "
+                    "file are as they were. Fix or delete that row, then run the same command "
+                    "again to resume.")
+
     def _truncate(self, resume_step: int) -> None:
-        header, rows = self._kept_rows(resume_step)
+        kept = self._kept_rows(resume_step)
+        if kept is None:
+            self.csv_path.unlink()
+            return
+        header, rows = kept
         self._fields = header
         self._write(header, rows)
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
@@ -221,6 +222,61 @@ def _on_ctrl_c(signum: int, frame: FrameType | None) -> None:
           "checkpoint (press again to end it at once)", file=sys.stderr, flush=True)
 
 
+SWEEP_MARKER = ".rlmem-sweep"
+"""Left in a ``hydra.sweep.dir`` that an rlmem sweep has taken (:func:`claim_sweep_dir`): the
+``multirun.yaml`` beside it is rlmem's to replace."""
+
+SWEEP_RECORD = "multirun.yaml"
+"""What Hydra's sweeper writes into ``hydra.sweep.dir`` as a sweep starts (its config)."""
+
+
+def _rlmem_sweep_record(path: Path) -> bool:
+    """Whether ``path`` is the ``multirun.yaml`` of an rlmem sweep that predates
+    :data:`SWEEP_MARKER`: Hydra's record of a multirun whose config has a memory cell, a seed
+    and a run_dir."""
+    try:
+        recorded = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return (isinstance(recorded, dict) and isinstance(recorded.get("hydra"), dict)
+            and str(recorded["hydra"].get("mode")) == "MULTIRUN"
+            and isinstance(recorded.get("memory"), dict)
+            and {"seed", "run_dir"} <= recorded.keys())
+
+
+def claim_sweep_dir(config: DictConfig) -> None:
+    """Refuse a ``hydra.sweep.dir`` whose ``multirun.yaml`` rlmem did not write, which Hydra's
+    sweeper would replace (unless ``force=true``), or which is a symlink (whatever the force);
+    then mark the folder rlmem's (:data:`SWEEP_MARKER`). Called before anything is written.
+
+    Raises:
+        SystemExit: status 1, after one paragraph on stderr; nothing was written.
+    """
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    record = sweep_dir / SWEEP_RECORD
+    ours = (sweep_dir / SWEEP_MARKER).is_file() or _rlmem_sweep_record(record)
+    program = f"rlmem.{config.hydra.job.name}"
+    if record.is_symlink() or (record.exists() and not ours
+                               and not bool(OmegaConf.select(config, "force", default=False))):
+        what = ("is a symlink, through which Hydra's sweeper would write" if
+                record.is_symlink() else "is not one rlmem wrote, and Hydra's sweeper replaces "
+                "it with its record of this sweep")
+        print(f"{program}: error: hydra.sweep.dir={sweep_dir} holds {SWEEP_RECORD}, which "
+              f"{what}. Nothing was written and no job was started. Choose another "
+              f"hydra.sweep.dir, or move {record} away"
+              f"{'' if record.is_symlink() else ' (or pass force=true to replace it)'}.",
+              file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / SWEEP_MARKER).touch()
+    except OSError as error:
+        print(f"{program}: error: cannot write into hydra.sweep.dir={sweep_dir} ({error}). "
+              "Nothing was written and no job was started; choose a writable hydra.sweep.dir.",
+              file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
 class SweepFailures(Callback):
     """The Hydra callback that lets a sweep go on past a failed job and ends it with the list
     of failed jobs (see the module's docstring).
@@ -242,6 +298,7 @@ class SweepFailures(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _previous_handler
+        claim_sweep_dir(config)
         if threading.current_thread() is threading.main_thread():
             _previous_handler = signal.signal(signal.SIGINT, _on_ctrl_c)
         named = os.environ.get(RECORDS_ENV)

@@ -37,7 +37,15 @@ from rlmem.runs.checkpoint import (
     save_checkpoint,
 )
 from rlmem.runs.device import resolve_device
-from rlmem.runs.directory import FORCE_KEY, PREVIOUS, claim_run_dir, made_by, move_aside
+from rlmem.runs.directory import (
+    FORCE_KEY,
+    PREVIOUS,
+    claim_run_dir,
+    made_by,
+    move_aside,
+    refuse_invalid_path,
+    remove_temporaries,
+)
 from rlmem.runs.errors import RunDirectoryError, RunInterrupted, UnreadableCheckpointError
 from rlmem.runs.files import write_atomic
 from rlmem.runs.interrupt import GracefulInterrupt
@@ -46,6 +54,10 @@ from rlmem.runs.multirun import job_of_interrupted_sweep
 
 CHECKPOINT_NAME = "checkpoint.pt"
 """The file name of a run's (single, atomically replaced) checkpoint."""
+
+WRITTEN = (CHECKPOINT_NAME, "config.yaml", "progress.csv")
+"""The files of a run written through a temporary file, whose temporaries a killed run may
+leave: the next run of the directory removes them."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,21 @@ class RunSession:
         save_checkpoint(self.checkpoint_path, checkpoint)
 
 
+def checkpoint_to_resume(run_dir: Path) -> Path | None:
+    """The checkpoint a run in ``run_dir`` would resume: its path where it is a file (not a
+    link), None where there is none. For a look before the run is opened (under its lock,
+    :func:`open_run` says what is wrong with one that is not a file).
+
+    Raises:
+        RunDirectoryError: ``run_dir`` can never be a run directory (a name or a path too long
+            for the file system, a ``~`` no shell expanded, ...:
+            :func:`~rlmem.runs.directory.refuse_invalid_path`).
+    """
+    refuse_invalid_path(Path(run_dir))
+    path = Path(run_dir) / CHECKPOINT_NAME
+    return None if path.is_symlink() or not path.is_file() else path
+
+
 def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     """The composed config ``cfg`` as plain data, as a run records it: interpolations resolved,
     enum members as their names."""
@@ -144,9 +171,10 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
         print(f"{program}: {unstarted.describe()} not started: its sweep was interrupted",
               file=sys.stderr, flush=True)
         raise RunInterrupted
+    device = resolve_device(str(config.get("device", "auto")))  # before the folder is made
     claim_run_dir(run_dir, force=bool(config.get(FORCE_KEY, False)))
     with RunLock(run_dir):
-        device = resolve_device(str(config.get("device", "auto")))
+        remove_temporaries(run_dir, WRITTEN)  # of a write a kill cut short
         torch.set_num_threads(int(config.get("torch_threads", 1)))
         with subnormal_floats(bool(config.get(FLUSH_KEY, False))):
             path = run_dir / CHECKPOINT_NAME

@@ -29,8 +29,8 @@ def warm_start_weights(source: str | Path, config: Mapping[str, Any]) -> dict[st
     before the run starts, so a bad ``warm_start`` costs nothing.
 
     Raises:
-        ValueError: ``source`` holds no checkpoint; or the source's task or memory differs
-            from ``config``'s, the message naming each differing key.
+        ValueError: ``source`` holds no checkpoint, or that of an RL run; or the source's
+            task or memory differs from ``config``'s, the message naming each differing key.
         IncompatibleStateError: its weights do not fit the model ``config`` builds.
     """
     path = Path(source)
@@ -45,6 +45,16 @@ def warm_start_weights(source: str | Path, config: Mapping[str, Any]) -> dict[st
             f"directory that has saved its {CHECKPOINT_NAME} (or the file itself), or drop "
             "warm_start to start from fresh weights.")
     checkpoint = load_checkpoint(path)
+    if not isinstance(checkpoint.config.get("task"), Mapping):
+        agent = checkpoint.config.get("agent")
+        trainer = (f"an RL run (agent={agent['name']})" if isinstance(agent, Mapping)
+                   and "name" in agent else "no supervised run (its config names no task)")
+        raise ValueError(
+            f"warm_start={source}: {path} is the checkpoint of {trainer}, whose model reads "
+            "observations, not a task's sequences. A warm start takes the model of a "
+            "supervised run (python -m rlmem.supervised) of the same task and memory. Nothing "
+            "was started and no run directory was written; give warm_start such a run, or "
+            "drop it.")
     differences = [
         f"{section}.{key}: {saved[key]!r} there, {current[key]!r} here"
         for section in MATCHED_SECTIONS

@@ -126,3 +126,20 @@ def test_asking_for_the_broken_plugins_cell_names_the_plugin_and_its_error(
     assert f"{module}: error: memory=broken is the cell of a {PLUGIN}" in result.stderr
     assert "fix the plug-in or reinstall it" in result.stderr
     assert not run_dir.exists()
+
+
+def test_a_broken_plugin_that_shadows_a_built_in_says_the_built_in_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 53: a broken plug-in registered as ``lstm`` said "memory=lstm is unavailable",
+    and then memory=lstm trained (rlmem's own): the warning says so now."""
+    on_path(monkeypatch, install(tmp_path / "site", "rlmem-shadow-plugin", "rlmem_shadow_plugin",
+                                 BROKEN_MODULE, "lstm"))
+    run_dir = tmp_path / "run"
+    result = run_cli("rlmem.train", "memory=lstm", "memory.hidden_size=8", *TINY_PPO,
+                     "frames=32", f"run_dir={run_dir}", cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "cell plugin 'lstm' (rlmem_shadow_plugin" in result.stderr
+    assert ("memory=lstm stays the cell registered before it (rlmem.cells.lstm.LSTM), not the "
+            "plug-in's") in result.stderr
+    assert "memory=lstm is unavailable" not in result.stderr
+    assert (run_dir / "checkpoint.pt").is_file()

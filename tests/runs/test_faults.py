@@ -133,7 +133,10 @@ def test_a_truncated_checkpoint_is_named_in_train_evaluate_and_supervised(
     message = r"checkpoint.pt is unreadable \(truncated or corrupt\?.*resume=false"
     with pytest.raises(UnreadableCheckpointError, match=message):
         train_run(train_config(f"run_dir={rl}", "frames=96"), rl)
-    with pytest.raises(UnreadableCheckpointError, match=message):
+    # rlmem.evaluate has no resume=false (issue 53): it says what it can do.
+    with pytest.raises(UnreadableCheckpointError, match=r"checkpoint.pt is unreadable "
+                                                        r"\(truncated or corrupt\?.*evaluate "
+                                                        "another run"):
         evaluate_run(EvaluateConfig(run=str(rl), episodes=1))
     with pytest.raises(UnreadableCheckpointError, match=message):
         run_supervised(supervised_config("iterations=3"), supervised)
@@ -149,8 +152,8 @@ def test_an_unwritable_run_dir_stops_before_any_work(tmp_path: Path,
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(lock_module.os, "open", read_only)
-    with pytest.raises(RunDirectoryError, match=r"cannot write into run_dir=.*Read-only file "
-                                                r"system. Nothing was written"):
+    with pytest.raises(RunDirectoryError, match=r"cannot write into .*Read-only file "
+                                                r"system.*Nothing was written"):
         train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
     with pytest.raises(RunDirectoryError, match="Nothing was written"):
         run_supervised(supervised_config(), tmp_path)
