@@ -92,7 +92,7 @@ class TrainConfig:
     default. Not used by a CUDA device's arithmetic."""
     run_dir: str = MISSING
     """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed>, with the settings that
-    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0)
+    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0)
     or a recipe's name in its place, so that runs of other settings never share a folder
     (rlmem/schema/run_names.py)."""
     resume: bool = True

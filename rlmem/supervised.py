@@ -6,7 +6,7 @@
 
 The run directory (``runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>`` unless
 ``run_dir=...``, with the settings that differ from the defaults after the cell, or a preset's
-name in its place: ``runs/supervised/transfer_copy/relstm_T100,memory.hidden_size=128_seed0``,
+name in its place: ``runs/supervised/transfer_copy/relstm_T100+memory.hidden_size-128_seed0``,
 so that runs of other tasks, presets or settings never share one,
 :mod:`rlmem.schema.run_names`) receives ``config.yaml``, ``progress.csv``, TensorBoard
 events in ``tb/``, ``checkpoint.pt``, ``results.json`` and the PNG figures. Running the same
@@ -36,6 +36,7 @@ from rlmem.runs import (
 from rlmem.runs.files import write_json
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs, check_memory_config
+from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.supervised import (
     TASK_SCHEMAS,
     OptimizerName,
@@ -44,6 +45,7 @@ from rlmem.schema.supervised import (
     register_supervised_configs,
 )
 from rlmem.tasks import (
+    Baseline,
     Schedule,
     SequenceModel,
     SequenceTask,
@@ -169,6 +171,7 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
     _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
                    cfg.eval_seq_lens)
     _print(_summary(result, cfg.seq_len, cfg.eval_seq_lens))
+    _print(verdict(result, cfg.seq_len, baseline, task.name))
     if cfg.figures:
         generator = torch.Generator(device=device)
         generator.manual_seed(cfg.seed)
@@ -198,6 +201,44 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
         "eval": {key.removeprefix("eval/"): value for key, value in result.final.items()},
     }
     write_json(run_dir / "results.json", results)
+
+
+LEARNED_BELOW = 0.9
+"""A run learned when its final evaluation's baseline metric (``ce``, ``mse``) at its ``T`` is
+below this fraction of the memoryless baseline's: within 10% of it, the model has at best
+learnt a little beyond the blank and the uniform guess (an untrained copy model starts at
+several times the baseline, and one that has only learnt the blanks ends just above it)."""
+
+LEARNS = {
+    "copy": ("a run that learns in a few minutes here: python -m rlmem.supervised task=copy "
+             "seq_len=10 memory=relstm lr=1e-3 iterations=1000; at T = 100, the ReLSTM paper's "
+             "setting: +preset=kerg2020_table1_transfer_copy_relstm_script (about 1 h 40 min)"),
+    "adding": ("the presets that solved adding, in experiments/supervised/RESULTS.md: "
+               "+preset=kag2021_grid_lr1e-3_adding_tarnn_T200"),
+    "denoise": ("the presets that learned denoise, in experiments/supervised/RESULTS.md "
+                "(a curriculum from T = 20)"),
+}
+"""What learns each task, for the closing paragraph of a run that did not: a command measured
+here, or the presets of the reproduction suite."""
+
+
+def verdict(result: TrainResult, seq_len: int, baseline: Baseline, task: str) -> str:
+    """Whether the run learned: its final evaluation against the memoryless ``baseline`` at
+    ``seq_len`` (:data:`LEARNED_BELOW`), said plainly, with what learns ``task`` when it did
+    not."""
+    key = f"eval/{baseline.metric}@T{seq_len}"
+    if key not in result.final:
+        return ""
+    value, metric = result.final[key], baseline.metric
+    compared = f"{metric} {value:.4f} at T={seq_len} against the memoryless baseline's " \
+               f"{baseline.value:.4f} ({baseline.rule})"
+    if value < LEARNED_BELOW * baseline.value:
+        return f"It learned: {compared}."
+    learns = LEARNS.get(task.removeprefix("transfer_"), "")
+    return (f"It did not learn: {compared}, so the model does no better than one without "
+            f"memory. More iterations= or a larger lr= may help; "
+            + (f"{learns}." if learns else "see the presets, python -m rlmem.supervised "
+               "--help."))
 
 
 def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
@@ -235,6 +276,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     """The run: the run directory is ``run_dir``, which the run creates once the config has
     been checked (Hydra creates none)."""
     with reported_as_cli_errors("rlmem.supervised"):
+        if OmegaConf.is_interpolation(cfg, "run_dir"):  # the default: maybe an older name's
+            cfg.run_dir = str(existing_run_dir(Path(cfg.run_dir)))
         run(cfg, Path(cfg.run_dir))
 
 

@@ -6,7 +6,7 @@
 
 The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``, with the
 settings that differ from the defaults after the cell, e.g.
-``runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0``, so that runs of other settings never
+``runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0``, so that runs of other settings never
 share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``) receives
 ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
 the same command again resumes from the checkpoint (``resume=false`` starts afresh).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.registry import AGENTS
 from rlmem.envs import env_spec
@@ -27,6 +27,7 @@ from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs
+from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.shell_override import override
 from rlmem.schema.train import TrainConfig, check_train_config, register_train_configs
 
@@ -52,6 +53,8 @@ def run(cfg: DictConfig) -> None:
     """Check ``cfg``, then hand it to the trainer of its agent."""
     with reported_as_cli_errors("rlmem.train"):
         trainer = check_train_config(cfg).agent.trainer()
+        if OmegaConf.is_interpolation(cfg, "run_dir"):  # the default: maybe an older name's
+            cfg.run_dir = str(existing_run_dir(Path(cfg.run_dir)))
         # The run creates run_dir itself, once everything is checked; Hydra creates none.
         trainer(cfg, Path(cfg.run_dir))
         print(summary(cfg, Path(cfg.run_dir)), flush=True)

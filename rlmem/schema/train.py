@@ -32,6 +32,7 @@ from rlmem.schema.run_names import (
     describe,
     flatten,
     label_and_differences,
+    labelled,
     schema_defaults,
 )
 from rlmem.schema.runs_root import register_runs_root
@@ -80,7 +81,7 @@ def _file_defaults() -> Mapping[str, Any]:
 
 
 def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
-    """``<agent>/<env>/<label>[,<key>=<value>...]/seed<seed>``: the default run directory
+    """``<agent>/<env>/<label>[+<key>-<value>...]/seed<seed>``: the default run directory
     below the runs root (:mod:`rlmem.schema.run_names`)."""
     agent = str(_root_.agent.name)
     defaults = {**schema_defaults(TrainConfig), **cell_defaults(_root_), **_file_defaults()}
@@ -89,8 +90,7 @@ def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
     if "memory.hidden_size" in shown and shown["memory.hidden_size"] == _decided_size(_root_):
         del shown["memory.hidden_size"]  # the size the run would take anyway: the default run
-    settings = describe(shown)
-    return f"{agent}/{_root_.env}/{name}{',' if settings else ''}{settings}/seed{_root_.seed}"
+    return f"{agent}/{_root_.env}/{labelled(name, describe(shown))}/seed{_root_.seed}"
 
 
 def register_train_configs() -> None:
