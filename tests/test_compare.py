@@ -110,21 +110,29 @@ def test_compare_prints_the_table_and_writes_the_figure(
 
 def test_rl_runs_of_both_agents_are_read(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Our PPO and agent=sb3, on CartPole (sb3 beyond MiniGrid), and on DoorKey, where no
+    episode ends in 64 frames: no return yet, said so, not a crash."""
     for agent in ("ppo", "sb3"):
         overrides = [override for override in TINY_PPO if not override.startswith(
             "agent.recurrence")] if agent == "sb3" else TINY_PPO
-        result = run_cli("rlmem.train", f"agent={agent}", "env=DoorKey-5x5", "memory=gru",
-                         *overrides, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr
-    runs = [read_run(path, "loss/value") for path in run_folders([str(tmp_path / "runs")])]
-    assert sorted(run.kind for run in runs) == ["ppo", "sb3"]
+        for env in ("CartPole-v1", "DoorKey-5x5"):
+            result = run_cli("rlmem.train", f"agent={agent}", f"env={env}", "memory=gru",
+                             *overrides, cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+    runs = [read_run(path) for path in run_folders([str(tmp_path / "runs")])]
+    assert sorted((run.kind, run.family) for run in runs) == [
+        (agent, f"env {env}") for agent in ("ppo", "sb3") for env in ("CartPole-v1",
+                                                                      "DoorKey-5x5")]
     for run in runs:
-        assert run.family == "env DoorKey-5x5" and not run.measure.higher_is_better
-        assert run.x.tolist() == [32.0, 64.0] and run.final == run.y[-1]
-    # No episode ends in 64 frames of DoorKey: no return yet, said so, not a crash.
+        assert run.measure.higher_is_better and run.x.tolist() == [32.0, 64.0][2 - run.y.size:]
+        assert (run.final is None) == (run.family == "env DoorKey-5x5")
+    losses = [read_run(run.path, "loss/value") for run in runs]
+    assert all(not run.measure.higher_is_better and run.final == run.y[-1] for run in losses)
     assert compare([str(tmp_path / "runs")]) == 0
     output = capsys.readouterr().out
-    assert "agent=ppo  0 (+1 with no measure yet)" in output
+    cartpole, doorkey = output.split("env DoorKey-5x5")
+    assert re.search(r"agent=sb3[^\n]*\s1\s+\S+ \[", cartpole)  # a return
+    assert re.search(r"agent=ppo[^\n]*\s0 \(\+1 with no measure yet\)", doorkey)  # none yet
     assert compare([str(tmp_path / "nothing*")]) == 2
     assert "matches no file or folder" in capsys.readouterr().err
 
