@@ -54,6 +54,8 @@ from rlmem.tasks import (
     make_task_from_config,
     write_figures,
 )
+from rlmem.tasks.held_out import evaluate
+from rlmem.tasks.saved import load_saved_model
 from rlmem.tasks.warm_start import warm_start_weights
 
 OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
@@ -256,6 +258,46 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
     return "\n".join(lines)
 
 
+def evaluate_saved_run(run_dir: Path, eval_seq_lens: list[int], eval_memory: dict[str, Any],
+                       batch_size: int) -> dict[str, float]:
+    """Evaluate the copy model saved in ``run_dir`` at its own ``T`` and at ``eval_seq_lens``
+    (``task=transfer_copy run=<copy run>``), without training or writing anything; prints and
+    returns the metrics (``<metric>@T<T>``).
+
+    Raises:
+        ValueError: ``run_dir`` holds no checkpoint, or its model is not a copy model.
+    """
+    if not (run_dir / CHECKPOINT_NAME).is_file():
+        raise ValueError(f"run={run_dir}: no {CHECKPOINT_NAME} there; give the folder of a copy "
+                         "run (python -m rlmem.supervised task=copy ... prints it). Nothing was "
+                         "evaluated.")
+    saved = load_saved_model(run_dir)
+    config, task = saved.config, saved.task
+    if task.name != "copy":
+        raise ValueError(f"run={run_dir} is a {task.name} run; transfer-copy evaluates a copy "
+                         "model. Nothing was evaluated.")
+    for seq_len in eval_seq_lens:
+        task.check_seq_len(seq_len, key="eval_seq_lens")
+    seq_len, device = int(config["seq_len"]), torch.device("cpu")
+    memory = _eval_memory(task, {**config, "eval_seq_lens": eval_seq_lens,
+                                 "eval_memory": eval_memory})
+    results = evaluate(saved.model, task, [seq_len], batch_size, saved.seed, device)
+    lengths = [T for T in dict.fromkeys(eval_seq_lens) if seq_len != T]
+    if lengths:
+        transfer = SequenceModel(make_cell_from_config(OmegaConf.merge(config["memory"], memory),
+                                                       input_size=task.input_size),
+                                 task.output_size, task.categorical)
+        transfer.load_state_dict(saved.model.state_dict())
+        results.update(evaluate(transfer, task, lengths, batch_size, saved.seed, device))
+    result = TrainResult(saved.iteration, 0.0, 0.0,
+                         {f"eval/{key}": value for key, value in results.items()})
+    _print(f"{run_dir}: the {config['memory']['name']} copy model trained {saved.iteration} "
+           f"iterations at T={seq_len}, evaluated (nothing trained or written)")
+    _print("\n".join(_summary(result, seq_len, lengths).splitlines()[1:]))
+    _print(verdict(result, seq_len, task.baseline(seq_len), task.name))
+    return results
+
+
 LINE = CommandLine(
     program="rlmem.supervised", config_name="supervised", register=register_supervised_configs,
     schema=SupervisedConfig,
@@ -267,7 +309,8 @@ LINE = CommandLine(
     examples=("task=copy seq_len=100 memory=relstm",
               "task=transfer_copy memory=relstm memory.hidden_size=128",
               "task=adding seq_len=200 memory=tarnn iterations=1000 lr=1e-2",
-              "+preset=kerg2020_table1_transfer_copy_relstm seed=1"),
+              "+preset=kerg2020_table1_transfer_copy_relstm seed=1",
+              "task=transfer_copy run=runs/supervised/copy/relstm_T100_seed0"),
     groups=("task", "memory", "+preset"))
 """What ``python -m rlmem.supervised --help`` says."""
 
@@ -277,6 +320,10 @@ def _hydra_main(cfg: DictConfig) -> None:
     """The run: the run directory is ``run_dir``, which the run creates once the config has
     been checked (Hydra creates none)."""
     with reported_as_cli_errors("rlmem.supervised"):
+        if cfg.run is not None:
+            evaluate_saved_run(Path(cfg.run), list(cfg.eval_seq_lens), dict(cfg.eval_memory),
+                               cfg.eval_batch_size)
+            return
         if OmegaConf.is_interpolation(cfg, "run_dir"):  # the default: maybe an older name's
             cfg.run_dir = str(existing_run_dir(Path(cfg.run_dir)))
         run(cfg, Path(cfg.run_dir))

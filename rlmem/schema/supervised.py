@@ -168,6 +168,10 @@ class SupervisedConfig:
     Only the weights come over; the optimizer, data stream and iteration count start afresh.
     Its task and memory must equal this run's. Ignored when this run resumes its own
     checkpoint."""
+    run: str | None = None
+    """A copy run's directory to evaluate instead of training (task=transfer_copy): its model
+    at its own T and at eval_seq_lens, on the evaluation batches a run of its seed uses; nothing
+    is trained, and nothing is written, into that run or elsewhere."""
     run_dir: str = MISSING
     """The run directory. Default: runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>, with
     the settings that differ from the defaults after the cell (or a +preset's name and the
