@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import TINY_PPO, run_cli
 
 from rlmem.compare import main as compare
 from rlmem.comparison.collection import Group, Measure, Run, group_runs, read_run, run_folders
 from rlmem.stats import iqm, probability_of_improvement, score_distribution
-from tests.cli_runner import TINY_PPO, run_cli
 
 TINY_COPY = ["task=copy", "seq_len=10", "iterations=20", "eval_every=10", "batch_size=16",
              "eval_batch_size=32", "progress_bar=false", "figures=false", "device=cpu"]
