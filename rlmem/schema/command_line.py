@@ -36,7 +36,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import Glob, Override, OverrideType
 from omegaconf import DictConfig
 
 from rlmem.runs import reported_as_cli_errors
@@ -145,8 +145,9 @@ def check_group_choices(overrides: list[Override], groups: Iterable[str]) -> Non
     problems = []
     for override in overrides:
         group = override.key_or_group
-        if group not in selected or override.type == OverrideType.DEL:
-            continue
+        if group not in selected or override.type == OverrideType.DEL or isinstance(
+                override.value(), Glob):
+            continue  # a glob's choices are Hydra's to find
         options = _options(group)
         for value in _values(override):
             if options and value not in options:

@@ -136,3 +136,4 @@ def test_a_misspelt_choice_of_a_group_gets_the_nearest(
     assert "preset=nope is not a choice of preset (the choices are kag2020_" in err
     front_door(supervised.LINE, ["hydra.searchpath=[file://elsewhere]", "+preset=own"])
     front_door(train.LINE, ["memory=gru", "agent=sb3"])  # choices: Hydra's to run
+    front_door(train.LINE, ["-m", "memory=glob(*)"])
