@@ -36,6 +36,7 @@ import yaml
 from numpy.typing import NDArray
 
 from rlmem.runs.progress import read_progress
+from rlmem.schema.run_names import flatten
 from rlmem.tasks import TASKS
 
 NOT_SETTING = frozenset({
@@ -120,19 +121,6 @@ class Group:
         return self.runs[0].family
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as dotted keys; a list (or an empty mapping) as its JSON text, so
-    that every value hashes and prints as written."""
-    if isinstance(value, Mapping) and value:
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(flatten(item, f"{prefix}{key}."))
-        return flat
-    if isinstance(value, (list, Mapping)):
-        value = json.dumps(value, sort_keys=True)
-    return {prefix[:-1]: value}
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(path.read_text())
@@ -196,7 +184,14 @@ def _supervised_run(path: Path, config: Mapping[str, Any], measure: str | None) 
 
 
 def _setting(config: Mapping[str, Any]) -> dict[str, Any]:
-    return flatten({key: value for key, value in config.items() if key not in NOT_SETTING})
+    """The config minus :data:`NOT_SETTING`, flattened into dotted keys; a list (or an empty
+    mapping) as its JSON text, so that every value hashes and prints as written."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if key not in NOT_SETTING:
+            flat.update(flatten(value, str(key)))
+    return {key: json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+            for key, value in flat.items()}
 
 
 def read_run(path: Path, measure: str | None = None) -> Run:
