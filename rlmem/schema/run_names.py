@@ -122,9 +122,9 @@ def _command_line_keys() -> list[tuple[str, bool]]:
             for override in overrides]
 
 
-def _render(value: Any) -> tuple[str, bool]:
-    """A value as a folder name can hold it, and whether that is exact (and unambiguous: no
-    :data:`SETTING` in it)."""
+def _render(value: Any, setting: str) -> tuple[str, bool]:
+    """A value as a file name can hold it, and whether that is exact (and unambiguous: no
+    ``setting`` separator in it)."""
     if value is None or isinstance(value, bool):
         text = json.dumps(value)
     elif isinstance(value, list) and all(isinstance(item, (int, float, str)) for item in value):
@@ -134,28 +134,37 @@ def _render(value: Any) -> tuple[str, bool]:
     else:
         text = str(value)
     safe = _UNSAFE.sub("_", text)
-    return safe, safe == text and SETTING not in text
+    return safe, safe == text and setting not in text
 
 
-def describe(differences: Mapping[str, Any]) -> str:
-    """``key-value`` parts joined by ``+``, then a hash of all of them where a value cannot be
-    shown exactly or the whole is longer than :data:`MAX_READABLE`."""
+def describe(differences: Mapping[str, Any], setting: str = LEGACY_SETTING,
+             value: str = LEGACY_VALUE) -> str:
+    """``key=value`` parts joined by commas (or ``value`` and ``setting``), then a hash of all
+    of them where a value cannot be shown exactly or the whole is longer than
+    :data:`MAX_READABLE`. An evaluation's file name takes it as it is
+    (``..._seed0,capacity=2560``); a run folder's, :func:`folder_settings`."""
     parts, exact = [], True
-    for key, value in sorted(differences.items()):
-        text, shown = _render(value)
+    for key, item in sorted(differences.items()):
+        text, shown = _render(item, setting)
         exact = exact and shown
-        parts.append(f"{key}{VALUE}{text}" if text else key)
-    readable = SETTING.join(parts)
+        parts.append(f"{key}{value}{text}" if text else key)
+    readable = setting.join(parts)
     if exact and len(readable) <= MAX_READABLE:
         return readable
     digest = hashlib.sha256(json.dumps(sorted(differences.items()), default=str)
                             .encode()).hexdigest()[:8]
     kept: list[str] = []
     for part in parts:  # whole parts only, while they fit
-        if len(SETTING.join([*kept, part])) > MAX_READABLE:
+        if len(setting.join([*kept, part])) > MAX_READABLE:
             break
         kept.append(part)
-    return SETTING.join([*kept, digest])
+    return setting.join([*kept, digest])
+
+
+def folder_settings(differences: Mapping[str, Any]) -> str:
+    """:func:`describe` for a run folder's name: ``key-value`` parts joined by ``+``, nothing a
+    shell or Hydra reads."""
+    return describe(differences, SETTING, VALUE)
 
 
 def labelled(label: str, settings: str) -> str:

@@ -21,7 +21,7 @@ from rlmem.schema.ranges import check_seed
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
-    describe,
+    folder_settings,
     label_and_differences,
     labelled,
     schema_defaults,
@@ -217,7 +217,8 @@ def supervised_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     if task in TASK_SCHEMAS:
         defaults.update(schema_defaults(TASK_SCHEMAS[task], "task."))
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
-    return f"{choice}/{labelled(f'{name}_T{_root_.seq_len}', describe(shown))}_seed{_root_.seed}"
+    label = labelled(f"{name}_T{_root_.seq_len}", folder_settings(shown))
+    return f"{choice}/{label}_seed{_root_.seed}"
 
 
 def register_supervised_configs() -> None:

@@ -29,8 +29,8 @@ from rlmem.schema.memory import CONF_DIR, check_memory_config, register_memory_c
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
-    describe,
     flatten,
+    folder_settings,
     label_and_differences,
     labelled,
     schema_defaults,
@@ -90,7 +90,7 @@ def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
     if "memory.hidden_size" in shown and shown["memory.hidden_size"] == _decided_size(_root_):
         del shown["memory.hidden_size"]  # the size the run would take anyway: the default run
-    return f"{agent}/{_root_.env}/{labelled(name, describe(shown))}/seed{_root_.seed}"
+    return f"{agent}/{_root_.env}/{labelled(name, folder_settings(shown))}/seed{_root_.seed}"
 
 
 def register_train_configs() -> None:

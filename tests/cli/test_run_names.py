@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.run_names import describe, existing_run_dir, legacy_name
+from rlmem.schema.run_names import existing_run_dir, folder_settings, legacy_name
 from rlmem.schema.supervised import register_supervised_configs
 from rlmem.schema.train import NAMING as TRAIN_NAMING
 from rlmem.schema.train import register_train_configs
@@ -82,11 +82,11 @@ def test_train_envs_cells_agents_and_settings_do_not_collide() -> None:
 
 
 def test_a_value_no_folder_can_show_gets_a_hash() -> None:
-    name = describe({"wrappers": [{"target": "a:B"}], "grid_encoding": "raw"})
-    other = describe({"wrappers": [{"target": "a:C"}], "grid_encoding": "raw"})
+    name = folder_settings({"wrappers": [{"target": "a:B"}], "grid_encoding": "raw"})
+    other = folder_settings({"wrappers": [{"target": "a:C"}], "grid_encoding": "raw"})
     assert name.startswith("grid_encoding-raw+wrappers+") and name != other
-    long = describe({f"agent.key{index}": index for index in range(30)})
-    assert len(long) < 110 and long != describe({f"agent.key{index}": index + 1
+    long = folder_settings({f"agent.key{index}": index for index in range(30)})
+    assert len(long) < 110 and long != folder_settings({f"agent.key{index}": index + 1
                                                   for index in range(30)})
 
 
@@ -110,7 +110,7 @@ def test_names_hold_nothing_a_shell_or_hydra_reads() -> None:
     folders += [run_dir("supervised", *args) for args in [
         ("memory=relstm", "lr=1e-3"), ("task=transfer_copy", "eval_seq_lens=[200,400]"),
         ("+preset=kag2021_grid_lr1e-3_adding_tarnn_T200", "seed=3")]]
-    folders.append(describe({"wrappers": [{"target": "a:B"}], "a": "x+y"}))
+    folders.append(folder_settings({"wrappers": [{"target": "a:B"}], "a": "x+y"}))
     for folder in folders:
         assert re.fullmatch(r"[\w./+-]+", folder), folder
         [parsed] = OverridesParser.create().parse_overrides([f"run={folder}"])
