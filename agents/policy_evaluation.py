@@ -50,8 +50,9 @@ class EvaluationResult:
         success = ("" if self.success_rate is None
                    else f", success {self.success_rate:.1%}")
         stopped = " (interrupted)" if self.interrupted else ""
-        return (f"return {self.return_mean:.3f} ± {self.return_std:.3f}{success}, length "
-                f"{self.length_mean:.1f}, {self.episodes} episodes{stopped}")
+        return (f"return {self.return_mean:.3f} ± {self.return_std:.3f} (mean ± standard "
+                f"deviation over episodes){success}, length {self.length_mean:.1f}, "
+                f"{self.episodes} episodes{stopped}")
 
 
 def weights_changed(eval_memory: dict[str, Any], problems: list[str]) -> ValueError:

@@ -10,18 +10,25 @@ score matrix of ``runs × tasks``:
   replacement, recompute the statistic, and take the 2.5th and 97.5th percentiles;
 - the **probability of improvement** P(X > Y) of one algorithm over another: on each task, the
   probability that a random run of X scores above a random run of Y (ties count one half, as
-  in the Mann-Whitney U statistic), averaged over tasks, with its bootstrap interval.
+  in the Mann-Whitney U statistic), averaged over tasks, with its bootstrap interval;
+- the **performance profile** (score distribution): for each threshold τ, the fraction of
+  run-task scores above τ, with its pointwise bootstrap interval.
 
 The computations follow their ``rliable`` package (``metrics.aggregate_iqm``,
 ``library.get_interval_estimates`` with its percentile interval,
-``metrics.probability_of_improvement``), written here with numpy alone, since rliable pulls in
-pandas, scipy, statsmodels, arch and seaborn for these few lines. ``tests/test_stats.py`` checks
+``metrics.probability_of_improvement``, ``library.create_performance_profile``), written here
+with numpy alone, since rliable pulls in pandas, scipy, statsmodels, arch and seaborn for these
+few lines. ``tests/test_stats.py`` (and ``tests/test_compare.py``, the profile) checks
 them against values worked out by hand and against rliable's when it is installed (the
 ``rliable`` extra, which CI installs): the same point values, and intervals within their Monte
 Carlo error.
 
+To compare run folders, use ``python -m rlmem.compare`` (:mod:`rlmem.compare`), which reads
+them and prints these statistics; ``python -m rlmem.stats`` only says so.
+
 Shapes:
     - scores: ``(runs, tasks)``; a 1-D array is one task's runs.
+    - taus: ``(thresholds,)``; a profile's values and bounds are ``(thresholds,)`` too.
 """
 
 from __future__ import annotations
@@ -163,3 +170,51 @@ def count_meeting(scores: ArrayLike, threshold: float) -> tuple[int, int]:
     seeds")."""
     matrix = as_matrix(scores)
     return int((matrix >= threshold).all(axis=1).sum()), matrix.shape[0]
+
+
+def score_distribution(scores: ArrayLike, taus: ArrayLike) -> NDArray[np.float64]:
+    """``(thresholds,)``: for each τ of ``taus``, the fraction of run-task scores above it
+    (strictly, as rliable's ``run_score_deviation``)."""
+    matrix = as_matrix(scores)
+    thresholds = np.asarray(taus, dtype=np.float64)
+    return (matrix.reshape(-1)[None, :] > thresholds[:, None]).mean(axis=1)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A performance profile: :func:`score_distribution` at ``taus`` with its pointwise
+    bootstrap interval."""
+
+    taus: NDArray[np.float64]
+    value: NDArray[np.float64]
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+
+
+def score_distribution_estimate(scores: ArrayLike, taus: ArrayLike, *,
+                                reps: int = DEFAULT_REPS, confidence: float = 0.95,
+                                seed: int = 0) -> Profile:
+    """:func:`score_distribution` with each τ's stratified bootstrap percentile interval
+    (rliable's ``create_performance_profile`` with its defaults)."""
+    matrix = as_matrix(scores)
+    thresholds = np.asarray(taus, dtype=np.float64)
+    generator = np.random.default_rng(seed)
+    drawn = _resamples(matrix, reps, generator).reshape(reps, -1)
+    draws = (drawn[:, None, :] > thresholds[None, :, None]).mean(axis=2)  # (reps, taus)
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    return Profile(thresholds, score_distribution(matrix, thresholds), low, high)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlmem.stats``: a library, not a command; it says where the command is."""
+    del argv
+    print("rlmem.stats is the statistics library (IQM, bootstrap intervals, probability of "
+          "improvement, performance profiles; `python -c \"import rlmem.stats; "
+          "help(rlmem.stats)\"`). To compare runs, use its command line: "
+          "python -m rlmem.compare RUN_OR_GLOB... (--help lists its options).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

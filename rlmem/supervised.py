@@ -6,7 +6,7 @@
 
 The run directory (``runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>`` unless
 ``run_dir=...``, with the settings that differ from the defaults after the cell, or a preset's
-name in its place: ``runs/supervised/transfer_copy/relstm_T100,memory.hidden_size=128_seed0``,
+name in its place: ``runs/supervised/transfer_copy/relstm_T100+memory.hidden_size-128_seed0``,
 so that runs of other tasks, presets or settings never share one,
 :mod:`rlmem.schema.run_names`) receives ``config.yaml``, ``progress.csv``, TensorBoard
 events in ``tb/``, ``checkpoint.pt``, ``results.json`` and the PNG figures. Running the same
@@ -38,6 +38,7 @@ from rlmem.runs import (
 from rlmem.runs.files import write_json
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs, check_memory_config
+from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.supervised import (
     TASK_SCHEMAS,
     OptimizerName,
@@ -46,6 +47,7 @@ from rlmem.schema.supervised import (
     register_supervised_configs,
 )
 from rlmem.tasks import (
+    Baseline,
     Schedule,
     SequenceModel,
     SequenceTask,
@@ -54,6 +56,8 @@ from rlmem.tasks import (
     make_task_from_config,
     write_figures,
 )
+from rlmem.tasks.held_out import evaluate
+from rlmem.tasks.saved import load_saved_model
 from rlmem.tasks.warm_start import warm_start_weights
 
 OPTIMIZERS: dict[OptimizerName, Callable[..., torch.optim.Optimizer]] = {
@@ -171,6 +175,7 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
     _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
                    cfg.eval_seq_lens)
     _print(_summary(result, cfg.seq_len, cfg.eval_seq_lens))
+    _print(verdict(result, cfg.seq_len, baseline, task.name))
     if cfg.figures:
         generator = torch.Generator(device=device)
         generator.manual_seed(cfg.seed)
@@ -202,6 +207,45 @@ def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: 
     write_json(run_dir / "results.json", results)
 
 
+LEARNED_BELOW = 0.9
+"""A run learned when its final evaluation's baseline metric (``ce``, ``mse``) at its ``T`` is
+below this fraction of the memoryless baseline's: within 10% of it, the model has at best
+learnt a little beyond the blank and the uniform guess (an untrained copy model starts at
+several times the baseline, and one that has only learnt the blanks ends just above it)."""
+
+LEARNS = {
+    "copy": ("a copy run that learns in minutes (measured on 3 of 3 seeds): python -m "
+             "rlmem.supervised task=copy seq_len=10 memory=relstm lr=1e-2 iterations=1000; "
+             "at T = 100, the ReLSTM paper's setting, +preset=kerg2020_table1_transfer_copy_"
+             "relstm_script (hours; experiments/supervised/RESULTS.md)"),
+    "adding": ("the presets that solved adding, in experiments/supervised/RESULTS.md: "
+               "+preset=kag2021_grid_lr1e-3_adding_tarnn_T200"),
+    "denoise": ("the presets that learned denoise, in experiments/supervised/RESULTS.md "
+                "(a curriculum from T = 20)"),
+}
+"""What learns each task, for the closing paragraph of a run that did not: a command measured
+here, or the presets of the reproduction suite."""
+
+
+def verdict(result: TrainResult, seq_len: int, baseline: Baseline, task: str) -> str:
+    """Whether the run learned: its final evaluation against the memoryless ``baseline`` at
+    ``seq_len`` (:data:`LEARNED_BELOW`), said plainly, with what learns ``task`` when it did
+    not."""
+    key = f"eval/{baseline.metric}@T{seq_len}"
+    if key not in result.final:
+        return ""
+    value, metric = result.final[key], baseline.metric
+    compared = f"{metric} {value:.4f} at T={seq_len} against the memoryless baseline's " \
+               f"{baseline.value:.4f} ({baseline.rule})"
+    if value < LEARNED_BELOW * baseline.value:
+        return f"It learned: {compared}."
+    learns = LEARNS.get(task.removeprefix("transfer_"), "")
+    return (f"It did not learn: {compared}, so the model does no better than one without "
+            f"memory. More iterations= or a larger lr= may help; "
+            + (f"{learns}." if learns else "see the presets, python -m rlmem.supervised "
+               "--help."))
+
+
 def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) -> str:
     lines = [f"finished {result.iteration} iterations in {result.elapsed_s:.1f}s "
              f"({result.cpu_s:.1f}s CPU)"
@@ -216,6 +260,46 @@ def _summary(result: TrainResult, seq_len: int, eval_seq_lens: Iterable[int]) ->
     return "\n".join(lines)
 
 
+def evaluate_saved_run(run_dir: Path, eval_seq_lens: list[int], eval_memory: dict[str, Any],
+                       batch_size: int) -> dict[str, float]:
+    """Evaluate the copy model saved in ``run_dir`` at its own ``T`` and at ``eval_seq_lens``
+    (``task=transfer_copy run=<copy run>``), without training or writing anything; prints and
+    returns the metrics (``<metric>@T<T>``).
+
+    Raises:
+        ValueError: ``run_dir`` holds no checkpoint, or its model is not a copy model.
+    """
+    if not (run_dir / CHECKPOINT_NAME).is_file():
+        raise ValueError(f"run={run_dir}: no {CHECKPOINT_NAME} there; give the folder of a copy "
+                         "run (python -m rlmem.supervised task=copy ... prints it). Nothing was "
+                         "evaluated.")
+    saved = load_saved_model(run_dir)
+    config, task = saved.config, saved.task
+    if task.name != "copy":
+        raise ValueError(f"run={run_dir} is a {task.name} run; transfer-copy evaluates a copy "
+                         "model. Nothing was evaluated.")
+    for seq_len in eval_seq_lens:
+        task.check_seq_len(seq_len, key="eval_seq_lens")
+    seq_len, device = int(config["seq_len"]), torch.device("cpu")
+    memory = _eval_memory(task, {**config, "eval_seq_lens": eval_seq_lens,
+                                 "eval_memory": eval_memory})
+    results = evaluate(saved.model, task, [seq_len], batch_size, saved.seed, device)
+    lengths = [T for T in dict.fromkeys(eval_seq_lens) if seq_len != T]
+    if lengths:
+        transfer = SequenceModel(make_cell_from_config(OmegaConf.merge(config["memory"], memory),
+                                                       input_size=task.input_size),
+                                 task.output_size, task.categorical)
+        transfer.load_state_dict(saved.model.state_dict())
+        results.update(evaluate(transfer, task, lengths, batch_size, saved.seed, device))
+    result = TrainResult(saved.iteration, 0.0, 0.0,
+                         {f"eval/{key}": value for key, value in results.items()})
+    _print(f"{run_dir}: the {config['memory']['name']} copy model trained {saved.iteration} "
+           f"iterations at T={seq_len}, evaluated (nothing trained or written)")
+    _print("\n".join(_summary(result, seq_len, lengths).splitlines()[1:]))
+    _print(verdict(result, seq_len, task.baseline(seq_len), task.name))
+    return results
+
+
 LINE = CommandLine(
     program="rlmem.supervised", config_name="supervised", register=register_supervised_configs,
     schema=SupervisedConfig,
@@ -227,7 +311,8 @@ LINE = CommandLine(
     examples=("task=copy seq_len=100 memory=relstm",
               "task=transfer_copy memory=relstm memory.hidden_size=128",
               "task=adding seq_len=200 memory=tarnn iterations=1000 lr=1e-2",
-              "+preset=kerg2020_table1_transfer_copy_relstm seed=1"),
+              "+preset=kerg2020_table1_transfer_copy_relstm seed=1",
+              "task=transfer_copy run=runs/supervised/copy/relstm_T100_seed0"),
     groups=("task", "memory", "+preset"))
 """What ``python -m rlmem.supervised --help`` says."""
 
@@ -237,6 +322,12 @@ def _hydra_main(cfg: DictConfig) -> None:
     """The run: the run directory is ``run_dir``, which the run creates once the config has
     been checked (Hydra creates none)."""
     with reported_as_cli_errors("rlmem.supervised"):
+        if cfg.run is not None:
+            evaluate_saved_run(Path(cfg.run), list(cfg.eval_seq_lens), dict(cfg.eval_memory),
+                               cfg.eval_batch_size)
+            return
+        if OmegaConf.is_interpolation(cfg, "run_dir"):  # the default: maybe an older name's
+            cfg.run_dir = str(existing_run_dir(Path(cfg.run_dir)))
         run(cfg, Path(cfg.run_dir))
 
 

@@ -6,7 +6,7 @@
 
 The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``, with the
 settings that differ from the defaults after the cell, e.g.
-``runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0``, so that runs of other settings never
+``runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0``, so that runs of other settings never
 share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``; Hydra's
 ``hydra.run.dir`` and ``hydra.sweep.subdir`` name it too, :mod:`rlmem.schema.hydra_keys`)
 receives ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.run import RULES, resumed_config
@@ -31,6 +31,7 @@ from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs
+from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.shell_override import override
 from rlmem.schema.train import TrainConfig, register_train_configs, resolve
 
@@ -56,6 +57,8 @@ LINE = CommandLine(
 def run(cfg: DictConfig) -> None:
     """Train the run of ``cfg``, then say where it is and what to do next."""
     with reported_as_cli_errors("rlmem.train"):
+        if OmegaConf.is_interpolation(cfg, "run_dir"):  # the default: maybe an older name's
+            cfg.run_dir = str(existing_run_dir(Path(cfg.run_dir)))
         train(cfg, Path(cfg.run_dir))
         print(summary(cfg, Path(cfg.run_dir)), flush=True)
 

@@ -12,11 +12,19 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from gymnasium import spaces
+
 from rlmem.agents.base import EnvProbe
 from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
 
 if TYPE_CHECKING:
     from rlmem.agents.run_config import RunConfig
+
+SB3_OBSERVATIONS = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+"""The observation spaces SB3's own features extractors take (besides MiniGrid's dict)."""
+
+SB3_ACTIONS = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+"""The action spaces SB3's policies act in."""
 
 
 class SB3Policy(Enum):
@@ -54,7 +62,7 @@ class SB3Config(PPOHyperparameters):
     """Stop an update's epochs early when the approximate KL exceeds 1.5 × this; null: never."""
     normalize_advantage: bool = False
     """Standardise advantages within each minibatch (RecurrentPPO's normalize_advantage); false
-    as rl-starter-files' MiniGrid recipe, the only envs this agent trains."""
+    as rl-starter-files' MiniGrid recipe."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus (RecurrentPPO's ent_coef); 0.01 as rl-starter-files'
     MiniGrid recipe."""
@@ -77,11 +85,19 @@ class SB3Config(PPOHyperparameters):
                              "critic either shares the actor's memory, has its own, or has none")
 
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
-        """The features extractor is :class:`~rlmem.agents.sb3.MiniGridExtractor`: MiniGrid
-        envs made by name alone."""
-        if not env.minigrid or config.env_kwargs or config.wrappers:
+        """On MiniGrid the features extractor is :class:`~rlmem.agents.sb3.MiniGridExtractor`,
+        for MiniGrid envs made by name alone; elsewhere SB3's own, for the observation and
+        action spaces SB3 supports (a dict observation only as MiniGrid's)."""
+        if env.minigrid:
+            if config.env_kwargs or config.wrappers:
+                raise ValueError(
+                    f"agent=sb3 trains MiniGrid envs made by name alone (its features "
+                    f"extractor is MiniGridExtractor); env={env.name} with env_kwargs/wrappers: "
+                    "use agent=ppo")
+            return
+        observation, action = env.observation_space, env.action_space
+        if not isinstance(observation, SB3_OBSERVATIONS) or not isinstance(action, SB3_ACTIONS):
             raise ValueError(
-                f"agent=sb3 trains MiniGrid envs made by name alone (its features extractor "
-                f"is MiniGridExtractor); env={env.name}"
-                f"{' is not a MiniGrid env' if not env.minigrid else ''}"
-                f"{' with env_kwargs/wrappers' if env.minigrid else ''}: use agent=ppo")
+                f"agent=sb3 trains envs whose observations are a Box, Discrete, MultiDiscrete or "
+                f"MultiBinary space (or MiniGrid's) and whose actions SB3 supports; env={env.name} "
+                f"has observations {observation} and actions {action}: use agent=ppo")

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gymnasium import spaces
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
-from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
+from sb3_contrib.ppo_recurrent import MlpLstmPolicy, MultiInputLstmPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
@@ -65,16 +66,21 @@ def build_model(config: Mapping[str, Any], env: VecEnv,
     :class:`~rlmem.agents.sb3.config.SB3Config`), derived values decided.
 
     The cell is ``config["memory"]`` (or, with ``agent.policy=sb3_lstm``, sb3-contrib's own
-    ``MultiInputLstmPolicy`` of ``memory.hidden_size``); the features extractor is
-    :class:`~rlmem.agents.sb3.MiniGridExtractor`, with the run's grid encoding.
+    LSTM policy of ``memory.hidden_size``); on MiniGrid (a dict observation) the features
+    extractor is :class:`~rlmem.agents.sb3.MiniGridExtractor`, with the run's grid encoding,
+    elsewhere SB3's own for the observation space (a flattened vector, a discrete value
+    one-hot).
     """
     agent = config["agent"]
     memory = dict(config["memory"])
     head = [agent["head_size"]]
-    policy_kwargs: dict[str, Any] = dict(
+    minigrid = isinstance(env.observation_space, spaces.Dict)
+    extractor: dict[str, Any] = dict(
         features_extractor_class=MiniGridExtractor, normalize_images=False,
-        features_extractor_kwargs=dict(grid_encoding=config["grid_encoding"]),
-        net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
+        features_extractor_kwargs=dict(grid_encoding=config["grid_encoding"])) if minigrid \
+        else {}
+    policy_kwargs: dict[str, Any] = dict(
+        **extractor, net_arch=dict(pi=head, vf=head), ortho_init=agent["ortho_init"],
         shared_lstm=agent["shared_lstm"], enable_critic_lstm=agent["enable_critic_lstm"],
         optimizer_kwargs=dict(eps=agent["adam_eps"]))
     policy: type[RecurrentActorCriticPolicy]
@@ -85,12 +91,12 @@ def build_model(config: Mapping[str, Any], env: VecEnv,
                              f"memory=lstm, got memory={memory['name']}")
         # The size and the stack carry over; sb3-contrib's LSTM keeps torch's init (forget
         # bias 0).
-        policy = MultiInputLstmPolicy
+        policy = MultiInputLstmPolicy if minigrid else MlpLstmPolicy
         policy_kwargs.update(lstm_hidden_size=memory["hidden_size"],
                              n_lstm_layers=memory.get("num_layers", 1),
                              lstm_kwargs=dict(dropout=memory.get("dropout", 0.0)))
     else:
-        policy = MultiInputMemoryPolicy
+        policy = MultiInputMemoryPolicy if minigrid else MemoryPolicy
         policy_kwargs.update(memory=memory.pop("name"), memory_kwargs=memory)
     return RecurrentPPO(
         policy, env, learning_rate=agent["lr"], n_steps=agent["frames_per_env"],

@@ -16,6 +16,7 @@ a test can compare it with the committed file.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,7 +276,9 @@ def render(results: dict[str, list[Run]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    del argv  # no options
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter
+                            ).parse_args(argv)  # no options but --help
     results = collect()
     plot(results)
     text = render(results)

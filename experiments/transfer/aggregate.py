@@ -15,6 +15,7 @@ against frames for every memory. ``render`` builds the text without writing.
 
 from __future__ import annotations
 
+import argparse
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -240,7 +241,9 @@ def render(plots: bool = False) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    del argv  # no options
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter
+                            ).parse_args(argv)  # no options but --help
     text = render(plots=True)
     (HERE / "RESULTS.md").write_text(text)
     print(text)

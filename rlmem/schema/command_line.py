@@ -25,21 +25,22 @@ itself will refuse) is left to Hydra, which reports it as before.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import Glob, Override, OverrideType
 from omegaconf import DictConfig
 
 from rlmem.runs import reported_as_cli_errors
 from rlmem.schema.hydra_keys import honour_hydra_keys
-from rlmem.schema.known_keys import check_known_keys
+from rlmem.schema.known_keys import UnknownKeyError, check_known_keys
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.program import CommandLine
 
@@ -91,12 +92,49 @@ def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> list[str
         honoured = honour_hydra_keys(line, argv, overrides, multirun=args.multirun)
     if honoured != argv:
         return front_door(line, honoured)  # the keys they became, checked as given
-    if all(_plainly_known(line, override) for override in overrides):
-        return argv  # Hydra's composition is the check
     line.register()
     with reported_as_cli_errors(line.program):
+        check_group_choices(overrides, line.groups)
+        if all(_plainly_known(line, override) for override in overrides):
+            return argv  # Hydra's composition is the check
         check_command_line(line, overrides)
     return argv
+
+
+def check_group_choices(overrides: list[Override], groups: Iterable[str]) -> None:
+    """Refuse a value of a config group the user selects (``memory=relstmm``) that is none of
+    its choices, naming the nearest and the rest, as a misspelt key is; the schemas must be
+    registered. With ``hydra.searchpath`` set, other choices exist: Hydra judges them.
+
+    Raises:
+        UnknownKeyError: a value is no choice of its group.
+    """
+    if any(override.key_or_group.startswith("hydra.searchpath") for override in overrides):
+        return  # choices from elsewhere (the suites' own presets): Hydra's composition judges
+    selected = {group.lstrip("+") for group in groups}
+    problems = []
+    for override in overrides:
+        group = override.key_or_group
+        if group not in selected or override.type == OverrideType.DEL or isinstance(
+                override.value(), Glob):
+            continue  # a glob's choices are Hydra's to find
+        options = _options(group)
+        for value in _values(override):
+            if options and value not in options:
+                nearest = difflib.get_close_matches(value, options, n=2, cutoff=0.6)
+                hint = f"did you mean {' or '.join(nearest)}? " if nearest else ""
+                problems.append(f"{group}={value} is not a choice of {group} ({hint}the "
+                                f"choices are {', '.join(options)})")
+    if problems:
+        raise UnknownKeyError("; ".join(problems) + ". Nothing was started.")
+
+
+@functools.cache
+def _options(group: str) -> tuple[str, ...]:
+    """The choices of config group ``group`` (files and registered schemas), sorted."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        return tuple(sorted(loader.get_group_options(group)))
 
 
 def _fields(kind: type) -> set[str]:

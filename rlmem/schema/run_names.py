@@ -6,12 +6,19 @@ a paper's preset and a plain copy run of the same cell shared a folder, and the 
 either failed on the first one's checkpoint or silently continued it. Now every key that changes
 what is trained (:attr:`RunNaming.keys`) is in the name when it differs from its default:
 
-- ``python -m rlmem.train``: ``<agent>/<env>/<label>[,<key>=<value>...]/seed<seed>`` under
+- ``python -m rlmem.train``: ``<agent>/<env>/<label>[+<key>-<value>...]/seed<seed>`` under
   ``runs`` (a sweep's ``hydra.sweep.dir``), e.g. ``ppo/DoorKey-5x5/relstm/seed0`` and
-  ``ppo/DoorKey-5x5/relstm,grid_encoding=raw,memory.hidden_size=128/seed0``;
-- ``python -m rlmem.supervised``: ``<task>/<label>_T<seq_len>[,<key>=<value>...]_seed<seed>``
+  ``ppo/DoorKey-5x5/relstm+grid_encoding-raw+memory.hidden_size-128/seed0``;
+- ``python -m rlmem.supervised``: ``<task>/<label>_T<seq_len>[+<key>-<value>...]_seed<seed>``
   under ``runs/supervised``, e.g. ``copy/lstm_T100_seed0`` and
-  ``transfer_copy/relstm_T100,memory.hidden_size=128_seed0``.
+  ``transfer_copy/relstm_T100+memory.hidden_size-128_seed0``.
+
+A name holds only characters that neither a shell nor Hydra reads (letters, digits, ``._+-``),
+so a folder rlmem prints can be pasted unquoted into ``run=`` and tab-completed (``=``, ``:``
+and ``@`` end a word for bash's completion, ``,`` and ``=`` are Hydra's syntax). Keys hold no
+``-``, so each ``<key>-<value>`` splits at its first ``-``; a value holding a ``+`` is hashed.
+An earlier rlmem (0.2) joined the settings with ``,`` and ``=`` (``relstm,grid_encoding=raw``):
+a run of such a name is found and resumed where it is (:func:`existing_run_dir`).
 
 The label is the cell; with a preset (``+preset=<name>``) or a recipe it is the preset's name,
 and the keys shown are those the command line sets on top of it (the preset's own values are
@@ -31,6 +38,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -46,6 +54,12 @@ LABEL_GROUPS = ("preset", "recipe")
 """Groups whose choice labels a run in place of its cell (``+preset=<name>``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+SETTING, VALUE = "+", "-"
+"""What joins the label and each setting (``relstm+lr-0.001``), and a setting's key and value."""
+
+LEGACY_SETTING, LEGACY_VALUE = ",", "="
+"""The same, in the names of an earlier rlmem (0.2) (``relstm,lr=0.001``)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +122,9 @@ def _command_line_keys() -> list[tuple[str, bool]]:
             for override in overrides]
 
 
-def _render(value: Any) -> tuple[str, bool]:
-    """A value as a folder name can hold it, and whether that is exact."""
+def _render(value: Any, setting: str) -> tuple[str, bool]:
+    """A value as a file name can hold it, and whether that is exact (and unambiguous: no
+    ``setting`` separator in it)."""
     if value is None or isinstance(value, bool):
         text = json.dumps(value)
     elif isinstance(value, list) and all(isinstance(item, (int, float, str)) for item in value):
@@ -119,28 +134,64 @@ def _render(value: Any) -> tuple[str, bool]:
     else:
         text = str(value)
     safe = _UNSAFE.sub("_", text)
-    return safe, safe == text
+    return safe, safe == text and setting not in text
 
 
-def describe(differences: Mapping[str, Any]) -> str:
-    """``key=value`` parts joined by commas, then a hash of all of them where a value cannot be
-    shown exactly or the whole is longer than :data:`MAX_READABLE`."""
+def describe(differences: Mapping[str, Any], setting: str = LEGACY_SETTING,
+             value: str = LEGACY_VALUE) -> str:
+    """``key=value`` parts joined by commas (or ``value`` and ``setting``), then a hash of all
+    of them where a value cannot be shown exactly or the whole is longer than
+    :data:`MAX_READABLE`. An evaluation's file name takes it as it is
+    (``..._seed0,capacity=2560``); a run folder's, :func:`folder_settings`."""
     parts, exact = [], True
-    for key, value in sorted(differences.items()):
-        text, shown = _render(value)
+    for key, item in sorted(differences.items()):
+        text, shown = _render(item, setting)
         exact = exact and shown
-        parts.append(f"{key}={text}" if text else key)
-    readable = ",".join(parts)
+        parts.append(f"{key}{value}{text}" if text else key)
+    readable = setting.join(parts)
     if exact and len(readable) <= MAX_READABLE:
         return readable
     digest = hashlib.sha256(json.dumps(sorted(differences.items()), default=str)
                             .encode()).hexdigest()[:8]
     kept: list[str] = []
     for part in parts:  # whole parts only, while they fit
-        if len(",".join([*kept, part])) > MAX_READABLE:
+        if len(setting.join([*kept, part])) > MAX_READABLE:
             break
         kept.append(part)
-    return ",".join([*kept, digest])
+    return setting.join([*kept, digest])
+
+
+def folder_settings(differences: Mapping[str, Any]) -> str:
+    """:func:`describe` for a run folder's name: ``key-value`` parts joined by ``+``, nothing a
+    shell or Hydra reads."""
+    return describe(differences, SETTING, VALUE)
+
+
+def labelled(label: str, settings: str) -> str:
+    """The label followed by the settings it differs by (:func:`describe`), if any."""
+    return f"{label}{SETTING}{settings}" if settings else label
+
+
+def legacy_name(name: str) -> str:
+    """The folder name an earlier rlmem (0.2) gave the run named ``name``: ``,`` between the
+    settings and ``=`` in each (``relstm+lr-0.001`` was ``relstm,lr=0.001``)."""
+    label, *settings = name.split(SETTING)
+    return LEGACY_SETTING.join([label, *(setting.replace(VALUE, LEGACY_VALUE, 1)
+                                         for setting in settings)])
+
+
+def existing_run_dir(run_dir: Path) -> Path:
+    """``run_dir``, or the folder an older rlmem gave the same run (:func:`legacy_name` of its
+    last two parts: the label and the seed folder, or the task and the run) when only that
+    one exists: the same command resumes it there."""
+    if run_dir.exists() or len(run_dir.parts) < 2:
+        return run_dir
+    older = run_dir.parent.parent / legacy_name(run_dir.parent.name) / legacy_name(run_dir.name)
+    if older != run_dir and older.is_dir():
+        print(f"the run is in {older}, the folder an earlier rlmem named it; it stays there",
+              flush=True)
+        return older
+    return run_dir
 
 
 def differences(root: DictConfig, naming: RunNaming, defaults: Mapping[str, Any]

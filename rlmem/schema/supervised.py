@@ -21,8 +21,9 @@ from rlmem.schema.ranges import check_seed
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
-    describe,
+    folder_settings,
     label_and_differences,
+    labelled,
     schema_defaults,
     task_choice,
     task_file_defaults,
@@ -167,11 +168,15 @@ class SupervisedConfig:
     Only the weights come over; the optimizer, data stream and iteration count start afresh.
     Its task and memory must equal this run's. Ignored when this run resumes its own
     checkpoint."""
+    run: str | None = None
+    """A copy run's directory to evaluate instead of training (task=transfer_copy): its model
+    at its own T and at eval_seq_lens, on the evaluation batches a run of its seed uses; nothing
+    is trained, and nothing is written, into that run or elsewhere."""
     run_dir: str = MISSING
     """The run directory. Default: runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>, with
     the settings that differ from the defaults after the cell (or a +preset's name and the
     settings the command line adds to it), e.g.
-    transfer_copy/relstm_T100,memory.hidden_size=128_seed0, so that runs of other settings
+    transfer_copy/relstm_T100+memory.hidden_size-128_seed0, so that runs of other settings
     never share a folder (rlmem/schema/run_names.py)."""
     resume: bool = True
     """Continue from the run directory's checkpoint when there is one; false starts afresh,
@@ -202,7 +207,7 @@ the target, a warm start)."""
 
 
 def supervised_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
-    """``<task>/<label>_T<seq_len>[,<key>=<value>...]_seed<seed>``: the default run directory
+    """``<task>/<label>_T<seq_len>[+<key>-<value>...]_seed<seed>``: the default run directory
     below the runs root (:mod:`rlmem.schema.run_names`); ``<task>`` is the ``task=`` chosen
     (``transfer_copy``), outside a Hydra application the task's name."""
     task = str(_root_.task.name)
@@ -212,9 +217,8 @@ def supervised_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     if task in TASK_SCHEMAS:
         defaults.update(schema_defaults(TASK_SCHEMAS[task], "task."))
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
-    settings = describe(shown)
-    return (f"{choice}/{name}_T{_root_.seq_len}{',' if settings else ''}{settings}"
-            f"_seed{_root_.seed}")
+    label = labelled(f"{name}_T{_root_.seq_len}", folder_settings(shown))
+    return f"{choice}/{label}_seed{_root_.seed}"
 
 
 def register_supervised_configs() -> None:

@@ -44,9 +44,10 @@ from rlmem.schema.ranges import check_seed, check_torch_threads
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
-    describe,
     flatten,
+    folder_settings,
     label_and_differences,
+    labelled,
     schema_defaults,
 )
 from rlmem.schema.runs_root import register_runs_root
@@ -116,7 +117,7 @@ class TrainConfig:
     default. Not used by a CUDA device's arithmetic."""
     run_dir: str = MISSING
     """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed>, with the settings that
-    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0)
+    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0)
     or a recipe's name in its place, so that runs of other settings never share a folder
     (rlmem/schema/run_names.py)."""
     resume: bool = True
@@ -203,7 +204,7 @@ def _file_defaults() -> Mapping[str, Any]:
 
 
 def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
-    """``<agent>/<env>/<label>[,<key>=<value>...]/seed<seed>``: the default run directory
+    """``<agent>/<env>/<label>[+<key>-<value>...]/seed<seed>``: the default run directory
     below the runs root (:mod:`rlmem.schema.run_names`)."""
     agent = str(_root_.agent.name)
     defaults = {**schema_defaults(TrainConfig), **cell_defaults(_root_), **_file_defaults()}
@@ -212,8 +213,7 @@ def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
     if "memory.hidden_size" in shown and shown["memory.hidden_size"] == _decided_size(_root_):
         del shown["memory.hidden_size"]  # the size the run would take anyway: the default run
-    settings = describe(shown)
-    return f"{agent}/{_root_.env}/{name}{',' if settings else ''}{settings}/seed{_root_.seed}"
+    return f"{agent}/{_root_.env}/{labelled(name, folder_settings(shown))}/seed{_root_.seed}"
 
 
 def register_train_configs() -> None:

@@ -120,3 +120,20 @@ def test_a_plainly_known_command_line_is_not_composed_twice(
     assert calls == []
     front_door(train.LINE, ["+frames=64"])  # a '+': composed, and known
     assert len(calls) == 1
+
+
+def test_a_misspelt_choice_of_a_group_gets_the_nearest(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``memory=relstmm`` (and in a sweep) is refused as a misspelt key is, before Hydra's
+    dump of its search path; a suite's own search path keeps its presets."""
+    code, _, err = answer(train.LINE, "memory=relstmm", capsys=capsys)
+    assert code == 1 and err.startswith(
+        "rlmem.train: error: memory=relstmm is not a choice of memory (did you mean relstm or "
+        "lstm? the choices are ernn, gru, ")
+    code, _, err = answer(supervised.LINE, "-m", "task=copy,coppy", "+preset=nope",
+                          capsys=capsys)
+    assert code == 1 and "task=coppy is not a choice of task (did you mean copy?" in err
+    assert "preset=nope is not a choice of preset (the choices are kag2020_" in err
+    front_door(supervised.LINE, ["hydra.searchpath=[file://elsewhere]", "+preset=own"])
+    front_door(train.LINE, ["memory=gru", "agent=sb3"])  # choices: Hydra's to run
+    front_door(train.LINE, ["-m", "memory=glob(*)"])

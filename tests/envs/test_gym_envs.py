@@ -304,8 +304,8 @@ def test_a_wrapper_with_kwargs_is_recorded_and_resuming_keeps_it(tmp_path: Path)
     (("env=FrozenLake-v1", "wrappers=[gym_envs:MaskVelocity]"), ValueError,
      r"wrapper 'gym_envs:MaskVelocity' refused .*FrozenLake.*: AssertionError: assert "
      r"isinstance\(space, spaces.Box\), at .*gym_envs\.py:\d+$"),
-    (("env=CartPole-v1", "agent=sb3"), ValueError,
-     "agent=sb3 trains MiniGrid envs.*env=CartPole-v1 is not a MiniGrid env"),
+    (("env=DoorKey-5x5", "agent=sb3", "+env_kwargs.max_steps=100"), ValueError,
+     "agent=sb3 trains MiniGrid envs made by name alone.*with env_kwargs/wrappers"),
     (("env=CartPole-v1", "mission=true"), ValueError, "CartPole-v1 is not a MiniGrid env"),
     (("env=CartPole-v1", "discrete_encoding=binary"), ValueError,
      "discrete_encoding='binary'; use one of onehot, embedding"),
