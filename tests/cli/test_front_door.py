@@ -129,7 +129,7 @@ def test_a_misspelt_choice_of_a_group_gets_the_nearest(
     code, _, err = answer(train.LINE, "memory=relstmm", capsys=capsys)
     assert code == 1 and err.startswith(
         "rlmem.train: error: memory=relstmm is not a choice of memory (did you mean relstm or "
-        "lstm? the choices are ernn, gru, ")
+        f"lstm? the choices are {', '.join(sorted(CELLS))}). Nothing was started.")
     code, _, err = answer(supervised.LINE, "-m", "task=copy,coppy", "+preset=nope",
                           capsys=capsys)
     assert code == 1 and "task=coppy is not a choice of task (did you mean copy?" in err

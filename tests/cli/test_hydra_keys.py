@@ -36,8 +36,9 @@ def test_hydra_sweep_subdir_names_each_jobs_run(tmp_path: Path) -> None:
     done = run_cli("rlmem.train", "-m", "seed=0,1", *TINY, "hydra.sweep.dir=sweep",
                    "hydra.sweep.subdir=s${seed}", "hydra/launcher=basic", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    # Hydra records the sweep in multirun.yaml, as in every sweep; a folder per job.
-    assert sorted(os.listdir(tmp_path / "sweep")) == ["multirun.yaml", "s0", "s1"]
+    # Hydra records the sweep in multirun.yaml, as in every sweep, and rlmem marks the root as
+    # its own (.rlmem-sweep); a folder per job.
+    assert sorted(os.listdir(tmp_path / "sweep")) == [".rlmem-sweep", "multirun.yaml", "s0", "s1"]
     for seed in (0, 1):
         checkpoint = load_checkpoint(tmp_path / "sweep" / f"s{seed}" / "checkpoint.pt")
         assert checkpoint.config["seed"] == seed

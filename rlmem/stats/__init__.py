@@ -204,17 +204,3 @@ def score_distribution_estimate(scores: ArrayLike, taus: ArrayLike, *,
     tail = 100 * (1 - confidence) / 2
     low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
     return Profile(thresholds, score_distribution(matrix, thresholds), low, high)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlmem.stats``: a library, not a command; it says where the command is."""
-    del argv
-    print("rlmem.stats is the statistics library (IQM, bootstrap intervals, probability of "
-          "improvement, performance profiles; `python -c \"import rlmem.stats; "
-          "help(rlmem.stats)\"`). To compare runs, use its command line: "
-          "python -m rlmem.compare RUN_OR_GLOB... (--help lists its options).")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
