@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,29 @@ def check_interface(run: Path, name: str, config: dict[str, Any],
     return probed
 
 
+def _env_makers(name: str, options: EnvOptions, probe: EnvProbe, num_envs: int, *, gif: int,
+                tile_size: int) -> tuple[list[Callable[[], gym.Env]], list[EpisodeRecorder]]:
+    """One maker per env of the vector env, and the list its GIF recorder will be put in.
+
+    With ``gif`` episodes to record, the first env (the one :func:`episode_quotas` gives at
+    least ``gif`` episodes where there are that many) is wrapped in an
+    :class:`EpisodeRecorder`; it is created when the vector env calls the maker, so the list
+    stays empty until then.
+    """
+    recorder: list[EpisodeRecorder] = []
+
+    def make(index: int) -> gym.Env:
+        if index == 0 and gif:
+            # MiniGrid draws its own frames; any other env renders them.
+            env = options.make(name, **({} if probe.minigrid else {"render_mode": "rgb_array"}))
+            recording = EpisodeRecorder(env, gif, tile_size=tile_size)
+            recorder.append(recording)
+            return recording
+        return options.make(name)
+
+    return [functools.partial(make, index) for index in range(num_envs)], recorder
+
+
 def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | None]:
     """Evaluate ``cfg.run`` on ``cfg.env``; return the env's name, the result and where its
     JSON was written (None when it could not be written; the error is printed)."""
@@ -180,23 +203,13 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
 
     num_envs = min(cfg.num_envs, cfg.episodes)
     quotas = episode_quotas(cfg.episodes, num_envs, first=cfg.gif)
-    recorder: list[EpisodeRecorder] = []
-
-    def make(index: int) -> gym.Env:
-        if index == 0 and cfg.gif:
-            # MiniGrid draws its own frames; any other env renders them.
-            env = options.make(name, **({} if probe.minigrid else {"render_mode": "rgb_array"}))
-            recording = EpisodeRecorder(env, cfg.gif, tile_size=cfg.gif_tile_size)
-            recorder.append(recording)
-            return recording
-        return options.make(name)
-
+    env_fns, recorder = _env_makers(name, options, probe, num_envs, gif=cfg.gif,
+                                    tile_size=cfg.gif_tile_size)
     target = report_path(run, name, argmax=cfg.argmax, episodes=cfg.episodes, seed=cfg.seed,
                          eval_memory=eval_memory)
     # Held to the end: two evaluations of one run on one env do not race for its report.
     with report_lock(run, name, target) as writable:
-        envs = make_vector_env(name, num_envs, env_fns=[functools.partial(make, index)
-                                                        for index in range(num_envs)])
+        envs = make_vector_env(name, num_envs, env_fns=env_fns)
         seed = int(np.random.SeedSequence([cfg.seed]).generate_state(1)[0])
         torch.manual_seed(seed)
         try:

@@ -129,26 +129,8 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
     model = SequenceModel(cell, task.output_size, task.categorical).to(device)
     optimizer = OPTIMIZERS[_optimizer_name(cfg.optimizer)](model.parameters(), lr=cfg.lr,
                                                            weight_decay=cfg.weight_decay)
-    schedule = Schedule(
-        seq_len=cfg.seq_len, seq_len_min=cfg.get("seq_len_min"), batch_size=cfg.batch_size,
-        iterations=cfg.iterations,
-        grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
-        eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every,
-        transfer_every=cfg.get("transfer_every"), log_every=cfg.log_every,
-        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target,
-        confirm_batches=cfg.confirm_batches)
-    transfer_model = None
-    eval_memory = config["eval_memory"]
-    if eval_memory:
-        transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, eval_memory),
-                                              input_size=task.input_size)
-        transfer_model = SequenceModel(transfer_cell, task.output_size, task.categorical)
-        try:
-            transfer_model.load_state_dict(model.state_dict())
-        except RuntimeError as error:
-            raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; "
-                             f"only weight-free hyperparameters may differ:\n{error}") from None
-        transfer_model.to(device)
+    schedule = _schedule(cfg)
+    transfer_model = _transfer_model(cfg, config["eval_memory"], task, model, device)
     trainer = SupervisedTrainer(model, task, optimizer, schedule, session, config,
                                 transfer_model)
     if session.checkpoint is not None:
@@ -174,19 +156,64 @@ def _run(cfg: DictConfig, config: dict[str, Any], task: SequenceTask, session: R
         return result
     _write_results(run_dir, cfg, result, baseline.metric, baseline.value, parameters,
                    cfg.eval_seq_lens)
+    _report_finished(cfg, result, baseline, task, model, session)
+    return result
+
+
+def _schedule(cfg: DictConfig) -> Schedule:
+    """The trainer's timetable, read from ``cfg``: one place names every key it takes."""
+    return Schedule(
+        seq_len=cfg.seq_len, seq_len_min=cfg.get("seq_len_min"), batch_size=cfg.batch_size,
+        iterations=cfg.iterations,
+        grad_clip=cfg.grad_clip, eval_seq_lens=list(cfg.eval_seq_lens),
+        eval_batch_size=cfg.eval_batch_size, eval_every=cfg.eval_every,
+        transfer_every=cfg.get("transfer_every"), log_every=cfg.log_every,
+        checkpoint_every=cfg.checkpoint_every, amp=cfg.amp, seed=cfg.seed, target=cfg.target,
+        confirm_batches=cfg.confirm_batches)
+
+
+def _transfer_model(cfg: DictConfig, eval_memory: dict[str, Any], task: SequenceTask,
+                    model: SequenceModel, device: torch.device) -> SequenceModel | None:
+    """A twin of ``model`` whose cell takes ``eval_memory``'s settings, or None without any.
+
+    It shares ``model``'s weights (loaded into it at each transfer evaluation), so the settings
+    may change only weight-free hyperparameters: one that changes a weight's shape is refused
+    here, before any training, rather than when the first transfer evaluation comes.
+    """
+    if not eval_memory:
+        return None
+    transfer_cell = make_cell_from_config(OmegaConf.merge(cfg.memory, eval_memory),
+                                          input_size=task.input_size)
+    transfer_model = SequenceModel(transfer_cell, task.output_size, task.categorical)
+    try:
+        transfer_model.load_state_dict(model.state_dict())
+    except RuntimeError as error:
+        raise ValueError(f"eval_memory={eval_memory} changes the cell's weights; "
+                         f"only weight-free hyperparameters may differ:\n{error}") from None
+    transfer_model.to(device)
+    return transfer_model
+
+
+def _report_finished(cfg: DictConfig, result: TrainResult, baseline: Baseline,
+                     task: SequenceTask, model: SequenceModel, session: RunSession) -> None:
+    """Print a finished run's summary and verdict, draw its figures and say what is next.
+
+    Only a run that finished its iterations gets here: its results.json is already written,
+    so a fault while drawing a figure loses nothing.
+    """
+    run_dir = session.run_dir
     _print(_summary(result, cfg.seq_len, cfg.eval_seq_lens))
     _print(verdict(result, cfg.seq_len, baseline, task.name))
     if cfg.figures:
-        generator = torch.Generator(device=device)
+        generator = torch.Generator(device=session.device)
         generator.manual_seed(cfg.seed)
         for path in write_figures(run_dir, model, task, cfg.seq_len, generator,
-                                  title=f"{task.name} T={cfg.seq_len}, {cell.name}"):
+                                  title=f"{task.name} T={cfg.seq_len}, {model.cell.name}"):
             _print(f"figure: {path}")
     _print(f"The run is in {run_dir}: results.json, {CHECKPOINT_NAME}, config.yaml, "
            "progress.csv and TensorBoard events in tb/. Next: train it further by running the "
            "same command with a larger iterations= (it resumes), or compare another cell with "
            "memory=<cell> (`python -m rlmem.supervised --help` lists them).")
-    return result
 
 
 def _write_results(run_dir: Path, cfg: DictConfig, result: TrainResult, metric: str,

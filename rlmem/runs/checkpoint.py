@@ -326,19 +326,46 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
     as what it is: ``resume=false`` moves the earlier run in ``run_dir`` aside, or another
     ``run_dir`` keeps both.
     """
+    found = _compare(saved, current, sections, source, same or {})
+    if not found.differences:
+        return
+    raise CheckpointMismatchError(
+        f"the {source} was written with a different config:\n" + "\n".join(found.differences)
+        + f"\n{_advice(found, source, run_dir, written_by)} Nothing was changed: the {source} "
+        "is as it was.")
+
+
+@dataclass
+class _Differences:
+    """What :func:`_compare` found between a saved config and the current one."""
+
+    differences: list[str] = field(default_factory=list)
+    """One line per differing key, in the order of the sections and, in each, of the keys."""
+    resumes: dict[str, Any] = field(default_factory=dict)
+    """The saved value of every differing key it records: the overrides that resume it."""
+    unrecorded: list[str] = field(default_factory=list)
+    """Keys the saved config lacks."""
+    renamed: list[str] = field(default_factory=list)
+    """Sections of another kind, as overrides: ``memory=gru``."""
+
+
+def _compare(saved: Mapping[str, Any], current: Mapping[str, Any], sections: Iterable[str],
+             source: str, canonical: Mapping[str, Any]) -> _Differences:
+    """Every key of ``sections`` whose value differs between ``saved`` and ``current``.
+
+    Values are compared in their ``canonical`` form where one is given. In a section of
+    another kind (its ``name`` differs), a key only one side has is an option of that kind
+    only, and not a difference.
+    """
     absent = object()  # a key one config does not record (None is a value)
-    canonical = same or {}
-    differences: list[str] = []
-    resumes: dict[str, Any] = {}   # the saved value of every differing key it records
-    unrecorded: list[str] = []     # keys the saved config lacks
-    renamed: list[str] = []        # sections of another kind: ``memory=gru``
+    found = _Differences()
     for section in sections:
         old, new = (_flatten({section: config[section]}) if section in config else {}
                     for config in (saved, current))
         name = f"{section}.name"
         other_kind = name in old and name in new and old[name] != new[name]
         if other_kind:
-            renamed.append(f"{section}={old[name]}")
+            found.renamed.append(f"{section}={old[name]}")
         for key in sorted(set(old) | set(new)):
             a, b = old.get(key, absent), new.get(key, absent)
             if other_kind and key != name and (a is absent or b is absent):
@@ -350,40 +377,45 @@ def check_compatible(saved: Mapping[str, Any], current: Mapping[str, Any],
             if a_same == b_same:
                 continue
             if a is absent:
-                unrecorded.append(key)
-                differences.append(f"  {key}: the {source} does not record it, this run has "
-                                   f"{b!r}")
+                found.unrecorded.append(key)
+                found.differences.append(f"  {key}: the {source} does not record it, this run "
+                                         f"has {b!r}")
                 continue
-            resumes[key] = a
+            found.resumes[key] = a
             if b is absent:
-                differences.append(f"  {key}: {source} has {a!r}, this run does not set it")
+                found.differences.append(f"  {key}: {source} has {a!r}, this run does not set it")
             else:
-                differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
-    if not differences:
-        return
+                found.differences.append(f"  {key}: {source} has {a!r}, this run has {b!r}")
+    return found
+
+
+def _advice(found: _Differences, source: str, run_dir: Path | None,
+            written_by: str | None) -> str:
+    """What to do about ``found``, saying only what can be true (see :func:`check_compatible`).
+
+    Another kind of model is named first, as it makes the other differences moot; then keys
+    the saved config lacks, whose meaning is unknown; otherwise the overrides that resume it.
+    """
     folder = "the run directory" if run_dir is None else str(run_dir)
     afresh = (f"start afresh with resume=false, which moves the earlier run (its checkpoint, "
               f"config.yaml, progress.csv, tb/ and eval/) into {folder}/previous/<time>/ and "
               "deletes nothing; or keep both runs by giving this one another run_dir=")
-    if renamed:
-        kinds = " ".join(renamed)
-        advice = (f"The {source} holds another kind of model ({kinds}): resume it with "
-                  f"{kinds}, or {afresh}.")
-    elif unrecorded:
+    if found.renamed:
+        kinds = " ".join(found.renamed)
+        return (f"The {source} holds another kind of model ({kinds}): resume it with "
+                f"{kinds}, or {afresh}.")
+    if found.unrecorded:
+        unrecorded = found.unrecorded
         when = (f"by rlmem {written_by}, older than this rlmem ({_version()}): "
                 f"{MIGRATE_COMMAND} records the values it had" if written_by is not None
                 and written_by != _version() else
                 "the key is newer than the checkpoint, or the file was altered")
-        advice = (f"The {source} does not record {', '.join(unrecorded)}, and what "
-                  f"{'it' if len(unrecorded) == 1 else 'they'} meant when it was written is not "
-                  f"known ({when}): evaluate it as it is, or {afresh}.")
-    else:
-        scalar = all(value is None or isinstance(value, (str, int, float))
-                     for value in resumes.values())
-        values = (" ".join(  # as overrides: null, true, false
-            f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
-            for key, value in resumes.items()) if scalar else f"the {source}'s values above")
-        advice = f"Resume it with {values}, or {afresh}."
-    raise CheckpointMismatchError(
-        f"the {source} was written with a different config:\n" + "\n".join(differences)
-        + f"\n{advice} Nothing was changed: the {source} is as it was.")
+        return (f"The {source} does not record {', '.join(unrecorded)}, and what "
+                f"{'it' if len(unrecorded) == 1 else 'they'} meant when it was written is not "
+                f"known ({when}): evaluate it as it is, or {afresh}.")
+    scalar = all(value is None or isinstance(value, (str, int, float))
+                 for value in found.resumes.values())
+    values = (" ".join(  # as overrides: null, true, false
+        f"{key}={json.dumps(value) if value is None or isinstance(value, bool) else value}"
+        for key, value in found.resumes.items()) if scalar else f"the {source}'s values above")
+    return f"Resume it with {values}, or {afresh}."

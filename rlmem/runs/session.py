@@ -178,58 +178,89 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
         torch.set_num_threads(int(config.get("torch_threads", 1)))
         with subnormal_floats(bool(config.get(FLUSH_KEY, False))):
             path = run_dir / CHECKPOINT_NAME
-            resume = bool(config.get("resume", True))
-            checkpoint = None
-            if resume and path.exists():
-                if not path.is_file():
-                    raise UnreadableCheckpointError(
-                        f"{path} is not a file, so there is no checkpoint to resume. Nothing was "
-                        "written. Move it away, or pass resume=false, which moves the run's files "
-                        f"into {run_dir / PREVIOUS} and starts afresh.")
-                checkpoint = load_checkpoint(path, map_location=device)
-                rules.refuse_code(checkpoint.config, config, str(path))
-                check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
-                                 same=rules.same, run_dir=run_dir, written_by=made_by(run_dir))
-            elif not resume:
-                moved = move_aside(run_dir)
-                if moved is not None:
-                    print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
-                          "delete that folder when you no longer need it.", flush=True)
+            checkpoint = _checkpoint_or_fresh_start(run_dir, config, rules, device)
             done = (checkpoint is not None
                     and checkpoint.count(rules.counter) >= config[rules.budget])
-            if checkpoint is not None and not done:
-                print(f"resuming {run_dir} at {rules.counter} {checkpoint.count(rules.counter)} "
-                      f"(of {rules.budget}={config[rules.budget]}) from its {CHECKPOINT_NAME}; "
-                      f"resume=false would instead move this run into {PREVIOUS}/ and start "
-                      "afresh.", flush=True)
-            if done:
-                assert checkpoint is not None
-                print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
-                      f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
-                      f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
-                      "further.", flush=True)
-            config_path = run_dir / "config.yaml"
-            earlier_config = config_path.read_bytes() if config_path.is_file() else None
-            if not done:
-                try:
-                    write_atomic(config_path, OmegaConf.to_yaml(dict(config)))
-                except OSError as error:
-                    raise RunDirectoryError(
-                        f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
-                        "choose a writable run_dir.") from error
-            try:
-                with GracefulInterrupt() as interrupt:
-                    yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
-            except CheckpointMismatchError:
-                # The checkpoint's states did not fit (raised as the trainer loads them, before
-                # any step): this start never ran, so config.yaml goes back to what it said.
-                if not done:
-                    if earlier_config is None:
-                        config_path.unlink(missing_ok=True)
-                    else:
-                        write_atomic(config_path, earlier_config)
-                raise
+            _say_where_it_starts(run_dir, config, rules, checkpoint, done=done)
+            with _config_recorded(run_dir, config, write=not done), \
+                    GracefulInterrupt() as interrupt:
+                yield RunSession(run_dir, device, checkpoint, interrupt, finished=done)
             if interrupt.requested:
                 print(f"{program}: interrupted; {path} holds the last finished step. Resume "
                       f"with: {resume_command(program)}", file=sys.stderr, flush=True)
                 raise RunInterrupted
+
+
+def _checkpoint_or_fresh_start(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules,
+                               device: torch.device) -> Checkpoint | None:
+    """The checkpoint ``run_dir`` resumes from, checked against ``config``; or None.
+
+    With ``resume`` on, a checkpoint there is read, its config's code refused where this run may
+    not import it, and its config compared with ``config`` (raising before anything is
+    written). With ``resume=false`` the earlier run is moved aside, never deleted.
+    """
+    path = run_dir / CHECKPOINT_NAME
+    resume = bool(config.get("resume", True))
+    if resume and path.exists():
+        if not path.is_file():
+            raise UnreadableCheckpointError(
+                f"{path} is not a file, so there is no checkpoint to resume. Nothing was "
+                "written. Move it away, or pass resume=false, which moves the run's files "
+                f"into {run_dir / PREVIOUS} and starts afresh.")
+        checkpoint = load_checkpoint(path, map_location=device)
+        rules.refuse_code(checkpoint.config, config, str(path))
+        check_compatible(rules.recorded(checkpoint.config), config, rules.sections,
+                         same=rules.same, run_dir=run_dir, written_by=made_by(run_dir))
+        return checkpoint
+    if not resume:
+        moved = move_aside(run_dir)
+        if moved is not None:
+            print(f"resume=false: the earlier run in {run_dir} was moved to {moved}; "
+                  "delete that folder when you no longer need it.", flush=True)
+    return None
+
+
+def _say_where_it_starts(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules,
+                         checkpoint: Checkpoint | None, *, done: bool) -> None:
+    """Tell a run that resumes at which step, and one that is ``done`` that it trains nothing
+    (a fresh run says nothing here): the user sees which run this command continues."""
+    if checkpoint is not None and not done:
+        print(f"resuming {run_dir} at {rules.counter} {checkpoint.count(rules.counter)} "
+              f"(of {rules.budget}={config[rules.budget]}) from its {CHECKPOINT_NAME}; "
+              f"resume=false would instead move this run into {PREVIOUS}/ and start "
+              "afresh.", flush=True)
+    if done:
+        assert checkpoint is not None
+        print(f"{run_dir} has already trained {checkpoint.count(rules.counter)} "
+              f"{rules.counter} (>= {rules.budget}={config[rules.budget]}): nothing to "
+              f"train; its config.yaml is left as it was. Raise {rules.budget}= to train "
+              "further.", flush=True)
+
+
+@contextmanager
+def _config_recorded(run_dir: Path, config: Mapping[str, Any], *, write: bool
+                     ) -> Iterator[None]:
+    """Write ``config`` to ``run_dir``/config.yaml (when ``write``) for the block's run.
+
+    A :class:`CheckpointMismatchError` from the block (the checkpoint's states did not fit,
+    raised as the trainer loads them, before any step) means this start never ran, so
+    config.yaml goes back to what it said before.
+    """
+    config_path = run_dir / "config.yaml"
+    earlier_config = config_path.read_bytes() if config_path.is_file() else None
+    if write:
+        try:
+            write_atomic(config_path, OmegaConf.to_yaml(dict(config)))
+        except OSError as error:
+            raise RunDirectoryError(
+                f"cannot write into run_dir={run_dir}: {error}. Nothing was trained; "
+                "choose a writable run_dir.") from error
+    try:
+        yield
+    except CheckpointMismatchError:
+        if write:
+            if earlier_config is None:
+                config_path.unlink(missing_ok=True)
+            else:
+                write_atomic(config_path, earlier_config)
+        raise
