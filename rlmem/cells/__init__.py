@@ -12,7 +12,7 @@ then the cells of installed plugins (the entry-point group ``rlmem.cells``); see
 
 import sys
 
-from rlmem.cells.base import Aux, Cell, CellOutput, Dims, State, reset_state, scan
+from rlmem.cells.base import Aux, Cell, CellOutput, Dims
 from rlmem.cells.registry import (
     CELLS,
     ENTRY_POINT_GROUP,
@@ -29,6 +29,7 @@ from rlmem.cells.registry import (
     widened_note,
 )
 from rlmem.cells.stacked import Stacked
+from rlmem.cells.time_loop import State, reset_state, scan
 
 __all__ = [
     "CELLS",

@@ -3,13 +3,13 @@ r"""Additive (Bahdanau) attention over a bounded set of memory slots.
 Shared by :class:`~rlmem.cells.memlstm.MemLSTM` (every past state) and the relevancy-screening
 cells (short-term buffer and relevant set).
 
-The cells' steps compute with these modules in the "doubled" form:
-:math:`\tanh(x) = 2\sigma(2x) - 1`, with the factor 2 folded into the weights
-(:meth:`AdditiveAttention.doubled`, :meth:`~rlmem.cells.lstm_base.LSTMBase.doubled`, gathered
-in :class:`Weights`),
-because on CPU torch's ``tanh`` is several times slower than its ``sigmoid``. It is the same
-function; only rounding differs. Their engines (:mod:`rlmem.cells._engines.screened`,
-:mod:`rlmem.cells._engines.full_attention`) take the same :class:`Weights`.
+The engines (:mod:`rlmem.cells._engines.screened`, :mod:`rlmem.cells._engines.full_attention`)
+and MemLSTM's step compute in the "doubled" form: :math:`\tanh(x) = 2\sigma(2x) - 1`, with the
+factor 2 folded into the weights (:meth:`AdditiveAttention.doubled`,
+:meth:`~rlmem.cells.lstm_base.LSTMBase.doubled`, gathered in :class:`Weights`), because on CPU
+torch's ``tanh`` is several times slower than its ``sigmoid``. It is the same function; only
+rounding differs. The relevancy-screening cells' step, their reference, is the textbook form
+(:meth:`AdditiveAttention.forward`).
 """
 
 from __future__ import annotations

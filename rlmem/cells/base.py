@@ -30,18 +30,12 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple, TypeVar, final
+from typing import Any, ClassVar, NamedTuple, final
 
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.host_reads import any_reset, steps_with_resets
-
-State = NamedTuple
-"""A cell's recurrent state: a NamedTuple of tensors with the batch on dim 0 of each."""
-
-S = TypeVar("S", bound=State)
-"""A cell's state type, kept through a function (rebuilt with ``_make``)."""
+from rlmem.cells.time_loop import ScanResult, State, scan
 
 
 @dataclass(frozen=True, init=False)
@@ -98,10 +92,6 @@ def state_dims(state_type: type) -> Mapping[str, Dims]:
         dims[key] = found[0]
     return MappingProxyType(dims)
 
-StepFn = Callable[[Tensor, Any], tuple[Tensor, Any, dict[str, Tensor]]]
-"""``step(x_t, state) -> (y_t, new_state, per-step traces)``: one time step of a cell."""
-
-
 class Aux:
     """What a cell contributes besides its output, returned by :meth:`Cell.forward_aux`.
 
@@ -147,83 +137,6 @@ class CellOutput(NamedTuple):
     output: Tensor
     state: Any
     aux: Aux
-
-
-def reset_state(state: S, reset: Tensor) -> S:
-    """Return ``state`` with the entries of the batch items where ``reset`` is true set to zero.
-
-    ``torch.where`` rather than multiplication by a mask, so that no gradient flows back across
-    a reset and a non-finite value in a finished episode cannot leak into the next one.
-
-    Shapes:
-        - reset: ``(B,)`` bool
-        - each field of state: ``(B, ...)``
-    """
-    fields = []
-    for value in state:
-        mask = reset.view(reset.shape + (1,) * (value.dim() - 1))
-        fields.append(torch.where(mask, torch.zeros((), dtype=value.dtype, device=value.device),
-                                  value))
-    return state._make(fields)
-
-
-class ScanResult(NamedTuple):
-    """What a time loop returns: :func:`scan`, an engine (:meth:`Cell.fast_scan`), and so
-    :meth:`Cell._scan`."""
-
-    output: Tensor
-    """``(T, B, *)``: the output of every step."""
-    state: Any
-    """The state after the last step."""
-    traces: dict[str, Tensor]
-    """The per-step traces of :meth:`Cell.step`, each stacked on a leading time dimension."""
-
-
-def scan(step: StepFn, x: Tensor, state: State, resets: Tensor) -> ScanResult:
-    """Run ``step`` over time, re-initialising the state of each batch item where it resets.
-
-    This is the one time loop of rlmem, and ``scan(cell.step, cell.project_input(x), ...)`` is
-    every cell's specification: each engine is tested against it (``tests/cells/test_engines.py``).
-
-    Shapes:
-        - x: ``(T, B, *)``
-        - resets: ``(T, B)`` bool, ``resets[t, b]`` resets ``b`` before ``x[t, b]``
-        - returns ``y`` of shape ``(T, B, *)``, the final state, and the per-step traces of
-          ``step`` stacked on a new leading time dimension.
-    """
-    if x.shape[0] == 1:
-        # A rollout's single step: its outputs get their time dimension as views (they may
-        # share memory with the state), which costs less than stacked copies.
-        if any_reset(resets):
-            state = reset_state(state, resets[0])
-        y, state, trace = step(x[0], state)
-        return ScanResult(y.unsqueeze(0), state,
-                          {key: value.unsqueeze(0) for key, value in trace.items()})
-    # One host read for the whole sequence instead of one per step.
-    resetting = steps_with_resets(resets)
-    outputs: list[Tensor] = []
-    traces: dict[str, list[Tensor]] = {}
-    for t in range(x.shape[0]):
-        if resetting[t]:
-            state = reset_state(state, resets[t])
-        y, state, trace = step(x[t], state)
-        outputs.append(y)
-        for key, value in trace.items():
-            traces.setdefault(key, []).append(value)
-    stacked = {key: torch.stack(values) for key, values in traces.items()}
-    return ScanResult(torch.stack(outputs), state, stacked)
-
-
-def episode_time(t0: Tensor, resets: Tensor) -> Tensor:
-    """``(T, B)`` long: steps since the episode started at each step, before that step.
-
-    Step ``k`` of item ``b`` is ``k - r`` after its last reset ``r ≤ k``, else ``t0[b] + k``
-    (``t0``: the steps its episode had consumed before the chunk, ``(B,)`` long).
-    """
-    steps = resets.shape[0]
-    index = torch.arange(steps, device=resets.device).unsqueeze(1)
-    last = torch.where(resets, index, -1).cummax(dim=0).values
-    return torch.where(last >= 0, index - last, t0.unsqueeze(0) + index)
 
 
 class CellContractError(ValueError):
@@ -337,11 +250,12 @@ class Cell(nn.Module, abc.ABC):
         """An engine's run of the chunk, or ``None`` where no engine applies.
 
         The one hook through which a cell runs faster than ``scan(step)``: a cell with an
-        engine overrides it with one line that hands the chunk to its engine module in
-        :mod:`rlmem.cells._engines`, which returns ``None`` for what it does not cover (a
-        dtype, a device, an option). Whatever it returns must equal :func:`scan` over
-        :meth:`step`, outputs, state, traces and gradients, and ``tests/cells/test_engines.py``
-        lists which engine is proven equal to which step. The default: no engine.
+        engine overrides it to hand its tensors (inputs, weights, state, resets,
+        hyperparameters) to its engine module in :mod:`rlmem.cells._engines`, which takes no
+        cell and returns ``None`` for what it does not cover (a dtype, a device, an option).
+        Whatever it returns must equal :func:`scan` over :meth:`step`, outputs, state, traces
+        and gradients, and ``tests/cells/test_engines.py`` lists which engine is proven equal
+        to which step. The default: no engine.
 
         Shapes: as :meth:`_scan`.
         """

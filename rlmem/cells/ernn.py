@@ -14,8 +14,9 @@ from torch.nn import functional
 
 from rlmem.cells import activations
 from rlmem.cells._engines import ernn as engine
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class ERNNState(NamedTuple):
@@ -43,7 +44,7 @@ class ERNN(Cell):
     call, and :math:`d_t = (I + U)(W x_t + b)`, one matmul over the whole sequence
     (:meth:`project_input`). An iteration is then one matmul.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.ernn`) shares the products with M between steps.
 
     Args:
@@ -108,7 +109,9 @@ class ERNN(Cell):
         return h, ERNNState(h), {"residual": residual}
 
     def fast_scan(self, x: Tensor, state: ERNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x), engine.ERNNWeights(self.fixed_point_weight().T, self.eta),
+            state, resets, self.phi)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         return {"residual": traces["residual"].mean(),

@@ -8,9 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells._engines import fused_rnn
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class GRUState(NamedTuple):
@@ -28,7 +29,7 @@ class GRU(Cell):
         n_t &= \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})) \qquad
         h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}
 
-    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.time_loop.scan` over
     :meth:`step` (``torch.gru_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
     runs each reset-free segment of a chunk through the fused ``nn.GRU`` kernel, on the same
     weights.
@@ -70,7 +71,8 @@ class GRU(Cell):
         return h, GRUState(h), {}
 
     def fast_scan(self, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
-        return fused_rnn.gru(self, x, state, resets)
+        return fused_rnn.gru(x, self.rnn.all_weights[0], state, resets,
+                             train=self.rnn.training)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, update_bias={self.update_bias}"

@@ -19,9 +19,10 @@ from torch.nn import functional as F
 from rlmem.cells import activations
 from rlmem.cells._engines import irnn as engine
 from rlmem.cells._engines.weight_cache import prepared
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class IRNNState(NamedTuple):
@@ -97,7 +98,7 @@ class IncrementalRNN(Cell):
     The drives of a sequence are one batched pass (:meth:`project_input`), and A is formed
     once per call (:meth:`transition`; :math:`U^2 = I + V(2H + HVH)` keeps the low rank).
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`, one round per
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`, one round per
     step; its engine (:mod:`~rlmem.cells._engines.irnn`) shares the products with A between
     rounds.
 
@@ -221,7 +222,9 @@ class IncrementalRNN(Cell):
         return g, IRNNState(g), {"residual": residual}
 
     def fast_scan(self, x: Tensor, state: IRNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x), engine.IRNNWeights(self.transition(), self.eta, self.alpha),
+            state, resets, self.phi)
 
     def diagnostics(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         learned = {"alpha": self.alpha.detach()} if self.learn_alpha else {}

@@ -8,9 +8,10 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells._engines import fused_rnn
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class LSTMState(NamedTuple):
@@ -31,7 +32,7 @@ class LSTM(Cell):
         o_t = \sigma(W_{io} x_t + W_{ho} h_{t-1} + b_o) \\
         c_t &= f_t \odot c_{t-1} + i_t \odot g_t \qquad h_t = o_t \odot \tanh(c_t)
 
-    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.base.scan` over
+    The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.time_loop.scan` over
     :meth:`step` (``torch.lstm_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
     runs each reset-free segment of a chunk through the fused ``nn.LSTM`` kernel, on the same
     weights.
@@ -79,7 +80,8 @@ class LSTM(Cell):
         return h, LSTMState(h, c), {}
 
     def fast_scan(self, x: Tensor, state: LSTMState, resets: Tensor) -> ScanResult:
-        return fused_rnn.lstm(self, x, state, resets)
+        return fused_rnn.lstm(x, self.rnn.all_weights[0], state, resets,
+                              train=self.rnn.training)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 
@@ -37,6 +38,29 @@ class LSTMBase(nn.Module):
     def forward(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """Shapes: x_t ``(B, input)``, s and c ``(B, H)``; returns ``h_t, c_t``, each ``(B, H)``."""
         return self.cell(x_t, (s, c))
+
+    def input_terms(self, x: Tensor) -> Tensor:
+        """The gates' input terms :math:`W_{ih} x + b_{ih} + b_{hh}`, for any leading shape.
+
+        Shapes: x ``(..., input)``; returns ``(..., 4H)``.
+        """
+        cell = self.cell
+        return functional.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)
+
+    def step(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        r"""One LSTM step, as the textbook writes it, from the gates' input terms ``x_t``
+        (:meth:`input_terms`) and the macro-state :math:`s_{t-1}`:
+
+        .. math::
+            (i, f, g, o) = W_{hh} s_{t-1} + x_t \qquad
+            c_t = \sigma(f) c_{t-1} + \sigma(i) \tanh(g) \qquad
+            h_t = \sigma(o) \tanh(c_t)
+
+        Shapes: x_t ``(B, 4H)``; s, c ``(B, H)``; returns ``h_t, c_t``.
+        """
+        i, f, g, o = (x_t + functional.linear(s, self.cell.weight_hh)).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
 
     def doubled(self) -> tuple[Tensor, Tensor, Tensor]:
         """``W_ih, b_ih + b_hh, W_hh`` with the rows of the ``g`` gate (the one under a tanh)

@@ -6,6 +6,7 @@ Align and Translate", 2014; used as the MemRNN/MemLSTM baseline of Kerg et al. (
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Annotated, NamedTuple
 
@@ -14,12 +15,14 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from rlmem.cells._engines import full_attention
+from rlmem.cells._engines.attentive_paths import outside_autocast, wants_engine
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
-from rlmem.cells.base import Cell, Dims, ScanResult, episode_time
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.host_reads import latest_start
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult, episode_time, scan
 
 
 class MemoryOverflowWarning(UserWarning):
@@ -64,7 +67,7 @@ class MemLSTM(Cell):
     Cost per step is O(t), the episode's length so far (at most ``capacity``): O(T²) over a
     sequence, the contrast with relevancy screening that Kerg et al. make.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`. Its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`. Its engine
     (:mod:`rlmem.cells._engines.full_attention`) runs a chunk without autograd inside the
     loop, with a hand-written backward, each step reading only the slots an episode of the
     chunk can hold, without copying the memory, in the parameters' dtype even under autocast;
@@ -158,8 +161,45 @@ class MemLSTM(Cell):
         return s, MemLSTMState(s, c, state.t + 1, memory, keys, valid), traces
 
     def fast_scan(self, x: Tensor, state: MemLSTMState, resets: Tensor) -> ScanResult:
+        """The chunk through the first path that takes it: under autocast, the same paths in
+        the parameters' dtype with autocast off; the chunk engine
+        (:func:`~rlmem.cells._engines.full_attention.full_scan`: chunks of
+        :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
+        autograd; float32 and float64); the compiled rollout step
+        (:func:`~rlmem.cells._engines.full_attention.full_step`: one step without autograd);
+        else :meth:`prepared_step`."""
         self._warn_on_overflow(state.t, resets)
-        return full_attention.fast_scan(self, x, state, resets)
+        escaped = outside_autocast(self._scan, x, state, resets, self.attention.score.weight.dtype)
+        if escaped is not None:
+            return escaped
+        w_in, bias, weights = self.doubled_weights()
+        xp = project(x, w_in, bias)
+        result = None
+        if wants_engine(x.shape[0], (xp, *weights, *state)):
+            result = full_attention.full_scan(xp, weights, state.s, state.c, state.memory,
+                                              state.keys, state.valid, state.t, resets)
+        if result is None:
+            # A few steps (a rollout): the slots the longest episode can reach by the end of
+            # the chunk, found with one host sync before the loop.
+            used = min(latest_start(state.t) + x.shape[0], self.capacity)
+            result = full_attention.full_step(xp, weights, state.s, state.c, state.t,
+                                              state.memory, state.keys, state.valid, resets, used)
+        if result is None:
+            return self.prepared_step(xp, state, resets, weights, used)
+        return ScanResult(result.y, MemLSTMState(result.y[-1], result.c, result.t,
+                                                 result.memory, result.keys, result.valid),
+                          result.traces)
+
+    def prepared_step(self, xp: Tensor, state: MemLSTMState, resets: Tensor, weights: Weights,
+                      used: int) -> ScanResult:
+        """``scan(step)`` with the weights built once for the chunk rather than once per step,
+        attending over the slots ``[0, used)`` only, which must hold every state of every
+        batch item (:meth:`step_with`).
+
+        Shapes: xp ``(T, B, 4H)`` from :meth:`project_input`; as :meth:`fast_scan` otherwise.
+        """
+        return scan(functools.partial(self.step_with, weights=weights, used=used), xp, state,
+                    resets)
 
     def _warn_on_overflow(self, t0: Tensor, resets: Tensor) -> None:
         """Warn, once per cell, when an episode of this chunk outgrows ``capacity``.

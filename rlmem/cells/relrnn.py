@@ -12,8 +12,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells._engines import screened
-from rlmem.cells.base import ScanResult
 from rlmem.cells.modrelu import ModReLU
 from rlmem.cells.options import enum_option
 from rlmem.cells.registry import register
@@ -122,20 +120,23 @@ class ReLRNN(RelevancyScreening):
     def runs_engine(self) -> bool:
         return super().runs_engine() and self.nonlinearity is BaseNonlinearity.tanh
 
-    def fast_scan(self, x: Tensor, state: ReLRNNState, resets: Tensor) -> ScanResult:
-        return screened.fast_scan(self, x, state, resets)
-
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
-        if self.nonlinearity is BaseNonlinearity.modrelu:
-            return self.input_map.weight, self.input_map.bias, self.recurrent_map.weight
         # tanh(V s + U x + b) = 2σ(2V s + 2U x + 2b) - 1
         return (2.0 * self.input_map.weight, 2.0 * self.input_map.bias,
                 2.0 * self.recurrent_map.weight)
 
-    def base_step(self, z: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
+    def project_input(self, x: Tensor) -> Tensor:
+        """The base's input terms :math:`U x_t + b`, all steps at once.
+
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, hidden_size)``.
+        """
+        return self.input_map(x)
+
+    def base_step(self, x_t: Tensor, state: ReLRNNState) -> tuple[Tensor, dict[str, Tensor]]:
+        pre = x_t + self.recurrent_map(state.s)  # V s_{t-1} + U x_t + b
         if self.nonlinearity is BaseNonlinearity.modrelu:
-            return self.modrelu(z), {}
-        return 2.0 * torch.sigmoid(z) - 1.0, {}
+            return self.modrelu(pre), {}
+        return torch.tanh(pre), {}
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, nonlinearity={self.nonlinearity.name}"

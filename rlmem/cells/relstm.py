@@ -10,8 +10,7 @@ from typing import Annotated, NamedTuple
 
 from torch import Tensor
 
-from rlmem.cells._engines import screened
-from rlmem.cells.base import Dims, ScanResult
+from rlmem.cells.base import Dims
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
 from rlmem.cells.screening import (
@@ -105,12 +104,16 @@ class ReLSTM(RelevancyScreening):
                          screening=screening, readout=readout)
         self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
 
-    def fast_scan(self, x: Tensor, state: ReLSTMState, resets: Tensor) -> ScanResult:
-        return screened.fast_scan(self, x, state, resets)
-
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         return self.base.doubled()
 
-    def base_step(self, z: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
-        h, c = self.base.step_doubled(z, state.c)
+    def project_input(self, x: Tensor) -> Tensor:
+        """The LSTM gates' input terms :math:`W_{ih} x_t + b_{ih} + b_{hh}`, all steps at once.
+
+        Shapes: x ``(T, B, input_size)``; returns ``(T, B, 4 hidden_size)``.
+        """
+        return self.base.input_terms(x)
+
+    def base_step(self, x_t: Tensor, state: ReLSTMState) -> tuple[Tensor, dict[str, Tensor]]:
+        h, c = self.base.step(x_t, state.s, state.c)
         return h, {"c": c}

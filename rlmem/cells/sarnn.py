@@ -13,9 +13,10 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines import sarnn as engine
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 
 class SARNNState(NamedTuple):
@@ -58,7 +59,7 @@ class SARNN(Cell):
     are one matmul over the whole sequence (:meth:`project_input`), and the GRU step is
     written out around its one recurrent matmul :math:`W_{hh} h_{t-1} + b_{hh}`.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.sarnn`) runs the same steps without autograd, with a
     hand-written backward pass.
 
@@ -160,7 +161,10 @@ class SARNN(Cell):
         return h_new, SARNNState(h_new), {"update": update, "update_probability": probability}
 
     def fast_scan(self, x: Tensor, state: SARNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x),
+            engine.SARNNWeights(self.gru.weight_hh, self.gru.bias_hh, self.w_u), state, resets,
+            self.slope)
 
     def aux_losses(self, traces: dict[str, Tensor]) -> dict[str, Tensor]:
         if not self.lam:

@@ -16,10 +16,13 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from rlmem.cells._engines import screened
+from rlmem.cells._engines.attentive_paths import outside_autocast, wants_engine
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
+from rlmem.cells.time_loop import ScanResult
 
 # The fields of the screened memory, in both cells' states (one alias each, so that both
 # NamedTuples declare a field's shape and dtype the same way).
@@ -137,15 +140,16 @@ class RelevancyScreening(Cell):
     to R only if it drew more than that share, so R starts empty of the first states unless
     attention singled them out.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`. The cells' engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`. The cells' engine
     (:mod:`rlmem.cells._engines.screened`) runs a chunk without autograd inside the loop, with a
     hand-written backward, in the parameters' dtype even under autocast, with either
     screening; and a rollout's single steps without autograd through a compiled step
-    (Algorithm 1's screening). The step itself, its weights built once per call
-    (:meth:`step_with`), runs for a rollout's few steps otherwise, for parameters other than
-    float32 and float64, and for the options the engine does not implement
-    (``readout=authors_code``, ReLRNN's ``modrelu``), which train through autograd step by
-    step, several times slower.
+    (Algorithm 1's screening). The engine computes in the doubled form of
+    :mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`); :meth:`step` is the
+    textbook form, the reference it is tested against, and runs for a rollout's few steps
+    otherwise, for parameters other than float32 and float64, and for the options the engine
+    does not implement (``readout=authors_code``, ReLRNN's ``modrelu``), which train through
+    autograd step by step, several times slower.
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
@@ -172,17 +176,23 @@ class RelevancyScreening(Cell):
     @abc.abstractmethod
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:
         """The base's input weight ``(G, input)``, bias ``(G,)`` and recurrent weight
-        ``(G, H)``, tanh pre-activations doubled; ``G`` is the size of its pre-activation."""
+        ``(G, H)`` for the engine, tanh pre-activations doubled; ``G`` is the size of its
+        pre-activation."""
 
     @abc.abstractmethod
-    def base_step(self, z: Tensor, state: Any) -> tuple[Tensor, dict[str, Tensor]]:
-        """``h_t`` and the updated base fields (``c`` for the LSTM) from the pre-activation
-        ``z`` ``(B, G)``."""
+    def project_input(self, x: Tensor) -> Tensor:
+        """The base's input terms (its input weight and bias applied), all steps at once:
+        :meth:`step` receives ``project_input(x)[t]``, ``(B, G)``."""
+
+    @abc.abstractmethod
+    def base_step(self, x_t: Tensor, state: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """``h_t`` and the updated base fields (``c`` for the LSTM) from the base's input terms
+        ``x_t`` (``(B, G)``) and the previous macro-state ``state.s``."""
 
     def doubled_weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """The transposed input weight and the bias of :meth:`project_input`, and the
-        recurrent :class:`~rlmem.cells.attention.Weights` of :meth:`step_with`, in the doubled
-        form of :mod:`rlmem.cells.attention`; kept between calls without autograd
+        """What the engine reads: the transposed input weight and the bias of its input terms,
+        and the recurrent :class:`~rlmem.cells.attention.Weights`, in the doubled form of
+        :mod:`rlmem.cells.attention`; kept between calls without autograd
         (:func:`~rlmem.cells._engines.weight_cache.prepared`)."""
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base_weights()
@@ -191,28 +201,46 @@ class RelevancyScreening(Cell):
                     Weights(torch.cat([w_rec, query]), key, score, query_bias))
         return prepared(self, build)
 
-    def project_input(self, x: Tensor) -> Tensor:
-        """The base's input terms ``U x + b`` (tanh pre-activations doubled) for all steps in
-        one matmul; ``G`` is the size of the base's pre-activation.
-
-        Shapes: x ``(T, B, input_size)``; returns ``(T, B, G)``.
-        """
-        w_in, bias, _ = self.doubled_weights()
-        return project(x, w_in, bias)
+    def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult | None:
+        """The chunk through the first path that takes it: under autocast, the same paths in
+        the parameters' dtype with autocast off; the chunk engine
+        (:func:`~rlmem.cells._engines.screened.screened_scan`: chunks of
+        :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
+        autograd; float32 and float64; both screenings; :meth:`runs_engine`); the compiled
+        rollout step (:func:`~rlmem.cells._engines.screened.screened_step`: one step without
+        autograd, Algorithm 1's screening); else ``None``: :meth:`step` runs."""
+        escaped = outside_autocast(self._scan, x, state, resets, self.attention.score.weight.dtype)
+        if escaped is not None:
+            return escaped
+        if not self.runs_engine():
+            return None
+        w_in, bias, weights = self.doubled_weights()
+        xp = project(x, w_in, bias)
+        fields = (state.s, getattr(state, "c", None), state.short, state.short_score,
+                  state.short_valid, state.short_time, state.relevant, state.relevant_score,
+                  state.relevant_valid, state.relevant_time, state.t, resets)
+        result = None
+        normalised = self.screening is Screening.normalised
+        if wants_engine(x.shape[0], (xp, *weights, *state)):
+            result = screened.screened_scan(xp, weights, *fields,
+                                            uniform_share=UNIFORM_SHARE if normalised else None)
+        if result is None and not normalised:
+            result = screened.screened_step(xp, weights, *fields)
+        if result is None:
+            return None
+        base_fields = {"c": result.c} if result.c is not None else {}
+        new_state = state._replace(
+            s=result.y[-1], t=result.t, **base_fields,
+            short=result.short, short_score=result.short_score, short_valid=result.short_valid,
+            short_time=result.short_time, relevant=result.relevant,
+            relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
+            relevant_time=result.relevant_time)
+        return ScanResult(result.y, new_state, result.traces)
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
         """One step of the docstring's equations; ``x_t`` is a step of :meth:`project_input`,
         ``(B, G)``."""
-        return self.step_with(x_t, state, self.doubled_weights()[2])
-
-    def step_with(self, x_t: Tensor, state: Any,
-                  weights: Weights) -> tuple[Tensor, Any, dict[str, Tensor]]:
-        """:meth:`step` with its weights given (from :meth:`doubled_weights`), so that a loop
-        can build them once rather than once per step."""
-        gates = x_t.shape[1]
-        z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
-        query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
-        h, base_fields = self.base_step(z, state)
+        h, base_fields = self.base_step(x_t, state)
         batch = h.shape[0]
         true = torch.ones(batch, 1, dtype=torch.bool, device=h.device)
 
@@ -236,8 +264,7 @@ class RelevancyScreening(Cell):
 
         slots = torch.cat([short, relevant], dim=1)
         valid = torch.cat([short_valid, relevant_valid], dim=1)
-        weights_t, read = self.attention.attend_doubled(
-            query, slots, torch.matmul(slots, weights.key.t()), valid, weights.score)
+        weights_t, read = self.attention(state.s, slots, valid)
         if self.readout is Readout.algorithm1:
             s = output = h + read
         else:

@@ -20,7 +20,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from rlmem.cells.base import Cell, ScanResult, State
+from rlmem.cells.base import Cell
+from rlmem.cells.time_loop import ScanResult, State
 
 
 def check_stack(num_layers: int, dropout: float) -> None:
@@ -78,7 +79,7 @@ class Stacked(Cell):
     output is :math:`y^{(L)}_t` and the state is :math:`(s^{(0)}_t, \dots, s^{(L-1)}_t)`. A
     reset re-initialises every layer.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`, which runs all
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`, which runs all
     layers for one step. :meth:`fast_scan` runs the same layers layer after layer over the
     whole chunk instead, so that each layer runs its own engine; without dropout the two give
     the same result. Auxiliary losses, diagnostics and traces are each layer's, under the prefix

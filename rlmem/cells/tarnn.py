@@ -13,8 +13,10 @@ from torch.nn import functional
 
 from rlmem.cells import activations
 from rlmem.cells._engines import tarnn as engine
-from rlmem.cells.base import Cell, Dims, ScanResult
+from rlmem.cells._engines.fast_forms import FAST_FORMS
+from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
+from rlmem.cells.time_loop import ScanResult
 
 A_FORMS = ("identity", "coupled")
 
@@ -66,7 +68,7 @@ class TARNN(Cell):
     :math:`A z` is :math:`-z`, plus :math:`z_{i + D/2}` in row :math:`i < D/2` for the coupled
     form.
 
-    The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; its engine
+    The reference loop is :func:`~rlmem.cells.time_loop.scan` over :meth:`step`; its engine
     (:mod:`~rlmem.cells._engines.tarnn`) runs the same steps without autograd, with a
     hand-written backward pass.
 
@@ -177,7 +179,10 @@ class TARNN(Cell):
         return z, TARNNState(z), {"beta": beta}
 
     def fast_scan(self, x: Tensor, state: TARNNState, resets: Tensor) -> ScanResult:
-        return engine.fast_scan(self, x, state, resets)
+        return engine.fast_scan(
+            self.project_input(x),
+            engine.TARNNWeights(self.state_weight(), self.U.weight, self.eta), state, resets,
+            coupled=self.A_form == "coupled", form=FAST_FORMS[self.phi_name])
 
     # --- what the cell adds and reports ----------------------------------------------------
 

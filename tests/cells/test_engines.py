@@ -1,6 +1,6 @@
 """Which engine runs which cell, each proven equal to the cell's own step: one table.
 
-A cell's specification is ``scan(step)``: :func:`rlmem.cells.base.scan` over its
+A cell's specification is ``scan(step)``: :func:`rlmem.cells.time_loop.scan` over its
 :meth:`~rlmem.cells.base.Cell.step`. An engine (:mod:`rlmem.cells._engines`) computes the same
 faster, behind :meth:`~rlmem.cells.base.Cell.fast_scan`. :data:`ENGINES` lists every (cell,
 options, way of calling it) and the engine function that computes it. Each row is checked in
@@ -108,9 +108,9 @@ ENGINES: list[Row] = [
     Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
     Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
     Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
-    Row("memlstm", {"capacity": 64}, S, full_attention.prepared_step),
+    Row("memlstm", {"capacity": 64}, S, MemLSTM.prepared_step),
     Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
-    Row("memlstm", {"capacity": 8}, R, full_attention.prepared_step, PYTHON, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, MemLSTM.prepared_step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.
     Row("relstm", NU3_RHO2, T, screened.screened_scan),
@@ -121,21 +121,21 @@ ENGINES: list[Row] = [
         sharpen=SHARP),
     Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP),
     Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP),
-    Row("relstm", NU2_RHO2, S, screened.prepared_step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, S, RelevancyScreening.step, sharpen=SHARP),
     Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP),
-    Row("relstm", NU2_RHO2, R, screened.prepared_step, PYTHON, sharpen=SHARP),
-    Row("relstm", NU3_RHO2 | NORMALISED, R, screened.prepared_step, sharpen=SHARP),
-    Row("relstm", NU2_RHO2 | AUTHORS, T, screened.prepared_step, sharpen=SHARP),
-    Row("relstm", NU2_RHO2 | AUTHORS, R, screened.prepared_step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, R, RelevancyScreening.step, PYTHON, sharpen=SHARP),
+    Row("relstm", NU3_RHO2 | NORMALISED, R, RelevancyScreening.step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2 | AUTHORS, T, RelevancyScreening.step, sharpen=SHARP),
+    Row("relstm", NU2_RHO2 | AUTHORS, R, RelevancyScreening.step, sharpen=SHARP),
     Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP),
     Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
     Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.screened_step, COMPILED,
         sharpen=SHARP),
-    Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.prepared_step, PYTHON,
+    Row("relrnn", {"short_term": 4, "relevant": 3}, R, RelevancyScreening.step, PYTHON,
         sharpen=SHARP),
     Row("relrnn", NU2_RHO2 | {"nonlinearity": BaseNonlinearity.modrelu}, T,
-        screened.prepared_step, sharpen=SHARP),
-    Row("relrnn", NU2_RHO2 | AUTHORS, T, screened.prepared_step, sharpen=SHARP),
+        RelevancyScreening.step, sharpen=SHARP),
+    Row("relrnn", NU2_RHO2 | AUTHORS, T, RelevancyScreening.step, sharpen=SHARP),
     # TARNN and SA-RNN: the loop without autograd and its hand-written backward.
     Row("tarnn", {}, T, tarnn.fast_scan),
     Row("tarnn", {"K": 2, "A": "coupled", "nonlinearity": "relu", "gamma1": 0.1,

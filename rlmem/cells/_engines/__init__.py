@@ -1,13 +1,17 @@
 """The cells' engines: faster ways to compute what a cell's ``scan(step)`` computes.
 
 A cell's file holds its math (state, ``step``, equations); ``scan(step)``
-(:func:`rlmem.cells.base.scan`) is its specification. An engine computes the same over a whole
-chunk with fewer, larger operations: a fused kernel, a loop without autograd and a hand-written
-backward, a compiled loop. A cell opts in by overriding :meth:`rlmem.cells.base.Cell.fast_scan`
-with one line that hands the chunk to its engine module; the engine returns ``None`` for what
-it does not cover, and the cell then runs ``scan(step)``. ``tests/cells/test_engines.py`` lists
-every (cell, options) and the engine that runs it, each proven equal to the cell's ``scan(step)`` in
-float64, with resets, outputs, states, traces and gradients.
+(:func:`rlmem.cells.time_loop.scan`) is its specification. An engine computes the same over a
+whole chunk with fewer, larger operations: a fused kernel, a loop without autograd and a
+hand-written backward, a compiled loop. An engine is a function of tensors, the model being
+torch's ``_VF.lstm(input, hx, flat_weights, ...)``: inputs, weights (a NamedTuple of the
+engine's module), state, resets and hyperparameters; it takes no cell and imports no cell
+module. A cell opts in by overriding :meth:`rlmem.cells.base.Cell.fast_scan`, the one place
+where it hands its tensors over; the engine returns ``None`` for what it does not cover, and
+the cell then runs ``scan(step)``. ``tests/cells/test_engines.py`` lists every (cell, options)
+and the engine that runs it, each proven equal to the cell's ``scan(step)`` in float64, with
+resets, outputs, states, traces and gradients; ``tests/cells/test_engine_boundary.py`` checks
+that no engine imports a cell.
 
 The engines, one module each:
 
@@ -25,7 +29,8 @@ What they share: :mod:`.compiled` (the C++ loops of ``csrc/``, built at first us
 :mod:`.attentive_paths` (when an attentive cell's chunk takes its engine),
 :mod:`.workspace` (scratch memory recycled across calls), :mod:`.weight_cache` (derived
 weights kept between calls without autograd), :mod:`.fast_forms` (φ for the hand-written
-backwards) and :mod:`.reset_masks`.
+backwards). Every engine applies a reset through the one rule of :mod:`rlmem.cells.resets`
+(``csrc/reset.h`` in C++).
 
 Private: nothing outside :mod:`rlmem.cells` imports from here, except the benchmarks and tests
 that time or check the engines.

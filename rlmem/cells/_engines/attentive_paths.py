@@ -16,7 +16,8 @@ _R = TypeVar("_R")
 
 STEP_PATH_STEPS = 4
 """Without autograd, chunks shorter than this (the rollout's single steps) run the cell's own
-step through :func:`rlmem.cells.base.scan`: an engine's setup costs more than it saves there."""
+step through :func:`rlmem.cells.time_loop.scan`: an engine's setup costs more than it saves
+there."""
 
 
 def outside_autocast(scan_fn: Callable[[Tensor, Any, Tensor], _R], x: Tensor, state: Any,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlmem.cells.resets import cut_gradient, reset_where
+
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
 _tanh_backward = torch.ops.aten.tanh_backward
 
@@ -77,7 +79,7 @@ class BaseRecurrence:
     def reset(self, k: int, reset: Tensor) -> None:
         """Zero ``c_{k-1}`` of the batch items that reset at step ``k``."""
         if self.lstm:
-            self.c_rows[self._row(k)].masked_fill_(reset.unsqueeze(1), 0.0)
+            reset_where(self.c_rows[self._row(k)], reset.unsqueeze(1), in_place=True)
 
     def forward(self, k: int, z: Tensor, h: Tensor) -> Tensor:
         """Write ``h_k`` into ``h``, from the base block of ``z`` (``(B, 4, H)`` for the LSTM)."""
@@ -124,7 +126,7 @@ def state_gradient(dz: Tensor, recurrent: Tensor, g_previous: Tensor | None,
     """The gradient of ``s_{k-1}`` in a backward loop: the recurrent weights carry ``dz_k``
     back (nothing crosses a reset, ``reset`` ``(B, 1)``), plus ``y_{k-1}``'s own gradient."""
     if reset is not None:
-        ds = torch.mm(dz, recurrent).masked_fill_(reset, 0.0)
+        ds = cut_gradient(torch.mm(dz, recurrent), reset, in_place=True)
         return ds.add_(g_previous) if g_previous is not None else ds
     if g_previous is not None:
         return torch.addmm(g_previous, dz, recurrent)
@@ -136,5 +138,5 @@ def previous_states(out: Tensor, s0: Tensor, y: Tensor, resets: Tensor) -> Tenso
     gradient. Shapes: out, y ``(T, B, H)``; s0 ``(B, H)``; resets ``(T, B)``."""
     out[0] = s0
     out[1:] = y[:-1]
-    return out.masked_fill_(resets.unsqueeze(2), 0.0)
+    return reset_where(out, resets.unsqueeze(2), in_place=True)
 

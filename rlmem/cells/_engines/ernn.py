@@ -7,43 +7,53 @@ t + 1: it is computed once, and the residuals of all steps in one batched pass a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.ernn import ERNN, ERNNState
+from rlmem.cells.resets import reset_masks, reset_where
+from rlmem.cells.time_loop import S, ScanResult
 
 
-def fast_scan(cell: ERNN, x: Tensor, state: ERNNState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.ernn.ERNN` over a chunk.
+class ERNNWeights(NamedTuple):
+    """What ERNN's iterations read besides the state: the cell's weights, rearranged."""
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    fixed_point_t: Tensor
+    r""":math:`M^\top = ((I + U) V)^\top`, ``(H, H)``."""
+    eta: Tensor
+    r"""The step sizes :math:`\eta_k`, ``(K,)``."""
+
+
+def fast_scan(drives: Tensor, weights: ERNNWeights, state: S, resets: Tensor,
+              phi: Callable[[Tensor], Tensor]) -> ScanResult:
+    r"""ERNN (:class:`~rlmem.cells.ernn.ERNN`) over a chunk: K iterations of
+    :math:`h \leftarrow (1 - \eta_k) h + \eta_k \phi(M h + d_t)` per step.
+
+    Shapes:
+        - drives: ``(T, B, H)``, :math:`d_t` (the cell's ``project_input``); resets ``(T, B)``
+        - state: a one-field NamedTuple, :math:`h` ``(B, H)``; returned of the same type
     """
-    drives = cell.project_input(x)
-    weight_t = cell.fixed_point_weight().T
-    etas = cell.eta.unbind()
+    weight_t = weights.fixed_point_t
+    etas = weights.eta.unbind()
     masks = reset_masks(resets)
-    h = state.h
+    h = state[0]
     outputs, products = [], []  # products[t] = M h_{t-1}, before a reset
     for t, drive in enumerate(drives.unbind(0)):
         product = h @ weight_t
         products.append(product)
         mask = masks[t]
         if mask is not None:
-            h = h.masked_fill(mask, 0.0)
-            product = product.masked_fill(mask, 0.0)  # M·0, exactly
+            h = reset_where(h, mask)
+            product = reset_where(product, mask)  # M·0, exactly
         for k, eta in enumerate(etas):
             if k:
                 product = h @ weight_t
-            h = torch.lerp(h, cell.phi(product + drive), eta)  # (1-η) h + η σ(M h + d)
+            h = torch.lerp(h, phi(product + drive), eta)  # (1-η) h + η σ(M h + d)
         outputs.append(h)
     y = torch.stack(outputs)
     with torch.no_grad():  # a trace: σ(M h_t + d_t) - h_t, with M h_t from step t + 1
         products.append(h @ weight_t)
-        residual = (cell.phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
-    return ScanResult(y, type(state)(h), {"residual": residual})
+        residual = (phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
+    return ScanResult(y, state._make([h]), {"residual": residual})

@@ -15,75 +15,29 @@ GPU-safe: a chunk's shapes are fixed when the loop starts, the host reads the re
 and the longest episode once per chunk before the loop, and nothing inside the loop waits for
 the device.
 
-Which path a chunk takes (:func:`fast_scan`):
-
-- autocast on: the same paths, in the parameters' dtype with autocast off;
-- the chunk engine (:func:`full_scan`): chunks of :data:`~.attentive_paths.STEP_PATH_STEPS`
-  steps or more, or under autograd; float32 and float64;
-- the compiled rollout step (:func:`full_step`): one step without autograd;
-- otherwise the step itself, its weights built once per call and its attention over the slots
-  the longest episode can hold (:func:`prepared_step`).
+Two engines, each a function of tensors that returns ``None`` for a chunk it does not take:
+the chunk engine (:func:`full_scan`) and the compiled rollout step (:func:`full_step`). Which
+one a chunk takes is the cell's choice (:meth:`rlmem.cells.memlstm.MemLSTM.fast_scan`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from rlmem.cells._engines import compiled
-from rlmem.cells._engines.attentive_paths import TIME_LIMIT, outside_autocast, wants_engine
+from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
-from rlmem.cells.attention import Weights, project
-from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
-from rlmem.cells.host_reads import any_reset, latest_start, steps_with_resets_and_latest_start
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.memlstm import MemLSTM, MemLSTMState
+from rlmem.cells.attention import Weights
+from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
+from rlmem.cells.resets import cut_gradient, reset_where
+from rlmem.cells.time_loop import episode_time, reset_state
 
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
-
-
-def fast_scan(cell: MemLSTM, x: Tensor, state: MemLSTMState, resets: Tensor) -> ScanResult:
-    """The chunk through the first path above that takes it (see the module's docstring).
-
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
-    """
-    escaped = outside_autocast(cell._scan, x, state, resets, cell.attention.score.weight.dtype)
-    if escaped is not None:
-        return escaped
-    w_in, bias, weights = cell.doubled_weights()
-    xp = project(x, w_in, bias)
-    result = None
-    if wants_engine(x.shape[0], (xp, *weights, *state)):
-        result = full_scan(xp, weights, state.s, state.c, state.memory, state.keys,
-                           state.valid, state.t, resets)
-    if result is None:
-        # A few steps (a rollout): the slots the longest episode can reach by the end of
-        # the chunk, found with one host sync before the loop.
-        used = min(latest_start(state.t) + x.shape[0], cell.capacity)
-        result = full_step(xp, weights, state.s, state.c, state.t, state.memory,
-                           state.keys, state.valid, resets, used)
-    if result is None:
-        return prepared_step(cell, xp, state, resets, weights, used)
-    new_state = type(state)(result.y[-1], result.c, result.t, result.memory, result.keys,
-                            result.valid)
-    return ScanResult(result.y, new_state, result.traces)
-
-
-def prepared_step(cell: MemLSTM, xp: Tensor, state: MemLSTMState, resets: Tensor,
-                  weights: Weights, used: int) -> ScanResult:
-    """``scan(step)`` with the cell's weights built once for the chunk rather than once per
-    step, attending over the slots ``[0, used)`` only, which must hold every state of every
-    batch item (:meth:`~rlmem.cells.memlstm.MemLSTM.step_with`).
-
-    Shapes: xp ``(T, B, 4H)`` from the cell's ``project_input``; as :func:`fast_scan` otherwise.
-    """
-    return scan(lambda x_t, state_t: cell.step_with(x_t, state_t, weights, used), xp, state,
-                resets)
 
 
 class FullResult(NamedTuple):
@@ -167,7 +121,7 @@ def _full_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], ba
         incoming, first, end = windows[k]
         if any_reset[k]:
             reset = resets[k].unsqueeze(1)
-            s = s.masked_fill(reset, 0.0)
+            s = reset_where(s, reset)
             base.reset(k, reset.squeeze(1))
         z_in_base.copy_(xp_steps[k])
         torch.addmm(z_in, s, recurrent_t, out=z)
@@ -193,6 +147,80 @@ def _full_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool], ba
     return e_steps, w_steps
 
 
+def _windows(steps: int, capacity: int, n_in: int) -> list[tuple[int, int, int]]:
+    """Per step, the entries it reads: ``(incoming slots read, first chunk entry, end)``.
+
+    Entries of the chunk, as columns of the per-step attention: the first ``n_in`` incoming
+    slots (slot order), then h_0..h_{T-1}. Until the chunk has written ``capacity`` states, a
+    step reads the incoming slots and h_0..h_k; from then on every incoming slot has been
+    overwritten and it reads its last ``capacity`` states.
+    """
+    windows = []
+    for k in range(steps):
+        first = max(0, k + 1 - capacity)
+        windows.append((n_in if first == 0 else 0, first, k + 1))
+    return windows
+
+
+def _attention_mask(mask: Tensor, time: Tensor, t0: Tensor, resets: Tensor, valid: Tensor,
+                    n_in: int, capacity: int) -> Tensor:
+    """Which entries each step may attend to, written into ``mask`` ``(T, B, n_in + T)`` as a
+    term added to its logits (0 or -inf): an entry is a state of the step's episode at most
+    ``capacity - 1`` steps older than the step. ``time``: :func:`episode_time` ``(T, B)``."""
+    steps, device = resets.shape[0], resets.device
+    segment = resets.long().cumsum(dim=0)  # episodes started inside the chunk, so far
+    columns_in = torch.arange(n_in, device=device)
+    slot_step = t0.unsqueeze(1) - 1 - torch.remainder(t0.unsqueeze(1) - 1 - columns_in, capacity)
+    incoming_ok = (valid[:, :n_in].unsqueeze(0) & (segment == 0).unsqueeze(2)
+                   & (time.unsqueeze(2) - slot_step.unsqueeze(0) < capacity))
+    entry = torch.arange(steps, device=device)
+    age = entry.view(steps, 1, 1) - entry.view(1, 1, steps)  # step k minus entry k'
+    chunk_ok = ((age >= 0) & (age < capacity)
+                & (segment.unsqueeze(2) == segment.t().unsqueeze(0)))
+    mask[..., :n_in] = 0.0
+    mask[..., :n_in].masked_fill_(~incoming_ok, float("-inf"))
+    mask[..., n_in:] = 0.0
+    mask[..., n_in:].masked_fill_(~chunk_ok, float("-inf"))
+    return mask
+
+
+class _FinalState(NamedTuple):
+    """The memory after a chunk, and where its entries came from (for the backward)."""
+
+    memory: Tensor
+    keys: Tensor
+    valid: Tensor
+    keep_incoming: Tensor  # (B, capacity, 1): incoming slots that reach the final state
+    survivor_rows: Tensor  # (B * T,) long: each chunk entry's row in the final memory, or a dump
+
+
+def _final_state(memory: Tensor, keys: Tensor, valid: Tensor, chunk: Tensor, chunk_keys: Tensor,
+                 time: Tensor, resets: Tensor, n_in: int) -> _FinalState:
+    """The final memory: slot j holds the episode's latest step ≡ j (mod capacity), an
+    incoming state or one of the chunk's ``chunk`` ``(B, T, H)``."""
+    steps, device = resets.shape[0], resets.device
+    batch, capacity = memory.shape[:2]
+    entry = torch.arange(steps, device=device)
+    had_reset = resets.any(dim=0)
+    last_reset = torch.where(resets, entry.unsqueeze(1), -1).max(dim=0).values
+    in_segment = steps - last_reset.clamp(min=0)  # the chunk's steps of the last episode
+    slots = torch.arange(capacity, device=device)
+    final_age = torch.remainder(time[-1].unsqueeze(1) - slots, capacity)
+    from_chunk = final_age < in_segment.unsqueeze(1)
+    keep_incoming = (~from_chunk & ~had_reset.unsqueeze(1)).unsqueeze(2)
+    survives = (entry.unsqueeze(0) >= steps - in_segment.unsqueeze(1)) & (
+        entry.unsqueeze(0) > steps - 1 - capacity)
+    rows_of_batch = torch.arange(batch, device=device).unsqueeze(1) * capacity
+    survivor_rows = torch.where(survives, rows_of_batch + torch.remainder(time.t(), capacity),
+                                batch * capacity).view(-1)
+    final_valid = torch.zeros(batch * capacity + 1, dtype=torch.bool, device=device)
+    final_valid[:-1] = (valid & keep_incoming.squeeze(2)).view(-1)
+    final_valid.index_fill_(0, survivor_rows, True)
+    return _FinalState(_final_slots(memory, keep_incoming, chunk, survivor_rows, n_in),
+                       _final_slots(keys, keep_incoming, chunk_keys, survivor_rows, n_in),
+                       final_valid[:-1].view(batch, capacity), keep_incoming, survivor_rows)
+
+
 def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
                   keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor,
                   any_reset: list[bool], n_in: int, *,
@@ -201,14 +229,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     hidden, capacity = s0.shape[1], memory.shape[1]
     device = xp.device
     gates = 4 * hidden
-    # Entries of the chunk, as columns of the per-step attention: the first n_in incoming
-    # slots (slot order), then h_0..h_{T-1}. Until the
-    # chunk has written capacity states, a step reads the incoming slots and h_0..h_k; from
-    # then on every incoming slot has been overwritten and it reads its last capacity states.
-    windows = []
-    for k in range(steps):
-        first = max(0, k + 1 - capacity)
-        windows.append((n_in if first == 0 else 0, first, k + 1))
+    windows = _windows(steps, capacity, n_in)
     widths = [incoming + end - first for incoming, first, end in windows]
     columns = n_in + steps
     shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
@@ -226,24 +247,8 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     weights_full = buffers["weights_full"].zero_()
     z, z_in = buffers["z"], buffers["z_in"]
     z_in[:, gates:] = weights.query_bias  # z's input terms: the step's xp, the query bias
-
-    # Which entries each step may attend to, as a mask added to its logits (0 or -inf): an
-    # entry is a state of the step's episode at most capacity - 1 steps older than the step.
     time = episode_time(t0, resets)  # (T, B)
-    segment = resets.long().cumsum(dim=0)  # episodes started inside the chunk, so far
-    columns_in = torch.arange(n_in, device=device)
-    slot_step = t0.unsqueeze(1) - 1 - torch.remainder(t0.unsqueeze(1) - 1 - columns_in, capacity)
-    incoming_ok = (valid[:, :n_in].unsqueeze(0) & (segment == 0).unsqueeze(2)
-                   & (time.unsqueeze(2) - slot_step.unsqueeze(0) < capacity))
-    entry = torch.arange(steps, device=device)
-    age = entry.view(steps, 1, 1) - entry.view(1, 1, steps)  # step k minus entry k'
-    chunk_ok = ((age >= 0) & (age < capacity)
-                & (segment.unsqueeze(2) == segment.t().unsqueeze(0)))
-    mask = buffers["mask"]
-    mask[..., :n_in] = 0.0
-    mask[..., :n_in].masked_fill_(~incoming_ok, float("-inf"))
-    mask[..., n_in:] = 0.0
-    mask[..., n_in:].masked_fill_(~chunk_ok, float("-inf"))
+    mask = _attention_mask(buffers["mask"], time, t0, resets, valid, n_in, capacity)
 
     y = xp.new_empty(steps, batch, hidden)
     native = compiled.ops(xp)
@@ -259,46 +264,37 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
                                       chunk, chunk_keys, z_in, z, mask, weights_full, y,
                                       buffers["e"], buffers["w"], windows, save)
 
-    # The final state: slot j holds the episode's latest step ≡ j (mod capacity).
-    had_reset = resets.any(dim=0)
-    last_reset = torch.where(resets, entry.unsqueeze(1), -1).max(dim=0).values
-    in_segment = steps - last_reset.clamp(min=0)  # the chunk's steps of the last episode
-    t_final = time[-1] + 1
-    slots = torch.arange(capacity, device=device)
-    final_age = torch.remainder(t_final.unsqueeze(1) - 1 - slots, capacity)
-    from_chunk = final_age < in_segment.unsqueeze(1)
-    keep_incoming = (~from_chunk & ~had_reset.unsqueeze(1)).unsqueeze(2)
-    survives = (entry.unsqueeze(0) >= steps - in_segment.unsqueeze(1)) & (
-        entry.unsqueeze(0) > steps - 1 - capacity)
-    rows_of_batch = torch.arange(batch, device=device).unsqueeze(1) * capacity
-    survivor_rows = torch.where(survives, rows_of_batch + torch.remainder(time.t(), capacity),
-                                batch * capacity).view(-1)
-    final_memory = _final_slots(memory, keep_incoming, chunk, survivor_rows, n_in)
-    final_keys = _final_slots(keys, keep_incoming, chunk_keys, survivor_rows, n_in)
-    final_valid = torch.zeros(batch * capacity + 1, dtype=torch.bool, device=device)
-    final_valid[:-1] = (valid & keep_incoming.squeeze(2)).view(-1)
-    final_valid.index_fill_(0, survivor_rows, True)
-
-    # Traces in slot order. Each entry sits in one slot (an incoming slot in its own, h_k in
-    # slot t_k mod capacity) and an invalid entry has weight 0, so summing the weights into
-    # slots gives each slot its state's weight. At step k slot j holds the episode step
-    # t_k - ((t_k - j) mod capacity) if the chunk wrote it in this episode, else incoming j.
-    if native is not None:
-        episode_start = torch.where(resets, entry.unsqueeze(1), -1).cummax(dim=0).values
-        attention, slot_time = native.full_traces(weights_full, time, episode_start, valid,
-                                                  n_in, capacity)
-    else:
-        attention, slot_time = _full_traces(weights_full, time, resets, valid, n_in, capacity)
-    traces = {"attention": attention, "slot_time": slot_time}
-    result = FullResult(y=y, c=base.final_c(), memory=final_memory, keys=final_keys,
-                        t=t_final, valid=final_valid[:-1].view(batch, capacity), traces=traces)
+    final = _final_state(memory, keys, valid, chunk, chunk_keys, time, resets, n_in)
+    attention, slot_time = _slot_traces(native, weights_full, time, resets, valid, n_in,
+                                        capacity)
+    result = FullResult(y=y, c=base.final_c(), memory=final.memory, keys=final.keys,
+                        t=time[-1] + 1, valid=final.valid,
+                        traces={"attention": attention, "slot_time": slot_time})
     if not save:
         WORKSPACE.give(block)
         return result, None
     tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
-                     windows, keep_incoming, survivor_rows, resets, any_reset, (block,),
-                     native, buffers["e"], buffers["w"])
+                     windows, final.keep_incoming, final.survivor_rows, resets, any_reset,
+                     (block,), native, buffers["e"], buffers["w"])
     return result, tape
+
+
+def _slot_traces(native: Any, weights_full: Tensor, time: Tensor, resets: Tensor,
+                 valid: Tensor, n_in: int, capacity: int) -> tuple[Tensor, Tensor]:
+    """The traces in slot order, compiled or in Python (:func:`_full_traces`).
+
+    Each entry sits in one slot (an incoming slot in its own, h_k in slot t_k mod capacity)
+    and an invalid entry has weight 0, so summing the weights into slots gives each slot its
+    state's weight. At step k slot j holds the episode step t_k - ((t_k - j) mod capacity) if
+    the chunk wrote it in this episode, else incoming j.
+    """
+    if native is None:
+        return _full_traces(weights_full, time, resets, valid, n_in, capacity)
+    entry = torch.arange(resets.shape[0], device=resets.device)
+    episode_start = torch.where(resets, entry.unsqueeze(1), -1).cummax(dim=0).values
+    attention, slot_time = native.full_traces(weights_full, time, episode_start, valid, n_in,
+                                              capacity)
+    return attention, slot_time
 
 
 def _full_traces(weights_full: Tensor, time: Tensor, resets: Tensor, valid: Tensor,
@@ -405,7 +401,7 @@ def _full_backward_loop(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
         reset = tape.resets[k].unsqueeze(1) if tape.reset_steps[k] else None
         ds = state_gradient(dz_steps[k], recurrent, g_previous, reset)
         if dc is not None and reset is not None:
-            dc = dc.masked_fill(reset, 0.0)
+            dc = cut_gradient(dc, reset)
 
     return ds, dc
 
@@ -526,7 +522,7 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
               keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor) -> FullResult | None:
     """Full attention over every past state of the episode (MemLSTM) over one chunk.
 
-    Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
+    Equivalent to running the cell's step under :func:`rlmem.cells.time_loop.scan`; see
     :class:`rlmem.cells.memlstm.MemLSTM` for the equations. Step k reads only the entries it
     can attend to: the incoming slots the longest episode fills and the chunk's states so far,
     so its work grows with the episode, not with the capacity. Returns ``None`` for a dtype
@@ -555,7 +551,7 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
 
 
 class _FullFields(NamedTuple):
-    """MemLSTM's state fields, for :func:`rlmem.cells.base.reset_state`."""
+    """MemLSTM's state fields, for :func:`rlmem.cells.time_loop.reset_state`."""
 
     s: Tensor
     c: Tensor

@@ -1,53 +1,63 @@
-"""LSTM and GRU through torch's fused multi-step kernels (``nn.LSTM``, ``nn.GRU``: cuDNN on
-CUDA, oneDNN or ATen's own loop on the CPU), one call per reset-free segment of a chunk."""
+"""LSTM and GRU through torch's fused multi-step kernels (``torch.lstm``, ``torch.gru``, what
+``nn.LSTM`` and ``nn.GRU`` call: cuDNN on CUDA, oneDNN or ATen's own loop on the CPU), one call
+per reset-free segment of a chunk."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from rlmem.cells.base import ScanResult, reset_state
 from rlmem.cells.host_reads import steps_with_resets
-
-if TYPE_CHECKING:  # the cell modules import this one
-    from rlmem.cells.gru import GRU, GRUState
-    from rlmem.cells.lstm import LSTM, LSTMState
+from rlmem.cells.time_loop import S, ScanResult, reset_state
 
 
-def lstm(cell: LSTM, x: Tensor, state: LSTMState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.lstm.LSTM` over a chunk, through ``cell.rnn``: the weights of its
-    step (``torch.lstm_cell``).
+def lstm(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
+         train: bool) -> ScanResult:
+    """An LSTM (:class:`~rlmem.cells.lstm.LSTM`) over a chunk: the step ``torch.lstm_cell``
+    with the same weights.
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    Shapes:
+        - x: ``(T, B, input_size)``; resets ``(T, B)``
+        - weights: ``W_ih (4H, input_size), W_hh (4H, H), b_ih (4H,), b_hh (4H,)``, as
+          ``nn.LSTM``'s ``all_weights[0]``
+        - state: a NamedTuple ``(h, c)``, each ``(B, H)``; returned of the same type
+        - train: the kernel's training mode (cuDNN keeps what its backward needs)
     """
-    def run(segment: Tensor, state: LSTMState) -> tuple[Tensor, LSTMState]:
-        y, (h, c) = cell.rnn(segment, (state.h.unsqueeze(0).contiguous(),
-                                       state.c.unsqueeze(0).contiguous()))
-        return y, type(state)(h.squeeze(0), c.squeeze(0))
+    def run(segment: Tensor, state: S) -> tuple[Tensor, S]:
+        hx = (state[0].unsqueeze(0).contiguous(), state[1].unsqueeze(0).contiguous())
+        y, h, c = torch.lstm(segment, hx, list(weights), True, 1, 0.0, train, False, False)
+        return y, state._make([h.squeeze(0), c.squeeze(0)])
 
     return scan_segments(run, x, state, resets)
 
 
-def gru(cell: GRU, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.gru.GRU` over a chunk, through ``cell.rnn``: the weights of its step
-    (``torch.gru_cell``).
+def gru(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
+        train: bool) -> ScanResult:
+    """A GRU (:class:`~rlmem.cells.gru.GRU`) over a chunk: the step ``torch.gru_cell`` with the
+    same weights.
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    Shapes:
+        - x: ``(T, B, input_size)``; resets ``(T, B)``
+        - weights: ``W_ih (3H, input_size), W_hh (3H, H), b_ih (3H,), b_hh (3H,)``, as
+          ``nn.GRU``'s ``all_weights[0]``
+        - state: a one-field NamedTuple, ``h`` ``(B, H)``; returned of the same type
+        - train: the kernel's training mode (cuDNN keeps what its backward needs)
     """
-    def run(segment: Tensor, state: GRUState) -> tuple[Tensor, GRUState]:
-        y, h = cell.rnn(segment, state.h.unsqueeze(0).contiguous())
-        return y, type(state)(h.squeeze(0))
+    def run(segment: Tensor, state: S) -> tuple[Tensor, S]:
+        y, h = torch.gru(segment, state[0].unsqueeze(0).contiguous(), list(weights), True, 1,
+                         0.0, train, False, False)
+        return y, state._make([h.squeeze(0)])
 
     return scan_segments(run, x, state, resets)
 
 
 def scan_segments(run: Callable[[Tensor, Any], tuple[Tensor, Any]], x: Tensor, state: Any,
                   resets: Tensor) -> ScanResult:
-    """Equivalent to :func:`rlmem.cells.base.scan`, with one fused call per reset-free segment.
+    """Equivalent to :func:`rlmem.cells.time_loop.scan`, with one fused call per reset-free segment.
 
     Time is cut at every step where any batch item resets; between the cuts no state is touched
     from outside, so ``run(x[start:end], state)`` can process the whole segment in one kernel.

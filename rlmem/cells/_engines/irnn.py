@@ -9,40 +9,54 @@ pass at the end, instead of one product per round.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.irnn import IncrementalRNN, IRNNState
+from rlmem.cells.resets import reset_masks, reset_where
+from rlmem.cells.time_loop import S, ScanResult
 
 
-def fast_scan(cell: IncrementalRNN, x: Tensor, state: IRNNState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.irnn.IncrementalRNN` over a chunk.
+class IRNNWeights(NamedTuple):
+    """What iRNN's rounds read besides the state and the drives."""
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    transition: Callable[[Tensor], Tensor]
+    """``z ↦ A z``, its matrix formed once for the call (full, or low-rank: the cell's)."""
+    eta: Tensor
+    r"""The Euler step sizes :math:`\eta_i`, ``(K,)``."""
+    alpha: Tensor
+    r""":math:`\alpha`, a scalar."""
+
+
+def fast_scan(drives: Tensor, weights: IRNNWeights, state: S, resets: Tensor,
+              phi: Callable[[Tensor], Tensor]) -> ScanResult:
+    r"""iRNN (:class:`~rlmem.cells.irnn.IncrementalRNN`) over a chunk: per round, from
+    :math:`g_0 = 0`, K Euler steps
+    :math:`g_i = g_{i-1} + \eta_i (\phi(A(g_{i-1} + h) + d) - \alpha (g_{i-1} + h))`.
+
+    Shapes:
+        - drives: ``(T, B, D)``, :math:`d_k` (the cell's ``project_input``); resets ``(T, B)``
+        - state: a one-field NamedTuple, :math:`h` ``(B, D)``; returned of the same type
     """
-    drives = cell.project_input(x)
-    transition = cell.transition()
-    etas = cell.eta.unbind()
+    transition, alpha = weights.transition, weights.alpha
+    etas = weights.eta.unbind()
     masks = reset_masks(resets)
-    h = state.h
+    h = state[0]
     outputs, states, products, firsts = [], [], [], []
     for t, drive in enumerate(drives.unbind(0)):
         product = transition(h)  # A h_{t-1}, before a reset
         products.append(product)
         mask = masks[t]
         if mask is not None:
-            h = h.masked_fill(mask, 0.0)
-            product = product.masked_fill(mask, 0.0)  # A·0, exactly
+            h = reset_where(h, mask)
+            product = reset_where(product, mask)  # A·0, exactly
         first = product + drive  # g_0 = 0: the first step reads A h
-        g = etas[0] * torch.addcmul(cell.phi(first), cell.alpha, h, value=-1.0)
+        g = etas[0] * torch.addcmul(phi(first), alpha, h, value=-1.0)
         for eta in etas[1:]:
-            g = g + eta * cell.residual(g, h, drive, transition)
+            total = g + h
+            g = g + eta * (phi(transition(total) + drive) - alpha * total)
         outputs.append(g)
         states.append(h)
         firsts.append(first)
@@ -51,6 +65,6 @@ def fast_scan(cell: IncrementalRNN, x: Tensor, state: IRNNState, resets: Tensor)
     with torch.no_grad():  # a trace: φ(A g + A h + d) - α (g + h), A g from round t + 1
         products.append(transition(h))
         total = y + torch.stack(states)
-        residual = (cell.phi(torch.stack(products[1:]) + torch.stack(firsts))
-                    - cell.alpha * total).norm(dim=-1)
-    return ScanResult(y, type(state)(h), {"residual": residual})
+        residual = (phi(torch.stack(products[1:]) + torch.stack(firsts))
+                    - alpha * total).norm(dim=-1)
+    return ScanResult(y, state._make([h]), {"residual": residual})

@@ -2,28 +2,38 @@ r"""SA-RNN's engine: its time loop over a chunk, with a hand-written backward pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rlmem.cells._engines.reset_masks import reset_masks
-from rlmem.cells.base import ScanResult
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.sarnn import SARNN, SARNNState
+from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
+from rlmem.cells.time_loop import S, ScanResult
 
 
-def fast_scan(cell: SARNN, x: Tensor, state: SARNNState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.sarnn.SARNN` over a chunk through :class:`SARNNScan`.
+class SARNNWeights(NamedTuple):
+    """What SA-RNN's loop reads besides the state and the input terms."""
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    weight_hh: Tensor
+    """The GRU's recurrent weight, ``(3H, H)``."""
+    bias_hh: Tensor
+    """The GRU's recurrent bias, ``(3H,)``."""
+    w_u: Tensor
+    """The coordinator's recurrent weight (diagonal), ``(H,)``."""
+
+
+def fast_scan(inputs: Tensor, weights: SARNNWeights, state: S, resets: Tensor,
+              slope: Tensor) -> ScanResult:
+    """SA-RNN (:class:`~rlmem.cells.sarnn.SARNN`) over a chunk through :class:`SARNNScan`.
+
+    Shapes:
+        - inputs: ``(T, B, 4H)`` (the cell's ``project_input``); resets ``(T, B)``
+        - state: a one-field NamedTuple, :math:`h` ``(B, H)``; returned of the same type
+        - slope: the hard sigmoid's annealed slope α, a scalar
     """
-    y, probability, update = SARNNScan.apply(
-        cell.project_input(x), state.h, resets, cell.gru.weight_hh, cell.gru.bias_hh, cell.w_u,
-        cell.slope)
-    return ScanResult(y, type(state)(y[-1]),
+    y, probability, update = SARNNScan.apply(inputs, state[0], resets, *weights, slope)
+    return ScanResult(y, state._make([y[-1]]),
                       {"update": update, "update_probability": probability})
 
 
@@ -77,7 +87,7 @@ class SARNNScan(torch.autograd.Function):
         for t in range(inputs.shape[0]):
             mask = masks[t]
             if mask is not None:
-                h = h.masked_fill(mask, 0.0)
+                h = reset_where(h, mask)
             hidden = torch.addmm(bias_hh, h, weight_hh_t)
             rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
             r, z = rz.chunk(2, 1)
@@ -144,7 +154,7 @@ class SARNNScan(torch.autograd.Function):
             grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
             mask = masks[t]
             if mask is not None:
-                grad_next.masked_fill_(mask, 0.0)
+                cut_gradient(grad_next, mask, in_place=True)
 
         grad_inputs = grad_all[..., :4 * size]
         grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄

@@ -8,25 +8,19 @@ loop runs without autograd over preallocated buffers, records what the backward 
 chunk in a few large matmuls after the loop. The loops run compiled (``csrc/screened.h``)
 where :mod:`.compiled` can, else in Python.
 
-The math is the step's own, in the doubled form of :mod:`rlmem.cells.attention`
-(:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into the weights). One more identity
-changes only rounding: the attention score :math:`v_a^\top \tanh(\cdot) = 2 v_a^\top
-\sigma(2\,\cdot) - \sum v_a` differs from :math:`2 v_a^\top \sigma(2\,\cdot)` by a constant
-over the slots, which the softmax cancels.
+The math is the step's (written there in textbook form), in the doubled form of
+:mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into
+the weights). One more identity changes only rounding: the attention score
+:math:`v_a^\top \tanh(\cdot) = 2 v_a^\top \sigma(2\,\cdot) - \sum v_a` differs from
+:math:`2 v_a^\top \sigma(2\,\cdot)` by a constant over the slots, which the softmax cancels.
 
 GPU-safe: a chunk's shapes are fixed when the loop starts, the host reads the reset pattern
 once per chunk before the loop, and nothing inside the loop waits for the device.
 
-Which path a chunk takes (:func:`fast_scan`):
-
-- autocast on: the same paths, in the parameters' dtype with autocast off;
-- the chunk engine (:func:`screened_scan`): chunks of
-  :data:`~.attentive_paths.STEP_PATH_STEPS` steps or more, or under autograd; float32 and
-  float64; both screenings; Algorithm 1's read-out on an LSTM or tanh base (the cell's
-  ``runs_engine``);
-- the compiled rollout step (:func:`screened_step`): one step without autograd, Algorithm 1's
-  screening;
-- otherwise the step itself, its weights built once per call (:func:`prepared_step`).
+Two engines, each a function of tensors that returns ``None`` for a chunk it does not take:
+the chunk engine (:func:`screened_scan`) and the compiled rollout step (:func:`screened_step`).
+Which one a chunk takes is the cell's choice
+(:meth:`rlmem.cells.screening.RelevancyScreening.fast_scan`).
 """
 
 from __future__ import annotations
@@ -38,62 +32,15 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from rlmem.cells._engines import compiled
-from rlmem.cells._engines.attentive_paths import TIME_LIMIT, outside_autocast, wants_engine
+from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
-from rlmem.cells.attention import Weights, project
-from rlmem.cells.base import ScanResult, episode_time, reset_state, scan
+from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
-from rlmem.cells.screening import UNIFORM_SHARE, RelevancyScreening, Screening
+from rlmem.cells.resets import cut_gradient, reset_where
+from rlmem.cells.time_loop import episode_time, reset_state
 
 _sigmoid_backward = torch.ops.aten.sigmoid_backward
-
-
-def fast_scan(cell: RelevancyScreening, x: Tensor, state: Any,
-              resets: Tensor) -> ScanResult:
-    """The chunk through the first path above that takes it (see the module's docstring).
-
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
-    """
-    escaped = outside_autocast(cell._scan, x, state, resets, cell.attention.score.weight.dtype)
-    if escaped is not None:
-        return escaped
-    w_in, bias, weights = cell.doubled_weights()
-    xp = project(x, w_in, bias)
-    result = None
-    if cell.runs_engine() and wants_engine(x.shape[0], (xp, *weights, *state)):
-        result = screened_scan(
-            xp, weights, state.s, getattr(state, "c", None), state.short,
-            state.short_score, state.short_valid, state.short_time, state.relevant,
-            state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
-            resets, normalised=cell.screening is Screening.normalised)
-    if result is None and cell.runs_engine() and cell.screening is Screening.algorithm1:
-        result = screened_step(
-            xp, weights, state.s, getattr(state, "c", None), state.short,
-            state.short_score, state.short_valid, state.short_time, state.relevant,
-            state.relevant_score, state.relevant_valid, state.relevant_time, state.t,
-            resets)
-    if result is None:
-        return prepared_step(cell, xp, state, resets, weights)
-    base_fields = {"c": result.c} if result.c is not None else {}
-    new_state = state._replace(
-        s=result.y[-1], t=result.t, **base_fields,
-        short=result.short, short_score=result.short_score, short_valid=result.short_valid,
-        short_time=result.short_time, relevant=result.relevant,
-        relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
-        relevant_time=result.relevant_time)
-    return ScanResult(result.y, new_state, result.traces)
-
-
-def prepared_step(cell: RelevancyScreening, xp: Tensor, state: Any, resets: Tensor,
-                  weights: Weights) -> ScanResult:
-    """``scan(step)`` with the cell's weights built once for the chunk rather than once per
-    step (:meth:`~rlmem.cells.screening.RelevancyScreening.step_with`): under autograd,
-    rebuilding them costs a third of a step.
-
-    Shapes: xp ``(T, B, G)`` from the cell's ``project_input``; as :func:`fast_scan` otherwise.
-    """
-    return scan(lambda x_t, state_t: cell.step_with(x_t, state_t, weights), xp, state, resets)
 
 
 class ScreenedResult(NamedTuple):
@@ -151,33 +98,70 @@ def chunk_flags(resets: Tensor, t0: Tensor, dtype: torch.dtype) -> tuple[list[bo
     return flags, start + resets.shape[0] < TIME_LIMIT[dtype]
 
 
+def _empty_memory(slot_data: Tensor, nu: int, reset: Tensor,
+                  uniform_share: float | None) -> None:
+    """A new episode's memory for the batch items that reset (``reset`` ``(B, 1, 1)``), in
+    place: every slot emptied, its mask and rank at -inf (a free slot of R ranks at the uniform
+    share under normalised screening)."""
+    wide = slot_data.shape[2] - _PAD
+    reset_where(slot_data, reset, in_place=True)
+    for column in (1, 2):  # the mask, the rank
+        reset_where(slot_data[..., wide + column], reset[:, 0], float("-inf"), in_place=True)
+    if uniform_share is not None:
+        reset_where(slot_data[:, nu:-1, wide + 2], reset[:, 0], uniform_share, in_place=True)
+
+
+def _screen_oldest(rows_of_slots: Tensor, rank_relevant: Tensor, rank_p: Tensor,
+                   rows_p: Tensor, relevant_rows: Tensor, scratch_rows: Tensor, target: Tensor,
+                   candidate: Tensor, evicted: Tensor | None) -> None:
+    """One step's screening, in place: h_{t-ν} leaves S from its rows ``rows_p`` and is
+    screened into R (see :func:`rlmem.cells.screening.screen`). A free slot of R ranks -inf,
+    so the first free slot, else the first lowest score, is the target; an empty candidate
+    (-inf) never enters, and goes to the scratch slot. ``target`` receives each item's target
+    row, ``evicted`` (when the backward will undo the write) what that row held before."""
+    lowest, slot = rank_relevant.min(dim=1)
+    torch.where(rank_p > lowest, slot.add_(relevant_rows), scratch_rows, out=target)
+    if evicted is not None:
+        torch.index_select(rows_of_slots, 0, target, out=evicted)
+    rows_of_slots.index_copy_(0, target, torch.index_select(rows_of_slots, 0, rows_p,
+                                                            out=candidate))
+
+
+def _add_received(score_rank_short: Tensor, attention_short: Tensor, mask_all: Tensor, nu: int,
+                  uniform_share: float | None) -> None:
+    """Add to the score (and alike the rank) of each state of S the attention it received at
+    this step ``attention_short`` ``(B, ν, 1)``; under normalised screening relative to the
+    uniform share 1/|M_t|, averaged over the ν steps."""
+    if uniform_share is None:
+        score_rank_short.add_(attention_short)
+        return
+    share = (mask_all == 0).sum(dim=1, keepdim=True).to(attention_short.dtype).div_(nu)
+    score_rank_short.add_(attention_short * share.unsqueeze(2))
+
+
 def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
                    base: BaseRecurrence, weights: Weights, slot_data: Tensor, z_in: Tensor,
                    z: Tensor, entering: Tensor, e: Tensor, attention: Tensor, history: Tensor,
                    targets: Tensor, evicted: Tensor | None, candidate: Tensor, y: Tensor,
-                   nu: int, normalised: bool, save: bool) -> dict[int, Tensor]:
+                   nu: int, uniform_share: float | None, save: bool) -> dict[int, Tensor]:
     """The forward loop of :func:`_screened_forward` in Python, over its buffers (the compiled
     ``screened_forward`` is the same loop). Returns the slots as they were before each step
     that resets some item, when saving."""
     steps, batch, hidden = y.shape
-    slots = attention.shape[2]
-    scratch, gates, wide, width = slots, base.gates, 2 * hidden, slot_data.shape[2]
+    slots, gates, wide = attention.shape[2], base.gates, 2 * hidden
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
-    device = xp.device
-    minus_inf = float("-inf")
-    rows_of_slots = slot_data.view(-1, width)
+    rows_of_slots = slot_data.view(-1, slot_data.shape[2])
     content, keys = slot_data[..., :hidden], slot_data[..., hidden:wide]
     mask, rank = slot_data[..., wide + 1], slot_data[..., wide + 2]
     before_reset: dict[int, Tensor] = {}
     z_base = z[:, :gates].view(batch, 4, hidden) if base.lstm else z[:, :gates]
-    z_query = z[:, gates:].unsqueeze(1)
-    z_in_base = z_in[:, :gates]
+    z_query, z_in_base = z[:, gates:].unsqueeze(1), z_in[:, :gates]
     # Views made once, as lists: indexing costs as much as a small op.
     content_all, keys_all, mask_all = content[:, :slots], keys[:, :slots], mask[:, :slots]
     score_rank_short = slot_data[:, :nu, wide:wide + 3:2]  # score and rank accumulate alike
     rank_relevant, meta_all = rank[:, nu:slots], slot_data[:, :slots, wide:wide + 4]
-    first_row = torch.arange(batch, device=device) * (slots + 1)
-    relevant_rows, scratch_rows = first_row + nu, first_row + scratch
+    first_row = torch.arange(batch, device=xp.device) * (slots + 1)
+    relevant_rows, scratch_rows = first_row + nu, first_row + slots  # the scratch slot
     ring = [(first_row + p, slot_data[:, p, wide:wide + 4], rank[:, p], content[:, p],
              slot_data[:, p:p + 1, :hidden], keys[:, p]) for p in range(min(nu, steps))]
     xp_steps, y_steps, e_steps = xp.unbind(0), y.unbind(0), e.unbind(0)
@@ -186,91 +170,53 @@ def _screened_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool]
     attention_steps, attention_rows = attention.unbind(0), attention.unsqueeze(2).unbind(0)
     attention_short = attention[:, :, :nu].unsqueeze(3).unbind(0)
     evicted_steps = evicted.unbind(0) if evicted is not None else None
-    addmm, where, index_select, mm, add = torch.addmm, torch.where, torch.index_select, \
-        torch.mm, torch.add
-    softmax, baddbmm, matmul = torch._softmax, torch.baddbmm, torch.matmul
     s = s0
     for k in range(steps):
         rows_p, meta_p, rank_p, content_p, content_row_p, keys_p = ring[k % nu]
         if any_reset[k]:
             reset = resets[k].view(batch, 1, 1)
-            s = s.masked_fill(reset[:, 0], 0.0)
+            s = reset_where(s, reset[:, 0])
             base.reset(k, reset[:, 0, 0])
             if save:
                 before_reset[k] = slot_data.clone()
-            slot_data.masked_fill_(reset, 0.0)
-            mask.masked_fill_(reset[:, 0], minus_inf)
-            rank.masked_fill_(reset[:, 0], minus_inf)
-            if normalised:
-                rank_relevant.masked_fill_(reset[:, 0], UNIFORM_SHARE)
+            _empty_memory(slot_data, nu, reset, uniform_share)
         z_in_base.copy_(xp_steps[k])
-        addmm(z_in, s, recurrent_t, out=z)
-
-        # h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen): a free
-        # slot of R ranks -inf, so the first free slot, else the first lowest score, is the
-        # target; an empty candidate (-inf) never enters.
-        lowest, slot = rank_relevant.min(dim=1)
-        target = where(rank_p > lowest, slot.add_(relevant_rows), scratch_rows,
-                       out=target_steps[k])
-        if evicted_steps is not None:  # the backward undoes the step's writes
-            index_select(rows_of_slots, 0, target, out=evicted_steps[k])
-        rows_of_slots.index_copy_(0, target, index_select(rows_of_slots, 0, rows_p,
-                                                          out=candidate))
+        torch.addmm(z_in, s, recurrent_t, out=z)
+        _screen_oldest(rows_of_slots, rank_relevant, rank_p, rows_p, relevant_rows,
+                       scratch_rows, target_steps[k], candidate,
+                       evicted_steps[k] if evicted_steps is not None else None)
         # h_t enters S in the slot just vacated.
         h = base.forward(k, z_base, content_p)
-        mm(h, key_t, out=keys_p)
+        torch.mm(h, key_t, out=keys_p)
         meta_p.copy_(entering_steps[k])
 
-        e_k = add(keys_all, z_query, out=e_steps[k if save else 0]).sigmoid_()
-        softmax(matmul(e_k, score_vector).add_(mask_all), 1, False, out=attention_steps[k])
-        baddbmm(content_row_p, attention_rows[k], content_all, out=y_rows[k])
+        e_k = torch.add(keys_all, z_query, out=e_steps[k if save else 0]).sigmoid_()
+        torch._softmax(torch.matmul(e_k, score_vector).add_(mask_all), 1, False,
+                       out=attention_steps[k])
+        torch.baddbmm(content_row_p, attention_rows[k], content_all, out=y_rows[k])
         s = y_steps[k]
-        if normalised:  # each weight relative to the uniform share 1/|M_t|, over ν steps
-            share = (mask_all == 0).sum(dim=1, keepdim=True).to(y.dtype).div_(nu)
-            score_rank_short.add_(attention_short[k] * share.unsqueeze(2))
-        else:
-            score_rank_short.add_(attention_short[k])
+        _add_received(score_rank_short, attention_short[k], mask_all, nu, uniform_share)
         history_steps[k].copy_(meta_all)
 
     return before_reset
 
 
-def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
-                      short: Tensor, short_score: Tensor, short_valid: Tensor,
-                      short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
-                      relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
-                      resets: Tensor, any_reset: list[bool], *, lstm: bool, normalised: bool,
-                      save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
-    steps, batch, _ = xp.shape
-    hidden = s0.shape[1]
-    nu, rho = short.shape[1], relevant.shape[1]
-    slots = nu + rho
-    scratch = slots
-    gates = 4 * hidden if lstm else hidden
-    wide, width = 2 * hidden, 2 * hidden + _PAD
-    shapes = {
-        "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
-        "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
-        "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
-        "z_in": (batch, gates + hidden), "candidate": (batch, width),
-        **BaseRecurrence.shapes(lstm, steps, batch, hidden, save)}
-    if save:
-        shapes["evicted"] = (steps, batch, width)
-    block, buffers = carve(shapes, xp.dtype, xp.device)
-    long_block, long_buffers = carve({"targets": (steps, batch)}, torch.long, xp.device)
-    native = compiled.ops(xp)
-    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=native is None)
-    recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
-    device = xp.device
-    minus_inf = float("-inf")
+def _fill_slots(slot_data: Tensor, key_t: Tensor, short: Tensor, short_score: Tensor,
+                short_valid: Tensor, short_time: Tensor, relevant: Tensor,
+                relevant_score: Tensor, relevant_valid: Tensor, relevant_time: Tensor,
+                uniform_share: float | None) -> Tensor:
+    """Write the incoming memory into ``slot_data`` ``(B, ν+ρ+1, 2H + _PAD)``, slot by slot.
 
-    # The memory, slot by slot: S as a ring buffer (at step k its oldest state sits in slot
-    # k mod ν, where h_k then goes), then R, then a scratch slot that takes the write of a
-    # candidate that does not enter R, so that no step branches per batch item. A slot's row
-    # is [m_i, 2 U_a m_i, score, mask, rank, episode step, padding], so that a screening write
-    # moves all of it at once. The mask is 0 on a slot that holds a state and -inf on an empty
-    # one; the softmax adds it to the logits, and the screening compares ranks.
-    slot_data = buffers["slot_data"].zero_()
+    S as a ring buffer (at step k its oldest state sits in slot k mod ν, where h_k then goes),
+    then R, then a scratch slot that takes the write of a candidate that does not enter R, so
+    that no step branches per batch item. A slot's row is [m_i, 2 U_a m_i, score, mask, rank,
+    episode step, padding], so that a screening write moves all of it at once. The mask is 0
+    on a slot that holds a state and -inf on an empty one; the softmax adds it to the logits,
+    and the screening compares ranks.
+    """
+    hidden, nu = short.shape[2], short.shape[1]
+    slots, wide, minus_inf = nu + relevant.shape[1], 2 * hidden, float("-inf")
+    slot_data.zero_()
     content, keys = slot_data[..., :hidden], slot_data[..., hidden:wide]
     score, mask, rank, slot_time = (slot_data[..., wide + column] for column in range(4))
     content[:, :nu] = short
@@ -280,12 +226,81 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     score[:, nu:slots] = relevant_score
     mask[:, :nu].masked_fill_(~short_valid, minus_inf)
     mask[:, nu:slots].masked_fill_(~relevant_valid, minus_inf)
-    mask[:, scratch] = minus_inf
+    mask[:, slots] = minus_inf  # the scratch slot
     torch.add(score, mask, out=rank)
-    if normalised:
-        rank[:, nu:slots].masked_fill_(~relevant_valid, UNIFORM_SHARE)
+    if uniform_share is not None:
+        rank[:, nu:slots].masked_fill_(~relevant_valid, uniform_share)
     slot_time[:, :nu] = short_time
     slot_time[:, nu:slots] = relevant_time
+    return slot_data
+
+
+def _ordered_result(slot_data: Tensor, history: Tensor, attention: Tensor, y: Tensor,
+                    time: Tensor, nu: int, c: Tensor | None) -> ScreenedResult:
+    """The state in its layout (S oldest first) from the forward's final slots, and the
+    traces in the order [S oldest first, R] from each step's ``history`` and ``attention``."""
+    steps, batch, hidden = y.shape
+    slots, device, wide = attention.shape[2], y.device, 2 * hidden
+    content = slot_data[..., :hidden]
+    score, mask, _, slot_time = (slot_data[..., wide + column] for column in range(4))
+    last = (steps + torch.arange(nu, device=device)) % nu
+    order = torch.arange(slots, device=device).expand(steps, slots).clone()
+    order[:, :nu] = (torch.arange(1, steps + 1, device=device).unsqueeze(1)
+                     + torch.arange(nu, device=device)) % nu
+    order = order.view(steps, 1, slots, 1).expand(steps, batch, slots, 4)
+    ordered = history.gather(2, order)
+    step_valid = ordered[..., 1] == 0
+    valid, final_time = mask == 0, slot_time.long()
+    traces = {
+        "attention": attention.gather(2, order[..., 0]),
+        "slot_time": ordered[..., 3].long().masked_fill_(~step_valid, -1),
+        "relevant_valid": step_valid[..., nu:],
+        "relevant_score": ordered[:, :, nu:, 0],
+    }
+    return ScreenedResult(
+        y=y, c=c, t=time[-1] + 1,
+        short=content[:, last], short_score=score[:, last], short_valid=valid[:, last],
+        short_time=final_time[:, last],
+        relevant=content[:, nu:slots].clone(), relevant_score=score[:, nu:slots].clone(),
+        relevant_valid=valid[:, nu:slots], relevant_time=final_time[:, nu:slots],
+        traces=traces)
+
+
+def _forward_shapes(lstm: bool, steps: int, batch: int, hidden: int, slots: int,
+                    save: bool) -> dict[str, tuple[int, ...]]:
+    """The buffers of :func:`_screened_forward`, carved from one block."""
+    gates, width = 4 * hidden if lstm else hidden, 2 * hidden + _PAD
+    shapes = {
+        "slot_data": (batch, slots + 1, width), "entering": (steps, batch, 4),
+        "attention": (steps, batch, slots), "history": (steps, batch, slots, 4),
+        "e": (steps if save else 1, batch, slots, hidden), "z": (batch, gates + hidden),
+        "z_in": (batch, gates + hidden), "candidate": (batch, width),
+        **BaseRecurrence.shapes(lstm, steps, batch, hidden, save)}
+    if save:
+        shapes["evicted"] = (steps, batch, width)
+    return shapes
+
+
+def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
+                      short: Tensor, short_score: Tensor, short_valid: Tensor,
+                      short_time: Tensor, relevant: Tensor, relevant_score: Tensor,
+                      relevant_valid: Tensor, relevant_time: Tensor, t0: Tensor,
+                      resets: Tensor, any_reset: list[bool], *, lstm: bool,
+                      uniform_share: float | None,
+                      save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
+    steps, batch, _ = xp.shape
+    hidden = s0.shape[1]
+    nu, slots = short.shape[1], short.shape[1] + relevant.shape[1]
+    gates = 4 * hidden if lstm else hidden
+    block, buffers = carve(_forward_shapes(lstm, steps, batch, hidden, slots, save), xp.dtype,
+                           xp.device)
+    long_block, long_buffers = carve({"targets": (steps, batch)}, torch.long, xp.device)
+    native = compiled.ops(xp)
+    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=native is None)
+    recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
+    slot_data = _fill_slots(buffers["slot_data"], key_t, short, short_score, short_valid,
+                            short_time, relevant, relevant_score, relevant_valid, relevant_time,
+                            uniform_share)
     time = episode_time(t0, resets)
     entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
     entering[..., 3] = time
@@ -304,36 +319,17 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             xp, s0, resets, recurrent_t, key_t, score_vector, slot_data, z_in, z, entering, e,
             attention, history, targets, evicted if evicted is not None else empty, y,
             buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"], nu,
-            lstm, normalised, UNIFORM_SHARE, save)
+            lstm, uniform_share is not None,
+            uniform_share if uniform_share is not None else 0.0, save)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
     else:
         before_reset = _screened_loop(
             xp, s0, resets, any_reset, base, weights, slot_data, z_in, z, entering, e,
-            attention, history, targets, evicted, candidate, y, nu, normalised, save)
+            attention, history, targets, evicted, candidate, y, nu, uniform_share, save)
 
-    # The state in its layout (S oldest first) and the traces, in the order [S oldest first, R].
-    last = (steps + torch.arange(nu, device=device)) % nu
-    order = torch.arange(slots, device=device).expand(steps, slots).clone()
-    order[:, :nu] = (torch.arange(1, steps + 1, device=device).unsqueeze(1)
-                     + torch.arange(nu, device=device)) % nu
-    order = order.view(steps, 1, slots, 1).expand(steps, batch, slots, 4)
-    ordered = history.gather(2, order)
-    step_valid = ordered[..., 1] == 0
-    valid, final_time = mask == 0, slot_time.long()
-    traces = {
-        "attention": attention.gather(2, order[..., 0]),
-        "slot_time": ordered[..., 3].long().masked_fill_(~step_valid, -1),
-        "relevant_valid": step_valid[..., nu:],
-        "relevant_score": ordered[:, :, nu:, 0],
-    }
-    result = ScreenedResult(
-        y=y, c=base.final_c() if lstm else None, t=time[-1] + 1,
-        short=content[:, last], short_score=score[:, last], short_valid=valid[:, last],
-        short_time=final_time[:, last],
-        relevant=content[:, nu:slots].clone(), relevant_score=score[:, nu:slots].clone(),
-        relevant_valid=valid[:, nu:slots], relevant_time=final_time[:, nu:slots],
-        traces=traces)
+    result = _ordered_result(slot_data, history, attention, y, time, nu,
+                             base.final_c() if lstm else None)
     if not save:
         WORKSPACE.give(block, long_block)
         return result, None
@@ -342,6 +338,35 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                          before_reset, torch.cat([short, relevant], dim=1), resets, any_reset,
                          (block, long_block))
     return result, tape
+
+
+def _attention_backward(d_weights: Tensor, weights: Tensor, e: Tensor, score_vector: Tensor,
+                        d_logits: Tensor, d_pre: Tensor, dz_query: Tensor,
+                        grad_keys: Tensor) -> None:
+    """One step's attention backward from the gradient of its weights ``(B, N)``: into
+    ``d_logits``, the query's pre-activation ``dz_query`` and, added, the keys' ``grad_keys``.
+
+    d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) ⊙ 2 v_a: ``d_pre`` holds dlogit_i σ'(.), and each
+    use multiplies by 2 v_a (one pass fewer over the slots)."""
+    torch.ops.aten._softmax_backward_data.out(d_weights, weights, 1, weights.dtype,
+                                              grad_input=d_logits)
+    _sigmoid_backward.grad_input(d_logits.unsqueeze(2), e, grad_input=d_pre)
+    torch.sum(d_pre, dim=1, out=dz_query).mul_(score_vector)
+    grad_keys.addcmul_(d_pre, score_vector)
+
+
+def _undo_screening(rows_of_grad: Tensor, rows_of_slots: Tensor, rows_p: Tensor,
+                    target: Tensor, evicted: Tensor, grad_candidate: Tensor,
+                    restored: Tensor) -> None:
+    """Undo one step's screening write (:func:`_screen_oldest`) in the slots' gradient and in
+    the slots themselves: the candidate goes back from its target row to ``rows_p`` with the
+    gradient it gathered there, and the target row gets back what it held, ``evicted``."""
+    rows_of_grad.index_copy_(0, rows_p, torch.index_select(rows_of_grad, 0, target,
+                                                           out=grad_candidate))
+    rows_of_grad.index_fill_(0, target, 0.0)
+    rows_of_slots.index_copy_(0, rows_p, torch.index_select(rows_of_slots, 0, target,
+                                                            out=restored))
+    rows_of_slots.index_copy_(0, target, evicted)
 
 
 def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
@@ -362,9 +387,7 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
     grad_candidate, d_pre, d_act = buffers["grad_candidate"], buffers["d_pre"], buffers["d_act"]
     d_act_parts = (d_act[:, :3], d_act[:, 3])
     dc_buffers = buffers["dc"].unbind(0)
-    d_keys_h, d_logits = buffers["d_keys_h"], buffers["d_logits"]
-
-    dz = buffers["dz"]
+    d_keys_h, d_logits, dz = buffers["d_keys_h"], buffers["d_logits"], buffers["dz"]
     dz_steps = dz.unbind(0)
     dz_base = (dz[:, :, :gates].view(steps, batch, 4, hidden) if base.lstm
                else dz[:, :, :gates]).unbind(0)
@@ -382,50 +405,65 @@ def _screened_backward_loop(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor
     d_logits_steps = d_logits.unbind(0)
     target_steps, d_keys_steps = tape.targets.unbind(0), d_keys_h.unbind(0)
     g_y_steps = g_y.unbind(0) if g_y is not None else None
-    softmax_backward = torch.ops.aten._softmax_backward_data.out
-    sigmoid_backward, bmm, addmm = _sigmoid_backward.grad_input, torch.bmm, torch.addmm
     ds = g_y_steps[-1] if g_y_steps is not None else y.new_zeros(batch, hidden)
     dc = g_c
     for k in reversed(range(steps)):
         oldest = k % nu
-        weights_k, ds_row = attention_steps[k], ds.unsqueeze(1)
+        ds_row = ds.unsqueeze(1)
         # (B, 1, H) @ (B, H, N): several times faster on CPU than (B, N, H) @ (B, H, 1)
-        d_weights = bmm(ds_row, memory_columns).view(batch, slots)
-        d_logits_k = softmax_backward(d_weights, weights_k, 1, weights_k.dtype,
-                                      grad_input=d_logits_steps[k])
-        # d(2 W_a s + 2 U_a m_i) = dlogit_i σ'(.) ⊙ 2 v_a: d_pre holds dlogit_i σ'(.), and
-        # each use multiplies by 2 v_a (one pass fewer over the slots)
-        sigmoid_backward(d_logits_k.unsqueeze(2), e_steps[k], grad_input=d_pre)
-        torch.sum(d_pre, dim=1, out=dz_query[k]).mul_(score_vector)
-        grad_keys.addcmul_(d_pre, score_vector)
+        d_weights = torch.bmm(ds_row, memory_columns).view(batch, slots)
+        _attention_backward(d_weights, attention_steps[k], e_steps[k], score_vector,
+                            d_logits_steps[k], d_pre, dz_query[k], grad_keys)
         grad_content.addcmul_(attention_columns[k], ds_row)
         # Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes
         # back to p with the gradient it gathered at its target, which held nothing before.
         rows_p, grad_content_p, grad_keys_p = ring[oldest]
-        dh = addmm(ds + grad_content_p, d_keys_steps[k].copy_(grad_keys_p), key)
-        target = target_steps[k]
-        rows_of_grad.index_copy_(0, rows_p, torch.index_select(rows_of_grad, 0, target,
-                                                               out=grad_candidate))
-        rows_of_grad.index_fill_(0, target, 0.0)
+        dh = torch.addmm(ds + grad_content_p, d_keys_steps[k].copy_(grad_keys_p), key)
         h = h_steps[k].copy_(contents[oldest])
-        # ... and the same for the slots themselves
-        rows_of_slots.index_copy_(0, rows_p, torch.index_select(rows_of_slots, 0, target,
-                                                                out=restored))
-        rows_of_slots.index_copy_(0, target, evicted_steps[k])
+        _undo_screening(rows_of_grad, rows_of_slots, rows_p, target_steps[k], evicted_steps[k],
+                        grad_candidate, restored)
         if k in tape.before_reset:
             slot_data.copy_(tape.before_reset[k])
         dc = base.backward(k, h, dh, dc, dz_base[k], d_act, d_act_parts, dc_buffers[k % 2])
         g_previous = g_y_steps[k - 1] if g_y_steps is not None and k > 0 else None
-        if tape.reset_steps[k]:
-            reset = tape.resets[k].view(batch, 1, 1)
-            ds = state_gradient(dz_steps[k], recurrent, g_previous, reset[:, 0])
-            grad.masked_fill_(reset, 0.0)
-            if dc is not None:
-                dc = dc.masked_fill(reset[:, 0], 0.0)
-        else:
-            ds = state_gradient(dz_steps[k], recurrent, g_previous, None)
-
+        reset = tape.resets[k].view(batch, 1, 1) if tape.reset_steps[k] else None
+        ds, dc = _into_previous_step(dz_steps[k], recurrent, g_previous, grad, dc, reset)
     return ds, dc
+
+
+def _into_previous_step(dz: Tensor, recurrent: Tensor, g_previous: Tensor | None,
+                        grad: Tensor, dc: Tensor | None, reset: Tensor | None
+                        ) -> tuple[Tensor, Tensor | None]:
+    """The gradients of the step's incoming macro-state and cell state; where an item resets
+    (``reset`` ``(B, 1, 1)``, or ``None``), none crosses, nor into its slots' ``grad``."""
+    if reset is None:
+        return state_gradient(dz, recurrent, g_previous, None), dc
+    ds = state_gradient(dz, recurrent, g_previous, reset[:, 0])
+    cut_gradient(grad, reset, in_place=True)
+    return ds, cut_gradient(dc, reset[:, 0]) if dc is not None else None
+
+
+def _final_slots_gradient(grad: Tensor, steps: int, nu: int, g_short: Tensor | None,
+                          g_short_score: Tensor | None, g_relevant: Tensor | None,
+                          g_relevant_score: Tensor | None) -> Tensor:
+    """The gradient of what each slot holds after the chunk, [m_i, 2 U_a m_i, score], laid out
+    as the forward's slots (S in ring order), written into ``grad`` ``(B, ν+ρ+1, 2H+1)``.
+
+    Going back in time it follows the states as the forward moved them: undoing the writes of
+    step k hands h_k its gradient and gives the candidate back its own."""
+    hidden, slots = (grad.shape[2] - 1) // 2, grad.shape[1] - 1
+    wide = 2 * hidden
+    grad.zero_()
+    last = (steps + torch.arange(nu, device=grad.device)) % nu
+    if g_short is not None:
+        grad[:, last, :hidden] = g_short
+    if g_relevant is not None:
+        grad[:, nu:slots, :hidden] = g_relevant
+    if g_short_score is not None:
+        grad[:, last, wide] = g_short_score
+    if g_relevant_score is not None:
+        grad[:, nu:slots, wide] = g_relevant_score
+    return grad
 
 
 def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | None,
@@ -448,19 +486,8 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         "dc": (2, batch, 1, hidden), "dz": (steps, batch, recurrent.shape[0]),
         "s_prev": (steps, batch, hidden), "h": (steps, batch, hidden),
         "restored": (batch, tape.slot_data.shape[2])}, y.dtype, y.device)
-    # The gradient of what each slot holds, [m_i, 2 U_a m_i, score], laid out as the forward's
-    # slots. Going back in time it follows the states as the forward moved them: undoing the
-    # writes of step k hands h_k its gradient and gives the candidate back its own.
-    grad = buffers["grad"].zero_()
-    last = (steps + torch.arange(nu, device=y.device)) % nu
-    if g_short is not None:
-        grad[:, last, :hidden] = g_short
-    if g_relevant is not None:
-        grad[:, nu:slots, :hidden] = g_relevant
-    if g_short_score is not None:
-        grad[:, last, wide] = g_short_score
-    if g_relevant_score is not None:
-        grad[:, nu:slots, wide] = g_relevant_score
+    grad = _final_slots_gradient(buffers["grad"], steps, nu, g_short, g_short_score,
+                                 g_relevant, g_relevant_score)
     grad_content, grad_keys = grad[:, :slots, :hidden], grad[:, :slots, hidden:wide]
     d_keys_h, d_logits, dz = buffers["d_keys_h"], buffers["d_logits"], buffers["dz"]
     native = compiled.ops(y)
@@ -498,7 +525,8 @@ class _Screened(torch.autograd.Function):
     """:func:`_screened_forward` and :func:`_screened_backward` as one autograd node per chunk."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, any_reset: list[bool], normalised: bool, resets: Tensor,
+    def forward(ctx: FunctionCtx, any_reset: list[bool], uniform_share: float | None,
+                resets: Tensor,
                 t0: Tensor, short_valid: Tensor, short_time: Tensor, relevant_valid: Tensor,
                 relevant_time: Tensor, xp: Tensor, recurrent: Tensor, key: Tensor,
                 score: Tensor, query_bias: Tensor, s0: Tensor, c0: Tensor | None,
@@ -508,7 +536,7 @@ class _Screened(torch.autograd.Function):
             xp, Weights(recurrent, key, score, query_bias), s0, c0, short, short_score,
             short_valid,
             short_time, relevant, relevant_score, relevant_valid, relevant_time, t0, resets,
-            any_reset, lstm=c0 is not None, normalised=normalised, save=True)
+            any_reset, lstm=c0 is not None, uniform_share=uniform_share, save=True)
         ctx.tape = tape  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)
         outputs = _flatten(result)
@@ -549,14 +577,14 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                   short_score: Tensor, short_valid: Tensor, short_time: Tensor,
                   relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
                   relevant_time: Tensor, t0: Tensor, resets: Tensor, *,
-                  normalised: bool = False) -> ScreenedResult | None:
+                  uniform_share: float | None) -> ScreenedResult | None:
     """Relevancy screening (ReLSTM with ``c0``, ReLRNN without) over one chunk.
 
-    Equivalent to running the cell's step under :func:`rlmem.cells.base.scan`; see
-    :class:`rlmem.cells.screening.RelevancyScreening` for the equations. ``normalised``
-    screens as ``Screening.normalised`` does (each attention weight counted relative to the
-    uniform share of its step, and a free slot of R ranked at :data:`UNIFORM_SHARE`), else as
-    Algorithm 1. Returns ``None``
+    Equivalent to running the cell's step under :func:`rlmem.cells.time_loop.scan`; see
+    :class:`rlmem.cells.screening.RelevancyScreening` for the equations. With
+    ``uniform_share`` it screens as ``Screening.normalised`` does (each attention weight
+    counted relative to the uniform share of its step, and a free slot of R ranked at
+    ``uniform_share``); with ``None``, as Algorithm 1. Returns ``None``
     when the engine cannot take the chunk (a dtype other than float32 and float64, or an
     episode longer than its float holds exactly), for the caller to run the step instead.
 
@@ -577,8 +605,8 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
         return _screened_forward(xp, weights, s0, c0, short, short_score, short_valid,
                                  short_time, relevant, relevant_score, relevant_valid,
                                  relevant_time, t0, resets, any_reset, lstm=c0 is not None,
-                                 normalised=normalised, save=False)[0]
-    outputs = _Screened.apply(any_reset, normalised, resets, t0, short_valid, short_time,
+                                 uniform_share=uniform_share, save=False)[0]
+    outputs = _Screened.apply(any_reset, uniform_share, resets, t0, short_valid, short_time,
                               relevant_valid, relevant_time, xp, *weights, s0, c0, short,
                               short_score, relevant, relevant_score)
     differentiable = dict(zip(_DIFFERENTIABLE, outputs, strict=False))
@@ -590,7 +618,7 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
 
 
 class _ScreenedFields(NamedTuple):
-    """The screened cells' state fields, for :func:`rlmem.cells.base.reset_state`."""
+    """The screened cells' state fields, for :func:`rlmem.cells.time_loop.reset_state`."""
 
     s: Tensor
     c: Tensor

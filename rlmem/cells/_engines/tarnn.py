@@ -5,31 +5,41 @@ The loop runs compiled (``csrc/tarnn.h``) where :mod:`.compiled` can, else in Py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rlmem.cells._engines import compiled
-from rlmem.cells._engines.fast_forms import FAST_FORMS, FastForm
-from rlmem.cells._engines.reset_masks import reset_masks
+from rlmem.cells._engines.fast_forms import FastForm
 from rlmem.cells._engines.workspace import WORKSPACE
-from rlmem.cells.base import ScanResult
-
-if TYPE_CHECKING:  # the cell module imports this one
-    from rlmem.cells.tarnn import TARNN, TARNNState
+from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
+from rlmem.cells.time_loop import S, ScanResult
 
 
-def fast_scan(cell: TARNN, x: Tensor, state: TARNNState, resets: Tensor) -> ScanResult:
-    """:class:`~rlmem.cells.tarnn.TARNN` over a chunk through :class:`TARNNScan`.
+class TARNNWeights(NamedTuple):
+    """What TARNN's loop reads besides the state and the input terms."""
 
-    Shapes: as :meth:`rlmem.cells.base.Cell.fast_scan`.
+    weight_s: Tensor
+    """The state's weights, stacked as the cell's ``state_weight``, ``(3D, D)``."""
+    weight_u: Tensor
+    """U, ``(D, D)``."""
+    eta: Tensor
+    r"""The Euler step sizes :math:`\eta_k`, ``(K,)``."""
+
+
+def fast_scan(inputs: Tensor, weights: TARNNWeights, state: S, resets: Tensor, *,
+              coupled: bool, form: FastForm) -> ScanResult:
+    """TARNN (:class:`~rlmem.cells.tarnn.TARNN`) over a chunk through :class:`TARNNScan`.
+
+    Shapes:
+        - inputs: ``(T, B, 3D)`` (the cell's ``project_input``); resets ``(T, B)``
+        - state: a one-field NamedTuple, :math:`s` ``(B, D)``; returned of the same type
+        - coupled: A in its coupled form; form: φ's fast form
     """
-    y, beta = TARNNScan.apply(cell.project_input(x), state.s, resets, cell.state_weight(),
-                              cell.U.weight, cell.eta, cell.A_form == "coupled",
-                              FAST_FORMS[cell.phi_name])
-    return ScanResult(y, type(state)(y[-1]), {"beta": beta})
+    y, beta = TARNNScan.apply(inputs, state[0], resets, *weights, coupled, form)
+    return ScanResult(y, state._make([y[-1]]), {"beta": beta})
 
 
 class TARNNScan(torch.autograd.Function):
@@ -69,67 +79,33 @@ class TARNNScan(torch.autograd.Function):
     def forward(ctx: Any, inputs: Tensor, s0: Tensor, resets: Tensor, weight_s: Tensor,
                 weight_u: Tensor, eta: Tensor, coupled: bool,
                 form: FastForm) -> tuple[Tensor, Tensor]:
-        batch, size = s0.shape
-        half, steps = size // 2, len(eta)
-        if form.scale_in != 1.0 or form.shift:
-            weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_in))[:, None]
-            weight_u = weight_u * form.scale_in
-            shift = torch.zeros_like(inputs[0, 0])
-            shift[size:2 * size] = form.shift
-            inputs = torch.addcmul(shift, inputs, _block_scale(inputs, size, (1.0, 1.0,
-                                                                              form.scale_in)))
-        weight_s_t, weight_u_t = weight_s.t(), weight_u.t()
+        inputs, weight_s_scaled, weight_u_scaled = _fold_scale_in(inputs, weight_s, weight_u,
+                                                                  form)
         ctx.coupled, ctx.form = coupled, form
         native = compiled.ops(inputs)
         ctx.native = native
         if native is not None:
+            batch, size = s0.shape
             time_steps = inputs.shape[0]
             y, beta_all = inputs.new_empty(2, time_steps, batch, size).unbind(0)
             # z_k, h_k and e_k of every step: recycled, fresh pages of this size cost more
             # than the loop's elementwise work
-            numel = 3 * time_steps * steps * batch * size
+            numel = 3 * time_steps * len(eta) * batch * size
             block = WORKSPACE.take(numel, inputs.dtype, inputs.device)
-            saved = block[:numel].view(3, time_steps, steps, batch, size)
-            native.tarnn_forward(inputs, s0, resets, weight_s_t, weight_u_t, eta, coupled,
-                                 int(form.kernel), form.scale_out, y, beta_all, *saved)
-            ctx.mark_non_differentiable(beta_all)
-            ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
+            saved = block[:numel].view(3, time_steps, len(eta), batch, size)
+            native.tarnn_forward(inputs, s0, resets, weight_s_scaled.t(), weight_u_scaled.t(),
+                                 eta, coupled, int(form.kernel), form.scale_out, y, beta_all,
+                                 *saved)
             ctx.resets, ctx.saved, ctx.block = resets, saved, block
             if not any(ctx.needs_input_grad):
                 WORKSPACE.give(block)
-            return y, beta_all
-        eta_column = eta.view(-1, 1, 1)
-        masks = reset_masks(resets)
-        # At batch 16 a view costs as much as a small op: what a step keeps are fresh tensors,
-        # and the buffers reused at every step have their views made once.
-        eta_beta = inputs.new_empty(steps, batch, size)
-        eta_beta_k = eta_beta.unbind(0)
-        outputs, betas, euler, inner, targets = [], [], [], [], []
-        s = s0
-        for inputs_t, mask in zip(inputs.unbind(0), masks, strict=True):
-            if mask is not None:
-                s = s.masked_fill(mask, 0.0)
-            beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
-            beta = torch.sigmoid(beta_pre)
-            torch.mul(eta_column, beta, out=eta_beta)
-            z = s
-            for k in range(steps):
-                h = form.inner(torch.addmm(drive_w, z, weight_u_t))
-                target = torch.add(drive_b, h, alpha=form.scale_out)  # F_k + z_k
-                if coupled:
-                    target[:, :half] += z[:, half:]
-                euler.append(z)
-                inner.append(h)
-                targets.append(target)
-                z = torch.lerp(z, target, eta_beta_k[k])  # z_k + η_k β ⊙ F_k
-            outputs.append(z)
-            betas.append(beta)
-            s = z
-        y, beta_all = torch.stack(outputs), torch.stack(betas)
+        else:
+            masks = reset_masks(resets)
+            y, beta_all, ctx.betas, ctx.euler, ctx.inner, ctx.targets = _forward_loop(
+                inputs, s0, masks, weight_s_scaled.t(), weight_u_scaled.t(), eta, coupled, form)
+            ctx.masks = masks
         ctx.mark_non_differentiable(beta_all)
-        ctx.save_for_backward(weight_s, weight_u, eta, beta_all)
-        ctx.masks = masks
-        ctx.betas, ctx.euler, ctx.inner, ctx.targets = betas, euler, inner, targets
+        ctx.save_for_backward(weight_s_scaled, weight_u_scaled, eta, beta_all)
         return y, beta_all
 
     @staticmethod
@@ -138,82 +114,142 @@ class TARNNScan(torch.autograd.Function):
                                                                                 ...]:
         weight_s, weight_u, eta, beta_all = ctx.saved_tensors
         coupled, form = ctx.coupled, ctx.form
-        time_steps, batch, size = grad_y.shape
-        half, steps = size // 2, len(eta)
+        size = grad_y.shape[2]
         # ā = gain · h' ⊙ q, gain = s·m. The forward's weights already carry s;
         # m goes into the weights that carry ā back, and the gain into the gradients of the
         # blocks that produce a (W_2, U and the W_1 x + b inputs), once at the end.
         weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_out))[:, None]
         weight_u = weight_u * form.scale_out
-        if ctx.native is not None:
-            if ctx.saved is None:
-                raise RuntimeError("TARNN's chunk can be backpropagated once: its backward "
-                                   "recycles the forward's buffers (no retain_graph)")
-            euler, inner, targets = ctx.saved
-            ctx.saved = None
-            grad_gates, grad_next, grad_weight_u, grad_eta_terms = ctx.native.tarnn_backward(
-                grad_y.contiguous(), ctx.resets, weight_s, weight_u, eta, beta_all, euler,
-                inner, targets, coupled, int(form.kernel))
-            result = _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
-                             grad_eta_terms, euler[:, 0])
-            WORKSPACE.give(ctx.block)
-            return result
-        masks = ctx.masks
-        betas, euler, inner, targets = ctx.betas, ctx.euler, ctx.inner, ctx.targets
-        eta_column = eta.view(-1, 1, 1)
+        if ctx.native is None:
+            grad_gates, grad_next, grad_weight_u, grad_eta_terms = _backward_loop(
+                grad_y, ctx.masks, weight_s, weight_u, eta, beta_all, ctx.betas, ctx.euler,
+                ctx.inner, ctx.targets, coupled, form)
+            return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
+                           grad_eta_terms, torch.stack(ctx.euler[::len(eta)]))
+        if ctx.saved is None:
+            raise RuntimeError("TARNN's chunk can be backpropagated once: its backward "
+                               "recycles the forward's buffers (no retain_graph)")
+        euler, inner, targets = ctx.saved
+        ctx.saved = None
+        grad_gates, grad_next, grad_weight_u, grad_eta_terms = ctx.native.tarnn_backward(
+            grad_y.contiguous(), ctx.resets, weight_s, weight_u, eta, beta_all, euler,
+            inner, targets, coupled, int(form.kernel))
+        result = _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
+                         grad_eta_terms, euler[:, 0])
+        WORKSPACE.give(ctx.block)
+        return result
 
-        def buffer() -> tuple[Tensor, tuple[Tensor, ...]]:  # reused at every step
-            tensor = grad_y.new_empty(steps, batch, size)
-            return tensor, tensor.unbind(0)
 
-        grad_z, grad_z_k = buffer()  # z̄_{k+1}
-        q, q_k = buffer()  # η_k β ⊙ z̄_{k+1}
-        grad_pre, grad_pre_k = buffer()  # raw ā_k = h'_k ⊙ q_k
-        step_inner = grad_y.new_empty(steps, batch, size)
-        slope_inner, slope_inner_k = buffer()  # h'_k
-        grad_pre_rows = grad_pre.view(-1, size).T
-        eta_beta, eta_beta_k = buffer()
-        grad_slope = grad_y.new_empty(steps, batch, size)  # F_k ⊙ z̄_{k+1}
-        grad_slope_rows = grad_slope.view(steps, -1)
-        grad_beta = grad_y.new_empty(batch, size)  # β̄ = Σ_k η_k F_k ⊙ z̄_{k+1}
-        grad_beta_flat = grad_beta.view(-1)
-        grad_gates = grad_y.new_empty(time_steps, batch, 3 * size)
-        grad_weight_u = weight_u.new_zeros(weight_u.shape)
-        grad_next = grad_y.new_zeros(batch, size)
-        beta_slopes = torch.addcmul(beta_all, beta_all, beta_all, value=-1.0).unbind(0)  # σ'
-        grad_eta_terms = torch.zeros_like(grad_slope)  # Σ_t β ⊙ F_k ⊙ z̄_{k+1}
-        for t, grad_y_t, grad_gates_t in zip(range(time_steps - 1, -1, -1),
-                                             reversed(grad_y.unbind(0)),
-                                             reversed(grad_gates.unbind(0)), strict=True):
-            beta = betas[t]
-            first = t * steps
-            torch.mul(eta_column, beta, out=eta_beta)
-            torch.add(grad_y_t, grad_next, out=grad_z_k[steps - 1])
-            torch.stack(inner[first:first + steps], out=step_inner)
-            form.inner_derivative(step_inner, slope_inner)
-            for k in range(steps - 1, -1, -1):
-                torch.mul(eta_beta_k[k], grad_z_k[k], out=q_k[k])
-                torch.mul(q_k[k], slope_inner_k[k], out=grad_pre_k[k])
-                carried = grad_z_k[k] - q_k[k]  # Aᵀ q_k, the -I part
-                if coupled:
-                    carried[:, half:] += q_k[k][:, :half]
-                torch.addmm(carried, grad_pre_k[k], weight_u,
-                            out=grad_z_k[k - 1] if k else grad_next)
-            step_euler = torch.stack(euler[first:first + steps])
-            step_slope = torch.stack(targets[first:first + steps]).sub_(step_euler)  # F_k
-            torch.mul(step_slope, grad_z, out=grad_slope)
-            torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
-            grad_eta_terms.addcmul_(grad_slope, beta)
-            torch.cat([grad_beta * beta_slopes[t], q.sum(0), grad_pre.sum(0)], 1,
-                      out=grad_gates_t)
-            grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
-            grad_next.addmm_(grad_gates_t, weight_s)
-            mask = masks[t]
-            if mask is not None:
-                grad_next.masked_fill_(mask, 0.0)
+def _fold_scale_in(inputs: Tensor, weight_s: Tensor, weight_u: Tensor,
+                   form: FastForm) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs and weights with φ's inner scale s folded into U and into the input and
+    state blocks of :math:`W u`, and its shift o into :math:`B u`."""
+    if form.scale_in == 1.0 and not form.shift:
+        return inputs, weight_s, weight_u
+    size = weight_u.shape[0]
+    weight_s = weight_s * _block_scale(weight_s, size, (1.0, 1.0, form.scale_in))[:, None]
+    weight_u = weight_u * form.scale_in
+    shift = torch.zeros_like(inputs[0, 0])
+    shift[size:2 * size] = form.shift
+    inputs = torch.addcmul(shift, inputs, _block_scale(inputs, size, (1.0, 1.0, form.scale_in)))
+    return inputs, weight_s, weight_u
 
-        return _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
-                       grad_eta_terms, torch.stack(euler[::steps]))
+
+def _forward_loop(inputs: Tensor, s0: Tensor, masks: list[Tensor | None], weight_s_t: Tensor,
+                  weight_u_t: Tensor, eta: Tensor, coupled: bool, form: FastForm
+                  ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor], list[Tensor],
+                             list[Tensor]]:
+    """The forward loop in Python (the compiled ``tarnn_forward`` is the same loop): y, β,
+    and per step β and per Euler step :math:`z_k`, :math:`h_k` and :math:`e_k`."""
+    batch, size = s0.shape
+    half, steps = size // 2, len(eta)
+    eta_column = eta.view(-1, 1, 1)
+    # At batch 16 a view costs as much as a small op: what a step keeps are fresh tensors,
+    # and the buffers reused at every step have their views made once.
+    eta_beta = inputs.new_empty(steps, batch, size)
+    eta_beta_k = eta_beta.unbind(0)
+    outputs, betas, euler, inner, targets = [], [], [], [], []
+    s = s0
+    for inputs_t, mask in zip(inputs.unbind(0), masks, strict=True):
+        if mask is not None:
+            s = reset_where(s, mask)
+        beta_pre, drive_b, drive_w = torch.addmm(inputs_t, s, weight_s_t).split(size, 1)
+        beta = torch.sigmoid(beta_pre)
+        torch.mul(eta_column, beta, out=eta_beta)
+        z = s
+        for k in range(steps):
+            h = form.inner(torch.addmm(drive_w, z, weight_u_t))
+            target = torch.add(drive_b, h, alpha=form.scale_out)  # F_k + z_k
+            if coupled:
+                target[:, :half] += z[:, half:]
+            euler.append(z)
+            inner.append(h)
+            targets.append(target)
+            z = torch.lerp(z, target, eta_beta_k[k])  # z_k + η_k β ⊙ F_k
+        outputs.append(z)
+        betas.append(beta)
+        s = z
+    return torch.stack(outputs), torch.stack(betas), betas, euler, inner, targets
+
+
+def _backward_loop(grad_y: Tensor, masks: list[Tensor | None], weight_s: Tensor,
+                   weight_u: Tensor, eta: Tensor, beta_all: Tensor, betas: list[Tensor],
+                   euler: list[Tensor], inner: list[Tensor], targets: list[Tensor],
+                   coupled: bool, form: FastForm) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The backward loop in Python (the compiled ``tarnn_backward`` is the same loop): the
+    gates' gradient, the incoming state's, U's and the terms of η's."""
+    time_steps, batch, size = grad_y.shape
+    half, steps = size // 2, len(eta)
+    eta_column = eta.view(-1, 1, 1)
+
+    def buffer() -> tuple[Tensor, tuple[Tensor, ...]]:  # reused at every step
+        tensor = grad_y.new_empty(steps, batch, size)
+        return tensor, tensor.unbind(0)
+
+    grad_z, grad_z_k = buffer()  # z̄_{k+1}
+    q, q_k = buffer()  # η_k β ⊙ z̄_{k+1}
+    grad_pre, grad_pre_k = buffer()  # raw ā_k = h'_k ⊙ q_k
+    step_inner = grad_y.new_empty(steps, batch, size)
+    slope_inner, slope_inner_k = buffer()  # h'_k
+    grad_pre_rows = grad_pre.view(-1, size).T
+    eta_beta, eta_beta_k = buffer()
+    grad_slope = grad_y.new_empty(steps, batch, size)  # F_k ⊙ z̄_{k+1}
+    grad_slope_rows = grad_slope.view(steps, -1)
+    grad_beta = grad_y.new_empty(batch, size)  # β̄ = Σ_k η_k F_k ⊙ z̄_{k+1}
+    grad_beta_flat = grad_beta.view(-1)
+    grad_gates = grad_y.new_empty(time_steps, batch, 3 * size)
+    grad_weight_u = weight_u.new_zeros(weight_u.shape)
+    grad_next = grad_y.new_zeros(batch, size)
+    beta_slopes = torch.addcmul(beta_all, beta_all, beta_all, value=-1.0).unbind(0)  # σ'
+    grad_eta_terms = torch.zeros_like(grad_slope)  # Σ_t β ⊙ F_k ⊙ z̄_{k+1}
+    for t, grad_y_t, grad_gates_t in zip(range(time_steps - 1, -1, -1),
+                                         reversed(grad_y.unbind(0)),
+                                         reversed(grad_gates.unbind(0)), strict=True):
+        beta = betas[t]
+        first = t * steps
+        torch.mul(eta_column, beta, out=eta_beta)
+        torch.add(grad_y_t, grad_next, out=grad_z_k[steps - 1])
+        torch.stack(inner[first:first + steps], out=step_inner)
+        form.inner_derivative(step_inner, slope_inner)
+        for k in range(steps - 1, -1, -1):
+            torch.mul(eta_beta_k[k], grad_z_k[k], out=q_k[k])
+            torch.mul(q_k[k], slope_inner_k[k], out=grad_pre_k[k])
+            carried = grad_z_k[k] - q_k[k]  # Aᵀ q_k, the -I part
+            if coupled:
+                carried[:, half:] += q_k[k][:, :half]
+            torch.addmm(carried, grad_pre_k[k], weight_u, out=grad_z_k[k - 1] if k else grad_next)
+        step_euler = torch.stack(euler[first:first + steps])
+        step_slope = torch.stack(targets[first:first + steps]).sub_(step_euler)  # F_k
+        torch.mul(step_slope, grad_z, out=grad_slope)
+        torch.mv(grad_slope_rows.T, eta, out=grad_beta_flat)
+        grad_eta_terms.addcmul_(grad_slope, beta)
+        torch.cat([grad_beta * beta_slopes[t], q.sum(0), grad_pre.sum(0)], 1, out=grad_gates_t)
+        grad_weight_u.addmm_(grad_pre_rows, step_euler.view(-1, size))
+        grad_next.addmm_(grad_gates_t, weight_s)
+        mask = masks[t]
+        if mask is not None:
+            cut_gradient(grad_next, mask, in_place=True)
+    return grad_gates, grad_next, grad_weight_u, grad_eta_terms
 
 
 def _finish(needs: tuple[bool, ...], form: FastForm, grad_gates: Tensor,

@@ -84,7 +84,7 @@ struct Base {
 
   void reset(int64_t k, const Tensor& reset) const {  // reset: (B, 1) bool
     if (lstm) {
-      partner[row(k)].select(1, 1).masked_fill_(reset, 0.0);
+      reset_where(partner[row(k)].select(1, 1), reset, 0.0, true);
     }
   }
 

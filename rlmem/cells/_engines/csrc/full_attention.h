@@ -99,7 +99,7 @@ void full_forward(const Tensor& xp, const Tensor& s0, const Tensor& resets,
     const Window w = window(k, n_in, capacity);
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      s = s.masked_fill(reset, 0.0);
+      s = reset_where(s, reset);
       base.reset(k, reset);
     }
     z_in_base.copy_(xp[k]);
@@ -236,12 +236,12 @@ std::tuple<Tensor, Tensor> full_backward(
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      ds = at::mm(dz_k, recurrent).masked_fill_(reset, 0.0);
+      ds = reset_where(at::mm(dz_k, recurrent), reset, 0.0, true);
       if (carried) {
         ds.add_(g_y_or_empty[k - 1]);
       }
       if (dc.defined()) {
-        dc = dc.masked_fill(reset, 0.0);
+        dc = reset_where(dc, reset);
       }
     } else if (carried) {
       ds = at::addmm(g_y_or_empty[k - 1], dz_k, recurrent);

@@ -49,6 +49,7 @@ namespace {
 
 using at::Tensor;
 
+#include "reset.h"
 #include "kernels.h"
 #include "tarnn.h"
 #include "base_recurrence.h"

@@ -115,16 +115,16 @@ std::vector<Tensor> screened_forward(
     const Tensor slot_p = slot_data.select(1, p);
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      s = s.masked_fill(reset, 0.0);
+      s = reset_where(s, reset);
       base.reset(k, reset);
       if (save) {
         before_reset.push_back(slot_data.clone());
       }
-      slot_data.masked_fill_(reset.unsqueeze(2), 0.0);
-      mask.masked_fill_(reset, minus_inf);
-      rank.masked_fill_(reset, minus_inf);
+      reset_where(slot_data, reset.unsqueeze(2), 0.0, true);
+      reset_where(mask, reset, minus_inf, true);
+      reset_where(rank, reset, minus_inf, true);
       if (normalised) {  // a free slot of R ranks at the uniform share
-        rank.narrow(1, nu, slots - nu).masked_fill_(reset, uniform_share);
+        reset_where(rank.narrow(1, nu, slots - nu), reset, uniform_share, true);
       }
     }
     z_in_base.copy_(xp[k]);
@@ -277,13 +277,13 @@ std::tuple<Tensor, Tensor> screened_backward(
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      ds = at::mm(dz_k, recurrent).masked_fill_(reset, 0.0);
+      ds = reset_where(at::mm(dz_k, recurrent), reset, 0.0, true);
       if (carried) {
         ds.add_(g_y_or_empty[k - 1]);
       }
-      grad.masked_fill_(reset.unsqueeze(2), 0.0);
+      reset_where(grad, reset.unsqueeze(2), 0.0, true);
       if (dc.defined()) {
-        dc = dc.masked_fill(reset, 0.0);
+        dc = reset_where(dc, reset);
       }
     } else if (carried) {
       ds = at::addmm(g_y_or_empty[k - 1], dz_k, recurrent);

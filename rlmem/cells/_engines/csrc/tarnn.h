@@ -127,7 +127,7 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
   Tensor s = s0;
   for (int64_t t = 0; t < steps; ++t) {
     if (any_reset[t]) {
-      s = s.masked_fill(resets[t].unsqueeze(1), 0.0);
+      s = reset_where(s, resets[t].unsqueeze(1));
     }
     const Tensor gates = at::addmm(inputs[t], s, weight_s_t);
     const Tensor drive_w = gates.narrow(1, 2 * size, size);
@@ -205,7 +205,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
     grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
     grad_next.addmm_(grad_gates[t], weight_s);
     if (any_reset[t]) {
-      grad_next.masked_fill_(resets[t].unsqueeze(1), 0.0);
+      reset_where(grad_next, resets[t].unsqueeze(1), 0.0, true);
     }
   }
   return {grad_gates, grad_next, grad_weight_u, grad_eta_terms};
