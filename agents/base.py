@@ -5,10 +5,11 @@ An agent is one package under ``agents/`` (``rlmem.agents.<name>``) whose ``__in
 its config: a dataclass subclassing :class:`AgentConfig`, registered with
 :func:`rlmem.agents.registry.register_agent`. The config is torch-free, so composing a run's
 config imports no model code; it checks its own values in ``__post_init__`` (OmegaConf's
-``to_object`` runs it, so a bad value fails before any work), and it says how the agent trains
-(:meth:`AgentConfig.trainer`), how a trained run plays (:meth:`AgentConfig.actor_loader`) and
-which envs it can train on (:meth:`AgentConfig.check_run`). The modules behind the first two are
-imported only when they are asked for, so our PPO never imports sb3-contrib.
+``to_object`` runs it, so a bad value fails before any work), and it says which envs it can
+train on (:meth:`AgentConfig.check_run`). The registry pairs the config with
+how the agent trains (a :data:`Trainer`) and how a trained run plays (an :data:`ActorLoader`):
+the modules behind those two are imported only when they are called, so our PPO never imports
+sb3-contrib.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gymnasium import spaces
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING
 
 if TYPE_CHECKING:
     import torch
 
     from rlmem.agents.policy_evaluation import Actor
-    from rlmem.runs import Checkpoint
+    from rlmem.agents.run_config import RunConfig
+    from rlmem.runs import Checkpoint, RunSession
 
-Trainer = Callable[[DictConfig, Path], None]
-"""``train(cfg, run_dir)``: ``cfg`` is the composed
-:class:`~rlmem.agents.train_config.TrainConfig` (a DictConfig), ``run_dir`` the run directory."""
+Trainer = Callable[["RunConfig[Any]", "RunSession"], None]
+"""``train(config, run)``: the run's :class:`~rlmem.agents.run_config.RunConfig` (its agent
+this agent's config) and the opened run (:func:`rlmem.runs.open_run`), which has not reached
+its frames."""
 
 ActorLoader = Callable[
     [Path, "Checkpoint", spaces.Space[Any], spaces.Space[Any], "torch.device", dict[str, Any]],
@@ -37,7 +40,7 @@ ActorLoader = Callable[
 """``load(run_dir, checkpoint, observation_space, action_space, device, eval_memory)``: the
 trained agent of a run, for an env of these spaces, as an
 :class:`~rlmem.agents.policy_evaluation.Actor`. The checkpoint's config has its derived values
-decided (:func:`~rlmem.agents.train_config.with_derived_values`). The actor's memory is its own
+decided (:func:`~rlmem.agents.derived.with_derived_values`). The actor's memory is its own
 business (evaluation hands it back unread), hence ``Any``."""
 
 
@@ -83,16 +86,6 @@ class AgentConfig:
         (:data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`). By default: None."""
         return None
 
-    @classmethod
-    def trainer(cls) -> Trainer:
-        """The function that trains (or resumes) a run of this agent."""
-        raise NotImplementedError(f"{cls.__name__} names no trainer")
-
-    @classmethod
-    def actor_loader(cls) -> ActorLoader:
-        """The function that turns a trained run of this agent into an actor."""
-        raise NotImplementedError(f"{cls.__name__} names no actor loader")
-
-    def check_run(self, config: Mapping[str, Any], env: EnvProbe) -> None:
+    def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """Raise a :class:`ValueError` naming the env when this agent cannot train the run
-        ``config`` (resolved, derived values decided) on ``env``; by default every env fits."""
+        ``config`` on ``env``; by default every env fits."""

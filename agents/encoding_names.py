@@ -1,6 +1,6 @@
 """The observation encodings a run chooses between, by name.
 
-Torch-free, so that :class:`~rlmem.agents.train_config.TrainConfig` checks a run's
+Torch-free, so that :class:`~rlmem.schema.train.TrainConfig` checks a run's
 ``grid_encoding`` and ``discrete_encoding`` without building a model; the encoders that implement
 them are :class:`rlmem.agents.minigrid_encoders.ImageEncoder` and
 :class:`rlmem.agents.ppo.space_encoders.DiscreteEncoder`.

@@ -121,35 +121,17 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
             that does not fit its space; the message names the env and the step.
         KeyboardInterrupt: Ctrl-C before any episode finished.
     """
-    num_envs = envs.num_envs
-    quotas = quotas if quotas is not None else episode_quotas(episodes, num_envs)
-    check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space, num_envs,
+    quotas = quotas if quotas is not None else episode_quotas(episodes, envs.num_envs)
+    check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space, envs.num_envs,
                            "Nothing was evaluated or written.")
-    observation = check.reset(envs, seed, "the first reset of the evaluation")
-    state = actor.initial_state(num_envs)
-    resets = np.ones(num_envs, dtype=bool)
-    tracker = EpisodeTracker(num_envs)
-    counts = np.zeros(num_envs, dtype=np.int64)
     returns: list[float] = []
     lengths: list[int] = []
-    step = 0
     interrupted = False
     bar = tqdm(total=episodes, unit="episode", disable=not progress, dynamic_ncols=True,
                desc=name)
     try:
-        while (counts < quotas).any():
-            action, state = actor.act(observation, state, resets, greedy)
-            step += 1
-            observation, reward, terminated, truncated, _ = check.step(
-                envs, action, f"step {step} of the evaluation (frame {step * num_envs})")
-            resets = terminated | truncated
-            for episode in tracker.step(reward, resets):
-                if counts[episode.env] < quotas[episode.env]:
-                    returns.append(episode.episode_return)
-                    lengths.append(episode.length)
-                    counts[episode.env] += 1
-                    bar.update(1)
-                    bar.set_postfix(ret=f"{np.mean(returns):.3f}")
+        _play(actor, envs, check, seed=seed, quotas=quotas, greedy=greedy, bar=bar,
+              returns=returns, lengths=lengths)
     except KeyboardInterrupt:
         if not returns:
             raise
@@ -161,3 +143,31 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
                               float((values > 0).mean()), float(np.mean(lengths)), len(values),
                               interrupted=interrupted)
     return result, returns
+
+
+def _play(actor: Actor[State], envs: VectorEnv, check: EnvOutputCheck, *, seed: int,
+          quotas: list[int], greedy: bool, bar: tqdm[Any], returns: list[float],
+          lengths: list[int]) -> None:
+    """Step ``envs`` with ``actor`` until each env has finished its quota of episodes,
+    appending each counted episode's return and length to ``returns`` and ``lengths`` as it
+    ends (so an evaluation stopped by Ctrl-C keeps the episodes it finished)."""
+    num_envs = envs.num_envs
+    observation = check.reset(envs, seed, "the first reset of the evaluation")
+    state = actor.initial_state(num_envs)
+    resets = np.ones(num_envs, dtype=bool)
+    tracker = EpisodeTracker(num_envs)
+    counts = np.zeros(num_envs, dtype=np.int64)
+    step = 0
+    while (counts < quotas).any():
+        action, state = actor.act(observation, state, resets, greedy)
+        step += 1
+        observation, reward, terminated, truncated, _ = check.step(
+            envs, action, f"step {step} of the evaluation (frame {step * num_envs})")
+        resets = terminated | truncated
+        for episode in tracker.step(reward, resets):
+            if counts[episode.env] < quotas[episode.env]:
+                returns.append(episode.episode_return)
+                lengths.append(episode.length)
+                counts[episode.env] += 1
+                bar.update(1)
+                bar.set_postfix(ret=f"{np.mean(returns):.3f}")

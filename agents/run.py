@@ -1,34 +1,25 @@
-"""What every RL trainer's run shares: the prologue (checks, the recorded config, the run
-directory), the rules of resuming, and the env seeds.
+"""What every RL trainer's run shares: the rules of resuming, the checkpoint a run resumes,
+the envs' options and seeds, and the notice of frames rounded up to whole updates.
 
-A trainer writes only its loop::
-
-    def train(cfg, run_dir):
-        run_training(cfg, run_dir, _train)
-
-    def _train(config, agent, run):   # the recorded config, the agent's typed config, the run
-        ...
+``python -m rlmem.train`` resolves the run's config once
+(:func:`rlmem.schema.train.resolve`), opens the run with :data:`RULES`
+(:func:`rlmem.runs.open_run`) and hands both to the agent's trainer
+(:data:`rlmem.agents.base.Trainer`), which writes only its loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from rlmem.agents.base import AgentConfig
-from rlmem.agents.train_config import (
-    TrainConfig,
-    agent_config,
-    recorded_config,
-    with_derived_values,
-)
-from rlmem.envs import TRUST_KEY, env_spec, refuse_untrusted_code
+from rlmem.agents.derived import with_derived_values
+from rlmem.agents.run_config import RunConfig
+from rlmem.envs import TRUST_KEY, EnvOptions, env_spec, parse_wrappers, refuse_untrusted_code
 from rlmem.envs.trust import named_imports
-from rlmem.runs import CHECKPOINT_NAME, ResumeRules, RunSession, load_checkpoint, open_run
+from rlmem.runs import CHECKPOINT_NAME, ResumeRules, load_checkpoint
 from rlmem.runs.errors import RunError
 
 RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
@@ -53,13 +44,6 @@ RULES = ResumeRules(sections=RESUME_SECTIONS, counter="frames", budget="frames",
 its short name or its gymnasium id, and a checkpoint that left a value undecided (an older
 run's ``mission: null``) is compared with what it decides to. Code that the checkpoint's config
 names is imported only when trusted."""
-
-Agent = TypeVar("Agent", bound=AgentConfig)
-"""The config class of the agent a loop trains."""
-
-Loop = Callable[[dict[str, Any], Agent, RunSession], None]
-"""``loop(config, agent, run)``: the recorded config (:func:`recorded_config`), the agent's
-typed config, and the run, which has not reached its frames."""
 
 
 ROUNDING_NOTICE = 0.01
@@ -86,21 +70,11 @@ def env_seed(seed: int, updates: int) -> int:
     return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
 
 
-def run_training(cfg: DictConfig, run_dir: Path, loop: Loop[Agent]) -> None:
-    """Check ``cfg`` (before the run directory is touched), record it, and run ``loop`` in
-    ``run_dir`` unless the run has already reached its frames.
-
-    Raises:
-        ValueError: a value of ``cfg`` is out of range.
-        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
-    """
-    typed = OmegaConf.to_object(cfg)  # every config dataclass checks its own values
-    assert isinstance(typed, TrainConfig)
-    config = recorded_config(cfg, resumed_config(run_dir) if typed.resume else None)
-    with open_run(run_dir, config, RULES, program="rlmem.train") as run:
-        if not run.finished:
-            # The agent as decided (its presets), not as composed (null where a preset decides).
-            loop(config, cast(Agent, agent_config(config["agent"])), run)
+def env_options(config: RunConfig[Any]) -> EnvOptions:
+    """How the run's envs (and its transfer env) are made: its decided ``mission``, its
+    ``direction``, ``wrappers`` and ``env_kwargs``."""
+    return EnvOptions(mission=config.mission, direction=config.direction,
+                      wrappers=parse_wrappers(config.wrappers), kwargs=config.env_kwargs)
 
 
 def resumed_config(run_dir: Path) -> dict[str, Any] | None:
@@ -109,7 +83,7 @@ def resumed_config(run_dir: Path) -> dict[str, Any] | None:
 
     Read before the run is opened so that what the command leaves to be decided (our PPO's
     presets) is decided as the run decided it, not by today's defaults
-    (:func:`~rlmem.agents.train_config.with_derived_values`). Only values are read (the
+    (:func:`~rlmem.agents.derived.with_derived_values`). Only values are read (the
     checkpoint loads with ``weights_only=True``); nothing it names is imported, and
     :func:`~rlmem.runs.open_run` compares it in full under the lock."""
     path = Path(run_dir) / CHECKPOINT_NAME

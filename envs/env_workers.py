@@ -99,6 +99,18 @@ def _misfit(space: spaces.Space[Any], observation: Any) -> str:
     return ""
 
 
+def _shared_arrays(memory: dict[str, Any], action_space: spaces.Space[Any], num_envs: int
+                   ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """A worker's views of the shared memory it reads and writes in place: every env's
+    actions, rewards, terminations and truncations."""
+    actions = read_from_shared_memory(action_space, memory["actions"], num_envs)
+    reward, terminated, truncated = (np.frombuffer(memory[key].get_obj(), dtype=dtype)
+                                     for key, dtype in (("reward", np.float64),
+                                                        ("terminated", np.bool_),
+                                                        ("truncated", np.bool_)))
+    return actions, reward, terminated, truncated
+
+
 def _work(pipe: multiprocessing.connection.Connection,
           parent_pipe: multiprocessing.connection.Connection, env_fns: CloudpickleWrapper,
           share: list[list[int]], memory: dict[str, Any], observation_space: spaces.Space[Any],
@@ -116,11 +128,7 @@ def _work(pipe: multiprocessing.connection.Connection,
     try:
         for current in mine:
             envs[current] = env_fns.fn[current]()  # type: ignore[index]
-        actions = read_from_shared_memory(action_space, memory["actions"], num_envs)
-        reward, terminated, truncated = (np.frombuffer(memory[key].get_obj(), dtype=dtype)
-                                         for key, dtype in (("reward", np.float64),
-                                                            ("terminated", np.bool_),
-                                                            ("truncated", np.bool_)))
+        actions, reward, terminated, truncated = _shared_arrays(memory, action_space, num_envs)
 
         def write(key: str, env: int, observation: Any) -> None:
             if misfit := _misfit(observation_space, observation):

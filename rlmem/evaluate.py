@@ -29,9 +29,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem.agents.base import EnvProbe
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.policy_evaluation import EvaluationResult, episode_quotas, evaluate_policy
 from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import with_derived_values
 from rlmem.cells import full_attention, widened_note
 from rlmem.envs import (
     ENVS,
@@ -159,7 +159,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     probe = check_interface(run, name, config, options)
     eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit,
                                        given=cfg.eval_memory), **cfg.eval_memory}
-    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
+    load_actor = AGENTS[config["agent"]["name"]].load_actor
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space, device,
                        eval_memory)
 
@@ -331,7 +331,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """The CLI: ``--help``, a missing ``run=``, unknown keys
     (:func:`~rlmem.schema.command_line.front_door`), then Hydra."""
-    front_door(LINE)
+    sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
     _hydra_main()
 
 

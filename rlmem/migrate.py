@@ -61,9 +61,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.presets import before_presets
 from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import TrainConfig, with_derived_values
 from rlmem.cells import cell_config, get_cell_class, hyperparameters, make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.envs import refuse_untrusted_code
@@ -87,6 +87,7 @@ from rlmem.runs.files import write_atomic
 from rlmem.runs.lock import LOCK_NAME, RunLock
 from rlmem.runs.session import CHECKPOINT_NAME
 from rlmem.schema.supervised import TASK_SCHEMAS, SupervisedConfig
+from rlmem.schema.train import TrainConfig
 
 PROGRAM = "rlmem.migrate"
 
@@ -302,13 +303,14 @@ def _schema_of(section: str, name: str) -> type:
     """
     if section == "memory":
         return cell_config(name)
-    schemas: Mapping[str, type] = AGENTS if section == "agent" else TASK_SCHEMAS
-    return schemas[name]
+    if section == "agent":
+        return AGENTS[name].config
+    return TASK_SCHEMAS[name]
 
 
 def complete_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` (of the current format's meaning) with every key of today's schema written:
-    the run's (:class:`~rlmem.agents.train_config.TrainConfig` or
+    the run's (:class:`~rlmem.schema.train.TrainConfig` or
     :class:`~rlmem.schema.supervised.SupervisedConfig`), its agent's or task's, and its cell's.
     A key it lacks takes today's default, which is what it did: an option whose default is
     not was set by a step (:data:`STEPS`).
@@ -509,15 +511,33 @@ def _leftover_backups(run_dir: Path) -> list[Path]:
             if (run_dir / backup_name(found)).is_file()]
 
 
-def _migrate_locked(run_dir: Path, path: Path) -> str:
-    """:func:`migrate_run` once the run's lock is held."""
-    leftovers = _leftover_backups(run_dir)
+def _unreadable_remedy(run_dir: Path, leftovers: list[Path]) -> str:
+    """What to do about a run whose checkpoint cannot be read (``leftovers``: the old
+    checkpoints an interrupted migration left beside it)."""
     advice = (f"An earlier migration was cut short and left {leftovers[0].name} beside it, "
               f"the run's checkpoint from before it: move that back to {CHECKPOINT_NAME}, then "
               "migrate again." if leftovers else
               f"Restore {CHECKPOINT_NAME} from a copy if you have one; without it the run can "
               "only start afresh (resume=false).")
-    remedy = f"Nothing in {run_dir} was changed. {advice}"
+    return f"Nothing in {run_dir} was changed. {advice}"
+
+
+def _migrated_config_yaml(config_path: Path, recorded: dict[str, Any], found: int,
+                          leftovers: list[Path]) -> dict[str, Any]:
+    """The run's ``config.yaml`` (``recorded``) migrated to the current format. It is of the
+    checkpoint's format ``found``, unless a migration cut short after writing the checkpoint
+    left it at the format of the old checkpoint it kept (one of ``leftovers``)."""
+    written_as = min([found, *(_format_of(path) for path in leftovers)])
+    _check_config(recorded, str(config_path))
+    migrated: dict[str, Any] = _migrated(_as_payload(recorded, written_as), written_as,
+                                         str(config_path))["config"]
+    return migrated
+
+
+def _migrate_locked(run_dir: Path, path: Path) -> str:
+    """:func:`migrate_run` once the run's lock is held."""
+    leftovers = _leftover_backups(run_dir)
+    remedy = _unreadable_remedy(run_dir, leftovers)
     payload = load_payload(path, remedy=remedy)
     found = payload_format(path, payload, remedy)
     if found > FORMAT:
@@ -529,15 +549,8 @@ def _migrate_locked(run_dir: Path, path: Path) -> str:
     checkpoint = checkpoint_from_payload(path, migrated, remedy)
     config_path = run_dir / CONFIG_NAME
     recorded = _read_config_yaml(config_path)
-    if recorded is None:
-        config = checkpoint.config
-    else:
-        # config.yaml is of the checkpoint's format, unless a migration cut short after
-        # writing the checkpoint left it at the format of the old checkpoint it kept.
-        written_as = min([found, *(_format_of(path) for path in leftovers)])
-        _check_config(recorded, str(config_path))
-        config = _migrated(_as_payload(recorded, written_as), written_as,
-                           str(config_path))["config"]
+    config = (checkpoint.config if recorded is None
+              else _migrated_config_yaml(config_path, recorded, found, leftovers))
     checkpoint_changes = found < FORMAT or migrated["config"] != payload["config"]
     config_changes = recorded != config
     if not (checkpoint_changes or config_changes or leftovers):

@@ -15,6 +15,7 @@ command again resumes from the checkpoint (``resume=false`` starts afresh).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -241,7 +242,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """The CLI: ``--help``, unknown keys (:func:`~rlmem.schema.command_line.front_door`),
     then Hydra."""
-    front_door(LINE)
+    sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
     _hydra_main()
 
 

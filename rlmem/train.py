@@ -7,34 +7,39 @@
 The run directory (``runs/<agent>/<env>/<cell>/seed<seed>`` unless ``run_dir=...``, with the
 settings that differ from the defaults after the cell, e.g.
 ``runs/ppo/DoorKey-5x5/relstm,grid_encoding=raw/seed0``, so that runs of other settings never
-share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``) receives
-``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and ``checkpoint.pt``. Running
-the same command again resumes from the checkpoint (``resume=false`` starts afresh).
+share one: :mod:`rlmem.schema.run_names`; in a sweep under ``hydra.sweep.dir``; Hydra's
+``hydra.run.dir`` and ``hydra.sweep.subdir`` name it too, :mod:`rlmem.schema.hydra_keys`)
+receives ``config.yaml``, ``progress.csv``, TensorBoard events in ``tb/`` and
+``checkpoint.pt``. Running the same command again resumes from the checkpoint (``resume=false``
+starts afresh).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from rlmem.agents.registry import AGENTS
+from rlmem.agents.run import RULES, resumed_config
 from rlmem.envs import env_spec
-from rlmem.runs import CHECKPOINT_NAME, reported_as_cli_errors
+from rlmem.runs import CHECKPOINT_NAME, open_run, reported_as_cli_errors
 from rlmem.runs.episode_stats import RECENT_EPISODES
 from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs
 from rlmem.schema.shell_override import override
-from rlmem.schema.train import TrainConfig, check_train_config, register_train_configs
+from rlmem.schema.train import TrainConfig, register_train_configs, resolve
 
 register_train_configs()
 
 LINE = CommandLine(
     program="rlmem.train", config_name="train", register=register_train_configs,
-    schema=TrainConfig, sections={"memory": cell_configs, "agent": lambda: AGENTS.values()},
+    schema=TrainConfig, sections={"memory": cell_configs,
+                                     "agent": lambda: (agent.config for agent in AGENTS.values())},
     purpose=("Train an agent with a memory cell on an env (MiniGrid short names, or any "
              "gymnasium id). The run directory (run_dir) receives config.yaml, progress.csv, "
              "TensorBoard events in tb/ and checkpoint.pt; the same command again resumes it. "
@@ -49,12 +54,28 @@ LINE = CommandLine(
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 def run(cfg: DictConfig) -> None:
-    """Check ``cfg``, then hand it to the trainer of its agent."""
+    """Train the run of ``cfg``, then say where it is and what to do next."""
     with reported_as_cli_errors("rlmem.train"):
-        trainer = check_train_config(cfg).agent.trainer()
-        # The run creates run_dir itself, once everything is checked; Hydra creates none.
-        trainer(cfg, Path(cfg.run_dir))
+        train(cfg, Path(cfg.run_dir))
         print(summary(cfg, Path(cfg.run_dir)), flush=True)
+
+
+def train(cfg: DictConfig, run_dir: Path) -> None:
+    """Resolve ``cfg`` into the run's config, once (:func:`~rlmem.schema.train.resolve`: every
+    check, before the run directory is touched), open the run in ``run_dir`` (which creates
+    it; Hydra creates none) and hand both to the trainer of its agent, unless the run has
+    already reached its frames.
+
+    Raises:
+        ValueError: a value of ``cfg`` is out of range (naming the key).
+        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
+        rlmem.runs.NonFiniteLossError: the training diverged; the last good checkpoint is kept.
+    """
+    # The checkpoint's decisions (our PPO's presets) are kept: read before resolving.
+    config = resolve(cfg, resumed_config(run_dir) if cfg.resume else None)
+    with open_run(run_dir, config.recorded(), RULES, program="rlmem.train") as session:
+        if not session.finished:
+            AGENTS[config.agent.name].train(config, session)
 
 
 def summary(cfg: DictConfig, run_dir: Path) -> str:
@@ -83,7 +104,7 @@ def summary(cfg: DictConfig, run_dir: Path) -> str:
 def main() -> None:
     """The CLI: ``--help``, unknown keys (:func:`~rlmem.schema.command_line.front_door`),
     then Hydra."""
-    front_door(LINE)
+    sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
     run()
 
 

@@ -14,12 +14,12 @@ from full_attention_check import LONG_ENV, evaluate_without_overflow
 from hydra import compose, initialize_config_dir
 
 from rlmem import evaluate as evaluation
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import IncompatibleEnvError, evaluate_run, report_name
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train as train_run
 
 WIDE_VIEW = "RlmemTest-DoorKey-8x8-View9-v0"
 
@@ -32,7 +32,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     register_train_configs()
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[*TINY_PPO, "memory=relstm", "env=GoToDoor-5x5"])
-    ppo_train.train(cfg, run_dir)
+    train_run(cfg, run_dir)
     return run_dir
 
 
@@ -114,7 +114,7 @@ def test_memlstm_attends_over_every_step_of_the_evaluation_env(
                                           "env=GoToDoor-5x5"])
     with warnings.catch_warnings():  # its training episodes outgrow capacity=8 too
         warnings.simplefilter("ignore", MemoryOverflowWarning)
-        ppo_train.train(cfg, tmp_path)
+        train_run(cfg, tmp_path)
     limit = gym.make(LONG_ENV).unwrapped.max_steps  # type: ignore[attr-defined]
     _, written = evaluate_without_overflow(tmp_path, episodes=4)
     assert written.name == f"{LONG_ENV}_sampled_4ep_seed0,capacity={limit}.json"

@@ -17,7 +17,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from rlmem import migrate
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.evaluate import evaluate_run, load_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint, resolved_config
@@ -30,6 +29,7 @@ from rlmem.schema.train import register_train_configs
 from rlmem.supervised import RESUME_SECTIONS
 from rlmem.supervised import run as run_supervised
 from rlmem.tasks.saved import load_saved_model
+from rlmem.train import train as train_run
 
 OLD_RUN = Path(__file__).parent / "fixtures" / "run_v0_1_raw_lstm"
 """A MemoryS7 lstm run written by rlmem 0.1 (format 1: before grid_encoding, forget_bias and
@@ -107,7 +107,7 @@ def test_the_v0_1_run_is_refused_until_migrated_then_evaluates_and_resumes(
     before = {path.name: path.read_bytes() for path in run_dir.iterdir()}
     marks = {".lock", ".rlmem-run"}  # a resume claims and locks the folder before it reads
     for read in (lambda: load_checkpoint(run_dir / "checkpoint.pt"), lambda: load_run(run_dir),
-                 lambda: ppo_train.train(train_config(run_dir, "grid_encoding=raw"), run_dir)):
+                 lambda: train_run(train_config(run_dir, "grid_encoding=raw"), run_dir)):
         with pytest.raises(OlderCheckpointError,
                            match=r"written by an older rlmem \(format 1\); run python -m "
                                  rf"rlmem.migrate {run_dir} once, then run this command again"):
@@ -149,8 +149,8 @@ def test_the_v0_1_run_is_refused_until_migrated_then_evaluates_and_resumes(
                              r"1.0.*grid_encoding: checkpoint has 'raw', this run has "
                              r"'embedding'.*Resume it with memory.forget_bias=null "
                              r"grid_encoding=raw, or start afresh"):
-        ppo_train.train(train_config(run_dir), run_dir)
-    ppo_train.train(train_config(run_dir, "grid_encoding=raw", "memory.forget_bias=null"),
+        train_run(train_config(run_dir), run_dir)
+    train_run(train_config(run_dir, "grid_encoding=raw", "memory.forget_bias=null"),
                     run_dir)
     assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 512
 
@@ -243,7 +243,7 @@ def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
     if program == "supervised":
         run_supervised(supervised_config(run_dir), run_dir)
     else:
-        ppo_train.train(train_config(run_dir, "env=CartPole-v1", "frames=256"), run_dir)
+        train_run(train_config(run_dir, "env=CartPole-v1", "frames=256"), run_dir)
     aged(run_dir, _without("flush_denormal"), found=4)
     report = migrated(run_dir)
     assert "from format 4 to 5" in report and "flush_denormal=false" in report
@@ -254,7 +254,7 @@ def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
             run_supervised(supervised_config(run_dir, "flush_denormal=true"), run_dir)
         assert run_supervised(supervised_config(run_dir, "iterations=3"), run_dir).iteration == 3
     else:
-        ppo_train.train(train_config(run_dir, "env=CartPole-v1", "frames=512"), run_dir)
+        train_run(train_config(run_dir, "env=CartPole-v1", "frames=512"), run_dir)
         assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 512
 
 
@@ -262,7 +262,6 @@ def test_a_run_before_flush_denormal_records_subnormals_kept_and_resumes(
 def test_an_sb3_run_of_rlmem_0_1_is_sorted_into_the_typed_checkpoint(tmp_path: Path) -> None:
     """rlmem 0.1's sb3 checkpoint was a flat dict (policy, optimizer, rng, frames, updates);
     the migration sorts it and writes the agent keys added since at their defaults."""
-    from rlmem.agents.sb3.train import train as sb3_train
 
     run_dir = tmp_path / "sb3"
     register_train_configs()
@@ -271,7 +270,7 @@ def test_an_sb3_run_of_rlmem_0_1_is_sorted_into_the_typed_checkpoint(tmp_path: P
             "agent=sb3", "env=DoorKey-5x5", "num_envs=2", "agent.frames_per_env=16",
             "agent.batch_size=32", "agent.epochs=1", "memory.hidden_size=8", "frames=32",
             "progress_bar=false", "device=cpu", f"run_dir={run_dir}"])
-    sb3_train(cfg, run_dir)
+    train_run(cfg, run_dir)
     current = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     # Today's grid encoder, which 0.1 did not have, stays recorded: the weights need it.
     then = _without("direction", "wrappers", "discrete_encoding", "env_kwargs",

@@ -15,14 +15,14 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo import update as ppo_update
 from rlmem.cells import CELLS
 from rlmem.runs import CheckpointMismatchError, NonFiniteLossError, load_checkpoint
 from rlmem.runs import episode_stats as episodes_module
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import check_train_config, register_train_configs
+from rlmem.schema.train import register_train_configs, resolve
+from rlmem.train import train as train_run
 
 
 def _rows(run_dir: Path) -> list[dict[str, str]]:
@@ -78,7 +78,7 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
 
     with pytest.raises(CheckpointMismatchError,
                        match=r"memory\.hidden_size: checkpoint has 64, this run has 32"):
-        ppo_train.train(_compose(*TINY_PPO, "frames=128", "memory.hidden_size=32"), run_dir)
+        train_run(_compose(*TINY_PPO, "frames=128", "memory.hidden_size=32"), run_dir)
     assert load_checkpoint(run_dir / "checkpoint.pt").count("frames") == 96
 
 
@@ -114,7 +114,7 @@ def _compose(*overrides: str) -> DictConfig:
 def test_bad_values_are_caught_when_composing_or_checking(override: str, error: type,
                                                           message: str) -> None:
     with pytest.raises(error) as caught:
-        check_train_config(_compose("memory=relstm", override))
+        resolve(_compose("memory=relstm", override))
     assert re.search(message, f"{caught.value} {caught.value.__cause__}"), caught.value
 
 
@@ -133,7 +133,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
 
     monkeypatch.setattr(ppo_update, "compute_gae", diverging_gae)
     with pytest.raises(NonFiniteLossError, match="last good checkpoint"):
-        ppo_train.train(cfg, tmp_path)
+        train_run(cfg, tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.count("frames") == 32
     assert all(torch.isfinite(value).all() for value in checkpoint.states["model"].values())
@@ -152,11 +152,11 @@ def test_stop_return_ends_a_run_once_the_recent_mean_reaches_it(
                  "progress_bar=false"]
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
-    ppo_train.train(cfg, tmp_path)
+    train_run(cfg, tmp_path)
     rows = _rows(tmp_path)
     episodes = [int(float(row["episodes"])) for row in rows]
     assert sum(episodes) >= 40 > sum(episodes[:-1])
-    ppo_train.train(cfg, tmp_path)
+    train_run(cfg, tmp_path)
     assert len(_rows(tmp_path)) == len(rows)
 
 
@@ -165,7 +165,7 @@ def test_stop_return_is_refused_for_sb3() -> None:
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=["agent=sb3", "stop_return=0.9"])
     with pytest.raises(ValueError, match="stop_return is supported by agent=ppo only"):
-        check_train_config(cfg)
+        resolve(cfg)
 
 
 def test_episode_log_columns_and_target() -> None:

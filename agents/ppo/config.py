@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from rlmem.agents.base import ActorLoader, EnvProbe, Trainer
+from rlmem.agents.base import EnvProbe
 from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
 from rlmem.agents.ppo.presets import PRESETS, Preset, decide_presets
-from rlmem.agents.registry import register_agent
+
+if TYPE_CHECKING:
+    from rlmem.agents.run_config import RunConfig
 
 
-@register_agent("ppo")
 @dataclass
 class PPOConfig(PPOHyperparameters):
     """Hyperparameters of our PPO (``agent=ppo``): the shared ones, the BPTT chunk, the critic's
@@ -102,7 +103,7 @@ class PPOConfig(PPOHyperparameters):
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range. A
         ``recurrence`` left null is checked once decided (the run's config checks its decided
-        agent, :func:`rlmem.agents.train_config.recorded_config`); here, a batch that no preset
+        agent, :func:`rlmem.schema.train.resolve`); here, a batch that no preset
         it may take can cut into chunks fails already."""
         super().__post_init__()
         if self.recurrence is not None and self.recurrence <= 0:
@@ -126,7 +127,7 @@ class PPOConfig(PPOHyperparameters):
     @property
     def chunk_length(self) -> int:
         """``recurrence`` as the run decided it (a run trains its decided config,
-        :func:`rlmem.agents.train_config.agent_config`).
+        :func:`rlmem.agents.derived.agent_config`).
 
         Raises:
             ValueError: ``recurrence`` is still null (the config was not decided).
@@ -146,32 +147,20 @@ class PPOConfig(PPOHyperparameters):
         docstring)."""
         return PRESETS[Preset[str(agent["preset"])]].memory_size
 
-    @classmethod
-    def trainer(cls) -> Trainer:
-        from rlmem.agents.ppo.train import train  # torch only when this agent trains
-
-        return train
-
-    @classmethod
-    def actor_loader(cls) -> ActorLoader:
-        from rlmem.agents.ppo.actor import load_actor
-
-        return load_actor
-
-    def check_run(self, config: Mapping[str, Any], env: EnvProbe) -> None:
+    def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """The model must encode every observation field and have a head for the actions."""
-        from rlmem.agents.ppo.model import check_spaces
+        from rlmem.agents.ppo.model import check_spaces  # torch only when a run is checked
 
         try:
-            check_spaces(env.observation_space, env.action_space, config["grid_encoding"],
-                         config["discrete_encoding"])
+            check_spaces(env.observation_space, env.action_space, config.grid_encoding,
+                         config.discrete_encoding)
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
 
 
 def decided_value(agent: PPOConfig, key: str) -> Any:
     """The value of ``key``, one the preset decides, as the run decided it (a run trains its
-    decided config, :func:`rlmem.agents.train_config.agent_config`). ``agent`` may be the
+    decided config, :func:`rlmem.agents.derived.agent_config`). ``agent`` may be the
     dataclass or its structured ``DictConfig``.
 
     Raises:
@@ -180,5 +169,5 @@ def decided_value(agent: PPOConfig, key: str) -> Any:
     value = getattr(agent, key)
     if value is None:
         raise ValueError(f"agent.{key} is null: decide the config's presets first "
-                         "(rlmem.agents.train_config.recorded_config)")
+                         "(rlmem.schema.train.resolve)")
     return value

@@ -58,7 +58,7 @@ by ``python -m experiments.popgym.tune`` (``experiments/popgym/TUNING.md``)."""
 
 MEMORY_SIZE_KEY = "memory_size"
 """The field of :class:`PresetValues` that sizes the memory (``memory.hidden_size``, decided
-by :func:`rlmem.agents.train_config.with_derived_values`), not a key of the agent section."""
+by :func:`rlmem.agents.derived.with_derived_values`), not a key of the agent section."""
 
 
 def family_preset(env: str) -> Preset:

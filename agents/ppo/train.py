@@ -1,6 +1,7 @@
 """The training run of our PPO: envs, model, updates, logging, checkpoints and resuming.
 
-Called by ``python -m rlmem.train agent=ppo`` (:meth:`rlmem.agents.ppo.PPOConfig.trainer`).
+Called by ``python -m rlmem.train agent=ppo`` (:func:`rlmem.train.train`, through the
+registry), with the run's config and the opened run.
 The run directory receives ``config.yaml`` (resolved, derived values decided),
 ``progress.csv`` and TensorBoard events (one row per update: ``return_mean`` over the episodes
 that ended during the update, ``return_recent`` over the last 100 episodes) and
@@ -18,7 +19,6 @@ from typing import Any
 
 import torch
 from gymnasium.vector import VectorEnv
-from omegaconf import DictConfig
 from tqdm import tqdm
 
 from rlmem.agents.env_output import EnvOutputError
@@ -27,43 +27,44 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.update import PPO
-from rlmem.agents.run import env_seed, rounding_notice, run_training
-from rlmem.envs import EnvOptions, EnvWorkerError, EnvWorkers, describe_space, worker_count
+from rlmem.agents.run import env_options, env_seed, rounding_notice
+from rlmem.agents.run_config import RunConfig
+from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
 from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
 
+Config = RunConfig[PPOConfig]
+"""The run's config, its agent ours."""
 
-def train(cfg: DictConfig, run_dir: Path) -> None:
-    """Train (or resume) our PPO as configured by ``cfg`` into ``run_dir``.
+
+def train(config: Config, run: RunSession) -> None:
+    """Train (or resume) our PPO as ``config`` says in ``run``, which has not reached its
+    frames.
 
     Raises:
-        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
         NonFiniteLossError: the loss, the weights or the policy diverged; the last good
             checkpoint is kept.
     """
-    notice = rounding_notice(cfg.frames, cfg.num_envs * cfg.agent.frames_per_env,
-                             f"num_envs={cfg.num_envs} × agent.frames_per_env="
-                             f"{cfg.agent.frames_per_env}")
+    agent = config.agent
+    notice = rounding_notice(config.frames, config.num_envs * agent.frames_per_env,
+                             f"num_envs={config.num_envs} × agent.frames_per_env="
+                             f"{agent.frames_per_env}")
     if notice is not None:
         print(notice, flush=True)
-    run_training(cfg, run_dir, _train)
-
-
-def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
-    torch.manual_seed(config["seed"])
-    envs = ENVS[config["vectorization"]](config)
+    torch.manual_seed(config.seed)
+    envs = ENVS[config.vectorization](config)
     try:
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            config["memory"], grid_encoding=config["grid_encoding"],
-                            discrete_encoding=config["discrete_encoding"],
+                            config.memory, grid_encoding=config.grid_encoding,
+                            discrete_encoding=config.discrete_encoding,
                             shared_memory=agent.shared_memory is not False).to(run.device)
         ppo = PPO(model, agent)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
-        collector = COLLECTORS[config["vectorization"]](
-            envs, model, run.device, seed=env_seed(config["seed"], updates), name=config["env"],
+        collector = COLLECTORS[config.vectorization](
+            envs, model, run.device, seed=env_seed(config.seed, updates), name=config.env,
             frames=frames)
     except BaseException:
         envs.close()  # an async run's workers must not outlive the run
@@ -71,17 +72,34 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
     save = functools.partial(_save, run, config, model, ppo, episodes, spaces={
         "observation": describe_space(envs.single_observation_space),
         "action": describe_space(envs.single_action_space)})
-    frames_per_update = config["num_envs"] * agent.frames_per_env
+    try:
+        _loop(config, run, model, ppo, collector, episodes, save, frames, updates)
+    finally:
+        envs.close()
+
+
+def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
+          collector: RolloutCollector, episodes: EpisodeLog, save: Callable[[int, int], None],
+          frames: int, updates: int) -> None:
+    """Update until the run reaches its frames, its ``stop_return`` or a Ctrl-C, logging a row
+    and saving a checkpoint after each update.
+
+    Raises:
+        NonFiniteLossError, EnvOutputError, EnvWorkerError: saying where training stopped
+            and what is safe on disk.
+    """
+    agent = config.agent
+    frames_per_update = config.num_envs * agent.frames_per_env
     logger = RunLogger(run.run_dir, "frames",
                        resume_step=frames if run.checkpoint is not None else None)
-    bar = tqdm(total=config["frames"], initial=min(frames, config["frames"]), unit="frames",
-               disable=not config["progress_bar"], dynamic_ncols=True)
+    bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",
+               disable=not config.progress_bar, dynamic_ncols=True)
     try:
-        while (frames < config["frames"] and not episodes.reached(config["stop_return"])
+        while (frames < config.frames and not episodes.reached(config.stop_return)
                and not run.stop_requested):
             clock = time.perf_counter()
             rollout = collector.collect(agent.frames_per_env, agent.chunk_length)
-            model.anneal(frames / config["frames"])  # e.g. SA-RNN's slope schedule
+            model.anneal(frames / config.frames)  # e.g. SA-RNN's slope schedule
             metrics = ppo.update(rollout)
             frames, updates = frames + frames_per_update, updates + 1
             row = {"frames": frames, "updates": updates,
@@ -92,33 +110,30 @@ def _train(config: dict[str, Any], agent: PPOConfig, run: RunSession) -> None:
             # and the logger drops the rows past it, so progress.csv never has a gap.
             logger.log(row)
             save(frames, updates)
-            bar.update(min(frames, config["frames"]) - bar.n)
+            bar.update(min(frames, config.frames) - bar.n)
             bar.set_postfix(fps=f"{row['fps']:.0f}", ret=f"{row['return_recent']:.3f}")
-        if episodes.reached(config["stop_return"]):
+        if episodes.reached(config.stop_return):
             print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
                   f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
-                  f"{config['stop_return']}.", flush=True)
+                  f"{config.stop_return}.", flush=True)
     except (NonFiniteLossError, EnvOutputError, EnvWorkerError) as error:
         raise type(error)(f"{error} Training stopped at {frames} frames. "
                           f"{on_disk(run.checkpoint_path)}") from error
     finally:
         bar.close()
         logger.close()
-        envs.close()
 
 
-def _sync_envs(config: dict[str, Any]) -> VectorEnv:
-    return EnvOptions.from_config(config).make_vector(config["env"], config["num_envs"], "sync")
+def _sync_envs(config: Config) -> VectorEnv:
+    return env_options(config).make_vector(config.env, config.num_envs, "sync")
 
 
-def _async_envs(config: dict[str, Any]) -> EnvWorkers:
-    return EnvWorkers(EnvOptions.from_config(config).constructors(config["env"],
-                                                                  config["num_envs"]),
-                      config["env"], workers=worker_count(config["num_envs"]),
-                      groups=ASYNC_GROUPS)
+def _async_envs(config: Config) -> EnvWorkers:
+    return EnvWorkers(env_options(config).constructors(config.env, config.num_envs),
+                      config.env, workers=worker_count(config.num_envs), groups=ASYNC_GROUPS)
 
 
-ENVS: dict[str, Callable[[dict[str, Any]], Any]] = {"sync": _sync_envs, "async": _async_envs}
+ENVS: dict[str, Callable[[Config], Any]] = {"sync": _sync_envs, "async": _async_envs}
 """The envs of each resolved ``vectorization`` (:mod:`rlmem.envs.vectorization`)."""
 
 COLLECTORS: dict[str, type[RolloutCollector]] = {
@@ -146,10 +161,10 @@ def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,
             EpisodeLog(start.extras.get("recent_returns", [])))
 
 
-def _save(run: RunSession, config: dict[str, Any], model: ActorCritic, ppo: PPO,
+def _save(run: RunSession, config: Config, model: ActorCritic, ppo: PPO,
           episodes: EpisodeLog, frames: int, updates: int, *, spaces: dict[str, str]) -> None:
     run.save(Checkpoint(
-        config=config, progress={"frames": frames, "updates": updates},
+        config=config.recorded(), progress={"frames": frames, "updates": updates},
         states={"model": model.state_dict(), **ppo.state_dict()},
         rng={"torch": torch.get_rng_state()},
         extras={"recent_returns": list(episodes.recent), "spaces": spaces}))

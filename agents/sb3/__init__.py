@@ -6,19 +6,28 @@
 ...                      policy_kwargs=dict(memory="gru", memory_kwargs=dict(hidden_size=32)))
 >>> model.learn(256, callback=MemoryCallback())  # doctest: +SKIP
 
-Importing the package registers :class:`~rlmem.agents.sb3.config.SB3Config` only; the names
-below import stable-baselines3 when first used (PEP 562), so composing ``agent=ppo`` or
-``agent=sb3`` never does.
+Importing the package registers the agent (:class:`~rlmem.agents.sb3.config.SB3Config`, its
+trainer and its actor loader) only; the trainer, the actor and the names below import
+stable-baselines3 when first used (PEP 562), so composing ``agent=ppo`` or ``agent=sb3`` never
+does.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from gymnasium import spaces
+
+from rlmem.agents.registry import register_agent
 from rlmem.agents.sb3.config import SB3Config
 
 if TYPE_CHECKING:
+    import torch
+
+    from rlmem.agents.run_config import RunConfig
+    from rlmem.agents.sb3.actor import SB3Actor
     from rlmem.agents.sb3.callback import MemoryCallback
     from rlmem.agents.sb3.errors import PolicyArgumentError
     from rlmem.agents.sb3.extractor import MiniGridExtractor
@@ -32,6 +41,28 @@ if TYPE_CHECKING:
         attach_loss,
         translate_lstm_kwargs,
     )
+    from rlmem.runs import Checkpoint, RunSession
+
+
+def train(config: RunConfig[SB3Config], run: RunSession) -> None:
+    """:func:`rlmem.agents.sb3.train.train`, imported (with stable-baselines3) when a run
+    trains."""
+    from rlmem.agents.sb3.train import train
+
+    train(config, run)
+
+
+def load_actor(run: Path, checkpoint: Checkpoint, observation_space: spaces.Space[Any],
+               action_space: spaces.Space[Any], device: torch.device,
+               eval_memory: dict[str, Any]) -> SB3Actor:
+    """:func:`rlmem.agents.sb3.actor.load_actor`, imported (with stable-baselines3) when a run
+    plays."""
+    from rlmem.agents.sb3.actor import load_actor
+
+    return load_actor(run, checkpoint, observation_space, action_space, device, eval_memory)
+
+
+register_agent("sb3", SB3Config, train, load_actor)
 
 _EXPORTS = {
     "MemoryCallback": "callback",

@@ -8,14 +8,15 @@ not import stable-baselines3 or torch, so composing a config never needs them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlmem.agents.base import ActorLoader, EnvProbe, Trainer
+from rlmem.agents.base import EnvProbe
 from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
-from rlmem.agents.registry import register_agent
+
+if TYPE_CHECKING:
+    from rlmem.agents.run_config import RunConfig
 
 
 class SB3Policy(Enum):
@@ -28,7 +29,6 @@ class SB3Policy(Enum):
     needs memory=lstm, and serves as the outside reference."""
 
 
-@register_agent("sb3")
 @dataclass
 class SB3Config(PPOHyperparameters):
     """Hyperparameters of ``agent=sb3``: the shared ones (with RecurrentPPO's names n_steps,
@@ -76,22 +76,10 @@ class SB3Config(PPOHyperparameters):
             raise ValueError("agent.shared_lstm=true needs agent.enable_critic_lstm=false: the "
                              "critic either shares the actor's memory, has its own, or has none")
 
-    @classmethod
-    def trainer(cls) -> Trainer:
-        from rlmem.agents.sb3.train import train  # stable-baselines3 only when this agent trains
-
-        return train
-
-    @classmethod
-    def actor_loader(cls) -> ActorLoader:
-        from rlmem.agents.sb3.actor import load_actor
-
-        return load_actor
-
-    def check_run(self, config: Mapping[str, Any], env: EnvProbe) -> None:
+    def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """The features extractor is :class:`~rlmem.agents.sb3.MiniGridExtractor`: MiniGrid
         envs made by name alone."""
-        if not env.minigrid or config["env_kwargs"] or config["wrappers"]:
+        if not env.minigrid or config.env_kwargs or config.wrappers:
             raise ValueError(
                 f"agent=sb3 trains MiniGrid envs made by name alone (its features extractor "
                 f"is MiniGridExtractor); env={env.name}"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.ppo_recurrent import MultiInputLstmPolicy
@@ -29,15 +28,16 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.env_output import EnvOutputError
-from rlmem.agents.run import env_seed, run_training
+from rlmem.agents.run import env_seed
+from rlmem.agents.run_config import RunConfig
 from rlmem.agents.sb3.callback import MemoryCallback
 from rlmem.agents.sb3.config import SB3Config, SB3Policy
 from rlmem.agents.sb3.env_output import EnvOutputCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
-from rlmem.agents.train_config import with_derived_values
 from rlmem.envs import EnvOptions, refuse_untrusted_code, resolve_vectorization
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 from rlmem.runs.checkpoint import on_disk
@@ -152,21 +152,19 @@ def model_from_checkpoint(checkpoint: Checkpoint, env: VecEnv | None = None,
     return model
 
 
-def train(cfg: DictConfig, run_dir: Path) -> None:
-    """Train (or resume) RecurrentPPO with an rlmem cell as configured by ``cfg``.
+def train(config: RunConfig[SB3Config], run: RunSession) -> None:
+    """Train (or resume) RecurrentPPO with an rlmem cell as ``config`` says in ``run``, which
+    has not reached its frames.
 
     Raises:
-        rlmem.runs.CheckpointMismatchError: ``run_dir`` holds a checkpoint of another config.
         rlmem.runs.NonFiniteLossError: the weights diverged; the last good checkpoint is kept.
     """
-    run_training(cfg, run_dir, _train)
-
-
-def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
     start = run.checkpoint
     frames, updates = (start.count("frames"), start.count("updates")) if start else (0, 0)
-    env = make_envs(config, config["num_envs"], env_seed(config["seed"], updates))
-    model = build_model(config, env, run.device)
+    # What the run records; the model and its envs are built from it, as when it is evaluated.
+    recorded = config.recorded()
+    env = make_envs(recorded, config.num_envs, env_seed(config.seed, updates))
+    model = build_model(recorded, env, run.device)
     # RecurrentPPO's own logger prints and writes nothing: RunRecorder writes the run's files.
     model.set_logger(Logger(folder=None, output_formats=[]))
     if start is not None:
@@ -177,21 +175,21 @@ def _train(config: dict[str, Any], agent: SB3Config, run: RunSession) -> None:
 
     def save(frames: int, updates: int) -> None:
         run.save(Checkpoint(
-            config=config, progress={"frames": frames, "updates": updates},
+            config=recorded, progress={"frames": frames, "updates": updates},
             states={"policy": model.policy.state_dict(),
                     "optimizer": model.policy.optimizer.state_dict()},
             rng={"torch": torch.get_rng_state()}))
 
     logger = RunLogger(run.run_dir, "frames", resume_step=frames if start is not None else None)
-    recorder = RunRecorder(logger, save, frames, updates, config["frames"],
-                           config["progress_bar"], should_stop=lambda: run.stop_requested)
+    recorder = RunRecorder(logger, save, frames, updates, config.frames, config.progress_bar,
+                           should_stop=lambda: run.stop_requested)
     try:
-        if frames < config["frames"]:
+        if frames < config.frames:
             # sb3-contrib's own LSTM policy has no cell to anneal or diagnose.
-            callbacks: list[BaseCallback] = [EnvOutputCallback(config["env"]), recorder]
+            callbacks: list[BaseCallback] = [EnvOutputCallback(config.env), recorder]
             if isinstance(model.policy, MemoryPolicy):
                 callbacks.insert(1, MemoryCallback())
-            model.learn(config["frames"] - frames, callback=callbacks,
+            model.learn(config.frames - frames, callback=callbacks,
                         reset_num_timesteps=start is None)
     except EnvOutputError as error:
         raise EnvOutputError(f"{error} {on_disk(run.checkpoint_path)}") from error

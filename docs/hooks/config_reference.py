@@ -117,22 +117,23 @@ def yaml_defaults(path: Path) -> dict[str, Any]:
 def sections() -> list[tuple[str, str, list[Section]]]:
     """The reference's parts: each CLI (its heading, an introduction) and its sections."""
     from rlmem.agents.registry import AGENTS
-    from rlmem.agents.train_config import TrainConfig
     from rlmem.cells import CELLS, cell_config
     from rlmem.schema.evaluate import EvaluateConfig
     from rlmem.schema.memory import CONF_DIR
     from rlmem.schema.supervised import TASK_SCHEMAS, SupervisedConfig
+    from rlmem.schema.train import TrainConfig
 
     memory = [Section(f"`memory={name}`", "memory.", cell_config(name), cell_docs(cls))
               for name, cls in sorted(CELLS.items())]
     return [
         ("`python -m rlmem.train`",
-         "An RL run's own keys (`agents/train_config.py`), then the agent's (`agent=<name>`, "
+         "An RL run's own keys (`rlmem/schema/train.py`), then the agent's (`agent=<name>`, "
          "one package under `agents/`) and the memory's (`memory=<cell>`, below).",
          [Section("The run", "", TrainConfig, attribute_docstrings(TrainConfig),
                   yaml_defaults(CONF_DIR / "train.yaml")),
-          *(Section(f"`agent={name}`", "agent.", config, attribute_docstrings(config))
-            for name, config in sorted(AGENTS.items()))]),
+          *(Section(f"`agent={name}`", "agent.", agent.config,
+                    attribute_docstrings(agent.config))
+            for name, agent in sorted(AGENTS.items()))]),
         ("`python -m rlmem.supervised`",
          "A supervised run's keys (`rlmem/schema/supervised.py`), then the task's "
          "(`task=<name>`; `transfer_copy` is `copy` with the paper's `eval_seq_lens`).",

@@ -309,7 +309,7 @@ def load_for(run: Path, env: str) -> LoadedRun:
     name = short_name(env)
     options = EnvOptions.from_config(config)
     probe = check_interface(run, name, config, options)
-    load_actor = AGENTS[config["agent"]["name"]].actor_loader()
+    load_actor = AGENTS[config["agent"]["name"]].load_actor
     actor = load_actor(run, checkpoint, probe.observation_space, probe.action_space,
                        resolve_device("cpu"), stored_eval_memory(run, name))
     return LoadedRun(actor, name, functools.partial(options.make, name),

@@ -10,8 +10,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+from rlmem.runs.interrupt import INTERRUPTED
 
 
 class RunInterrupted(BaseException):

@@ -8,6 +8,9 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any, TypeAlias
 
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+
 SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
 """What ``signal.signal`` installs and returns: a function, ``SIG_DFL``/``SIG_IGN``, or None
 (a handler not installed from Python)."""

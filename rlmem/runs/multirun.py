@@ -57,8 +57,7 @@ from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.runs.errors import INTERRUPTED
-from rlmem.runs.interrupt import SignalHandler
+from rlmem.runs.interrupt import INTERRUPTED, SignalHandler
 
 RECORDS_ENV = "RLMEM_FAILURE_RECORDS"
 """A directory where every failing rlmem job or run leaves its :class:`JobFailure` (created if

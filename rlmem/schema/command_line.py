@@ -28,8 +28,7 @@ import dataclasses
 import functools
 import itertools
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
@@ -39,8 +38,12 @@ from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig
 
 from rlmem.runs import reported_as_cli_errors
+from rlmem.schema.hydra_keys import honour_hydra_keys
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import CONF_DIR
+from rlmem.schema.program import CommandLine
+
+__all__ = ["USAGE_ERROR", "CommandLine", "check_command_line", "front_door"]
 
 USAGE_ERROR = 2
 """Exit status of a command line that cannot run (a required key missing), as shells use it."""
@@ -49,62 +52,24 @@ MAX_VARIANTS = 16
 """At most this many compositions check the keys of a sweep over groups."""
 
 
-@dataclass(frozen=True)
-class CommandLine:
-    """What a CLI says about itself: its name, config, purpose and examples."""
-
-    program: str
-    """``rlmem.train``: run as ``python -m <program>``."""
-    config_name: str
-    """Its primary config in ``rlmem/conf`` (``train``)."""
-    purpose: str
-    """One paragraph: what the program does, what it writes, how it resumes."""
-    examples: tuple[str, ...]
-    """Command lines that show its common uses (without ``python -m <program>``)."""
-    register: Callable[[], None]
-    """Stores its schemas in Hydra's ConfigStore."""
-    schema: type
-    """The dataclass of its config's top level."""
-    sections: Mapping[str, Callable[[], Iterable[type]]] = field(default_factory=dict)
-    """For each group with keys of its own (``memory``), the dataclasses of its choices."""
-    groups: tuple[str, ...] = ()
-    """The config groups a user selects (``memory``, ``agent``; ``+preset``, ``+recipe``)."""
-    required: tuple[str, ...] = ()
-    """Keys without which it cannot run (``run``): their absence gets :meth:`usage`."""
-    shows_envs: bool = False
-    """Its help lists the env short names."""
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    """Further paragraphs of its help page."""
-
-    @property
-    def command(self) -> str:
-        return f"python -m {self.program}"
-
-    def usage(self) -> str:
-        """The one-paragraph answer to a command line without a required key."""
-        needed = " ".join(f"{key}=..." for key in self.required)
-        return (f"usage: {self.command} {needed} [key=value ...]\n{self.purpose} For example:\n"
-                + "\n".join(f"  {self.command} {example}" for example in self.examples)
-                + f"\n`{self.command} --help` lists every key with its meaning.")
-
-
-def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> None:
+def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> list[str]:
     """Answer ``--help``, a missing required key and unknown keys in ``argv`` (default:
-    ``sys.argv[1:]``); return when the command line is Hydra's to run.
+    ``sys.argv[1:]``), and honour or refuse Hydra's keys that name a folder
+    (:mod:`rlmem.schema.hydra_keys`); return the command line for Hydra to run.
 
     Raises:
         SystemExit: 0 after the help page, :data:`USAGE_ERROR` after the usage message, 1
-            after an unknown key's message.
+            after an unknown key's message or a Hydra key it cannot honour.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = get_args_parser().parse_args(argv)
     except SystemExit:
-        return  # Hydra's parser reports its own flags' errors
+        return argv  # Hydra's parser reports its own flags' errors
     if args.hydra_help or args.info or args.shell_completion or args.experimental_rerun:
-        return
+        return argv
     if args.config_path or args.config_name or args.config_dir:
-        return  # another config source: its keys are not ours to judge
+        return argv  # another config source: its keys are not ours to judge
     try:
         overrides = OverridesParser.create().parse_overrides(list(args.overrides))
     except Exception:  # Hydra reports a malformed override in its own words
@@ -117,16 +82,21 @@ def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> None:
         print(help_page(line, _composed(line, selected)))
         raise SystemExit(0)
     if overrides is None:
-        return
+        return argv
     given = {override.key_or_group.lstrip("+") for override in overrides}
     if any(key not in given for key in line.required) and not args.cfg:
         print(line.usage(), file=sys.stderr, flush=True)
         raise SystemExit(USAGE_ERROR)
+    with reported_as_cli_errors(line.program):
+        honoured = honour_hydra_keys(line, argv, overrides, multirun=args.multirun)
+    if honoured != argv:
+        return front_door(line, honoured)  # the keys they became, checked as given
     if all(_plainly_known(line, override) for override in overrides):
-        return  # Hydra's composition is the check
+        return argv  # Hydra's composition is the check
     line.register()
     with reported_as_cli_errors(line.program):
         check_command_line(line, overrides)
+    return argv
 
 
 def _fields(kind: type) -> set[str]:

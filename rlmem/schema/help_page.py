@@ -18,9 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from rlmem.agents.ppo.presets import PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.envs import ENVS
-from rlmem.schema.command_line import CommandLine
 from rlmem.schema.field_docs import cell_docs, field_docs
 from rlmem.schema.memory import CONF_DIR, MEMORY_GROUP
+from rlmem.schema.program import CommandLine
 
 WIDTH = 100
 """The page's widest line (narrower terminals get narrower lines)."""

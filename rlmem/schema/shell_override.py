@@ -24,11 +24,15 @@ def override(key: str, value: str) -> str:
     ``value`` exactly."""
     if PLAIN.fullmatch(value):
         return f"{key}={value}"
-    # Hydra's quoted string: a quote or a run of backslashes before one is escaped with a
-    # backslash, and "${" would start an interpolation.
-    quoted = re.sub(r"(\\*)'", lambda match: match.group(1) * 2 + "\\'", value)
-    quoted = quoted.replace("${", "\\${")
-    argument = f"{key}='{quoted}'"
+    literal = value.replace("${", "\\${")  # "${" would start an interpolation
+    argument = f"{key}={hydra_quoted(literal)}"
     if SHELL_SPECIAL_IN_DOUBLE_QUOTES.isdisjoint(argument):
         return f'"{argument}"'
     return shlex.quote(argument)
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` as Hydra's quoted string, which it parses back to ``value`` (an interpolation
+    in it, ``${...}``, stays one): a quote or a run of backslashes before one is escaped with
+    a backslash."""
+    return "'" + re.sub(r"(\\*)'", lambda match: match.group(1) * 2 + "\\'", value) + "'"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rlmem.tasks.base import SequenceTask
 
 if TYPE_CHECKING:
-    from rlmem.schema.supervised import TaskConfig
+    from _typeshed import DataclassInstance
 
 TASKS: dict[str, type[SequenceTask]] = {}
 """Registered tasks, by name."""
@@ -45,8 +45,8 @@ def make_task(name: str, **kwargs: Any) -> SequenceTask:
     return cls(**kwargs)
 
 
-def make_task_from_config(config: TaskConfig | Mapping[str, Any]) -> SequenceTask:
-    """Build a task from a task config (a :class:`~rlmem.schema.supervised.TaskConfig`, or a
-    DictConfig or mapping with ``name``)."""
+def make_task_from_config(config: DataclassInstance | Mapping[str, Any]) -> SequenceTask:
+    """Build a task from a task config (a dataclass such as
+    :class:`~rlmem.schema.supervised.TaskConfig`, or a DictConfig or mapping with ``name``)."""
     values = dict(config.items()) if hasattr(config, "items") else dataclasses.asdict(config)
     return make_task(values.pop("name"), **values)

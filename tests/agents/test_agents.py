@@ -12,10 +12,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from rlmem.agents.base import AgentConfig
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.registry import AGENTS, get_agent, register_agent
-from rlmem.agents.train_config import recorded_config, with_derived_values
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import register_train_configs
+from rlmem.schema.train import register_train_configs, resolve
 
 
 def test_composing_any_agents_config_imports_neither_torch_nor_sb3() -> None:
@@ -33,22 +33,24 @@ def test_every_agent_is_a_choice_whose_defaults_are_its_dataclass(name: str) -> 
     register_train_configs()
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         composed = compose("train", overrides=[f"agent={name}"]).agent
-    defaults = OmegaConf.structured(AGENTS[name]())
+    defaults = OmegaConf.structured(AGENTS[name].config())
     assert OmegaConf.to_container(composed) == OmegaConf.to_container(defaults)
-    assert callable(AGENTS[name].trainer()) and callable(AGENTS[name].actor_loader())
+    assert callable(AGENTS[name].train) and callable(AGENTS[name].load_actor)
 
 
 def test_registration_checks_the_config_class() -> None:
+    ppo = AGENTS["ppo"]
     with pytest.raises(ValueError, match="already registered"):
-        register_agent("ppo")(AGENTS["sb3"])
+        register_agent("ppo", AGENTS["sb3"].config, ppo.train, ppo.load_actor)
+    renamed = dataclasses.make_dataclass("Renamed", [], bases=(ppo.config,))
     with pytest.raises(ValueError, match=r"Renamed.name must default to 'renamed', got 'ppo'"):
-        register_agent("renamed")(dataclasses.make_dataclass("Renamed", [], bases=(AGENTS["ppo"],)))
+        register_agent("renamed", renamed, ppo.train, ppo.load_actor)
     with pytest.raises(TypeError, match="must be a dataclass subclassing AgentConfig"):
-        register_agent("plain")(type("Plain", (), {}))
+        register_agent("plain", type("Plain", (), {}), ppo.train, ppo.load_actor)
     assert "renamed" not in AGENTS and "plain" not in AGENTS
     with pytest.raises(KeyError, match="unknown agent 'nope'; valid agents: ppo, sb3"):
         get_agent("nope")
-    assert issubclass(get_agent("ppo"), AgentConfig)
+    assert issubclass(get_agent("ppo").config, AgentConfig)
 
 
 def test_a_recorded_config_decides_nothing_anew() -> None:
@@ -68,4 +70,4 @@ def test_a_run_records_whether_it_encodes_the_mission(env: str, mission: bool) -
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"env={env}"])
     assert cfg.mission is None  # left to be derived from the env
-    assert recorded_config(cfg)["mission"] is mission
+    assert resolve(cfg).recorded()["mission"] is mission

@@ -20,7 +20,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from rlmem.agents.env_output import EnvOutputError
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.cells import cell_config
@@ -28,6 +27,7 @@ from rlmem.envs import EnvWorkerError, EnvWorkers, env_constructors, make_vector
 from rlmem.runs import load_checkpoint
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train as train_run
 
 RAISES_LATE = "RlmemTest-RaisesLate-v0"
 DIES = "RlmemTest-WorkerDies-v0"
@@ -159,6 +159,6 @@ def test_a_failing_worker_stops_the_run_with_its_last_checkpoint(env: str, messa
             "agent.recurrence=8", "agent.batch_size=64", "agent.epochs=1",
             "vectorization=async", "progress_bar=false", "device=cpu"])
     with pytest.raises(EnvWorkerError, match=message) as caught:
-        ppo_train.train(cfg, tmp_path)
+        train_run(cfg, tmp_path)
     assert "Training stopped at 256 frames" in str(caught.value)
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 256

@@ -12,10 +12,9 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo import presets
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo.presets import Preset, PresetValues, before_presets, decide_presets
-from rlmem.agents.train_config import recorded_config, with_derived_values
 from rlmem.cells.registry import DEFAULT_HIDDEN_SIZE, make_cell_from_config
 from rlmem.envs.family import EnvFamily, env_family
 from rlmem.evaluate import evaluate_run
@@ -23,7 +22,8 @@ from rlmem.migrate import format_3_to_4
 from rlmem.runs import load_checkpoint
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import register_train_configs
+from rlmem.schema.train import register_train_configs, resolve
+from rlmem.train import train as train_run
 
 TODAY = {"name": "ppo", "frames_per_env": 128, "epochs": 4, "batch_size": 256, "lr": 1e-3,
          "adam_eps": 1e-8, "gamma": 0.99, "gae_lambda": 0.95, "clip": 0.2,
@@ -45,7 +45,7 @@ def _compose(*overrides: str) -> DictConfig:
 
 @pytest.mark.parametrize("env", ["DoorKey-5x5", "MiniGrid-Empty-8x8-v0", "BabyAI-GoToLocal-v0"])
 def test_a_minigrid_run_decides_todays_values(env: str) -> None:
-    agent = recorded_config(_compose(f"env={env}", "memory=lstm"))["agent"]
+    agent = resolve(_compose(f"env={env}", "memory=lstm")).recorded()["agent"]
     assert env_family(env) is EnvFamily.minigrid
     assert {key: agent[key] for key in TODAY} == TODAY
     assert (agent["preset"], agent["shared_memory"], agent["reward_scale"]) == (
@@ -56,7 +56,7 @@ def test_a_minigrid_run_decides_todays_values(env: str) -> None:
 def test_any_other_env_decides_the_generic_preset(env: str) -> None:
     if env == "RepeatPreviousEasy":
         pytest.importorskip("popgym")
-    agent = recorded_config(_compose(f"env={env}", "memory=lstm"))["agent"]
+    agent = resolve(_compose(f"env={env}", "memory=lstm")).recorded()["agent"]
     generic = presets.PRESETS[Preset.generic]
     assert agent["preset"] == "generic"
     assert {key: agent[key] for key in presets.PRESET_KEYS} == {
@@ -68,7 +68,7 @@ def test_the_preset_sizes_a_memory_left_null(env: str, size: int) -> None:
     """rlmem.train leaves memory.hidden_size null; the preset decides it (minigrid: the cells'
     default, every MiniGrid run's; generic: sb3-contrib's LSTM's) and the run records it."""
     assert _compose(f"env={env}", "memory=relstm").memory.hidden_size is None
-    config = recorded_config(_compose(f"env={env}", "memory=relstm"))
+    config = resolve(_compose(f"env={env}", "memory=relstm")).recorded()
     assert config["memory"]["hidden_size"] == size
     assert config["memory"]["name"] == "relstm"
     assert with_derived_values(config) == config
@@ -76,12 +76,12 @@ def test_the_preset_sizes_a_memory_left_null(env: str, size: int) -> None:
 
 
 def test_a_set_or_recorded_memory_size_is_kept() -> None:
-    given = recorded_config(_compose("env=CartPole-v1", "memory=lstm", "memory.hidden_size=32"))
+    given = resolve(_compose("env=CartPole-v1", "memory=lstm", "memory.hidden_size=32")).recorded()
     assert given["memory"]["hidden_size"] == 32
     recorded = {**given, "memory": {**given["memory"], "hidden_size": 48}}
-    resumed = recorded_config(_compose("env=CartPole-v1", "memory=lstm"), recorded)
+    resumed = resolve(_compose("env=CartPole-v1", "memory=lstm"), recorded).recorded()
     assert resumed["memory"]["hidden_size"] == 48  # a resumed run keeps its size
-    sb3 = recorded_config(_compose("env=DoorKey-5x5", "memory=lstm", "agent=sb3"))
+    sb3 = resolve(_compose("env=DoorKey-5x5", "memory=lstm", "agent=sb3")).recorded()
     assert sb3["memory"]["hidden_size"] == DEFAULT_HIDDEN_SIZE
 
 
@@ -91,13 +91,13 @@ def test_an_undecided_memory_size_is_refused_by_name() -> None:
 
 
 def test_the_users_values_win_over_the_preset() -> None:
-    agent = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
+    agent = resolve(_compose("env=CartPole-v1", "memory=lstm",
                                      "agent.normalize_advantage=false",
-                                     "agent.recurrence=32"))["agent"]
+                                     "agent.recurrence=32")).recorded()["agent"]
     assert (agent["preset"], agent["normalize_advantage"], agent["recurrence"]) == (
         "generic", False, 32)
-    named = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
-                                     "agent.preset=minigrid"))["agent"]
+    named = resolve(_compose("env=CartPole-v1", "memory=lstm",
+                                     "agent.preset=minigrid")).recorded()["agent"]
     assert {key: named[key] for key in TODAY} == TODAY
 
 
@@ -108,11 +108,11 @@ def test_a_decided_value_is_checked_when_the_config_is_built(
         entropy_coef=0.0, memory_size=256))
     with pytest.raises(ValueError, match=r"frames_per_env=128 must be a multiple of "
                                          r"agent.recurrence=48"):
-        recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+        resolve(_compose("env=CartPole-v1", "memory=lstm")).recorded()
 
 
 def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+    config = resolve(_compose("env=CartPole-v1", "memory=lstm")).recorded()
     monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
         normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0,
         entropy_coef=0.5, memory_size=16))
@@ -136,7 +136,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     still matches its checkpoint) and evaluates (its critic's cell is rebuilt as recorded);
     a new run takes the new values."""
     run = tmp_path / "run"
-    ppo_train.train(_compose(*TINY, f"run_dir={run}"), run)
+    train_run(_compose(*TINY, f"run_dir={run}"), run)
     first = _recorded(run)
     generic = presets.PRESETS[Preset.generic]
     assert first["preset"] == "generic"
@@ -147,7 +147,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
                            shared_memory=not generic.shared_memory, recurrence=8,
                            reward_scale=3.0, entropy_coef=0.5, memory_size=16)
     monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
-    ppo_train.train(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
+    train_run(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
     assert _recorded(run) == first
     assert load_checkpoint(run / "checkpoint.pt").count("frames") == 256
     _, result, _ = evaluate_run(EvaluateConfig(run=str(run), episodes=2, num_envs=2,
@@ -155,7 +155,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     assert result.episodes == 2
 
     fresh = tmp_path / "fresh"
-    ppo_train.train(_compose(*TINY, f"run_dir={fresh}"), fresh)
+    train_run(_compose(*TINY, f"run_dir={fresh}"), fresh)
     decided = _recorded(fresh)
     assert {key: decided[key] for key in presets.PRESET_KEYS} == {
         "normalize_advantage": changed.normalize_advantage,
@@ -184,11 +184,11 @@ def test_a_run_from_before_presets_migrates_to_the_values_it_had() -> None:
 def test_a_generic_run_recorded_before_the_entropy_key_keeps_its_bonus() -> None:
     """entropy_coef became a preset key (generic: no bonus) after generic runs had recorded
     rl-starter-files' 0.01: such a run resumes with 0.01, a new one takes 0."""
-    fresh = recorded_config(_compose("env=CartPole-v1", "memory=lstm"))
+    fresh = resolve(_compose("env=CartPole-v1", "memory=lstm")).recorded()
     assert fresh["agent"]["entropy_coef"] == 0.0
     earlier = {**fresh, "agent": {**fresh["agent"], "entropy_coef": 0.01}}
-    resumed = recorded_config(_compose("env=CartPole-v1", "memory=lstm"), earlier)
+    resumed = resolve(_compose("env=CartPole-v1", "memory=lstm"), earlier).recorded()
     assert resumed["agent"]["entropy_coef"] == 0.01
-    given = recorded_config(_compose("env=CartPole-v1", "memory=lstm",
-                                     "agent.entropy_coef=0.02"), earlier)
+    given = resolve(_compose("env=CartPole-v1", "memory=lstm",
+                                     "agent.entropy_coef=0.02"), earlier).recorded()
     assert given["agent"]["entropy_coef"] == 0.02

@@ -23,12 +23,11 @@ from rlmem.agents.minigrid_encoders import GRID_ENCODINGS, ImageEncoder
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.sb3 import MiniGridExtractor
 from rlmem.agents.sb3.train import build_model
-from rlmem.agents.train_config import recorded_config
 from rlmem.cells import CELLS, hyperparameters, make_cell
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, LSTM_FORGET_GATE
 from rlmem.envs import make_env
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import register_train_configs
+from rlmem.schema.train import register_train_configs, resolve
 
 CHANNELS = {"object": (0, OBJECT_TO_IDX), "colour": (1, COLOR_TO_IDX), "state": (2, STATE_TO_IDX)}
 
@@ -125,7 +124,7 @@ def test_the_sb3_trainer_builds_the_configured_encoding() -> None:
 
     envs = make_envs(cfg, 1, seed=0)
     try:
-        model = build_model(recorded_config(cfg), envs)  # a run's config, sizes decided
+        model = build_model(resolve(cfg).recorded(), envs)  # a run's config, sizes decided
         extractor = model.policy.features_extractor
         assert isinstance(extractor, MiniGridExtractor)
         assert extractor.image.encoding == "onehot"

@@ -29,10 +29,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.runs import load_checkpoint
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train as train_run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ppo_sync_69447d9.json"
 """The numbers commit 69447d9 wrote, per case."""
@@ -74,7 +74,7 @@ def run_case(name: str, run_dir: Path, extra: tuple[str, ...] = ()) -> dict[str,
     """Train case ``name`` into ``run_dir``; its progress rows (without :data:`SKIPPED`) and
     the digest of its final weights."""
     torch.set_num_threads(1)
-    ppo_train.train(_compose([*COMMON, *CASES[name], *extra]), run_dir)
+    train_run(_compose([*COMMON, *CASES[name], *extra]), run_dir)
     with (run_dir / "progress.csv").open(newline="") as file:
         rows = [{key: value for key, value in row.items() if key not in SKIPPED}
                 for row in csv.DictReader(file)]

@@ -20,7 +20,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 
 from rlmem.agents.sb3 import MemoryPolicy
 from rlmem.agents.sb3.recorder import SB3_METRICS
-from rlmem.agents.sb3.train import load_model, make_envs, train
+from rlmem.agents.sb3.train import load_model, make_envs
 from rlmem.cells import CELLS
 from rlmem.cells.memlstm import MemoryOverflowWarning
 from rlmem.evaluate import evaluate_run
@@ -29,6 +29,7 @@ from rlmem.runs.checkpoint import FORMAT
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train
 
 TINY = ("env=DoorKey-5x5", "num_envs=2", "agent.frames_per_env=16", "agent.batch_size=32",
         "agent.epochs=1", "memory.hidden_size=16", "progress_bar=false")

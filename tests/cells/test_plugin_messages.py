@@ -13,10 +13,10 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.cells import ENTRY_POINT_GROUP
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train as train_run
 
 WIDE_CELL = '''"""A cell that returns twice the width it declares."""
 
@@ -104,7 +104,7 @@ def test_a_broken_plugin_leaves_evaluating_an_lstm_run_working(
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[*TINY_PPO, "memory=lstm", "memory.hidden_size=8",
                                           "frames=32", f"run_dir={run_dir}"])
-    ppo_train.train(cfg, run_dir)  # in this process, where the plug-in is not installed
+    train_run(cfg, run_dir)  # in this process, where the plug-in is not installed
     result = run_cli("rlmem.evaluate", f"run={run_dir}", "episodes=1", "num_envs=1",
                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

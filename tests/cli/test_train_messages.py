@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from rlmem.runs import CheckpointMismatchError
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import check_train_config, register_train_configs
-from rlmem.train import summary
+from rlmem.schema.train import register_train_configs
+from rlmem.train import summary, train
 
 
 def _config(run_dir: Path, *overrides: str) -> DictConfig:
@@ -23,7 +23,7 @@ def _config(run_dir: Path, *overrides: str) -> DictConfig:
 
 
 def _train(cfg: DictConfig) -> None:
-    check_train_config(cfg).agent.trainer()(cfg, Path(cfg.run_dir))
+    train(cfg, Path(cfg.run_dir))
 
 
 def test_a_run_says_it_resumed_sums_up_and_refuses_another_config_truthfully(
@@ -64,7 +64,7 @@ def test_the_rounding_notice_is_said_only_where_it_matters() -> None:
     frames=100 trains 2,048: said."""
     from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
     from rlmem.agents.run import rounding_notice
-    from rlmem.agents.train_config import TrainConfig
+    from rlmem.schema.train import TrainConfig
 
     defaults = TrainConfig()
     update = defaults.num_envs * PPOHyperparameters().frames_per_env

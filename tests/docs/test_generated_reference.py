@@ -21,11 +21,11 @@ import pytest
 from locations import REPO
 
 from rlmem.agents.base import AgentConfig
-from rlmem.agents.registry import AGENTS
-from rlmem.agents.train_config import TrainConfig
+from rlmem.agents.registry import AGENTS, Agent
 from rlmem.cells import CELLS, cell_config
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.supervised import TASK_SCHEMAS, SupervisedConfig
+from rlmem.schema.train import TrainConfig
 
 HOOKS = REPO / "docs" / "hooks"
 
@@ -45,7 +45,7 @@ def load_hook(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 def config_tables() -> list[tuple[str, type]]:
     """Every config dataclass of the CLIs and the prefix its keys are written with."""
     return [("", TrainConfig), ("", SupervisedConfig), ("", EvaluateConfig),
-            *(("agent.", config) for config in AGENTS.values()),
+            *(("agent.", agent.config) for agent in AGENTS.values()),
             *(("task.", config) for config in TASK_SCHEMAS.values()),
             *(("memory.", cell_config(name)) for name in CELLS)]
 
@@ -98,7 +98,8 @@ class UndocumentedAgentConfig(AgentConfig):
 
 def test_a_new_agent_gets_its_table_and_an_undocumented_key_fails_the_build(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setitem(AGENTS, "undocumented", UndocumentedAgentConfig)
+    monkeypatch.setitem(AGENTS, "undocumented",
+                        Agent(UndocumentedAgentConfig, *AGENTS["ppo"][1:]))
     with caplog.at_level(logging.WARNING):
         tables = table_rows(load_hook("config_reference", monkeypatch).render())
     rows = {cells[0]: cells for cells in tables["`agent=undocumented`"]}

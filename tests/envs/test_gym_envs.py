@@ -24,7 +24,6 @@ from torch import Tensor, nn
 
 from rlmem.agents.minigrid_encoders import ImageEncoder, MissionEncoder
 from rlmem.agents.ppo import model as model_module
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo.heads import (
     CategoricalHead,
     GaussianHead,
@@ -46,7 +45,8 @@ from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.runs.checkpoint import load_payload
 from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
-from rlmem.schema.train import check_train_config, register_train_configs
+from rlmem.schema.train import register_train_configs, resolve
+from rlmem.train import train as train_run
 
 MASKED = "wrappers=[gym_envs:MaskVelocity]"
 OLD_RUN = TESTS / "fixtures" / "run_v0_1_raw_lstm"
@@ -221,7 +221,7 @@ def test_masked_cartpole_trains_and_evaluates_through_the_clis(tmp_path: Path,
 
 
 def test_pendulum_box_actions_run_end_to_end(tmp_path: Path) -> None:
-    ppo_train.train(_compose("env=Pendulum-v1", "memory=gru", *TINY_PPO), tmp_path)
+    train_run(_compose("env=Pendulum-v1", "memory=gru", *TINY_PPO), tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.count("frames") == 64 and "action.log_std" in checkpoint.states["model"]
     rows = _rows(tmp_path)
@@ -237,7 +237,7 @@ def test_pendulum_box_actions_run_end_to_end(tmp_path: Path) -> None:
 def test_a_dict_and_multidiscrete_env_runs_end_to_end(encoding: str, tmp_path: Path) -> None:
     """Box, Discrete and MultiDiscrete fields through the memory; MultiDiscrete actions."""
     env = f"gym_envs:{DICT_CUE}"
-    ppo_train.train(_compose(f"env={env}", "memory=lstm", f"discrete_encoding={encoding}",
+    train_run(_compose(f"env={env}", "memory=lstm", f"discrete_encoding={encoding}",
                              *TINY_PPO), tmp_path)
     weights = load_checkpoint(tmp_path / "checkpoint.pt").states["model"]
     assert "position.net.0.weight" in weights
@@ -252,8 +252,8 @@ def test_a_dict_and_multidiscrete_env_runs_end_to_end(encoding: str, tmp_path: P
 def test_env_kwargs_and_transfer_env_reach_training_and_evaluation(tmp_path: Path) -> None:
     cfg = _compose("env=CartPole-v1", "+env_kwargs.max_episode_steps=12",
                    "transfer_env=CartPole-v0", *TINY_PPO)
-    check_train_config(cfg)
-    ppo_train.train(cfg, tmp_path)
+    resolve(cfg)
+    train_run(cfg, tmp_path)
     assert all(float(row["length_mean"]) <= 12 for row in _rows(tmp_path)
                if row["length_mean"] != "nan")
     for env in (None, "transfer"):  # the default is the transfer target where there is one
@@ -267,17 +267,17 @@ def test_env_kwargs_and_transfer_env_reach_training_and_evaluation(tmp_path: Pat
 
 def test_a_wrapper_with_kwargs_is_recorded_and_resuming_keeps_it(tmp_path: Path) -> None:
     wrapped = 'wrappers=[{target: "gym_envs:MaskVelocity", kwargs: {keep: [0]}}]'
-    ppo_train.train(_compose("env=CartPole-v1", wrapped, *TINY_PPO, "frames=32"), tmp_path)
+    train_run(_compose("env=CartPole-v1", wrapped, *TINY_PPO, "frames=32"), tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.config["wrappers"] == [{"target": "gym_envs:MaskVelocity",
                                               "kwargs": {"keep": [0]}}]
     assert checkpoint.extras["spaces"]["observation"] == "float32 Box of shape [1]"
     with pytest.raises(CheckpointMismatchError, match=r"wrappers: checkpoint has \[\{"):
-        ppo_train.train(_compose("env=CartPole-v1", MASKED, *TINY_PPO), tmp_path)
+        train_run(_compose("env=CartPole-v1", MASKED, *TINY_PPO), tmp_path)
     with pytest.raises(CheckpointMismatchError, match=r"env_kwargs\.max_episode_steps"):
-        ppo_train.train(_compose("env=CartPole-v1", wrapped, "+env_kwargs.max_episode_steps=9",
+        train_run(_compose("env=CartPole-v1", wrapped, "+env_kwargs.max_episode_steps=9",
                                  *TINY_PPO), tmp_path)
-    ppo_train.train(_compose("env=CartPole-v1", wrapped, *TINY_PPO), tmp_path)
+    train_run(_compose("env=CartPole-v1", wrapped, *TINY_PPO), tmp_path)
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 64
 
 
@@ -314,7 +314,7 @@ def test_a_wrapper_with_kwargs_is_recorded_and_resuming_keeps_it(tmp_path: Path)
 def test_bad_env_combinations_are_refused_before_any_work(
         overrides: tuple[str, ...], error: type, message: str) -> None:
     with pytest.raises(error, match=message):
-        check_train_config(_compose(*overrides))
+        resolve(_compose(*overrides))
 
 
 def test_the_cli_refuses_an_unencodable_env_before_writing_anything(
@@ -330,7 +330,7 @@ def test_the_cli_refuses_an_unencodable_env_before_writing_anything(
 
 
 def test_evaluation_refuses_an_env_with_other_spaces(tmp_path: Path) -> None:
-    ppo_train.train(_compose("env=CartPole-v1", MASKED, *TINY_PPO, "frames=32"), tmp_path)
+    train_run(_compose("env=CartPole-v1", MASKED, *TINY_PPO, "frames=32"), tmp_path)
     # Acrobot, masked like CartPole, observes 2 numbers too, but has 3 actions.
     with pytest.raises(IncompatibleEnvError, match=r"acts in Discrete\(3\) instead of "
                                                    r"Discrete\(2\)"):
@@ -384,7 +384,7 @@ settings are the defaults."""
 def _balanced_steps(memory: str, run_dir: Path) -> tuple[float, float]:
     """The best and the final mean episode length (steps balanced, 500 at most) over the last
     100 episodes, as logged after each update."""
-    ppo_train.train(_compose(*SLOW_RECIPE, f"memory={memory}"), run_dir)
+    train_run(_compose(*SLOW_RECIPE, f"memory={memory}"), run_dir)
     steps = [float(row["return_recent"]) / 0.01 for row in _rows(run_dir)]
     return max(steps), steps[-1]
 

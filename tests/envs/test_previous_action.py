@@ -15,13 +15,13 @@ from gym_envs import DICT_CUE
 from gymnasium import spaces
 from hydra import compose, initialize_config_dir
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.envs import make_env, make_vector_env
 from rlmem.envs.previous_action import ACTION_KEY, FIRST_KEY, PreviousAction
 from rlmem.envs.spaces import OBSERVATION_FIELD
 from rlmem.runs import load_checkpoint
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
+from rlmem.train import train as train_run
 
 WRAPPER = "rlmem.envs.previous_action:PreviousAction"
 
@@ -100,7 +100,7 @@ def test_our_ppo_trains_on_it_and_records_it(tmp_path: Path) -> None:
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         config = compose("train", overrides=["env=CartPole-v1", f"wrappers=[{WRAPPER}]",
                                              *TINY_PPO, "frames=32"])
-    ppo_train.train(config, tmp_path)
+    train_run(config, tmp_path)
     checkpoint = load_checkpoint(tmp_path / "checkpoint.pt")
     assert checkpoint.config["wrappers"] == [WRAPPER]
     assert ACTION_KEY in checkpoint.extras["spaces"]["observation"]

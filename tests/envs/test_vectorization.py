@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlmem.agents.train_config import with_derived_values
+from rlmem.agents.derived import with_derived_values
 from rlmem.envs import resolve_vectorization
 from rlmem.envs.vectorization import ASYNC_MIN_CORES, ASYNC_MIN_ENVS
 

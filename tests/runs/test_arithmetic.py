@@ -19,7 +19,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 import rlmem.evaluate
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import CheckpointMismatchError, load_checkpoint
 from rlmem.runs.arithmetic import SMALLEST_NORMAL, SubnormalFlushError, subnormal_floats
@@ -28,6 +27,7 @@ from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.supervised import register_supervised_configs
 from rlmem.schema.train import register_train_configs
 from rlmem.supervised import run as run_supervised
+from rlmem.train import train as train_run
 
 SUBNORMAL = SMALLEST_NORMAL / 4
 
@@ -138,10 +138,10 @@ def test_an_rl_run_trains_resumes_and_evaluates_with_its_arithmetic(
             return compose("train", overrides=[*TINY_PPO, "memory.hidden_size=8",
                                                f"run_dir={run_dir}", *overrides])
 
-    ppo_train.train(config("frames=32", "flush_denormal=true"), run_dir)
+    train_run(config("frames=32", "flush_denormal=true"), run_dir)
     assert load_checkpoint(run_dir / "checkpoint.pt").config["flush_denormal"] is True
     with pytest.raises(CheckpointMismatchError, match="flush_denormal"):
-        ppo_train.train(config("frames=64"), run_dir)
+        train_run(config("frames=64"), run_dir)
     _, result, written = evaluate_run(EvaluateConfig(run=str(run_dir), episodes=1, num_envs=1,
                                                      device="cpu"))
     assert result.episodes == 1 and written is not None

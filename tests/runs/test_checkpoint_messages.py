@@ -19,13 +19,13 @@ from cli_runner import TINY_PPO, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.runs import CheckpointMismatchError, UnreadableCheckpointError, load_checkpoint
 from rlmem.runs.checkpoint import check_compatible
 from rlmem.runs.restore import IncompatibleStateError
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
 from rlmem.supervised import run as run_supervised
+from rlmem.train import train as train_run
 
 HIDDEN = ["memory.hidden_size=8"]
 
@@ -49,7 +49,7 @@ def supervised_config(run_dir: Path, *overrides: str) -> DictConfig:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny PPO run, copied by each test that alters it."""
     run_dir = tmp_path_factory.mktemp("trained") / "run"
-    ppo_train.train(train_config(run_dir), run_dir)
+    train_run(train_config(run_dir), run_dir)
     return run_dir
 
 
@@ -156,7 +156,7 @@ def test_sb3_states_under_a_ppo_config_say_what_the_file_holds(trained: Path,
     assert "its states are: 'optimizer', 'policy'" in stderr or \
         "its states are: 'policy', 'optimizer'" in stderr
     with pytest.raises(IncompatibleStateError, match="has no 'model' state"):
-        ppo_train.train(train_config(run_dir, "frames=96"), run_dir)
+        train_run(train_config(run_dir, "frames=96"), run_dir)
 
 
 def test_a_top_level_key_rlmem_never_writes_is_named(trained: Path, tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from rlmem import evaluate as evaluate_module
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.agents.ppo import update as ppo_update
 from rlmem.evaluate import evaluate_run
 from rlmem.runs import (
@@ -35,6 +34,7 @@ from rlmem.schema.evaluate import EvaluateConfig
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
 from rlmem.supervised import run as run_supervised
+from rlmem.train import train as train_run
 
 
 def train_config(*overrides: str) -> DictConfig:
@@ -106,12 +106,12 @@ def test_divergence_never_saves_a_checkpoint_that_cannot_act(overrides: tuple[st
                                                               tmp_path: Path) -> None:
     cfg = train_config("frames=3072", f"run_dir={tmp_path}", *overrides)
     with pytest.raises(NonFiniteLossError, match=r"diverged|non-finite|is nan") as caught:
-        ppo_train.train(cfg, tmp_path)
+        train_run(cfg, tmp_path)
     assert "Traceback" not in str(caught.value) and "multinomial" not in str(caught.value)
     if (tmp_path / "checkpoint.pt").exists():
         assert_finite_checkpoint(tmp_path / "checkpoint.pt")
     with pytest.raises(NonFiniteLossError):  # resuming diverges the same way, cleanly
-        ppo_train.train(cfg, tmp_path)
+        train_run(cfg, tmp_path)
 
 
 def test_sampling_from_non_finite_logits_is_reported_as_divergence() -> None:
@@ -125,14 +125,14 @@ def test_sampling_from_non_finite_logits_is_reported_as_divergence() -> None:
 def test_a_truncated_checkpoint_is_named_in_train_evaluate_and_supervised(
         tmp_path: Path) -> None:
     rl, supervised = tmp_path / "rl", tmp_path / "supervised"
-    ppo_train.train(train_config(f"run_dir={rl}"), rl)
+    train_run(train_config(f"run_dir={rl}"), rl)
     run_supervised(supervised_config(), supervised)
     for run_dir in (rl, supervised):
         os.truncate(run_dir / "checkpoint.pt", 5000)
     before = snapshot(rl)
     message = r"checkpoint.pt is unreadable \(truncated or corrupt\?.*resume=false"
     with pytest.raises(UnreadableCheckpointError, match=message):
-        ppo_train.train(train_config(f"run_dir={rl}", "frames=96"), rl)
+        train_run(train_config(f"run_dir={rl}", "frames=96"), rl)
     with pytest.raises(UnreadableCheckpointError, match=message):
         evaluate_run(EvaluateConfig(run=str(rl), episodes=1))
     with pytest.raises(UnreadableCheckpointError, match=message):
@@ -151,7 +151,7 @@ def test_an_unwritable_run_dir_stops_before_any_work(tmp_path: Path,
     monkeypatch.setattr(lock_module.os, "open", read_only)
     with pytest.raises(RunDirectoryError, match=r"cannot write into run_dir=.*Read-only file "
                                                 r"system. Nothing was written"):
-        ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
+        train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
     with pytest.raises(RunDirectoryError, match="Nothing was written"):
         run_supervised(supervised_config(), tmp_path)
 
@@ -159,7 +159,7 @@ def test_an_unwritable_run_dir_stops_before_any_work(tmp_path: Path,
 def test_evaluate_prints_its_result_even_when_it_cannot_write_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
         ) -> None:
-    ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
 
     def read_only(path: Path, *args: Any, **kwargs: Any) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
@@ -174,7 +174,7 @@ def test_evaluate_prints_its_result_even_when_it_cannot_write_it(
 # 5 ---------------------------------------------------------------------------------------------
 def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
     good = (tmp_path / "checkpoint.pt").read_bytes()
 
     def full_disk(payload: Any, file: Any) -> None:
@@ -187,7 +187,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path: Path,
     with pytest.raises(CheckpointWriteError, match=r"no space left on the device \(0 bytes "
                                                    r"free\). The last good checkpoint, .*, is "
                                                    "intact"):
-        ppo_train.train(train_config(f"run_dir={tmp_path}", "frames=96"), tmp_path)
+        train_run(train_config(f"run_dir={tmp_path}", "frames=96"), tmp_path)
     assert (tmp_path / "checkpoint.pt").read_bytes() == good
     assert not list(tmp_path.glob(".checkpoint.pt.*"))  # no partial file left behind
 
@@ -203,16 +203,16 @@ def test_nan_at_the_first_update_says_no_checkpoint_exists(
 
     monkeypatch.setattr(ppo_update, "compute_gae", diverging_gae)
     with pytest.raises(NonFiniteLossError, match="No checkpoint was written yet"):
-        ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
+        train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
     assert not (tmp_path / "checkpoint.pt").exists()
 
 
 # 8 ---------------------------------------------------------------------------------------------
 def test_resuming_with_fewer_frames_changes_nothing(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    ppo_train.train(train_config(f"run_dir={tmp_path}"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}"), tmp_path)
     before = snapshot(tmp_path)
-    ppo_train.train(train_config(f"run_dir={tmp_path}", "frames=32"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}", "frames=32"), tmp_path)
     assert snapshot(tmp_path) == before  # config.yaml, progress.csv, checkpoint: untouched
     assert "has already trained 64 frames (>= frames=32): nothing to train" in \
         capsys.readouterr().out
@@ -254,8 +254,8 @@ def test_ctrl_c_in_a_supervised_run_saves_the_iteration_it_stopped_at(tmp_path: 
 
 # 10 --------------------------------------------------------------------------------------------
 def test_the_short_and_full_names_of_an_env_resume_the_same_run(tmp_path: Path) -> None:
-    ppo_train.train(train_config(f"run_dir={tmp_path}", "env=DoorKey-5x5"), tmp_path)
-    ppo_train.train(train_config(f"run_dir={tmp_path}", "env=MiniGrid-DoorKey-5x5-v0",
+    train_run(train_config(f"run_dir={tmp_path}", "env=DoorKey-5x5"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}", "env=MiniGrid-DoorKey-5x5-v0",
                                  "frames=96"), tmp_path)
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 96
 
@@ -263,7 +263,7 @@ def test_the_short_and_full_names_of_an_env_resume_the_same_run(tmp_path: Path) 
 # 12 --------------------------------------------------------------------------------------------
 def test_frames_rounded_up_to_whole_updates_is_said(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    ppo_train.train(train_config(f"run_dir={tmp_path}", "frames=40"), tmp_path)
+    train_run(train_config(f"run_dir={tmp_path}", "frames=40"), tmp_path)
     assert "frames=40 is not a whole number of updates" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 64
 

@@ -14,11 +14,11 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from rlmem.agents.ppo import train as ppo_train
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.shell_override import override
 from rlmem.schema.train import register_train_configs
 from rlmem.train import summary
+from rlmem.train import train as train_run
 
 
 @pytest.mark.parametrize("value", [
@@ -48,7 +48,7 @@ def test_the_evaluation_a_run_suggests_runs_from_a_folder_named_by_its_settings(
                                           "memory.hidden_size=8", "grid_encoding=raw",
                                           *shlex.split(override("run_dir", str(run_dir)))])
     assert cfg.run_dir == str(run_dir)
-    ppo_train.train(cfg, run_dir)
+    train_run(cfg, run_dir)
     said = summary(cfg, run_dir)
     found = re.search(r"`python -m rlmem\.evaluate (.*?)`", said)
     assert found is not None, said
