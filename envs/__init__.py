@@ -4,8 +4,10 @@ train -> transfer pairs, a run's ``env_kwargs`` and ``wrappers``.
 >>> from rlmem.envs import make_vector_env
 >>> envs = make_vector_env("DoorKey-5x5", num_envs=16)  # doctest: +SKIP
 >>> envs = make_vector_env("CartPole-v1", num_envs=16)  # doctest: +SKIP
+>>> envs = make_vector_env("DoorKey-5x5", 4096, backend="auto", device="cuda")  # doctest: +SKIP
 """
 
+from rlmem.envs.backend import BACKENDS, resolve_backend
 from rlmem.envs.env_workers import EnvWorkerError, EnvWorkers
 from rlmem.envs.factory import (
     VECTORIZATIONS,
@@ -47,6 +49,7 @@ from rlmem.envs.wrappers import WrapperSpec, apply_wrappers, parse_wrappers
 
 __all__ = [
     "AUTO",
+    "BACKENDS",
     "ENVS",
     "MISSION_LENGTH",
     "TRUST_KEY",
@@ -76,6 +79,7 @@ __all__ = [
     "mission_varies",
     "parse_wrappers",
     "refuse_untrusted_code",
+    "resolve_backend",
     "resolve_vectorization",
     "resolved_mission",
     "space_signature",

@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import torch
 from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from minigrid.minigrid_env import MiniGridEnv
 
+from rlmem.envs.backend import GYMNASIUM, TENSOR, resolve_backend
 from rlmem.envs.minigrid_observation import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.minigrid_view import use_direct_view
 from rlmem.envs.registry import env_spec
+from rlmem.envs.tensor.registry import make_tensor_env
 from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_wrappers
 
 VECTORIZATIONS: dict[str, type[SyncVectorEnv] | type[AsyncVectorEnv]] = {
@@ -82,7 +85,8 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
                     direction: bool = False, vectorization: str = "sync",
                     env_fns: list[Callable[[], gym.Env]] | None = None,
                     wrappers: Iterable[WrapperItem] = (),
-                    env_kwargs: Mapping[str, Any] | None = None) -> VectorEnv:
+                    env_kwargs: Mapping[str, Any] | None = None, backend: str = GYMNASIUM,
+                    device: torch.device | str = "cpu") -> VectorEnv:
     """``num_envs`` copies of an env, auto-reset in the same step.
 
     With ``SAME_STEP`` autoreset, a step that ends an episode returns the first observation of
@@ -94,16 +98,32 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
         num_envs: number of envs.
         mission: as in :func:`make_env`; resolved once so that all copies agree.
         direction: as in :func:`make_env`.
-        vectorization: a key of :data:`VECTORIZATIONS`.
-        env_fns: replace the env constructors (tests use this for special envs).
+        vectorization: a key of :data:`VECTORIZATIONS` (the gymnasium backend's).
+        env_fns: replace the env constructors (tests use this for special envs; the gymnasium
+            backend only).
         wrappers: as in :func:`make_env`.
         env_kwargs: passed to :func:`gymnasium.make`.
+        backend: ``gymnasium``, ``tensor`` or ``auto`` (:mod:`rlmem.envs.backend`); the tensor
+            backend returns a :class:`rlmem.envs.tensor.TensorVectorEnv`, whose observations,
+            rewards and ends are tensors on ``device``.
+        device: where a tensor env lives (the gymnasium backend's envs are on the CPU).
+
+    Raises:
+        ValueError: an unknown ``vectorization`` or ``backend``, no envs, or a ``tensor``
+            backend the env cannot have (:func:`rlmem.envs.backend.resolve_backend`).
     """
     if vectorization not in VECTORIZATIONS:
         raise ValueError(f"vectorization={vectorization!r}; use one of "
                          f"{', '.join(VECTORIZATIONS)}")
     if num_envs <= 0:
         raise ValueError(f"num_envs must be positive, got {num_envs}")
+    if env_fns is not None and backend == TENSOR:
+        raise ValueError("env_fns makes gymnasium envs; it cannot be given with backend=tensor")
+    if env_fns is None and resolve_backend(backend, name, wrappers=wrappers,
+                                           env_kwargs=env_kwargs) == TENSOR:
+        return make_tensor_env(name, num_envs, device=device,
+                               mission=uses_mission(name) if mission is None else mission,
+                               direction=direction, env_kwargs=env_kwargs)
     if env_fns is None:
         env_fns = env_constructors(name, num_envs, mission=mission, direction=direction,
                                    wrappers=wrappers, env_kwargs=env_kwargs)

@@ -105,6 +105,21 @@ def _agent_view_size(env: gym.Env) -> int | None:
         return None
 
 
+def encoded_space(image: spaces.Space[Any], view: int | None, mission: bool,
+                  direction: bool) -> spaces.Dict:
+    """The observation space of :class:`MiniGridObservation` over a MiniGrid env whose image
+    space is ``image`` and whose agent sees ``view`` cells across (None: unknown); the tensor
+    MiniGrid envs (:mod:`rlmem.envs.tensor.minigrid`) take theirs from here too."""
+    fields: dict[str, spaces.Space[Any]] = {"image": image}
+    if isinstance(image, spaces.Box) and image.shape == (view, view, 3):
+        fields["image"] = GridSpace(image.low, image.high, image.shape, image.dtype)
+    if direction:
+        fields["direction"] = spaces.Discrete(len(DIR_TO_VEC))
+    if mission:
+        fields["mission"] = MissionSpace(0, len(VOCABULARY) - 1, (MISSION_LENGTH,), np.int64)
+    return spaces.Dict(fields)
+
+
 class MiniGridObservation(gym.ObservationWrapper):
     """MiniGrid's ``{"image", "direction", "mission"}`` -> ``{"image"[, "direction"][,
     "mission"]}`` arrays.
@@ -142,17 +157,8 @@ class MiniGridObservation(gym.ObservationWrapper):
                              f"fields ({', '.join(sorted(MINIGRID_FIELDS))}): the added ones "
                              "would be dropped without a word. A wrapper that adds fields "
                              "cannot be used on a MiniGrid env.")
-        image = source["image"]
-        fields: dict[str, spaces.Space[Any]] = {"image": image}
-        view = _agent_view_size(env)
-        if isinstance(image, spaces.Box) and image.shape == (view, view, 3):
-            fields["image"] = GridSpace(image.low, image.high, image.shape, image.dtype)
-        if direction:
-            fields["direction"] = spaces.Discrete(len(DIR_TO_VEC))
-        if mission:
-            fields["mission"] = MissionSpace(0, len(VOCABULARY) - 1, (MISSION_LENGTH,),
-                                             np.int64)
-        self.observation_space = spaces.Dict(fields)
+        self.observation_space = encoded_space(source["image"], _agent_view_size(env),
+                                               mission, direction)
         self._mission = mission
         self._direction = direction
         self._tokens: dict[str, np.ndarray] = {}
