@@ -1,0 +1,51 @@
+"""(a) POPGym's envs and their tensor versions, from the same state, with the same random
+actions: the same observations, rewards, ends and final observations, across auto-resets
+(:func:`tensor_popgym_check.lockstep`). Every difficulty; a short run of about 1,000 env steps
+in the default suite, 10,000 or more in ``slow``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from tensor_popgym_check import Tolerance, lockstep
+
+from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS
+
+pytest.importorskip("popgym")
+
+NAMES = sorted(POPGYM_TENSOR_ENVS)
+NUM_ENVS = 8
+
+TOLERANCES: dict[str, Tolerance] = {}
+"""The envs whose floats may differ from POPGym's (all others: equal)."""
+
+
+def tensor_type(name: str) -> Any:
+    factory = POPGYM_TENSOR_ENVS[name]
+    return factory.func  # type: ignore[attr-defined]
+
+
+def check(name: str, steps: int) -> int:
+    family = tensor_type(name)
+
+    def make(envs: list[gym.Env[Any, Any]]) -> Any:
+        return family.from_reference(envs)
+
+    original = gym.make(f"popgym:popgym-{name}-v0").unwrapped
+    # HigherLower has no max_episode_length: its episodes are a deck long.
+    episode = getattr(original, "max_episode_length", None) or original.deck_size
+    return lockstep(name, make, num_envs=NUM_ENVS, steps=steps, warmup=episode,
+                    tolerance=TOLERANCES.get(name, Tolerance()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_tensor_env_steps_as_popgyms(name: str) -> None:
+    assert check(name, 1000 // NUM_ENVS) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_the_tensor_env_steps_as_popgyms_for_10000_steps(name: str) -> None:
+    assert check(name, 10_000 // NUM_ENVS) > NUM_ENVS
