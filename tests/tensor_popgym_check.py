@@ -76,7 +76,7 @@ def stacked(observations: list[Any]) -> Any:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How close the tensor env's floats must be to POPGym's (0: equal)."""
+    """How close the tensor env's floats must be to POPGym's, absolutely (0: equal)."""
 
     observation: float = 0.0
     reward: float = 0.0
@@ -145,7 +145,7 @@ def _assert_same_step(want: tuple[Any, ...], got: tuple[Any, ...], tolerance: To
     np.testing.assert_array_equal(_numpy(got[2]), terminated, err_msg=f"{at}: terminated")
     np.testing.assert_array_equal(_numpy(got[3]), truncated, err_msg=f"{at}: truncated")
     assert _numpy(got[1]).dtype == np.float64
-    np.testing.assert_allclose(_numpy(got[1]), reward, rtol=tolerance.reward, atol=0,
+    np.testing.assert_allclose(_numpy(got[1]), reward, rtol=0, atol=tolerance.reward,
                                err_msg=f"{at}: reward")
     done = terminated | truncated
     assert_same_observations(observation, got[0], np.flatnonzero(~done),

@@ -15,9 +15,12 @@ from functools import partial
 from typing import Any
 
 from rlmem.envs.tensor.popgym.autoencode import Autoencode
+from rlmem.envs.tensor.popgym.battleship import Battleship
 from rlmem.envs.tensor.popgym.count_recall import CountRecall
 from rlmem.envs.tensor.popgym.higher_lower import HigherLower
 from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
+from rlmem.envs.tensor.popgym.position_only_cartpole import PositionOnlyCartPole
+from rlmem.envs.tensor.popgym.position_only_pendulum import PositionOnlyPendulum
 from rlmem.envs.tensor.popgym.repeat_first import RepeatFirst
 from rlmem.envs.tensor.popgym.repeat_previous import RepeatPrevious
 
@@ -31,6 +34,11 @@ DIFFICULTIES: dict[type[PopgymTensorEnv], tuple[dict[str, Any], ...]] = {
                   {"num_decks": 4, "deck_type": "ranks"}),
     Autoencode: ({"num_decks": 1}, {"num_decks": 2}, {"num_decks": 3}),
     HigherLower: ({"num_decks": 1}, {"num_decks": 2}, {"num_decks": 3}),
+    Battleship: ({"board_size": 8}, {"board_size": 10}, {"board_size": 12}),
+    PositionOnlyCartPole: ({"max_episode_length": 200}, {"max_episode_length": 400},
+                           {"max_episode_length": 600}),
+    PositionOnlyPendulum: ({"max_episode_length": 200}, {"max_episode_length": 150},
+                           {"max_episode_length": 100}),
 }
 """Each family's constructor arguments at POPGym's Easy, Medium and Hard (its
 ``<Family><Level>`` classes)."""
@@ -42,5 +50,7 @@ POPGYM_TENSOR_ENVS: dict[str, Callable[..., PopgymTensorEnv]] = {
 """The tensor env of each POPGym short name: ``POPGYM_TENSOR_ENVS["RepeatPreviousEasy"](16,
 device="cuda")`` is 16 copies of ``popgym-RepeatPreviousEasy-v0``."""
 
-__all__ = ["DIFFICULTIES", "LEVELS", "POPGYM_TENSOR_ENVS", "Autoencode", "CountRecall",
-           "HigherLower", "PopgymTensorEnv", "RepeatFirst", "RepeatPrevious"]
+__all__ = ["DIFFICULTIES", "LEVELS", "POPGYM_TENSOR_ENVS", "Autoencode", "Battleship",
+           "CountRecall",
+           "HigherLower", "PopgymTensorEnv",
+           "PositionOnlyCartPole", "PositionOnlyPendulum", "RepeatFirst", "RepeatPrevious"]
