@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
-from scipy import stats
+from scipy import stats  # type: ignore[import-untyped]
 from torch import Tensor
 
 from rlmem.envs import make_vector_env

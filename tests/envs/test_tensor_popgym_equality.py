@@ -42,7 +42,7 @@ def check(name: str, steps: int) -> int:
     def make(envs: list[gym.Env[Any, Any]]) -> Any:
         return family.from_reference(envs)
 
-    original = gym.make(f"popgym:popgym-{name}-v0").unwrapped
+    original: Any = gym.make(f"popgym:popgym-{name}-v0").unwrapped
     # HigherLower has no max_episode_length: its episodes are a deck long.
     episode = getattr(original, "max_episode_length", None) or original.deck_size
     return lockstep(name, make, num_envs=NUM_ENVS, steps=steps, warmup=episode,

@@ -17,7 +17,7 @@ so the auto-reset of the base class stays the one place that orders a step.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Union
 
 import gymnasium as gym
@@ -162,7 +162,7 @@ def flatten(space: spaces.Space[Any], observation: Any) -> Tensor:
     return observation.flatten(1)
 
 
-TENSOR_WRAPPERS: dict[type[gym.Wrapper[Any, Any, Any, Any]], type[TensorWrapper]] = {
+TENSOR_WRAPPERS: dict[type[gym.Wrapper[Any, Any, Any, Any]], Callable[[Wrapped], TensorWrapper]] = {
     PreviousAction: TensorPreviousAction,
     gym.wrappers.FlattenObservation: TensorFlattenObservation,
 }
