@@ -26,21 +26,14 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.deck import (
-    CARDS_PER_DECK,
-    SUITS,
-    card_at,
-    copy_deck,
-    shuffled,
-    suit,
-)
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv, scored
+from rlmem.envs.tensor.popgym.deck import SUITS, DeckEnv, card_at, suit
+from rlmem.envs.tensor.popgym.popgym_env import scored
 
 WATCH, PLAY = 1, 0
 """POPGym's ``Mode``: the first field of the observation."""
 
 
-class Autoencode(PopgymTensorEnv):
+class Autoencode(DeckEnv):
     """POPGym's ``Autoencode(num_decks)`` for ``num_envs`` envs (module docstring).
 
     Its observation is a pair, as POPGym's ``Tuple(Discrete(2), Discrete(4))``: a tuple of the
@@ -53,18 +46,13 @@ class Autoencode(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, num_decks: int = 1,
                  device: torch.device | str = "cpu") -> None:
-        self.num_decks, self.cards = num_decks, CARDS_PER_DECK * num_decks
         observation = spaces.Tuple((spaces.Discrete(2), spaces.Discrete(SUITS)))
-        super().__init__(num_envs, observation, spaces.Discrete(SUITS),
-                         draws_per_episode=self.cards, device=device)
-        self.order = torch.zeros(num_envs, self.cards, dtype=torch.int64, device=self.device)
-        self.remaining = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        super().__init__(num_envs, num_decks, observation, spaces.Discrete(SUITS), device)
         self.held = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.scale = 1 / self.cards
 
     def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        self.order = torch.where(envs.unsqueeze(1), shuffled(draws), self.order)
-        self.remaining = torch.where(envs, self.cards - 1, self.remaining)
+        super()._generate(envs, draws)
         self.held = torch.where(envs, 1, self.held)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -86,16 +74,10 @@ class Autoencode(PopgymTensorEnv):
         card = suit(card_at(self.order, self.cards - self.held))
         return (torch.where(watching, WATCH, PLAY), torch.where(shown, card, 0))
 
-    @classmethod
-    def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "Autoencode")
-        return {"num_decks": int(env.deck.num_decks)}
-
     def _load(self, row: int, env: Any) -> None:
-        order, remaining = copy_deck(env.deck)
-        held = len(env.deck["system"])
+        remaining = int(env.deck.deck_len)
         if int(env.mode) != (WATCH if remaining > 0 else PLAY):
             raise ValueError(f"Autoencode: POPGym's env is in mode {int(env.mode)} with "
                              f"{remaining} cards left in its deck, which it never is")
-        self.order[row], self.remaining[row] = order.to(self.device), remaining
-        self.held[row] = held
+        super()._load(row, env)
+        self.held[row] = len(env.deck["system"])

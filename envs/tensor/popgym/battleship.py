@@ -122,7 +122,7 @@ class Battleship(PopgymTensorEnv):
 
     @classmethod
     def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "Battleship")
+        cls._check_original(env)
         return {"board_size": int(env.board_size),
                 "ship_sizes": tuple(int(size) for size in env.ship_sizes)}
 

@@ -98,7 +98,7 @@ class CountRecall(PopgymTensorEnv):
 
     @classmethod
     def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "CountRecall")
+        cls._check_original(env)
         kinds = {name for name, (_, count) in KINDS.items() if count == env.num_distinct_cards}
         return {"num_decks": int(env.value_deck.num_decks), "deck_type": kinds.pop()}
 

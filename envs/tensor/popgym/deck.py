@@ -23,7 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from torch import Tensor
+
+from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
 
 CARDS_PER_DECK = 52
 SUITS = 4
@@ -70,3 +73,41 @@ def shuffled(draws: Tensor) -> Tensor:
 def copy_deck(deck: Any) -> tuple[Tensor, int]:
     """The order and the cards left of one POPGym ``Deck``."""
     return torch.as_tensor(np.asarray(deck.idx), dtype=torch.int64), int(deck.deck_len)
+
+
+class DeckEnv(PopgymTensorEnv):
+    """A POPGym env that deals one shuffled deck of ``num_decks`` decks, one card at reset: the
+    state it keeps (``order``, ``remaining``), its generation and its copy from POPGym's
+    ``env.deck``.
+
+    Args:
+        num_envs: copies.
+        num_decks: decks shuffled together.
+        observation_space, action_space: one copy's.
+        device: where the state lives.
+    """
+
+    def __init__(self, num_envs: int, num_decks: int, observation_space: spaces.Space[Any],
+                 action_space: spaces.Space[Any], device: torch.device | str) -> None:
+        self.num_decks, self.cards = num_decks, CARDS_PER_DECK * num_decks
+        super().__init__(num_envs, observation_space, action_space,
+                         draws_per_episode=self.cards, device=device)
+        self.order = torch.zeros(num_envs, self.cards, dtype=torch.int64, device=self.device)
+        self.remaining = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+
+    def _generate(self, envs: Tensor, draws: Tensor) -> None:
+        self.order = torch.where(envs.unsqueeze(1), shuffled(draws), self.order)
+        self.remaining = torch.where(envs, self.cards - 1, self.remaining)
+
+    def dealt_last(self) -> Tensor:
+        """Each copy's card dealt last (``(N,)``)."""
+        return card_at(self.order, self.remaining)
+
+    @classmethod
+    def parameters_of(cls, env: Any) -> dict[str, Any]:
+        cls._check_original(env)
+        return {"num_decks": int(env.deck.num_decks)}
+
+    def _load(self, row: int, env: Any) -> None:
+        order, remaining = copy_deck(env.deck)
+        self.order[row], self.remaining[row] = order.to(self.device), remaining

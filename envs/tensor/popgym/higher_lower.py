@@ -26,21 +26,14 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.deck import (
-    CARDS_PER_DECK,
-    RANKS,
-    card_at,
-    copy_deck,
-    rank,
-    shuffled,
-)
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv, scored
+from rlmem.envs.tensor.popgym.deck import RANKS, DeckEnv, rank
+from rlmem.envs.tensor.popgym.popgym_env import scored
 
 HIGHER = 0
 """The action that guesses higher."""
 
 
-class HigherLower(PopgymTensorEnv):
+class HigherLower(DeckEnv):
     """POPGym's ``HigherLower(num_decks)`` for ``num_envs`` envs (module docstring).
 
     State: ``order`` ``(N, C)`` (each deck's order) and ``remaining`` ``(N,)`` (cards left;
@@ -49,16 +42,9 @@ class HigherLower(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, num_decks: int = 1,
                  device: torch.device | str = "cpu") -> None:
-        self.num_decks, self.cards = num_decks, CARDS_PER_DECK * num_decks
-        super().__init__(num_envs, spaces.Discrete(RANKS), spaces.Discrete(2),
-                         draws_per_episode=self.cards, device=device)
-        self.order = torch.zeros(num_envs, self.cards, dtype=torch.int64, device=self.device)
-        self.remaining = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        super().__init__(num_envs, num_decks, spaces.Discrete(RANKS), spaces.Discrete(2),
+                         device)
         self.scale = 1 / self.cards
-
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        self.order = torch.where(envs.unsqueeze(1), shuffled(draws), self.order)
-        self.remaining = torch.where(envs, self.cards - 1, self.remaining)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         terminated = self.remaining <= 1
@@ -71,16 +57,10 @@ class HigherLower(PopgymTensorEnv):
         return reward, terminated, torch.zeros_like(terminated)
 
     def _observe(self) -> Tensor:
-        return rank(card_at(self.order, self.remaining))
-
-    @classmethod
-    def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "HigherLower")
-        return {"num_decks": int(env.num_decks)}
+        return rank(self.dealt_last())
 
     def _load(self, row: int, env: Any) -> None:
-        order, remaining = copy_deck(env.deck)
         if env.deck.hand_size("player") != 1:
             raise ValueError("HigherLower: POPGym's env holds more than one card; copy it "
                              "after reset or step")
-        self.order[row], self.remaining[row] = order.to(self.device), remaining
+        super()._load(row, env)

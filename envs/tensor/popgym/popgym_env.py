@@ -68,10 +68,12 @@ class PopgymTensorEnv(TensorVectorEnv):
         """Copy the state of POPGym's env ``env`` (unwrapped) into copy ``row``."""
 
     @classmethod
-    def _check_original(cls, env: Any, name: str) -> None:
-        """Raise ValueError unless ``env``'s class (or a base) is POPGym's ``name``."""
-        if name not in {klass.__name__ for klass in type(env).__mro__}:
-            raise ValueError(f"{cls.__name__} copies POPGym's {name}, not {type(env).__name__}")
+    def _check_original(cls, env: Any) -> None:
+        """Raise ValueError unless ``env``'s class (or a base) is POPGym's env of this class's
+        name (each tensor env is named as its POPGym original)."""
+        if cls.__name__ not in {klass.__name__ for klass in type(env).__mro__}:
+            raise ValueError(f"{cls.__name__} copies POPGym's {cls.__name__}, not "
+                             f"{type(env).__name__}")
 
 
 def scored(right: Tensor, scale: float) -> Tensor:

@@ -19,14 +19,13 @@ steps, and every step's reward is ``1 / max_episode_length`` (POPGym maps CartPo
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
+from rlmem.envs.tensor.popgym.control_env import ControlEnv
 
 GRAVITY, CART_MASS, POLE_MASS, HALF_LENGTH = 9.8, 1.0, 0.1, 0.5
 TOTAL_MASS = POLE_MASS + CART_MASS
@@ -54,7 +53,7 @@ def cartpole_step(state: Tensor, push_right: Tensor) -> Tensor:
                         theta_dot + TAU * theta_acc], dim=1)
 
 
-class PositionOnlyCartPole(PopgymTensorEnv):
+class PositionOnlyCartPole(ControlEnv):
     """POPGym's ``PositionOnlyCartPole(max_episode_length)`` for ``num_envs`` envs (module
     docstring).
 
@@ -63,37 +62,19 @@ class PositionOnlyCartPole(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, max_episode_length: int = 200,
                  device: torch.device | str = "cpu") -> None:
-        self.max_episode_length = max_episode_length
         high = np.array([X_LIMIT * 2, THETA_LIMIT * 2], dtype=np.float32)
-        super().__init__(num_envs, spaces.Box(-high, high, dtype=np.float32),
-                         spaces.Discrete(2), draws_per_episode=4, device=device)
-        self.state = torch.zeros(num_envs, 4, dtype=torch.float64, device=self.device)
-        self.steps = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
-
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        # NumPy's uniform(low, high): low + (high - low) * u.
-        start = -START + (START - -START) * draws
-        self.state = torch.where(envs.unsqueeze(1), start, self.state)
-        self.steps = torch.where(envs, 0, self.steps)
+        super().__init__(num_envs, max_episode_length, (START,) * 4,
+                         spaces.Box(-high, high, dtype=np.float32), spaces.Discrete(2), device)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         self.state = cartpole_step(self.state, actions == 1)
-        self.steps = self.steps + 1
+        truncated = self._count_step()
         x, theta = self.state[:, 0], self.state[:, 2]
         terminated = (x < -X_LIMIT) | (x > X_LIMIT) | (theta < -THETA_LIMIT) | (
             theta > THETA_LIMIT)
         reward = torch.full(terminated.shape, 1.0 / self.max_episode_length,
                             dtype=torch.float64, device=self.device)
-        return reward, terminated, self.steps >= self.max_episode_length
+        return reward, terminated, truncated
 
     def _observe(self) -> Tensor:
         return self.state[:, [0, 2]].to(torch.float32)
-
-    @classmethod
-    def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "PositionOnlyCartPole")
-        return {"max_episode_length": int(env.max_episode_length)}
-
-    def _load(self, row: int, env: Any) -> None:
-        self.state[row] = torch.as_tensor(np.asarray(env.state, dtype=np.float64))
-        self.steps[row] = int(env.num_steps)

@@ -19,14 +19,13 @@ float32. Easy: 200 steps; Medium: 150; Hard: 100.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
+from rlmem.envs.tensor.popgym.control_env import ControlEnv
 
 GRAVITY, MASS, LENGTH, DT = 10.0, 1.0, 1.0, 0.05
 MAX_SPEED, MAX_TORQUE = 8, 2.0
@@ -59,7 +58,7 @@ def pendulum_step(state: Tensor, torque: Tensor) -> tuple[Tensor, Tensor]:
     return torch.stack([theta + new_theta_dot * DT, new_theta_dot], dim=1), cost
 
 
-class PositionOnlyPendulum(PopgymTensorEnv):
+class PositionOnlyPendulum(ControlEnv):
     """POPGym's ``PositionOnlyPendulum(max_episode_length)`` for ``num_envs`` envs (module
     docstring).
 
@@ -68,37 +67,18 @@ class PositionOnlyPendulum(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, max_episode_length: int = 200,
                  device: torch.device | str = "cpu") -> None:
-        self.max_episode_length = max_episode_length
         high = np.array([1.0, 1.0], dtype=np.float32)
         torque = spaces.Box(-MAX_TORQUE, MAX_TORQUE, (1,), dtype=np.float32)
-        super().__init__(num_envs, spaces.Box(-high, high, dtype=np.float32), torque,
-                         draws_per_episode=2, device=device)
-        self.state = torch.zeros(num_envs, 2, dtype=torch.float64, device=self.device)
-        self.steps = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
-
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        high = torch.tensor(START, dtype=torch.float64, device=self.device)
-        start = -high + (high - -high) * draws  # NumPy's uniform(low, high)
-        self.state = torch.where(envs.unsqueeze(1), start, self.state)
-        self.steps = torch.where(envs, 0, self.steps)
+        super().__init__(num_envs, max_episode_length, START,
+                         spaces.Box(-high, high, dtype=np.float32), torque, device)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         self.state, cost = pendulum_step(self.state, actions.to(torch.float32))
-        self.steps = self.steps + 1
+        truncated = self._count_step()
         half_range = (HIGHEST_REWARD - LOWEST_REWARD) / 2
         reward = (-cost + half_range) / half_range / self.max_episode_length
-        truncated = self.steps >= self.max_episode_length
         return reward, torch.zeros_like(truncated), truncated
 
     def _observe(self) -> Tensor:
         theta = self.state[:, 0]
         return torch.stack([torch.cos(theta), torch.sin(theta)], dim=1).to(torch.float32)
-
-    @classmethod
-    def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "PositionOnlyPendulum")
-        return {"max_episode_length": int(env.max_episode_length)}
-
-    def _load(self, row: int, env: Any) -> None:
-        self.state[row] = torch.as_tensor(np.asarray(env.state, dtype=np.float64))
-        self.steps[row] = int(env.num_steps)

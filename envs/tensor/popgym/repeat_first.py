@@ -21,18 +21,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.deck import (
-    CARDS_PER_DECK,
-    SUITS,
-    card_at,
-    copy_deck,
-    shuffled,
-    suit,
-)
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv, scored
+from rlmem.envs.tensor.popgym.deck import SUITS, DeckEnv, suit
+from rlmem.envs.tensor.popgym.popgym_env import scored
 
 
-class RepeatFirst(PopgymTensorEnv):
+class RepeatFirst(DeckEnv):
     """POPGym's ``RepeatFirst(num_decks)`` for ``num_envs`` envs (module docstring).
 
     State: ``order`` ``(N, C)`` (each deck's order), ``remaining`` ``(N,)`` (cards left; the
@@ -41,17 +34,13 @@ class RepeatFirst(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, num_decks: int = 1,
                  device: torch.device | str = "cpu") -> None:
-        self.num_decks, self.cards = num_decks, CARDS_PER_DECK * num_decks
         suits = spaces.Discrete(SUITS)
-        super().__init__(num_envs, suits, suits, draws_per_episode=self.cards, device=device)
-        self.order = torch.zeros(num_envs, self.cards, dtype=torch.int64, device=self.device)
-        self.remaining = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        super().__init__(num_envs, num_decks, suits, suits, device)
         self.first = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.scale = 1 / (self.cards - 1)
 
     def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        self.order = torch.where(envs.unsqueeze(1), shuffled(draws), self.order)
-        self.remaining = torch.where(envs, self.cards - 1, self.remaining)
+        super()._generate(envs, draws)
         self.first = torch.where(envs, self._observe(), self.first)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -61,14 +50,8 @@ class RepeatFirst(PopgymTensorEnv):
         return reward, terminated, torch.zeros_like(terminated)
 
     def _observe(self) -> Tensor:
-        return suit(card_at(self.order, self.remaining))
-
-    @classmethod
-    def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "RepeatFirst")
-        return {"num_decks": int(env.deck.num_decks)}
+        return suit(self.dealt_last())
 
     def _load(self, row: int, env: Any) -> None:
-        order, remaining = copy_deck(env.deck)
-        self.order[row], self.remaining[row] = order.to(self.device), remaining
+        super()._load(row, env)
         self.first[row] = int(env.card)

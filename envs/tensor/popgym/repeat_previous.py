@@ -25,18 +25,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from rlmem.envs.tensor.popgym.deck import (
-    CARDS_PER_DECK,
-    SUITS,
-    card_at,
-    copy_deck,
-    shuffled,
-    suit,
-)
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv, scored
+from rlmem.envs.tensor.popgym.deck import CARDS_PER_DECK, SUITS, DeckEnv, card_at, suit
+from rlmem.envs.tensor.popgym.popgym_env import scored
 
 
-class RepeatPrevious(PopgymTensorEnv):
+class RepeatPrevious(DeckEnv):
     """POPGym's ``RepeatPrevious(num_decks, k)`` for ``num_envs`` envs (module docstring).
 
     State: ``order`` ``(N, C)`` (each deck's order) and ``remaining`` ``(N,)`` (cards left);
@@ -45,20 +38,14 @@ class RepeatPrevious(PopgymTensorEnv):
 
     def __init__(self, num_envs: int, num_decks: int = 1, k: int = 4,
                  device: torch.device | str = "cpu") -> None:
-        self.cards = CARDS_PER_DECK * num_decks
-        if not 0 < k < self.cards:
-            raise ValueError(f"RepeatPrevious: k={k} must be in 1 .. {self.cards - 1} "
-                             f"(the cards of {num_decks} decks, less one)")
-        self.num_decks, self.k = num_decks, k
+        if not 0 < k < CARDS_PER_DECK * num_decks:
+            raise ValueError(f"RepeatPrevious: k={k} must be in 1 .. "
+                             f"{CARDS_PER_DECK * num_decks - 1} (the cards of {num_decks} "
+                             "decks, less one)")
+        self.k = k
         suits = spaces.Discrete(SUITS)
-        super().__init__(num_envs, suits, suits, draws_per_episode=self.cards, device=device)
-        self.order = torch.zeros(num_envs, self.cards, dtype=torch.int64, device=self.device)
-        self.remaining = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        super().__init__(num_envs, num_decks, suits, suits, device)
         self.scale = 1 / (self.cards - k)
-
-    def _generate(self, envs: Tensor, draws: Tensor) -> None:
-        self.order = torch.where(envs.unsqueeze(1), shuffled(draws), self.order)
-        self.remaining = torch.where(envs, self.cards - 1, self.remaining)
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         terminated = self.remaining == 1
@@ -70,13 +57,8 @@ class RepeatPrevious(PopgymTensorEnv):
         return reward, terminated, torch.zeros_like(terminated)
 
     def _observe(self) -> Tensor:
-        return suit(card_at(self.order, self.remaining))
+        return suit(self.dealt_last())
 
     @classmethod
     def parameters_of(cls, env: Any) -> dict[str, Any]:
-        cls._check_original(env, "RepeatPrevious")
-        return {"num_decks": int(env.deck.num_decks), "k": int(env.k)}
-
-    def _load(self, row: int, env: Any) -> None:
-        order, remaining = copy_deck(env.deck)
-        self.order[row], self.remaining[row] = order.to(self.device), remaining
+        return {**super().parameters_of(env), "k": int(env.k)}
