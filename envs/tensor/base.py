@@ -37,7 +37,10 @@ A subclass implements three methods:
   draws;
 - :meth:`~TensorVectorEnv._transition` applies one action per env and returns the rewards and
   the ends;
-- :meth:`~TensorVectorEnv._observe` returns every env's current observation.
+- :meth:`~TensorVectorEnv._observe` returns every env's current observation;
+
+and may override :meth:`~TensorVectorEnv._observe_envs` (the observations of some envs, after
+an auto-reset on the CPU) to compute only those.
 
 Shapes:
     - observation: ``(N, *single_observation_space.shape)`` per field
@@ -149,16 +152,27 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         reward, terminated, truncated = self._transition(actions)
         done = terminated | truncated
         final = self._observe()
-        # On the CPU, a step where nothing ends (most of them) skips generating; on a GPU,
-        # asking would wait for the device, so the masked generation always runs.
-        if self.device.type != "cpu" or bool(done.any()):
+        info = {"final_obs": final, "_final_obs": done}
+        if self.device.type != "cpu":
+            # Asking which envs ended would wait for the device: every env is (masked) reset.
             self.episodes = self.episodes + done.to(torch.int64)
             self._generate(done, self._draws())
-            observation = self._observe()
-        else:
-            observation = final
-        return observation, reward, terminated, truncated, {"final_obs": final,
-                                                            "_final_obs": done}
+            return self._observe(), reward, terminated, truncated, info
+        rows = done.nonzero().squeeze(1)
+        if not rows.numel():  # on the CPU, most steps end no episode
+            return final, reward, terminated, truncated, info
+        self.episodes[rows] += 1
+        self._generate(done, self._draws())
+        return (_with_rows(final, rows, self._observe_envs(rows)), reward, terminated, truncated,
+                info)
+
+    def _observe_envs(self, rows: Tensor) -> TensorObservation:
+        """The current observations of the envs ``rows`` only (``(k,)`` int64): those of
+        :meth:`_observe`, indexed; a subclass may compute just these."""
+        observation = self._observe()
+        if isinstance(observation, Tensor):
+            return observation[rows]
+        return {key: value[rows] for key, value in observation.items()}
 
     def _draws(self) -> Tensor:
         """The draws of every env's current episode (``(N, draws_per_episode)``)."""
@@ -177,3 +191,14 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
             raise ValueError(f"seed={seed!r}: give one non-negative int (env i gets seed + i) "
                              f"or {self.num_envs} non-negative ints, one per env")
         return torch.tensor(seeds, dtype=torch.int64, device=self.device)
+
+
+def _with_rows(observation: TensorObservation, rows: Tensor,
+               replacement: TensorObservation) -> TensorObservation:
+    """A copy of ``observation`` whose ``rows`` are ``replacement``'s."""
+    if isinstance(observation, Tensor):
+        assert isinstance(replacement, Tensor)
+        return observation.index_copy(0, rows, replacement)
+    assert isinstance(replacement, dict)
+    return {key: value.index_copy(0, rows, replacement[key])
+            for key, value in observation.items()}
