@@ -64,8 +64,9 @@ from torch import Tensor
 
 from rlmem.envs.tensor.random import MASK32, fold_seed, uniform_draws
 
-TensorObservation: TypeAlias = Tensor | dict[str, Tensor]
-"""A batch of observations: one tensor, or one per field of a Dict space."""
+TensorObservation: TypeAlias = Tensor | dict[str, Tensor] | tuple[Tensor, ...]
+"""A batch of observations: one tensor, or one per field of a Dict space, or one per part of a
+Tuple space (POPGym's Autoencode)."""
 
 StepResult: TypeAlias = tuple[TensorObservation, Tensor, Tensor, Tensor, dict[str, Any]]
 """What :meth:`TensorVectorEnv.step` returns: observation, reward, terminated, truncated,
@@ -172,6 +173,8 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         observation = self._observe()
         if isinstance(observation, Tensor):
             return observation[rows]
+        if isinstance(observation, tuple):
+            return tuple(value[rows] for value in observation)
         return {key: value[rows] for key, value in observation.items()}
 
     def _draws(self) -> Tensor:
@@ -199,6 +202,10 @@ def _with_rows(observation: TensorObservation, rows: Tensor,
     if isinstance(observation, Tensor):
         assert isinstance(replacement, Tensor)
         return observation.index_copy(0, rows, replacement)
+    if isinstance(observation, tuple):
+        assert isinstance(replacement, tuple)
+        return tuple(value.index_copy(0, rows, part)
+                     for value, part in zip(observation, replacement, strict=True))
     assert isinstance(replacement, dict)
     return {key: value.index_copy(0, rows, replacement[key])
             for key, value in observation.items()}

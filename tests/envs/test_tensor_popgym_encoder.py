@@ -37,7 +37,7 @@ def suite_wrappers(name: str) -> tuple[str, ...]:
 
 
 def tensor_maker(name: str, wrappers: tuple[str, ...]) -> Any:
-    family = POPGYM_TENSOR_ENVS[name].func  # type: ignore[attr-defined]
+    family = POPGYM_TENSOR_ENVS[name].family
 
     def make(envs: list[gym.Env[Any, Any]]) -> Any:
         return apply_tensor_wrappers(family.from_reference(envs), wrappers)

@@ -31,13 +31,8 @@ TOLERANCES = {f"{family}{level}": PHYSICS
 """The envs whose floats may differ from POPGym's (all others: equal)."""
 
 
-def tensor_type(name: str) -> Any:
-    factory = POPGYM_TENSOR_ENVS[name]
-    return factory.func  # type: ignore[attr-defined]
-
-
 def check(name: str, steps: int) -> int:
-    family = tensor_type(name)
+    family = POPGYM_TENSOR_ENVS[name].family
 
     def make(envs: list[gym.Env[Any, Any]]) -> Any:
         return family.from_reference(envs)
@@ -47,6 +42,32 @@ def check(name: str, steps: int) -> int:
     episode = getattr(original, "max_episode_length", None) or original.deck_size
     return lockstep(name, make, num_envs=NUM_ENVS, steps=steps, warmup=episode,
                     tolerance=TOLERANCES.get(name, Tolerance()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_name_is_popgyms_env_at_its_difficulty(name: str) -> None:
+    """The registry's arguments are those of POPGym's class of that name, and the spaces
+    POPGym's."""
+    factory = POPGYM_TENSOR_ENVS[name]
+    original = gym.make(f"popgym:{factory.id}")
+    tensor = factory(3)
+    assert factory.family.parameters_of(original.unwrapped) == factory.arguments
+    assert tensor.single_observation_space == original.observation_space
+    assert tensor.single_action_space == original.action_space
+    assert tensor.num_envs == 3
+
+
+def test_what_cannot_be_copied_or_made_is_refused() -> None:
+    factory = POPGYM_TENSOR_ENVS["RepeatFirstEasy"]
+    with pytest.raises(ValueError, match="MiniGrid"):
+        factory(2, mission=True)
+    with pytest.raises(ValueError, match="copies POPGym's RepeatFirst, not RepeatPrevious"):
+        factory.family.from_reference([gym.make("popgym:popgym-RepeatPreviousEasy-v0")])
+    easy, hard = (gym.make(f"popgym:popgym-RepeatFirst{level}-v0") for level in ("Easy", "Hard"))
+    for env in (easy, hard):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="differ in difficulty"):
+        factory.family.from_reference([easy, hard])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -83,7 +83,7 @@ FEATURES: dict[type[PopgymTensorEnv], Features] = {
 
 def p_values(name: str, count: int,
              bias: Callable[[PopgymTensorEnv], None] | None = None) -> dict[str, float]:
-    family = POPGYM_TENSOR_ENVS[name].func  # type: ignore[attr-defined]
+    family = POPGYM_TENSOR_ENVS[name].family
     reference = reference_states(name, count, family)
     tensor = POPGYM_TENSOR_ENVS[name](count)
     if bias is not None:

@@ -66,7 +66,7 @@ class Autoencode(DeckEnv):
         self.held = self.held + step
         return reward, terminated, torch.zeros_like(terminated)
 
-    def _observe(self) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def _observe(self) -> tuple[Tensor, Tensor]:
         watching = self.remaining > 0
         # The card just dealt is shown while watching, and at the step that dealt the last
         # one (the hand is then the whole deck); in the play phase, suit 0.

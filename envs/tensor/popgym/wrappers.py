@@ -87,6 +87,10 @@ class TensorPreviousAction(TensorWrapper):
         if not isinstance(action_space, ACTION_SPACES):
             raise ValueError(f"TensorPreviousAction: cannot add actions of {action_space} to "
                              "an observation")
+        if isinstance(inner, spaces.Tuple):
+            raise ValueError("TensorPreviousAction: the observation is a Tuple, which a Dict "
+                             "field of a tensor observation cannot hold; flatten it first "
+                             "(TensorFlattenObservation, as gymnasium's FlattenObservation)")
         fields = dict(inner.spaces) if isinstance(inner, spaces.Dict) else {
             OBSERVATION_FIELD: inner}
         super().__init__(env, spaces.Dict(
@@ -109,6 +113,7 @@ class TensorPreviousAction(TensorWrapper):
 
     def _observe(self) -> dict[str, Tensor]:
         inner = self.env._observe()
+        assert not isinstance(inner, tuple)  # refused in __init__
         fields = dict(inner) if isinstance(inner, dict) else {OBSERVATION_FIELD: inner}
         return {**fields, ACTION_KEY: self.previous.clone(), FIRST_KEY: self.first.clone()}
 
