@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 import torch
-from tensor_popgym_check import Tolerance, lockstep
+from tensor_popgym_check import PHYSICS, Tolerance, lockstep
 
 from experiments.popgym.suite import ENV_OVERRIDES
 from rlmem.agents.ppo.observation import field_encoder, observation_to_tensors
@@ -24,7 +24,6 @@ pytest.importorskip("popgym")
 
 PREVIOUS_ACTION = "rlmem.envs.previous_action:PreviousAction"
 NAMES = sorted(POPGYM_TENSOR_ENVS)
-PHYSICS = Tolerance(observation=1e-6, reward=1e-12)  # as test_tensor_popgym_equality's
 
 
 def suite_wrappers(name: str) -> tuple[str, ...]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
-from tensor_popgym_check import Tolerance, lockstep
+import torch
+from tensor_popgym_check import PHYSICS, Tolerance, fields, lockstep
 
 from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS
 
@@ -17,13 +19,6 @@ pytest.importorskip("popgym")
 
 NAMES = sorted(POPGYM_TENSOR_ENVS)
 NUM_ENVS = 8
-
-PHYSICS = Tolerance(observation=1e-6, reward=1e-12)
-"""CartPole's and Pendulum's: torch's float64 sine and cosine differ from NumPy's in the last
-bit for about one argument in a thousand (the rest of the step is the same operations in the
-same order and dtypes), and the difference stays near that size over an episode: an
-observation rounded to float32 may then differ by one float32 step (below 5e-7 for CartPole's
-|x| < 4.8), a float64 reward by a few float64 steps."""
 
 TOLERANCES = {f"{family}{level}": PHYSICS
               for family in ("PositionOnlyCartPole", "PositionOnlyPendulum")
@@ -79,3 +74,27 @@ def test_the_tensor_env_steps_as_popgyms(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_tensor_env_steps_as_popgyms_for_10000_steps(name: str) -> None:
     assert check(name, 10_000 // NUM_ENVS) > NUM_ENVS
+
+
+@pytest.mark.parametrize("name", ["RepeatPreviousEasy", "CountRecallMedium", "AutoencodeEasy",
+                                  "BattleshipEasy", "PositionOnlyCartPoleEasy"])
+def test_each_env_follows_its_own_seed(name: str) -> None:
+    """Per-env seeds: copy 1 of a batch seeded ``[5, 6, 7]`` lives the same episodes, through
+    its auto-resets, as a batch of one seeded ``[6]`` given the same actions."""
+    batch, alone = POPGYM_TENSOR_ENVS[name](3), POPGYM_TENSOR_ENVS[name](1)
+
+    def assert_alike(many: Any, one: Any) -> None:
+        first, second = fields(many), fields(one)
+        assert all(np.array_equal(first[key][1:2], second[key]) for key in first)
+
+    assert_alike(batch.reset(seed=[5, 6, 7])[0], alone.reset(seed=[6])[0])
+    batch.action_space.seed(0)
+    ended = 0
+    for _ in range(250):
+        actions = torch.as_tensor(batch.action_space.sample())
+        many, one = batch.step(actions), alone.step(actions[1:2])
+        assert_alike(many[0], one[0])
+        assert all(torch.equal(got[1:2], want)
+                   for got, want in zip(many[1:4], one[1:4], strict=True))
+        ended += int(one[2].item() or one[3].item())
+    assert ended > 0
