@@ -58,6 +58,9 @@ def test_what_cannot_be_copied_or_made_is_refused() -> None:
         factory(2, mission=True)
     with pytest.raises(ValueError, match="copies POPGym's RepeatFirst, not RepeatPrevious"):
         factory.family.from_reference([gym.make("popgym:popgym-RepeatPreviousEasy-v0")])
+    noisy = gym.make("popgym:popgym-NoisyPositionOnlyCartPoleEasy-v0")
+    with pytest.raises(ValueError, match="not NoisyPositionOnlyCartPoleEasy"):
+        POPGYM_TENSOR_ENVS["PositionOnlyCartPoleEasy"].family.from_reference([noisy])
     easy, hard = (gym.make(f"popgym:popgym-RepeatFirst{level}-v0") for level in ("Easy", "Hard"))
     for env in (easy, hard):
         env.reset(seed=0)

@@ -16,6 +16,9 @@ from rlmem.envs.tensor.random import fold_seed
 
 Env = TypeVar("Env", bound="PopgymTensorEnv")
 
+LEVEL_SUFFIXES = ("", "Easy", "Medium", "Hard")
+"""How the names of POPGym's classes of one env end: the env, and its levels."""
+
 
 class PopgymTensorEnv(TensorVectorEnv):
     """A tensor version of one of POPGym's envs (Morad et al., 2023), at one difficulty.
@@ -69,9 +72,10 @@ class PopgymTensorEnv(TensorVectorEnv):
 
     @classmethod
     def _check_original(cls, env: Any) -> None:
-        """Raise ValueError unless ``env``'s class (or a base) is POPGym's env of this class's
-        name (each tensor env is named as its POPGym original)."""
-        if cls.__name__ not in {klass.__name__ for klass in type(env).__mro__}:
+        """Raise ValueError unless ``env`` is POPGym's env of this class's name (each tensor
+        env is named as its original), or one of its levels (``RepeatPreviousEasy``), but not
+        a variant that derives from it (``NoisyPositionOnlyCartPole``)."""
+        if type(env).__name__.removeprefix(cls.__name__) not in LEVEL_SUFFIXES:
             raise ValueError(f"{cls.__name__} copies POPGym's {cls.__name__}, not "
                              f"{type(env).__name__}")
 

@@ -16,13 +16,13 @@ from rlmem.envs.tensor.popgym.autoencode import Autoencode
 from rlmem.envs.tensor.popgym.battleship import Battleship
 from rlmem.envs.tensor.popgym.count_recall import CountRecall
 from rlmem.envs.tensor.popgym.higher_lower import HigherLower
-from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
+from rlmem.envs.tensor.popgym.popgym_env import LEVEL_SUFFIXES, PopgymTensorEnv
 from rlmem.envs.tensor.popgym.position_only_cartpole import PositionOnlyCartPole
 from rlmem.envs.tensor.popgym.position_only_pendulum import PositionOnlyPendulum
 from rlmem.envs.tensor.popgym.repeat_first import RepeatFirst
 from rlmem.envs.tensor.popgym.repeat_previous import RepeatPrevious
 
-LEVELS = ("Easy", "Medium", "Hard")
+LEVELS = LEVEL_SUFFIXES[1:]
 
 DIFFICULTIES: dict[type[PopgymTensorEnv], tuple[dict[str, Any], ...]] = {
     RepeatPrevious: ({"num_decks": 1, "k": 4}, {"num_decks": 2, "k": 32},
