@@ -24,8 +24,9 @@ def with_derived_values(config: Mapping[str, Any],
                         recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A run's config (resolved, or as a checkpoint recorded it) with every derived value
     decided: a null ``mission`` becomes whether the env's mission varies, ``vectorization=auto``
-    sync or async by the machine's cores, ``env_backend=auto`` tensor or gymnasium by the env. A run records what
-    was decided, so this is idempotent: reading a recorded config decides nothing anew.
+    sync or async by the machine's cores, ``env_backend=auto`` tensor or gymnasium by the env
+    (absent, as in runs before the key: gymnasium). A run records what was decided, so this is
+    idempotent: reading a recorded config decides nothing anew.
 
     The agent decides what its section leaves null
     (:meth:`~rlmem.agents.base.AgentConfig.decided`: our PPO's presets), keeping the decisions

@@ -19,9 +19,10 @@ from rlmem.agents.episodes import FinishedEpisode
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.heads import ActionHead, CategoricalHead, MultiCategoricalHead
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.observation import add_time, observation_arrays, observation_to_tensors
+from rlmem.agents.ppo.observation import add_time
 from rlmem.agents.ppo.rollout import Rollout, select_state
 from rlmem.cells import State
+from rlmem.envs.spaces import OBSERVATION_FIELD
 from rlmem.envs.tensor import TensorObservation, TensorVectorEnv
 
 
@@ -48,8 +49,9 @@ class TensorRolloutCollector(RolloutCollector):
         self.device = device
         self.num_envs = envs.num_envs
         self.frames = frames
+        self.env_device = envs.device
         observation, _ = envs.reset(seed=seed)
-        self.observation = observation_to_tensors(self._fields(observation), device)
+        self.observation = self._fields(observation, device)
         self.state = model.initial_state(self.num_envs, device=device)
         self.resets = torch.ones(self.num_envs, dtype=torch.bool, device=device)
         self.returns = torch.zeros(self.num_envs, dtype=torch.float64, device=device)
@@ -79,7 +81,7 @@ class TensorRolloutCollector(RolloutCollector):
                                                                        out.value[0])
         self.frames += self.num_envs
         observation, reward, term, trunc, info = self.envs.step(
-            tensor_action(head, action).to(self.envs.device))
+            tensor_action(head, action).to(self.env_device))
         reward, term, trunc = (value.to(self.device) for value in (reward, term, trunc))
         rollout.rewards[t] = reward.to(torch.float32)
         rollout.terminated[t] = term
@@ -90,7 +92,7 @@ class TensorRolloutCollector(RolloutCollector):
             rows = cut.nonzero().squeeze(1)
             rollout.final_values[t, rows] = self._final_values_of(info["final_obs"], rows,
                                                                   out.state)
-        self.observation = observation_to_tensors(self._fields(observation), self.device)
+        self.observation = self._fields(observation, self.device)
         self.state = out.state
         self.resets = term | trunc
         self._count(reward, self.resets)
@@ -109,7 +111,8 @@ class TensorRolloutCollector(RolloutCollector):
         :class:`~rlmem.agents.episodes.EpisodeTracker` (by step, then by env)."""
         if not self.ended:
             return []
-        done, returns, lengths = (torch.stack(parts).cpu() for parts in zip(*self.ended))
+        done, returns, lengths = (torch.stack(parts).cpu()
+                                  for parts in zip(*self.ended, strict=True))
         steps, envs = done.nonzero(as_tuple=True)
         return [FinishedEpisode(int(env), float(episode_return), int(length))
                 for env, episode_return, length in zip(
@@ -117,16 +120,19 @@ class TensorRolloutCollector(RolloutCollector):
                     strict=True)]
 
     def _final_values_of(self, final: TensorObservation, rows: Tensor, state: State) -> Tensor:
-        observation = {key: value[rows].to(self.device)
-                       for key, value in self._fields(final).items()}
+        observation = {key: value[rows] for key, value in self._fields(final, self.device).items()}
         no_reset = torch.zeros(1, len(rows), dtype=torch.bool, device=self.device)
         return self.model(add_time(observation), select_state(state, rows), no_reset).value[0]
 
     @staticmethod
-    def _fields(observation: TensorObservation) -> dict[str, Tensor]:
-        """A tensor env's observation by field (a Tuple's is refused: flatten it first)."""
+    def _fields(observation: TensorObservation, device: torch.device) -> dict[str, Tensor]:
+        """A tensor env's observation by field on ``device``, as
+        :func:`~rlmem.agents.ppo.observation.observation_to_tensors` gives a gymnasium env's (a
+        Tuple's is refused: flatten it first)."""
         if isinstance(observation, tuple):
             raise ValueError("a Tuple observation cannot enter the agent; flatten it "
                              "(wrappers=[gymnasium.wrappers:FlattenObservation])")
-        return dict(observation_arrays(observation))  # type: ignore[arg-type]
+        fields = observation if isinstance(observation, dict) else {
+            OBSERVATION_FIELD: observation}
+        return {key: value.to(device) for key, value in fields.items()}
 

@@ -40,6 +40,7 @@ from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import EnvOptions, make_vector_env, refuse_untrusted_code, resolve_vectorization
 from rlmem.envs.backend import GYMNASIUM, TENSOR
+from rlmem.envs.tensor import TensorVectorEnv
 from rlmem.envs.tensor.sb3_vec_env import TensorSB3VecEnv
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 from rlmem.runs.checkpoint import on_disk
@@ -64,6 +65,7 @@ def make_envs(config: Mapping[str, Any], num_envs: int, seed: int) -> VecEnv:
         tensor = make_vector_env(config["env"], num_envs, mission=options.mission,
                                  direction=options.direction, wrappers=options.wrappers,
                                  env_kwargs=options.kwargs, backend=TENSOR)
+        assert isinstance(tensor, TensorVectorEnv)
         envs = TensorSB3VecEnv(tensor)
         envs.seed(seed)
         return VecMonitor(envs)

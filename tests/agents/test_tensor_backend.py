@@ -20,6 +20,7 @@ from rlmem.envs import make_vector_env
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
 from rlmem.runs import load_checkpoint
 
+
 @pytest.mark.parametrize("env", ["DoorKey-5x5", "MemoryS7", "RepeatPreviousEasy"])
 def test_ppo_trains_on_the_tensor_backend(env: str, tmp_path: Path) -> None:
     """Two updates through ``python -m rlmem.train``; the run records ``env_backend: tensor``
@@ -97,7 +98,8 @@ def test_sb3_trains_on_the_tensor_backend(tmp_path: Path) -> None:
     result = run_cli("rlmem.train", "agent=sb3", "env=MemoryS7", "memory=lstm",
                      "env_backend=tensor", "num_envs=2", "frames=64",
                      "agent.frames_per_env=16", "agent.batch_size=32", "agent.epochs=1",
-                     "memory.hidden_size=16", "progress_bar=false", f"run_dir={run_dir}", cwd=tmp_path)
+                     "memory.hidden_size=16", "progress_bar=false", f"run_dir={run_dir}",
+                     cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert load_checkpoint(run_dir / "checkpoint.pt").config["env_backend"] == "tensor"
     assert OmegaConf.load(run_dir / "config.yaml").env_backend == "tensor"

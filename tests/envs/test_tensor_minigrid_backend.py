@@ -19,8 +19,8 @@ from rlmem.envs.tensor.minigrid import DoorKey, Memory
 from rlmem.envs.tensor.registry import MINIGRID_OPTIONS, TENSOR_ENVS, tensor_env_name
 from rlmem.envs.tensor.sb3_vec_env import TensorSB3VecEnv
 
-
-MINIGRID_NAMES = [name for name, entry in TENSOR_ENVS.items() if entry.options == MINIGRID_OPTIONS]
+MINIGRID_NAMES = [name for name, entry in TENSOR_ENVS.items()
+                  if entry.options == MINIGRID_OPTIONS]
 
 
 @pytest.mark.parametrize("name", MINIGRID_NAMES)
@@ -121,12 +121,14 @@ def test_masked_resets_are_the_indexed_ones(family: Callable[[], DoorKey | Memor
     masked.masked_resets = True
     rng = np.random.default_rng(0)
     first = indexed.reset(seed=9)[0], masked.reset(seed=9)[0]
+    assert isinstance(first[0], dict) and isinstance(first[1], dict)
     assert torch.equal(first[0]["image"], first[1]["image"])
     for _ in range(20):
         actions = rng.integers(0, 7, size=32)
         outputs = indexed.step(actions), masked.step(actions)
         for a, b in zip(outputs[0][:4], outputs[1][:4], strict=True):
-            assert torch.equal(*(x["image"] if isinstance(x, dict) else x for x in (a, b)))
+            assert torch.equal(*(x["image"] if isinstance(x, dict) else x for x in (a, b)
+                                 if not isinstance(x, tuple)))
         assert torch.equal(outputs[0][4]["final_obs"]["image"], outputs[1][4]["final_obs"]["image"])
         assert torch.equal(indexed.grid, masked.grid)
         assert torch.equal(indexed.agent_pos, masked.agent_pos)
