@@ -16,7 +16,7 @@ from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
-from rlmem.envs import make_vector_env
+from rlmem.envs import make_vector_env, resolve_backend
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
 from rlmem.runs import load_checkpoint
 
@@ -103,3 +103,20 @@ def test_sb3_trains_on_the_tensor_backend(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert load_checkpoint(run_dir / "checkpoint.pt").config["env_backend"] == "tensor"
     assert OmegaConf.load(run_dir / "config.yaml").env_backend == "tensor"
+
+
+@pytest.mark.parametrize("name", ["RepeatPreviousEasy", "AutoencodeEasy", "BattleshipEasy"])
+def test_popgym_envs_with_the_suites_wrappers_have_the_gymnasium_spaces(name: str) -> None:
+    """Through ``make_vector_env``, a POPGym env with the wrappers the suites give it (the
+    flattened observation, the previous action) has the same spaces on both backends; a
+    wrapper without a tensor version keeps ``auto`` on gymnasium."""
+    pytest.importorskip("popgym")
+    wrappers = (["gymnasium.wrappers:FlattenObservation"] if name.startswith("Autoencode")
+                else []) + ["rlmem.envs.previous_action:PreviousAction"]
+    tensor = make_vector_env(name, 2, backend="tensor", wrappers=wrappers)
+    gymnasium = make_vector_env(name, 2, wrappers=wrappers)
+    assert tensor.single_observation_space == gymnasium.single_observation_space
+    assert tensor.single_action_space == gymnasium.single_action_space
+    gymnasium.close()
+    other = ["gymnasium.wrappers:RecordEpisodeStatistics"]
+    assert resolve_backend("auto", name, wrappers=other) == "gymnasium"
