@@ -182,11 +182,13 @@ class EnvOptions:
         return make_env(name, mission=self.mission, direction=self.direction,
                         wrappers=self.wrappers, **{**self.kwargs, **extra})
 
-    def make_vector(self, name: str, num_envs: int, vectorization: str = "sync") -> VectorEnv:
-        """``num_envs`` copies of env ``name`` with these options (:func:`make_vector_env`)."""
+    def make_vector(self, name: str, num_envs: int, vectorization: str = "sync",
+                    backend: str = GYMNASIUM, device: torch.device | str = "cpu") -> VectorEnv:
+        """``num_envs`` copies of env ``name`` with these options (:func:`make_vector_env`;
+        ``backend`` and ``device`` as its)."""
         return make_vector_env(name, num_envs, mission=self.mission, direction=self.direction,
                                vectorization=vectorization, wrappers=self.wrappers,
-                               env_kwargs=self.kwargs)
+                               env_kwargs=self.kwargs, backend=backend, device=device)
 
     def constructors(self, name: str, num_envs: int) -> list[Callable[[], gym.Env]]:
         """``num_envs`` constructors of env ``name`` with these options

@@ -43,8 +43,8 @@ class TensorSB3VecEnv(VecEnv):
     """
 
     def __init__(self, env: TensorVectorEnv) -> None:
+        self.env = env  # first: SB3's constructor asks it for its render_mode
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
-        self.env = env
         self._actions: Any = None
 
     def reset(self) -> VecEnvObs:

@@ -54,8 +54,8 @@ def test_full_ids_are_accepted() -> None:
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
-    with pytest.raises(KeyError, match=r"unknown env 'DoorKey-6x6'.*DoorKey-5x5.*MemoryS7"):
-        env_spec("DoorKey-6x6")
+    with pytest.raises(KeyError, match=r"unknown env 'DoorKey-7x7'.*DoorKey-5x5.*MemoryS7"):
+        env_spec("DoorKey-7x7")
     with pytest.raises(KeyError, match=r"no transfer target.*DoorKey-5x5->DoorKey-16x16"):
         transfer_target("MiniGrid-Empty-8x8-v0")
 

@@ -13,7 +13,7 @@ from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.vec_env import VecMonitor
 
 from rlmem.agents.sb3.extractor import MiniGridExtractor
-from rlmem.envs import make_vector_env, resolve_backend
+from rlmem.envs import EnvOptions, make_vector_env, resolve_backend
 from rlmem.envs.tensor import TensorVectorEnv
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
 from rlmem.envs.tensor.registry import MINIGRID_OPTIONS, TENSOR_ENVS, tensor_env_name
@@ -28,10 +28,12 @@ def test_every_tensor_env_has_the_gymnasium_spaces(name: str) -> None:
     """Each registered tensor env, by short name and by id, has the spaces of the env rlmem's
     gymnasium backend makes (with the mission, the direction and a smaller view too)."""
     assert tensor_env_name(TENSOR_ENVS[name].id) == name
-    for options in ({}, {"mission": True, "direction": True}):
+    for fields in (False, True):
         for env_kwargs in ({}, {"agent_view_size": 5, "max_steps": 9}):
-            tensor = make_vector_env(name, 2, backend="tensor", env_kwargs=env_kwargs, **options)
-            gymnasium = make_vector_env(TENSOR_ENVS[name].id, 2, env_kwargs=env_kwargs, **options)
+            tensor = make_vector_env(name, 2, backend="tensor", env_kwargs=env_kwargs,
+                                     mission=fields, direction=fields)
+            gymnasium = make_vector_env(TENSOR_ENVS[name].id, 2, env_kwargs=env_kwargs,
+                                        mission=fields, direction=fields)
             assert isinstance(tensor, TensorVectorEnv) and isinstance(gymnasium, SyncVectorEnv)
             assert tensor.single_observation_space == gymnasium.single_observation_space
             assert tensor.single_action_space == gymnasium.single_action_space
@@ -49,6 +51,11 @@ def test_auto_picks_tensor_where_it_can() -> None:
                            wrappers=["gymnasium.wrappers:RecordEpisodeStatistics"]) == "gymnasium"
     assert resolve_backend("gymnasium", "DoorKey-5x5") == "gymnasium"
     assert isinstance(make_vector_env("MemoryS7", 2, backend="auto"), Memory)
+    options = EnvOptions(direction=True, kwargs={"max_steps": 5})
+    tensor = options.make_vector("DoorKey-8x8", 2, backend="auto")
+    assert isinstance(tensor, DoorKey) and tensor.max_steps == 5
+    assert tensor.single_observation_space == options.make_vector("DoorKey-8x8", 2) \
+        .single_observation_space
 
 
 def test_tensor_refuses_what_it_cannot_run() -> None:
@@ -97,9 +104,9 @@ def test_sb3_recurrent_ppo_trains_on_a_tensor_env() -> None:
     envs.seed(3)
     observation = envs.reset()
     assert isinstance(observation, dict) and observation["image"].shape == (4, 7, 7, 3)
-    envs.step_async(np.zeros(4, dtype=np.int64))
-    steps = [envs.step_wait() for _ in range(6) if envs.step_async(np.zeros(4)) is None]
-    _, reward, done, infos = steps[-1]
+    for _ in range(6):  # the sixth step reaches max_steps
+        envs.step_async(np.zeros(4, dtype=np.int64))
+        _, reward, done, infos = envs.step_wait()
     assert done.all() and all(info["TimeLimit.truncated"] for info in infos)
     assert infos[0]["terminal_observation"]["image"].shape == (7, 7, 3)
     assert reward.dtype == np.float32
@@ -120,15 +127,16 @@ def test_masked_resets_are_the_indexed_ones(family: Callable[[], DoorKey | Memor
     indexed, masked = family(), family()
     masked.masked_resets = True
     rng = np.random.default_rng(0)
-    first = indexed.reset(seed=9)[0], masked.reset(seed=9)[0]
-    assert isinstance(first[0], dict) and isinstance(first[1], dict)
-    assert torch.equal(first[0]["image"], first[1]["image"])
+    first, masked_first = indexed.reset(seed=9)[0], masked.reset(seed=9)[0]
+    assert isinstance(first, dict) and isinstance(masked_first, dict)
+    assert torch.equal(first["image"], masked_first["image"])
     for _ in range(20):
         actions = rng.integers(0, 7, size=32)
         outputs = indexed.step(actions), masked.step(actions)
-        for a, b in zip(outputs[0][:4], outputs[1][:4], strict=True):
-            assert torch.equal(*(x["image"] if isinstance(x, dict) else x for x in (a, b)
-                                 if not isinstance(x, tuple)))
-        assert torch.equal(outputs[0][4]["final_obs"]["image"], outputs[1][4]["final_obs"]["image"])
+        (seen, *ends, info), (masked_seen, *masked_ends, masked_info) = outputs
+        assert isinstance(seen, dict) and isinstance(masked_seen, dict)
+        assert torch.equal(seen["image"], masked_seen["image"])
+        assert all(torch.equal(a, b) for a, b in zip(ends, masked_ends, strict=True))
+        assert torch.equal(info["final_obs"]["image"], masked_info["final_obs"]["image"])
         assert torch.equal(indexed.grid, masked.grid)
         assert torch.equal(indexed.agent_pos, masked.agent_pos)

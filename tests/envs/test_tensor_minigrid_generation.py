@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
 from rlmem.envs.minigrid_view import use_direct_view
@@ -64,7 +65,7 @@ def p_values(reference: Features, sample: Features, pairs: Sequence[tuple[str, s
     return found
 
 
-def _positions(kind: Tensor, wanted: int) -> list[Hashable]:
+def _positions(kind: Tensor, wanted: int) -> list[tuple[tuple[int, int], ...]]:
     """The ``(x, y)`` of every cell of kind ``wanted`` in each layout (``(N, W, H)``), in
     MiniGrid's order: where a DoorKey's key and door are, and a Memory's cue and ends."""
     height = kind.shape[2]
@@ -81,17 +82,20 @@ def layout_features(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor) -> Featu
     """
     grid = grid[..., :3]  # a tensor env's cells carry a zero byte beyond MiniGrid's three
     kind = grid[..., 0]
+    agent = [(x, y) for x, y in agent_pos.tolist()]
+    keys = _positions(kind, KEY)
     features: Features = {
-        "agent": [tuple(p) for p in agent_pos.tolist()],
+        "agent": list(agent),
+        "agent_x": [x for x, _ in agent],
         "agent_dir": agent_dir.tolist(),
         "walls": [row.numpy().tobytes() for row in (kind == WALL).flatten(1)],
         "objects": [tuple(sorted(Counter(map(tuple, cells.tolist())).items()))
                     for cells in grid.flatten(1, 2)],
+        "door": list(_positions(kind, DOOR)),
+        "key": list(keys),
+        "key_x": [tuple(x for x, _ in cells) for cells in keys],
+        "ball": list(_positions(kind, BALL)),
     }
-    for name, wanted in (("door", DOOR), ("key", KEY), ("ball", BALL)):
-        features[name] = _positions(kind, wanted)
-    features["agent_x"] = [p[0] for p in features["agent"]]
-    features["key_x"] = [tuple(x for x, _ in cells) for cells in features["key"]]
     return features
 
 
@@ -103,6 +107,7 @@ PAIRS = [("door", "agent_x"), ("door", "key_x"), ("agent", "key"), ("key", "ball
 def minigrid_features(env_id: str, count: int, seed: int) -> Features:
     """The layouts of ``count`` episodes of MiniGrid's own env (one seed, reset after reset)."""
     env = gym.make(env_id).unwrapped
+    assert isinstance(env, MiniGridEnv)
     use_direct_view(env)  # the same observations, faster: reset makes one
     grids, positions, directions = [], [], []
     for episode in range(count):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import SyncVectorEnv
+from minigrid.minigrid_env import MiniGridEnv
 
 from rlmem.agents.minigrid_encoders import ImageEncoder
 from rlmem.agents.ppo.observation import observation_to_tensors
@@ -90,6 +91,7 @@ def lockstep(name: str, num_envs: int, steps: int, seed: int, *, mission: bool =
         assert np.array_equal(got_truncated.numpy(), truncated), at
         ended = terminated | truncated
         assert np.array_equal(got_info["_final_obs"].numpy(), ended), at
+        assert isinstance(got, dict)
         assert_same_observation(observation, got, np.flatnonzero(~ended), at)
         if ended.any():
             assert_same_observation(final_observations(info, np.flatnonzero(ended)),
@@ -128,6 +130,7 @@ def test_doorkey_goal_reward_as_minigrid(name: str) -> None:
     assert isinstance(gymnasium, SyncVectorEnv)
     for index, env in enumerate(gymnasium.envs):
         world = env.unwrapped
+        assert isinstance(world, MiniGridEnv)
         world.agent_pos, world.agent_dir = (world.width - 2, world.height - 3), 1  # facing south
         world.step_count = 17 * index
     tensor = DoorKey.from_reference(gymnasium.envs)

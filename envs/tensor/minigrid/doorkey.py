@@ -77,6 +77,8 @@ class DoorKey(MiniGridTensorEnv):
         grid = torch.where(walls.unsqueeze(-1), encoding(WALL_CELL, self.device), grid)
         self._rooms = torch.where(goal.unsqueeze(-1), encoding(GOAL_CELL, self.device), grid)
         self._left = ((x >= 1) & (x < split) & (y >= 1) & (y <= size - 2)).flatten(1)
+        self._door_and_key = torch.tensor([code((DOOR, YELLOW, LOCKED)), code((KEY, YELLOW, 0))],
+                                          dtype=torch.int32, device=self.device)
 
     def _layout(self, draws: Tensor) -> Layout:
         size = self.size
@@ -87,10 +89,8 @@ class DoorKey(MiniGridTensorEnv):
         door = split * size + integers(draws[:, 3], 1, size - 2)  # cells are x * size + y
         key = choose_cell(draws[:, 4], left.scatter(1, agent[:, None], False))
         grid = self._rooms[split - 2]  # a copy
-        codes = torch.tensor([code((DOOR, YELLOW, LOCKED)), code((KEY, YELLOW, 0))],
-                             dtype=torch.int32, device=self.device)
         packed(grid).flatten(1).scatter_(1, torch.stack((door, key), dim=1),
-                                         codes.expand(len(split), 2))
+                                         self._door_and_key.expand(len(split), 2))
         return Layout(grid, torch.stack((agent // size, agent % size), dim=1), agent_dir)
 
     @classmethod

@@ -77,6 +77,7 @@ class Layout:
     agent_dir: Tensor
     extra: dict[str, Tensor] = field(default_factory=dict)
 
+
 VIEW_SIZE = 7
 """MiniGrid's default ``agent_view_size``."""
 
@@ -119,7 +120,9 @@ class MiniGridTensorEnv(TensorVectorEnv):
                                 device=device)
         self.agent_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=device)
         self.agent_dir = torch.zeros(num_envs, dtype=torch.int64, device=device)
-        self.carrying = encoding(NOTHING, device).expand(num_envs, CELL_BYTES).clone()
+        # Constants made once: a tensor made from Python values on a GPU waits for the device.
+        self._nothing = encoding(NOTHING, device)
+        self.carrying = self._nothing.expand(num_envs, CELL_BYTES).clone()
         self.step_count = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._dir_to_vec = torch.as_tensor(np.stack(DIR_TO_VEC), dtype=torch.int64,
                                            device=device)
@@ -137,7 +140,7 @@ class MiniGridTensorEnv(TensorVectorEnv):
         # Only the envs that reset are laid out, or all and selected (``masked_resets``).
         rows = None if self.masked_resets else envs.nonzero().squeeze(1)
         layout = self._layout(draws if rows is None else draws[rows])
-        nothing = encoding(NOTHING, self.device).expand(len(layout.agent_dir), CELL_BYTES)
+        nothing = self._nothing.expand(len(layout.agent_dir), CELL_BYTES)
         state = {"grid": layout.grid, "agent_pos": layout.agent_pos,
                  "agent_dir": layout.agent_dir, "carrying": nothing,
                  "step_count": torch.zeros_like(layout.agent_dir), **layout.extra}
