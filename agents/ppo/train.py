@@ -30,7 +30,7 @@ from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.agents.run import env_options, env_seed, rounding_notice
 from rlmem.agents.run_config import RunConfig
-from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, make_vector_env, worker_count
+from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
 from rlmem.envs.backend import TENSOR
 from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
@@ -130,10 +130,8 @@ def _envs(config: Config, device: torch.device) -> Any:
     """The run's envs: a tensor env on the run's device (``env_backend=tensor``), else those
     of its ``vectorization``."""
     if config.env_backend == TENSOR:
-        options = env_options(config)
-        return make_vector_env(config.env, config.num_envs, mission=options.mission,
-                               direction=options.direction, wrappers=options.wrappers,
-                               env_kwargs=options.kwargs, backend=TENSOR, device=device)
+        return env_options(config).make_vector(config.env, config.num_envs, backend=TENSOR,
+                                               device=device)
     return ENVS[config.vectorization](config)
 
 

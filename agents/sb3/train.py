@@ -38,7 +38,7 @@ from rlmem.agents.sb3.env_output import EnvOutputCallback
 from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
-from rlmem.envs import EnvOptions, make_vector_env, refuse_untrusted_code, resolve_vectorization
+from rlmem.envs import EnvOptions, refuse_untrusted_code, resolve_vectorization
 from rlmem.envs.backend import GYMNASIUM, TENSOR
 from rlmem.envs.tensor import TensorVectorEnv
 from rlmem.envs.tensor.sb3_vec_env import TensorSB3VecEnv
@@ -61,10 +61,8 @@ def make_envs(config: Mapping[str, Any], num_envs: int, seed: int) -> VecEnv:
     SB3 seeds its own (copy ``i`` gets ``seed + i``).
     """
     if config.get("env_backend", GYMNASIUM) == TENSOR:
-        options = EnvOptions.from_config(config)
-        tensor = make_vector_env(config["env"], num_envs, mission=options.mission,
-                                 direction=options.direction, wrappers=options.wrappers,
-                                 env_kwargs=options.kwargs, backend=TENSOR)
+        tensor = EnvOptions.from_config(config).make_vector(config["env"], num_envs,
+                                                            backend=TENSOR)
         assert isinstance(tensor, TensorVectorEnv)
         envs = TensorSB3VecEnv(tensor)
         envs.seed(seed)
