@@ -44,20 +44,16 @@ class TensorRolloutCollector(RolloutCollector):
 
     def __init__(self, envs: TensorVectorEnv, model: ActorCritic, device: torch.device,
                  seed: int, *, name: str | None = None, frames: int = 0) -> None:
-        self.envs = envs
-        self.model = model
-        self.device = device
-        self.num_envs = envs.num_envs
-        self.frames = frames
         self.env_device = envs.device
-        observation, _ = envs.reset(seed=seed)
-        self.observation = self._fields(observation, device)
-        self.state = model.initial_state(self.num_envs, device=device)
-        self.resets = torch.ones(self.num_envs, dtype=torch.bool, device=device)
+        super().__init__(envs, model, device, seed, name=name, frames=frames)
         self.returns = torch.zeros(self.num_envs, dtype=torch.float64, device=device)
         self.lengths = torch.zeros(self.num_envs, dtype=torch.int64, device=device)
         self.ended: list[tuple[Tensor, Tensor, Tensor]] = []
         """Per step of the rollout: which envs ended, with their returns and lengths."""
+
+    def _reset(self, seed: int, name: str | None) -> dict[str, Tensor]:
+        observation, _ = self.envs.reset(seed=seed)
+        return self._fields(observation, self.device)
 
     @torch.no_grad()
     def collect(self, steps: int, recurrence: int) -> Rollout:
@@ -71,17 +67,9 @@ class TensorRolloutCollector(RolloutCollector):
     def _step(self, rollout: Rollout, t: int) -> list[FinishedEpisode]:
         """Act in every env once, writing step ``t`` of ``rollout``; the ended episodes are
         kept on the device and read by :meth:`collect`."""
-        head = self.model.action
-        for key, value in self.observation.items():
-            rollout.observations[key][t] = value
-        rollout.resets[t] = self.resets
-        out = self.model(add_time(self.observation), self.state, self.resets.unsqueeze(0))
-        action, log_prob = head.sample(out.action_params[0])
-        rollout.actions[t], rollout.log_probs[t], rollout.values[t] = (action, log_prob,
-                                                                       out.value[0])
-        self.frames += self.num_envs
+        out, action = self._sample(rollout, t)
         observation, reward, term, trunc, info = self.envs.step(
-            tensor_action(head, action).to(self.env_device))
+            tensor_action(self.model.action, action).to(self.env_device))
         reward, term, trunc = (value.to(self.device) for value in (reward, term, trunc))
         rollout.rewards[t] = reward.to(torch.float32)
         rollout.terminated[t] = term
