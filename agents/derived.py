@@ -16,15 +16,17 @@ from omegaconf import OmegaConf
 from rlmem.agents.base import AgentConfig
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.run_config import RunConfig
-from rlmem.envs import resolve_vectorization, resolved_mission
+from rlmem.envs import resolve_backend, resolve_vectorization, resolved_mission
+from rlmem.envs.backend import GYMNASIUM
 
 
 def with_derived_values(config: Mapping[str, Any],
                         recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A run's config (resolved, or as a checkpoint recorded it) with every derived value
     decided: a null ``mission`` becomes whether the env's mission varies, ``vectorization=auto``
-    sync or async by the machine's cores. A run records what
-    was decided, so this is idempotent: reading a recorded config decides nothing anew.
+    sync or async by the machine's cores, ``env_backend=auto`` tensor or gymnasium by the env
+    (absent, as in runs before the key: gymnasium). A run records what was decided, so this is
+    idempotent: reading a recorded config decides nothing anew.
 
     The agent decides what its section leaves null
     (:meth:`~rlmem.agents.base.AgentConfig.decided`: our PPO's presets), keeping the decisions
@@ -34,6 +36,10 @@ def with_derived_values(config: Mapping[str, Any],
     # By the cores of the machine that starts the run (runs before this key stepped in sync).
     derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),
                                                      int(derived.get("num_envs", 1)))
+    # Runs before this key stepped gymnasium envs.
+    derived["env_backend"] = resolve_backend(
+        derived.get("env_backend", GYMNASIUM), str(derived["env"]),
+        wrappers=derived.get("wrappers") or (), env_kwargs=derived.get("env_kwargs") or {})
     return with_decided_agent(derived, recorded)
 
 

@@ -22,8 +22,9 @@ from rlmem.envs.trust import named_imports
 from rlmem.runs import ResumeRules, checkpoint_to_resume, load_checkpoint
 from rlmem.runs.errors import RunError
 
-RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission",
-                   "direction", "grid_encoding", "discrete_encoding", "seed", "flush_denormal")
+RESUME_SECTIONS = ("env", "env_kwargs", "wrappers", "memory", "agent", "num_envs",
+                   "env_backend", "mission", "direction", "grid_encoding", "discrete_encoding",
+                   "seed", "flush_denormal")
 """Keys that must match a checkpoint to resume from it (``frames`` may grow). ``transfer_env``
 is not one: it only names where the run is evaluated."""
 

@@ -40,6 +40,8 @@ class RunConfig(Generic[Agent]):
     num_envs: int
     vectorization: str
     """``sync`` or ``async``, as decided (:func:`rlmem.envs.resolve_vectorization`)."""
+    env_backend: str
+    """``tensor`` or ``gymnasium``, as decided (:func:`rlmem.envs.resolve_backend`)."""
     mission: bool
     """Whether the mission text is encoded, as decided (:func:`rlmem.envs.resolved_mission`)."""
     direction: bool

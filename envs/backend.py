@@ -1,7 +1,10 @@
 """Which backend steps a run's envs: ``gymnasium`` (any env, one Python object per copy),
 ``tensor`` (the batched torch envs of :mod:`rlmem.envs.tensor`) or ``auto``, the tensor backend
 where the env has a tensor version and the run asks nothing of it that only the original can
-do (a wrapper, an ``env_kwargs`` option the tensor env does not honour), else gymnasium.
+do (a wrapper without a tensor version, an ``env_kwargs`` option the tensor env does not
+honour), else gymnasium. A POPGym env's wrappers that have a tensor version
+(:data:`rlmem.envs.tensor.popgym.wrappers.TENSOR_WRAPPERS`: the previous action, the flattened
+observation) run on the tensor backend too.
 
 :func:`resolve_backend` decides ``auto`` once, before any env is made, so that a run records
 the backend it used.
@@ -12,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS
+from rlmem.envs.tensor.popgym.wrappers import TENSOR_WRAPPERS
 from rlmem.envs.tensor.registry import no_tensor_env, tensor_env_name, unsupported_options
 from rlmem.envs.wrappers import WrapperItem, parse_wrappers
 
@@ -33,7 +38,7 @@ def resolve_backend(backend: str, name: str, *, wrappers: Iterable[WrapperItem] 
         raise ValueError(f"backend={backend!r}; use one of {', '.join(BACKENDS)}")
     if backend == GYMNASIUM:
         return GYMNASIUM
-    has_wrappers = bool(parse_wrappers(wrappers))
+    has_wrappers = not tensor_wrappable(name, wrappers)
     unsupported = unsupported_options(name, env_kwargs or {})
     if tensor_env_name(name) is not None and not has_wrappers and not unsupported:
         return TENSOR
@@ -41,7 +46,18 @@ def resolve_backend(backend: str, name: str, *, wrappers: Iterable[WrapperItem] 
         return GYMNASIUM
     if tensor_env_name(name) is None:
         raise ValueError(no_tensor_env(name))
-    why = ("wrappers, which wrap gymnasium envs only" if has_wrappers
+    why = ("wrappers that have no tensor version (a POPGym env's previous action and "
+           "flattened observation have one)" if has_wrappers
            else f"env_kwargs {unsupported}, which its tensor version does not honour")
     raise ValueError(f"env {name!r} cannot run on the tensor backend with {why}. Drop them, or "
                      "use backend=gymnasium (or auto) to run the original env.")
+
+
+def tensor_wrappable(name: str, wrappers: Iterable[WrapperItem]) -> bool:
+    """Whether the tensor env of ``name`` can take ``wrappers``: none, or, for a POPGym env,
+    only wrappers with a tensor version and no keyword arguments."""
+    specs = parse_wrappers(wrappers)
+    if not specs:
+        return True
+    return tensor_env_name(name) in POPGYM_TENSOR_ENVS and all(
+        spec.resolve() in TENSOR_WRAPPERS and not spec.kwargs for spec in specs)

@@ -17,6 +17,8 @@ from rlmem.envs.backend import GYMNASIUM, TENSOR, resolve_backend
 from rlmem.envs.minigrid_observation import MiniGridObservation, is_minigrid, mission_varies
 from rlmem.envs.minigrid_view import use_direct_view
 from rlmem.envs.registry import env_spec
+from rlmem.envs.tensor.popgym.popgym_env import PopgymTensorEnv
+from rlmem.envs.tensor.popgym.wrappers import apply_tensor_wrappers
 from rlmem.envs.tensor.registry import make_tensor_env
 from rlmem.envs.wrappers import WrapperItem, WrapperSpec, apply_wrappers, parse_wrappers
 
@@ -121,9 +123,13 @@ def make_vector_env(name: str, num_envs: int, *, mission: bool | None = None,
         raise ValueError("env_fns makes gymnasium envs; it cannot be given with backend=tensor")
     if env_fns is None and resolve_backend(backend, name, wrappers=wrappers,
                                            env_kwargs=env_kwargs) == TENSOR:
-        return make_tensor_env(name, num_envs, device=device,
-                               mission=uses_mission(name) if mission is None else mission,
-                               direction=direction, env_kwargs=env_kwargs)
+        tensor = make_tensor_env(name, num_envs, device=device,
+                                 mission=uses_mission(name) if mission is None else mission,
+                                 direction=direction, env_kwargs=env_kwargs)
+        if not parse_wrappers(wrappers):
+            return tensor
+        assert isinstance(tensor, PopgymTensorEnv)  # resolve_backend: wrappers only for these
+        return apply_tensor_wrappers(tensor, wrappers)
     if env_fns is None:
         env_fns = env_constructors(name, num_envs, mission=mission, direction=direction,
                                    wrappers=wrappers, env_kwargs=env_kwargs)

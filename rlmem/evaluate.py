@@ -45,6 +45,7 @@ from rlmem.envs import (
     refuse_untrusted_code,
     transfer_target,
 )
+from rlmem.envs.backend import TENSOR
 from rlmem.envs.recording import write_gif
 from rlmem.runs import (
     CHECKPOINT_NAME,
@@ -194,6 +195,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     torch.set_num_threads(cfg.torch_threads)
 
     options = EnvOptions.from_config(config)
+    if config.get("env_backend") == TENSOR:
+        print(TENSOR_EVALUATION, flush=True)
     probe = check_interface(run, name, config, options)
     eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit,
                                        given=cfg.eval_memory), **cfg.eval_memory}
@@ -278,6 +281,14 @@ def same_run(run: Path, identity: tuple[int, int] | None) -> bool:
           "trained.", file=sys.stderr, flush=True)
     return False
 
+
+TENSOR_EVALUATION = (
+    "The run trained on the tensor backend; it is evaluated on the gymnasium envs, which the "
+    "tensor envs equal step for step, so that every env (a transfer target too) is playable "
+    "and its GIFs are drawn by the env itself.")
+"""What :func:`evaluate` says of a run trained with ``env_backend=tensor``: evaluation always
+steps the original envs (:mod:`rlmem.envs.tensor` proves the tensor envs equal to them), which
+render and exist for every env a run can transfer to."""
 
 def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,
                       given: Mapping[str, Any]) -> dict[str, int]:

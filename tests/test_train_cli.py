@@ -83,7 +83,7 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("override, message", [
-    ("env=DoorKey-6x6", "unknown env 'DoorKey-6x6'; use one of DoorKey-5x5"),
+    ("env=DoorKey-7x7", "unknown env 'DoorKey-7x7'; use one of DoorKey-5x5"),
     ("memory=relstn", "Available options in 'memory'"),
     ("num_envs=many", "Value 'many' of type 'str' could not be converted to Integer"),
     ("agent.recurrence=48", "frames_per_env=16 must be a multiple of agent.recurrence=48"),

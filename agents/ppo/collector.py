@@ -11,7 +11,7 @@ from torch import Tensor
 
 from rlmem.agents.env_output import EnvOutputCheck, env_name
 from rlmem.agents.episodes import EpisodeTracker, FinishedEpisode
-from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.model import ActorCritic, PolicyOutput
 from rlmem.agents.ppo.observation import add_time, observation_to_tensors, stack_observations
 from rlmem.agents.ppo.rollout import Rollout, select_state, stack_states
 from rlmem.cells import State
@@ -46,13 +46,18 @@ class RolloutCollector:
         self.device = device
         self.num_envs = envs.num_envs
         self.frames = frames
-        self.check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space,
-                                    self.num_envs, "Nothing of it was used for an update.")
-        observation = self.check.reset(envs, seed, f"frame {frames} (the first reset)")
-        self.observation = observation_to_tensors(observation, device)
+        self.observation = self._reset(seed, name)
         self.state = model.initial_state(self.num_envs, device=device)
         self.resets = torch.ones(self.num_envs, dtype=torch.bool, device=device)
         self.episodes = EpisodeTracker(self.num_envs)
+
+    def _reset(self, seed: int, name: str | None) -> dict[str, Tensor]:
+        """The envs' first observations (checked), as tensors on the device."""
+        self.check = EnvOutputCheck(name or env_name(self.envs),
+                                    self.envs.single_observation_space, self.num_envs,
+                                    "Nothing of it was used for an update.")
+        observation = self.check.reset(self.envs, seed, f"frame {self.frames} (the first reset)")
+        return observation_to_tensors(observation, self.device)
 
     @torch.no_grad()
     def collect(self, steps: int, recurrence: int) -> Rollout:
@@ -102,14 +107,7 @@ class RolloutCollector:
         """Act in every env once, writing step ``t`` of ``rollout``; return the episodes that
         ended."""
         device, head = self.device, self.model.action
-        for key, value in self.observation.items():
-            rollout.observations[key][t] = value
-        rollout.resets[t] = self.resets
-        out = self.model(add_time(self.observation), self.state, self.resets.unsqueeze(0))
-        action, log_prob = head.sample(out.action_params[0])
-        rollout.actions[t], rollout.log_probs[t], rollout.values[t] = (action, log_prob,
-                                                                       out.value[0])
-        self.frames += self.num_envs
+        out, action = self._sample(rollout, t)
         next_observation, reward, term, trunc, info = self.check.step(
             self.envs, head.env_action(action), f"frame {self.frames}")
         rollout.rewards[t] = torch.as_tensor(reward, dtype=torch.float32, device=device)
@@ -123,6 +121,19 @@ class RolloutCollector:
         self.state = out.state
         self.resets = torch.as_tensor(term | trunc, device=device)
         return self.episodes.step(reward, term | trunc)
+
+    def _sample(self, rollout: Rollout, t: int) -> tuple[PolicyOutput, Tensor]:
+        """Sample every env's action at step ``t`` from the current observations and memory,
+        writing what the update needs into ``rollout``; the model's output and the actions."""
+        for key, value in self.observation.items():
+            rollout.observations[key][t] = value
+        rollout.resets[t] = self.resets
+        out = self.model(add_time(self.observation), self.state, self.resets.unsqueeze(0))
+        action, log_prob = self.model.action.sample(out.action_params[0])
+        rollout.actions[t], rollout.log_probs[t], rollout.values[t] = (action, log_prob,
+                                                                       out.value[0])
+        self.frames += self.num_envs
+        return out, action
 
     def _final_values(self, info: dict[str, Any], cut: np.ndarray, state: State) -> Tensor:
         observation = stack_observations(list(info["final_obs"][cut]), self.device)

@@ -26,10 +26,12 @@ from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.agents.run import env_options, env_seed, rounding_notice
 from rlmem.agents.run_config import RunConfig
 from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
+from rlmem.envs.backend import TENSOR
 from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
@@ -55,7 +57,7 @@ def train(config: Config, run: RunSession) -> None:
     if notice is not None:
         print(notice, flush=True)
     torch.manual_seed(config.seed)
-    envs = ENVS[config.vectorization](config)
+    envs = _envs(config, run.device)
     try:
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                             config.memory, grid_encoding=config.grid_encoding,
@@ -63,7 +65,7 @@ def train(config: Config, run: RunSession) -> None:
                             shared_memory=agent.shared_memory is not False).to(run.device)
         ppo = PPO(model, agent)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
-        collector = COLLECTORS[config.vectorization](
+        collector = _collector(config)(
             envs, model, run.device, seed=env_seed(config.seed, updates), name=config.env,
             frames=frames)
     except BaseException:
@@ -122,6 +124,21 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
     finally:
         bar.close()
         logger.close()
+
+
+def _envs(config: Config, device: torch.device) -> Any:
+    """The run's envs: a tensor env on the run's device (``env_backend=tensor``), else those
+    of its ``vectorization``."""
+    if config.env_backend == TENSOR:
+        return env_options(config).make_vector(config.env, config.num_envs, backend=TENSOR,
+                                               device=device)
+    return ENVS[config.vectorization](config)
+
+
+def _collector(config: Config) -> Callable[..., RolloutCollector]:
+    """The collector of the run's envs (:data:`COLLECTORS`; a tensor env's own)."""
+    return (TensorRolloutCollector if config.env_backend == TENSOR
+            else COLLECTORS[config.vectorization])
 
 
 def _sync_envs(config: Config) -> VectorEnv:

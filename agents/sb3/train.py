@@ -27,7 +27,7 @@ from sb3_contrib.ppo_recurrent import MlpLstmPolicy, MultiInputLstmPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 from rlmem.agents.derived import with_derived_values
 from rlmem.agents.env_output import EnvOutputError
@@ -40,6 +40,9 @@ from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.agents.sb3.policy import MemoryPolicy, MultiInputMemoryPolicy
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import EnvOptions, refuse_untrusted_code, resolve_vectorization
+from rlmem.envs.backend import GYMNASIUM, TENSOR
+from rlmem.envs.tensor import TensorVectorEnv
+from rlmem.envs.tensor.sb3_vec_env import TensorSB3VecEnv
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, RunLogger, RunSession, load_checkpoint
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.restore import ON_EVALUATE, ON_RESUME, load_state, restore_rng
@@ -53,8 +56,18 @@ def make_envs(config: Mapping[str, Any], num_envs: int, seed: int) -> VecEnv:
     """``num_envs`` copies of ``config.env`` as an SB3 VecEnv (with SB3's episode Monitor).
 
     ``config`` is the run's config (a DictConfig or the plain dict of a checkpoint); a
-    ``vectorization=auto`` not yet decided is decided here as for a run.
+    ``vectorization=auto`` not yet decided is decided here as for a run. With
+    ``env_backend=tensor`` the copies are one tensor env on the CPU, through
+    :class:`~rlmem.envs.tensor.sb3_vec_env.TensorSB3VecEnv` (SB3 takes NumPy arrays), seeded as
+    SB3 seeds its own (copy ``i`` gets ``seed + i``).
     """
+    if config.get("env_backend", GYMNASIUM) == TENSOR:
+        tensor = EnvOptions.from_config(config).make_vector(config["env"], num_envs,
+                                                            backend=TENSOR)
+        assert isinstance(tensor, TensorVectorEnv)
+        envs = TensorSB3VecEnv(tensor)
+        envs.seed(seed)
+        return VecMonitor(envs)
     vectorization = resolve_vectorization(config["vectorization"], num_envs)
     return make_vec_env(functools.partial(EnvOptions.from_config(config).make, config["env"]),
                         n_envs=num_envs, seed=seed, vec_env_cls=VEC_ENVS[vectorization])

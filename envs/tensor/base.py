@@ -64,8 +64,9 @@ from torch import Tensor
 
 from rlmem.envs.tensor.random import MASK32, episode_draws, fold_seed, lowbias32
 
-TensorObservation: TypeAlias = Tensor | dict[str, Tensor]
-"""A batch of observations: one tensor, or one per field of a Dict space."""
+TensorObservation: TypeAlias = Tensor | dict[str, Tensor] | tuple[Tensor, ...]
+"""A batch of observations: one tensor, or one per field of a Dict space, or one per part of a
+Tuple space (POPGym's Autoencode)."""
 
 StepResult: TypeAlias = tuple[TensorObservation, Tensor, Tensor, Tensor, dict[str, Any]]
 """What :meth:`TensorVectorEnv.step` returns: observation, reward, terminated, truncated,
@@ -184,9 +185,7 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         less (:class:`rlmem.envs.tensor.minigrid.MiniGridTensorEnv` observes the ``rows``'
         old state and the new batch in one go).
         """
-        before = self._observe()
-        ended = (before[rows] if isinstance(before, Tensor)
-                 else {key: value[rows] for key, value in before.items()})
+        ended = _rows_of(self._observe(), rows)
         self._generate(done, self._draws())
         return ended, self._observe()
 
@@ -209,12 +208,25 @@ class TensorVectorEnv(VectorEnv[TensorObservation, Tensor, Tensor], ABC):
         return torch.tensor(seeds, dtype=torch.int64, device=self.device)
 
 
+def _rows_of(observation: TensorObservation, rows: Tensor) -> TensorObservation:
+    """The ``rows`` of a batch of observations, field by field (part by part)."""
+    if isinstance(observation, Tensor):
+        return observation[rows]
+    if isinstance(observation, tuple):
+        return tuple(value[rows] for value in observation)
+    return {key: value[rows] for key, value in observation.items()}
+
+
 def _with_rows(observation: TensorObservation, rows: Tensor,
                replacement: TensorObservation) -> TensorObservation:
     """A copy of ``observation`` whose ``rows`` are ``replacement``'s."""
     if isinstance(observation, Tensor):
         assert isinstance(replacement, Tensor)
         return observation.index_copy(0, rows, replacement)
+    if isinstance(observation, tuple):
+        assert isinstance(replacement, tuple)
+        return tuple(value.index_copy(0, rows, part)
+                     for value, part in zip(observation, replacement, strict=True))
     assert isinstance(replacement, dict)
     return {key: value.index_copy(0, rows, replacement[key])
             for key, value in observation.items()}

@@ -16,6 +16,7 @@ import torch
 
 from rlmem.envs.tensor.base import TensorVectorEnv
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
+from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS, PopgymFactory
 
 
 class TensorEnvFactory(Protocol):
@@ -48,6 +49,15 @@ def _minigrid(env_id: str, family: type[DoorKey] | type[Memory], **arguments: An
     return TensorEnvEntry(env_id, functools.partial(family, **arguments), MINIGRID_OPTIONS)
 
 
+def _popgym(factory: PopgymFactory) -> TensorEnvEntry:
+    """The entry of a tensor POPGym env (which honours no ``env_kwargs``)."""
+
+    def make(num_envs: int, *, device: torch.device | str, mission: bool, direction: bool,
+             **env_kwargs: Any) -> TensorVectorEnv:
+        return factory(num_envs, device=device, mission=mission, direction=direction)
+    return TensorEnvEntry(factory.id, make)
+
+
 TENSOR_ENVS: dict[str, TensorEnvEntry] = {
     **{f"DoorKey-{size}x{size}": _minigrid(f"MiniGrid-DoorKey-{size}x{size}-v0", DoorKey,
                                            size=size)
@@ -57,10 +67,12 @@ TENSOR_ENVS: dict[str, TensorEnvEntry] = {
     **{f"MemoryS{size}Random": _minigrid(f"MiniGrid-MemoryS{size}Random-v0", Memory, size=size,
                                          random_length=True)
        for size in (13, 17)},
+    **{name: _popgym(factory) for name, factory in POPGYM_TENSOR_ENVS.items()},
 }
 """The tensor envs, by short name: MiniGrid's registered DoorKey and Memory envs (every other
 size is a constructor argument of :class:`~rlmem.envs.tensor.minigrid.DoorKey` and
-:class:`~rlmem.envs.tensor.minigrid.Memory`)."""
+:class:`~rlmem.envs.tensor.minigrid.Memory`) and the POPGym envs of
+:data:`rlmem.envs.tensor.popgym.POPGYM_TENSOR_ENVS`, every difficulty."""
 
 
 def tensor_env_name(name: str) -> str | None:

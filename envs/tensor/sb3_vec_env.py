@@ -23,6 +23,9 @@ def to_numpy(observation: TensorObservation) -> np.ndarray | dict[str, np.ndarra
     """A batch of tensor observations as SB3's arrays (field by field for a Dict)."""
     if isinstance(observation, Tensor):
         return observation.cpu().numpy()
+    if isinstance(observation, tuple):
+        raise ValueError("SB3 takes no Tuple observation: flatten it first "
+                         "(wrappers=[gymnasium.wrappers:FlattenObservation])")
     return {key: value.cpu().numpy() for key, value in observation.items()}
 
 

@@ -31,6 +31,7 @@ from rlmem.agents.run import env_options
 from rlmem.agents.run_config import RunConfig
 from rlmem.envs import (
     AUTO,
+    BACKENDS,
     VECTORIZATIONS,
     IncompatibleEnvError,
     env_spec,
@@ -95,6 +96,15 @@ class TrainConfig:
     the other, so every core is used; agent=sb3: SubprocVecEnv), or auto: async on at least 4
     usable cores with at least 8 envs, else sync (rlmem.envs.vectorization). The run records
     what was chosen."""
+    env_backend: str = "gymnasium"
+    """Which envs step the run: gymnasium (any env, one Python object per copy), tensor (the
+    batched torch envs of rlmem.envs.tensor: MiniGrid's DoorKey and Memory, the POPGym suite's
+    envs; steps on the run's device) or auto (tensor where the env has a tensor version and its
+    wrappers and env_kwargs allow it, else gymnasium). The run records what was chosen, resumes
+    with it, and runs without the key resume as gymnasium. The default stays gymnasium until
+    learning on the tensor envs is measured unchanged over 5 seeds (issue 54;
+    experiments/tensor_backend/compare.py). agent=ppo only; rlmem.evaluate plays the gymnasium
+    envs, which the tensor envs equal."""
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes.
     The run records what was decided (true or false)."""
@@ -155,7 +165,8 @@ class TrainConfig:
                              f"agent={self.agent.name}")
         for key, valid in (("grid_encoding", GRID_ENCODINGS),
                            ("discrete_encoding", DISCRETE_ENCODINGS),
-                           ("vectorization", (*VECTORIZATIONS, AUTO))):
+                           ("vectorization", (*VECTORIZATIONS, AUTO)),
+                           ("env_backend", BACKENDS)):
             if getattr(self, key) not in valid:
                 raise ValueError(f"{key}={getattr(self, key)!r}; use one of {', '.join(valid)}")
         for spec in parse_wrappers(self.wrappers):
@@ -167,7 +178,8 @@ RUN_NAME = "train_run_name"
 ``${train_run_name:<label>}`` where a recipe labels its runs."""
 
 NAMING = RunNaming(
-    keys=("env_kwargs", "wrappers", "memory", "agent", "num_envs", "mission", "direction",
+    keys=("env_kwargs", "wrappers", "memory", "agent", "num_envs", "env_backend", "mission",
+          "direction",
           "grid_encoding", "discrete_encoding", "flush_denormal", "stop_return"),
     in_path=frozenset({"memory.name", "agent.name"}))
 """What tells two RL runs of one env and seed apart: every key a checkpoint must share to be

@@ -16,11 +16,14 @@ from rlmem.agents.sb3.extractor import MiniGridExtractor
 from rlmem.envs import EnvOptions, make_vector_env, resolve_backend
 from rlmem.envs.tensor import TensorVectorEnv
 from rlmem.envs.tensor.minigrid import DoorKey, Memory
-from rlmem.envs.tensor.registry import TENSOR_ENVS, tensor_env_name
+from rlmem.envs.tensor.registry import MINIGRID_OPTIONS, TENSOR_ENVS, tensor_env_name
 from rlmem.envs.tensor.sb3_vec_env import TensorSB3VecEnv
 
+MINIGRID_NAMES = [name for name, entry in TENSOR_ENVS.items()
+                  if entry.options == MINIGRID_OPTIONS]
 
-@pytest.mark.parametrize("name", list(TENSOR_ENVS))
+
+@pytest.mark.parametrize("name", MINIGRID_NAMES)
 def test_every_tensor_env_has_the_gymnasium_spaces(name: str) -> None:
     """Each registered tensor env, by short name and by id, has the spaces of the env rlmem's
     gymnasium backend makes (with the mission, the direction and a smaller view too)."""

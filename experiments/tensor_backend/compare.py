@@ -1,0 +1,128 @@
+"""Does our PPO learn on the tensor envs as on the gymnasium ones? (issue 54's condition for
+making ``env_backend=tensor`` the default.)
+
+    python -m experiments.tensor_backend.compare              # train what is left, then compare
+    python -m experiments.tensor_backend.compare --no-train   # compare the runs there are
+
+lstm on DoorKey-5x5, MemoryS7 and RepeatFirstEasy, test seeds 3-7 (fixed before any run, none
+of them a seed a suite tuned on), each on both backends at the same frames and every other
+setting the defaults: 30 runs in ``runs/<env>/<backend>/seed<k>/``. A run whose
+``progress.csv`` has its frames is not trained again, and an interrupted one resumes. The
+measure is each run's last ``return_recent`` (the last 100 training episodes); per env the
+script prints each seed's final on both backends, their IQM with its 95% bootstrap interval
+and P(tensor ≥ gymnasium) with its interval (:mod:`rlmem.stats`, ties counting one half).
+Learning is unchanged within noise where that interval contains ½ or lies above it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.common.report import improvement, iqm_ci, seeds, three
+from experiments.common.signal_relay import exit_passing_signals_on, run_child
+from rlmem.runs import INTERRUPTED
+from rlmem.runs.progress import read_progress
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs"
+SEEDS = (3, 4, 5, 6, 7)
+"""The test seeds, fixed in advance."""
+BACKENDS = ("gymnasium", "tensor")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One env of the comparison."""
+
+    env: str
+    frames: int
+    """Frames per run: the env's suite's budget (transfer: 500k; memory: 1M; POPGym: 163,840)."""
+
+
+CASES = (Case("DoorKey-5x5", 499_712), Case("MemoryS7", 999_424),
+         Case("RepeatFirstEasy", 163_840))
+
+
+def run_dir(root: Path, env: str, backend: str, seed: int) -> Path:
+    return root / env / backend / f"seed{seed}"
+
+
+def trained_frames(run: Path) -> int:
+    """The frames a run's ``progress.csv`` reached (0 without one)."""
+    progress = run / "progress.csv"
+    rows = read_progress(progress) if progress.exists() else []
+    return int(rows[-1].number("frames")) if rows else 0
+
+
+def final_return(run: Path) -> float | None:
+    """A run's last ``return_recent``; None when it has not trained, or ended no episode (a
+    smoke test's few frames)."""
+    progress = run / "progress.csv"
+    rows = read_progress(progress) if progress.exists() else []
+    value = rows[-1].number("return_recent") if rows else math.nan
+    return None if math.isnan(value) else value
+
+
+def train(root: Path, case: Case, backend: str, seed: int, frames: int,
+          extra: Sequence[str]) -> int:
+    """Train (or resume) one run up to ``frames``; its exit status (0 when already done)."""
+    where = run_dir(root, case.env, backend, seed)
+    if trained_frames(where) >= frames:
+        return 0
+    print(f"{case.env} {backend} seed {seed}: training to {frames:,} frames", flush=True)
+    return run_child([sys.executable, "-m", "rlmem.train", f"env={case.env}", "memory=lstm",
+                      f"env_backend={backend}", f"seed={seed}", f"frames={frames}",
+                      "progress_bar=false", f"run_dir={where}", *extra])
+
+
+def compare(root: Path, case: Case) -> list[str]:
+    """The lines of one env's comparison."""
+    finals = {backend: [final_return(run_dir(root, case.env, backend, seed)) for seed in SEEDS]
+              for backend in BACKENDS}
+    done = {backend: [value for value in values if value is not None]
+            for backend, values in finals.items()}
+    lines = [f"{case.env} (lstm, seeds {SEEDS[0]}-{SEEDS[-1]}):"]
+    for backend in BACKENDS:
+        lines.append(f"  {backend:9}  finals {seeds(finals[backend], three)}; "
+                     f"IQM {iqm_ci(done[backend], three)}")
+    lines.append("  P(tensor ≥ gymnasium) "
+                 f"{improvement(done['tensor'], done['gymnasium'])}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="where the runs are")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="frames per run instead of each env's budget (smoke tests)")
+    parser.add_argument("--envs", nargs="+", default=[case.env for case in CASES],
+                        choices=[case.env for case in CASES], help="a part of the comparison")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
+                        help="a part of the test seeds (smoke tests)")
+    parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
+    args = parser.parse_args(argv)
+    cases = [case for case in CASES if case.env in args.envs]
+    failed = 0
+    for case in cases if not args.no_train else ():
+        for seed in args.seeds:
+            for backend in BACKENDS:
+                code = train(args.runs, case, backend, seed, args.frames or case.frames,
+                             args.extra)
+                if code == INTERRUPTED:
+                    return code
+                failed += code != 0
+    for case in cases:
+        print("\n".join(compare(args.runs, case)), flush=True)
+    if failed:
+        print(f"{failed} runs failed; running this again resumes them.", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    exit_passing_signals_on(main)

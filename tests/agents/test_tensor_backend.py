@@ -1,0 +1,122 @@
+"""``env_backend``: our PPO and sb3 train on the tensor envs through the real CLI, the run
+records its backend and resumes with it (old runs as gymnasium), an env without a tensor
+version is refused before any folder is made, and the encoder sees identical inputs from both
+backends over a rollout from the same state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from cli_runner import TINY_PPO, run_cli
+from omegaconf import OmegaConf
+
+from rlmem.agents.derived import with_derived_values
+from rlmem.agents.ppo.collector import RolloutCollector
+from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
+from rlmem.envs import make_vector_env, resolve_backend
+from rlmem.envs.tensor.minigrid import DoorKey, Memory
+from rlmem.runs import load_checkpoint
+
+
+@pytest.mark.parametrize("env", ["DoorKey-5x5", "MemoryS7", "RepeatPreviousEasy"])
+def test_ppo_trains_on_the_tensor_backend(env: str, tmp_path: Path) -> None:
+    """Two updates through ``python -m rlmem.train``; the run records ``env_backend: tensor``
+    and resumes with it."""
+    if env.startswith("Repeat"):
+        pytest.importorskip("popgym")
+    run_dir = tmp_path / "run"
+    args = (f"env={env}", "memory=lstm", "env_backend=tensor", f"run_dir={run_dir}")
+    result = run_cli("rlmem.train", *args, *TINY_PPO, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert OmegaConf.load(run_dir / "config.yaml").env_backend == "tensor"
+    more = [arg.replace("frames=64", "frames=96") for arg in TINY_PPO]
+    result = run_cli("rlmem.train", *args, *more, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoint = load_checkpoint(run_dir / "checkpoint.pt")
+    assert checkpoint.count("frames") == 96 and checkpoint.config["env_backend"] == "tensor"
+
+
+def test_an_env_without_a_tensor_version_is_refused_before_any_folder(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run_cli("rlmem.train", "env=CartPole-v1", "memory=lstm", "env_backend=tensor",
+                     f"run_dir={run_dir}", *TINY_PPO, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "has no tensor version" in result.stderr and "DoorKey-5x5" in result.stderr
+    assert "RepeatPreviousEasy" in result.stderr
+    assert not run_dir.exists()
+
+
+def test_a_run_without_the_key_resumes_as_gymnasium() -> None:
+    """A config recorded before ``env_backend`` decides to gymnasium; ``auto`` to tensor where
+    the env has one."""
+    recorded = {"env": "DoorKey-5x5", "mission": False, "num_envs": 2,
+                "vectorization": "sync"}
+    assert with_derived_values(recorded)["env_backend"] == "gymnasium"
+    assert with_derived_values({**recorded, "env_backend": "auto"})["env_backend"] == "tensor"
+    cartpole = {**recorded, "env": "CartPole-v1", "env_backend": "auto"}
+    assert with_derived_values(cartpole)["env_backend"] == "gymnasium"
+
+
+@pytest.mark.parametrize(("name", "family"), [("DoorKey-5x5", DoorKey), ("MemoryS7", Memory)])
+def test_the_encoder_sees_identical_inputs_from_both_backends(
+        name: str, family: type[DoorKey] | type[Memory]) -> None:
+    """From the same state (the tensor env copied from the gymnasium envs with
+    ``from_reference``) and the same torch seed, both collectors give the same rollout: every
+    observation the encoder saw, every action, reward and end, until the first episode ends
+    (after an auto-reset the layouts are drawn from other streams)."""
+    gymnasium = make_vector_env(name, 4, mission=False)
+    model = ActorCritic(gymnasium.single_observation_space, gymnasium.single_action_space,
+                        {"name": "lstm", "hidden_size": 16}, grid_encoding="embedding",
+                        discrete_encoding="onehot")
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    reference = RolloutCollector(gymnasium, model, device, seed=5)
+    copies = gymnasium.envs  # type: ignore[attr-defined]
+    collector = TensorRolloutCollector(family.from_reference(copies), model, device, seed=5)
+    collector.envs = family.from_reference(copies)  # the state its reset replaced
+    collector.observation = reference.observation
+    torch.manual_seed(1)
+    want = reference.collect(8, 8)
+    torch.manual_seed(1)
+    got = collector.collect(8, 8)
+    ended = (want.terminated | want.truncated).any(dim=1)
+    steps = int(ended.to(torch.int64).argmax()) + 1 if bool(ended.any()) else 8
+    assert steps >= 2
+    for key, value in want.observations.items():
+        assert value.dtype == got.observations[key].dtype, key
+        assert torch.equal(value[:steps], got.observations[key][:steps]), key
+    for field in ("actions", "rewards", "terminated", "truncated", "log_probs", "values"):
+        assert torch.equal(getattr(want, field)[:steps], getattr(got, field)[:steps]), field
+    gymnasium.close()
+
+
+def test_sb3_trains_on_the_tensor_backend(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run_cli("rlmem.train", "agent=sb3", "env=MemoryS7", "memory=lstm",
+                     "env_backend=tensor", "num_envs=2", "frames=64",
+                     "agent.frames_per_env=16", "agent.batch_size=32", "agent.epochs=1",
+                     "memory.hidden_size=16", "progress_bar=false", f"run_dir={run_dir}",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert load_checkpoint(run_dir / "checkpoint.pt").config["env_backend"] == "tensor"
+    assert OmegaConf.load(run_dir / "config.yaml").env_backend == "tensor"
+
+
+@pytest.mark.parametrize("name", ["RepeatPreviousEasy", "AutoencodeEasy", "BattleshipEasy"])
+def test_popgym_envs_with_the_suites_wrappers_have_the_gymnasium_spaces(name: str) -> None:
+    """Through ``make_vector_env``, a POPGym env with the wrappers the suites give it (the
+    flattened observation, the previous action) has the same spaces on both backends; a
+    wrapper without a tensor version keeps ``auto`` on gymnasium."""
+    pytest.importorskip("popgym")
+    wrappers = (["gymnasium.wrappers:FlattenObservation"] if name.startswith("Autoencode")
+                else []) + ["rlmem.envs.previous_action:PreviousAction"]
+    tensor = make_vector_env(name, 2, backend="tensor", wrappers=wrappers)
+    gymnasium = make_vector_env(name, 2, wrappers=wrappers)
+    assert tensor.single_observation_space == gymnasium.single_observation_space
+    assert tensor.single_action_space == gymnasium.single_action_space
+    gymnasium.close()
+    other = ["gymnasium.wrappers:RecordEpisodeStatistics"]
+    assert resolve_backend("auto", name, wrappers=other) == "gymnasium"

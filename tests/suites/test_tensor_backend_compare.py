@@ -1,0 +1,26 @@
+"""``experiments/tensor_backend/compare.py`` at tiny frames: one seed of one env on both
+backends, trained, skipped when done, and compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_runner import TINY_PPO
+
+from experiments.tensor_backend import compare
+
+TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
+
+
+def test_compare_trains_both_backends_and_reports(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--runs", str(tmp_path), "--frames", "64", "--envs", "MemoryS7", "--seeds", "3",
+            "--", *TINY]
+    assert compare.main(argv) == 0
+    for backend in compare.BACKENDS:
+        assert compare.trained_frames(tmp_path / "MemoryS7" / backend / "seed3") == 64
+    out = capsys.readouterr().out
+    assert "MemoryS7 gymnasium seed 3: training" in out and "P(tensor ≥ gymnasium)" in out
+    assert compare.main(argv) == 0  # nothing left to train
+    assert "training" not in capsys.readouterr().out
