@@ -84,10 +84,10 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("override, message", [
     ("env=DoorKey-7x7", "unknown env 'DoorKey-7x7'; use one of DoorKey-5x5"),
-    ("memory=relstn", "Available options in 'memory'"),
+    ("memory=relstn", "memory=relstn is not a choice of memory (did you mean relstm"),
     ("num_envs=many", "Value 'many' of type 'str' could not be converted to Integer"),
     ("agent.recurrence=48", "frames_per_env=16 must be a multiple of agent.recurrence=48"),
-    ("agent=nope", "Available options in 'agent'"),
+    ("agent=nope", "agent=nope is not a choice of agent (the choices are ppo, sb3)"),
 ])
 def test_bad_input_fails_before_any_work(override: str, message: str, tmp_path: Path) -> None:
     result = run_cli("rlmem.train", *TINY_PPO, override, f"run_dir={tmp_path / 'run'}",

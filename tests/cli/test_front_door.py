@@ -74,7 +74,7 @@ def test_train_help_lists_keys_groups_cells_and_envs(capsys: pytest.CaptureFixtu
     # what null means: each preset's size
     assert all(f"{preset.name} {PRESETS[preset].memory_size}" in " ".join(out.split())
                for preset in Preset)
-    assert ", ".join(sorted(CELLS)) in out and "+recipe=<name>" in out
+    assert ", ".join(sorted(CELLS)) in " ".join(out.split()) and "+recipe=<name>" in out
     assert "kerg2020" not in out and "task=<name>" not in out  # supervised presets and tasks
     # The cell chosen on the command line is the one described.
     _, out, _ = answer(train.LINE, "memory=relstm", "--help", capsys=capsys)
