@@ -17,16 +17,21 @@ collector), then :meth:`Rollout.chunks` and one call per chunk (``PPO.step``), i
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 from hydra import compose, initialize_config_dir
 from torch import Tensor
 
+from rlmem.agents.policy_evaluation import evaluate_policy
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.rollout import Rollout, stack_states
 from rlmem.cells import make_cell
 from rlmem.cells.relstm import ReLSTM
+from rlmem.envs import make_env, make_vector_env
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
 
@@ -259,3 +264,34 @@ def test_the_recipes_are_the_authors_settings() -> None:
         assert (cfg.env, cfg.frames, cfg.grid_encoding, cfg.stop_return) == (
             "DoorKey-5x5", 5_001_216, "raw", None)
         assert cfg.run_dir == f"runs/ppo/DoorKey-5x5/{cfg.memory.name}_kerg2020_code/seed0"
+
+
+class TurnLeft:
+    """An actor that turns left for ever: a DoorKey episode lasts until its time limit."""
+
+    def initial_state(self, num_envs: int) -> None:
+        return None
+
+    def act(self, observation: object, state: None, resets: np.ndarray,
+            greedy: bool) -> tuple[np.ndarray, None]:
+        return np.zeros(len(resets), dtype=np.int64), None
+
+
+@pytest.mark.parametrize(("limits", "first_to_end", "lengths"), [
+    ([3, 40], False, [3, 3, 40, 40]),       # ours: a fixed share of the episodes per env
+    ([3, 40], True, [3, 3, 3, 3]),          # theirs: the first 4 to end, all of the short env
+    ([3, 3], True, [3, 3, 3, 3]),           # and every episode ending at the step that ends it
+])
+def test_the_authors_count_takes_the_first_episodes_to_end(
+        limits: list[int], first_to_end: bool, lengths: list[int]) -> None:
+    """``first_to_end`` counts as rl-starter-files' ``scripts/evaluate.py``: episodes in the
+    order they end over all envs until as many as asked for have ended (3 asked of two envs
+    ending together: 4 counted), so short episodes weigh more."""
+    envs = make_vector_env("DoorKey-5x5", len(limits), env_fns=[
+        functools.partial(make_env, "DoorKey-5x5", max_steps=steps) for steps in limits])
+    asked = 3 if limits == [3, 3] else 4
+    result, returns = evaluate_policy(TurnLeft(), envs, asked, greedy=True, seed=0,
+                                      first_to_end=first_to_end)
+    envs.close()
+    assert result.episodes == len(returns) == len(lengths)
+    assert result.length_mean == sum(lengths) / len(lengths)
