@@ -9,9 +9,10 @@ seeds of the mean evaluation return with its 95% stratified bootstrap interval, 
 number in brackets), every seed's value with "k of n" seeds at or above the paper's number,
 P(relstm > lstm) on each env, DoorKey-5x5 -> DoorKey-16x16 at the paper's 5M frames (``runs_5M/``)
 beside the 500k runs, the same on the ReLSTM authors' code path (``runs_kerg2020_code/``,
-evaluated as we evaluate and as the authors count episodes), the same table for the runs of rlmem 0.1 (``runs_v0_1/``: raw
-grid input, forget-gate bias 0) as the "before", and ``plots/<env>.png``, the training return
-against frames for every memory. ``render`` builds the text without writing.
+evaluated as we evaluate and as the authors count episodes), the same table for the runs of
+rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "before", and
+``plots/<env>.png``, the training return against frames for every memory. ``render`` builds
+the text without writing.
 """
 
 from __future__ import annotations
