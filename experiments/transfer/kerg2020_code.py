@@ -30,19 +30,11 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from experiments.common import suite_runs
 from experiments.common.outcome import Outcome
 from experiments.common.signal_relay import exit_passing_signals_on
-from experiments.common.suite_runs import (
-    PlannedRun,
-    add_run_arguments,
-    evaluate_step,
-    left_to_start,
-    print_dry_run,
-    reported,
-    train_command,
-    train_step,
-)
 from experiments.common.sweep import run_dirs, train_sweep
+from experiments.transfer.suite import add_train_evaluate_arguments
 from rlmem.envs import transfer_target
 from rlmem.runs import INTERRUPTED
 
@@ -62,36 +54,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="parallel local training runs (joblib) and evaluations")
-    parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--frames", type=int, default=FRAMES,
-                        help="override the budget (e.g. for a quick check)")
-    parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
-    add_run_arguments(parser, RUNS, "every training run")
+    add_train_evaluate_arguments(parser, RUNS, FRAMES,
+                                 "override the budget (e.g. for a quick check)")
     args = parser.parse_args(argv)
     root = args.runs.resolve()
     envs = [ENV, transfer_target(ENV)]
     if args.dry_run:
-        print_dry_run([PlannedRun(f"{memory} seed {seed}", run_dir, args.frames, None,
-                                  train_command(root, ENV, memory, seed, args.frames,
-                                                [RECIPES[memory], *args.overrides]))
-                       for memory in args.memories for seed in args.seeds
-                       for run_dir in run_dirs(root, ENV, [memory], [seed])],
-                      envs, args.episodes, train=not args.no_train)
+        planned = [suite_runs.PlannedRun(
+            f"{memory} seed {seed}", run_dir, args.frames, None, suite_runs.train_command(
+                root, ENV, memory, seed, args.frames, [RECIPES[memory], *args.overrides]))
+            for memory in args.memories for seed in args.seeds
+            for run_dir in run_dirs(root, ENV, [memory], [seed])]
+        suite_runs.print_dry_run(planned, envs, args.episodes, train=not args.no_train)
         return 0
     failed = False
     for memory in args.memories:
         if not args.no_train:
-            outcome = reported(f"{ENV} {memory}", train_step(partial(
+            outcome = suite_runs.reported(f"{ENV} {memory}", suite_runs.train_step(partial(
                 train, root, memory, args.seeds, args.frames, args.jobs, args.overrides)))
             if outcome is Outcome.interrupted:
                 return INTERRUPTED
             failed |= outcome is Outcome.failed
         for first_to_end in (False, True):
-            for command, ended in evaluate_step(run_dirs(root, ENV, [memory], args.seeds),
-                                                envs, args.episodes, args.jobs, first_to_end):
-                outcome = reported(f"{memory}: {' '.join(command[3:])}", ended)
+            runs = run_dirs(root, ENV, [memory], args.seeds)
+            for command, ended in suite_runs.evaluate_step(runs, envs, args.episodes,
+                                                           args.jobs, first_to_end):
+                outcome = suite_runs.reported(f"{memory}: {' '.join(command[3:])}", ended)
                 if outcome is Outcome.interrupted:
                     return INTERRUPTED
                 failed |= outcome is Outcome.failed
@@ -107,7 +95,7 @@ def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
     """Train (or resume) ``memory`` with its recipe on every seed that is not finished without
     its checkpoint (:func:`~experiments.common.suite_runs.left_to_start`): one sweep."""
     runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
-    left = left_to_start(list(runs_of.values()), frames)
+    left = suite_runs.left_to_start(list(runs_of.values()), frames)
     chosen = [seed for seed, run_dir in runs_of.items() if run_dir in left]
     if chosen:
         train_sweep(root, ENV, [memory], chosen, frames, jobs, [RECIPES[memory], *overrides])
