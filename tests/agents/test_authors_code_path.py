@@ -30,7 +30,7 @@ from rlmem.agents.policy_evaluation import evaluate_policy
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.rollout import Rollout, stack_states
 from rlmem.cells import make_cell
-from rlmem.cells.relstm import ReLSTM
+from rlmem.cells.relstm import ReLSTM, ReLSTMState
 from rlmem.envs import make_env, make_vector_env
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.train import register_train_configs
@@ -99,7 +99,8 @@ class AuthorsRelLSTM:
 def authors_model(model: ActorCritic, rel: AuthorsRelLSTM, obs: Tensor, memory: Tensor,
                   reset: bool) -> tuple[Tensor, Tensor, Tensor]:
     """Their ``ACModel.forward(obs, memory, reset)`` on our model's encoder and heads."""
-    x = model.observation(obs)
+    encoder = model.get_submodule("observation")
+    x = encoder(obs)
     h, c = rel(x, memory[:, :H], memory[:, H:], reset)
     return model.actor(h), model.critic(h).squeeze(-1), torch.cat([h, c], dim=1)
 
@@ -162,7 +163,7 @@ def make_model() -> ActorCritic:
     space = spaces.Box(-1.0, 1.0, (OBS,))
     model = ActorCritic(space, 3, memory, head_size=8).double()
     # The vector encoder's Linear-Tanh without SB3's preprocessing, which casts to float32.
-    model.observation = model.observation.net
+    model.observation = model.get_submodule("observation.net")
     return model
 
 
@@ -190,7 +191,9 @@ def test_acting_and_the_update_are_the_authors_loops() -> None:
     torch.testing.assert_close(logits, their_logits, atol=1e-12, rtol=0)
     torch.testing.assert_close(values, their_values, atol=1e-12, rtol=0)
     chunks = rollout.chunks(torch.zeros(STEPS, ENVS), torch.zeros(STEPS, ENVS))
-    torch.testing.assert_close(chunks.start_state.s, memories[::CHUNK, :, :H].reshape(-1, H),
+    start = chunks.start_state
+    assert isinstance(start, ReLSTMState)
+    torch.testing.assert_close(start.s, memories[::CHUNK, :, :H].reshape(-1, H),
                                atol=1e-12, rtol=0)  # each chunk starts from the stored h
     weights = torch.randn(STEPS, ENVS, 4, dtype=torch.float64)
 
