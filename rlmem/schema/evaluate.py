@@ -41,9 +41,9 @@ class EvaluateConfig:
     """Count the first ``episodes`` episodes to end over all envs (and every episode that
     ends at the step that reaches that many), as rl-starter-files' scripts/evaluate.py and so
     the ReLSTM authors count them, instead of a fixed share per env. Short episodes then
-    weigh more: on DoorKey-16x16, where a failure lasts 2560 steps and a success far fewer,
-    an env that succeeds adds several episodes while one that fails adds none. Recorded in
-    the result's file name (``_first-to-end``)."""
+    weigh more: on DoorKey-16x16 a failure lasts all 2560 steps, so an env whose episodes
+    end sooner adds more of the counted ones. Recorded in the result's file name
+    (``_first-to-end``)."""
     seed: int = 0
     """Seeds the envs and the action sampling (distinct from any training env seed)."""
     device: str = "auto"
