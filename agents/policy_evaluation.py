@@ -95,7 +95,8 @@ class Actor(Protocol[State]):
 
 def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, greedy: bool, seed: int,
                     quotas: list[int] | None = None, name: str | None = None,
-                    progress: bool = False) -> tuple[EvaluationResult, list[float]]:
+                    progress: bool = False, first_to_end: bool = False
+                    ) -> tuple[EvaluationResult, list[float]]:
     """Play ``episodes`` episodes with ``actor`` in ``envs`` (``SAME_STEP`` autoreset).
 
     Each env's memory is re-initialised exactly when that env starts an episode. What the envs
@@ -113,6 +114,9 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
         quotas: episodes per env (default :func:`episode_quotas`).
         name: the env, for the messages (default: its gymnasium id).
         progress: show a progress bar over the episodes, with their mean return.
+        first_to_end: count episodes as they end over all envs until ``episodes`` have (with
+            every episode that ends at that step), as rl-starter-files' ``evaluate.py``
+            counts them, instead of by ``quotas``: a sample biased toward short episodes.
 
     Returns:
         the summary, and the per-episode returns.
@@ -123,6 +127,8 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
         KeyboardInterrupt: Ctrl-C before any episode finished.
     """
     quotas = quotas if quotas is not None else episode_quotas(episodes, envs.num_envs)
+    if first_to_end:
+        quotas = [episodes] * envs.num_envs
     check = EnvOutputCheck(name or env_name(envs), envs.single_observation_space, envs.num_envs,
                            "Nothing was evaluated or written.")
     returns: list[float] = []
@@ -132,7 +138,7 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
                desc=name)
     try:
         _play(actor, envs, check, seed=seed, quotas=quotas, greedy=greedy, bar=bar,
-              returns=returns, lengths=lengths)
+              returns=returns, lengths=lengths, until=episodes if first_to_end else None)
     except KeyboardInterrupt:
         if not returns:
             raise
@@ -148,10 +154,11 @@ def evaluate_policy(actor: Actor[State], envs: VectorEnv, episodes: int, *, gree
 
 def _play(actor: Actor[State], envs: VectorEnv, check: EnvOutputCheck, *, seed: int,
           quotas: list[int], greedy: bool, bar: tqdm[Any], returns: list[float],
-          lengths: list[int]) -> None:
-    """Step ``envs`` with ``actor`` until each env has finished its quota of episodes,
-    appending each counted episode's return and length to ``returns`` and ``lengths`` as it
-    ends (so an evaluation stopped by Ctrl-C keeps the episodes it finished)."""
+          lengths: list[int], until: int | None = None) -> None:
+    """Step ``envs`` with ``actor`` until each env has finished its quota of episodes (or,
+    with ``until``, until that many have ended over all envs), appending each counted
+    episode's return and length to ``returns`` and ``lengths`` as it ends (so an evaluation
+    stopped by Ctrl-C keeps the episodes it finished)."""
     num_envs = envs.num_envs
     observation = check.reset(envs, seed, "the first reset of the evaluation")
     state = actor.initial_state(num_envs)
@@ -159,7 +166,7 @@ def _play(actor: Actor[State], envs: VectorEnv, check: EnvOutputCheck, *, seed: 
     tracker = EpisodeTracker(num_envs)
     counts = np.zeros(num_envs, dtype=np.int64)
     step = 0
-    while (counts < quotas).any():
+    while (counts < quotas).any() and (until is None or len(returns) < until):
         action, state = actor.act(observation, state, resets, greedy)
         step += 1
         observation, reward, terminated, truncated, _ = check.step(

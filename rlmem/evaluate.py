@@ -209,7 +209,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     env_fns, recorder = _env_makers(name, options, probe, num_envs, gif=cfg.gif,
                                     tile_size=cfg.gif_tile_size)
     target = report_path(run, name, argmax=cfg.argmax, episodes=cfg.episodes, seed=cfg.seed,
-                         eval_memory=eval_memory)
+                         eval_memory=eval_memory, first_to_end=cfg.first_to_end)
     # Held to the end: two evaluations of one run on one env do not race for its report.
     with report_lock(run, name, target) as writable:
         envs = make_vector_env(name, num_envs, env_fns=env_fns)
@@ -220,7 +220,8 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
             with subnormal_floats(bool(config[FLUSH_KEY])):
                 result, returns = evaluate_policy(actor, envs, cfg.episodes, greedy=cfg.argmax,
                                                   seed=seed, quotas=quotas, name=name,
-                                                  progress=cfg.progress_bar)
+                                                  progress=cfg.progress_bar,
+                                                  first_to_end=cfg.first_to_end)
         finally:
             envs.close()
         if not probe.minigrid:
@@ -229,6 +230,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
         report = {"env": name, "trained_on": trained_on, "frames": checkpoint.count("frames"),
                   "agent": config["agent"]["name"], "argmax": cfg.argmax, "seed": cfg.seed,
                   "num_envs": num_envs, "eval_memory": eval_memory,
+                  **({"first_to_end": True} if cfg.first_to_end else {}),
                   **result.as_dict(), "returns": returns}
         gifs = recorder[0].recorded if recorder else []
         if not writable or not same_run(run, identity):
@@ -305,23 +307,27 @@ def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,
 
 
 def report_name(env: str, *, argmax: bool = False, episodes: int = 100, seed: int = 0,
-                eval_memory: dict[str, Any] | None = None) -> str:
+                eval_memory: dict[str, Any] | None = None, first_to_end: bool = False) -> str:
     """The file name (without ``.json``) of an evaluation on ``env`` with these settings:
-    ``DoorKey-16x16_sampled_100ep_seed0``, ``..._greedy_...``, and the ``eval_memory``
-    overrides after a comma (``,capacity=2560``). The env name is made a file name
-    (:func:`safe_file_name`). The defaults are :class:`EvaluateConfig`'s."""
+    ``DoorKey-16x16_sampled_100ep_seed0``, ``..._greedy_...``, ``_first-to-end`` after the
+    episodes where they were counted so, and the ``eval_memory`` overrides after a comma
+    (``,capacity=2560``). The env name is made a file name (:func:`safe_file_name`). The
+    defaults are :class:`EvaluateConfig`'s."""
     mode = "greedy" if argmax else "sampled"
+    mode += "_first-to-end" if first_to_end else ""
     memory = describe(eval_memory) if eval_memory else ""
     return (f"{safe_file_name(env)}_{mode}_{episodes}ep_seed{seed}"
             f"{',' if memory else ''}{memory}")
 
 
 def report_path(run: Path, env: str, *, argmax: bool = False, episodes: int = 100,
-                seed: int = 0, eval_memory: dict[str, Any] | None = None) -> Path:
+                seed: int = 0, eval_memory: dict[str, Any] | None = None,
+                first_to_end: bool = False) -> Path:
     """Where the evaluation of ``run`` on ``env`` with these settings is written:
     ``<run>/eval/<report_name>.json`` (:func:`report_name`)."""
     return run / "eval" / (report_name(env, argmax=argmax, episodes=episodes, seed=seed,
-                                       eval_memory=eval_memory) + ".json")
+                                       eval_memory=eval_memory, first_to_end=first_to_end)
+                           + ".json")
 
 
 def write_results(out_dir: Path, stem: str, report: dict[str, Any],

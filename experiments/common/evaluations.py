@@ -6,7 +6,8 @@ evaluations on one env: the suite's, a greedy look, a quick two-episode check. T
 one per env, chosen here once for every suite: sampled actions (the papers' protocol; greedy is
 another measure), of the model at the given frames, the most episodes. Two candidates of as many
 episodes (e.g. with and without ``eval_memory``) would give a seed two scores, so they are
-refused by name.
+refused by name. Evaluations counted the way rl-starter-files counts them (``first_to_end``, a
+sample biased toward short episodes) are another measure too, read only where asked for.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any
 from experiments.common.run_config import read_report
 
 
-def suite_evaluations(run: Path, frames: float | None = None) -> dict[str, dict[str, Any]]:
+def suite_evaluations(run: Path, frames: float | None = None,
+                      first_to_end: bool = False) -> dict[str, dict[str, Any]]:
     """Per env, the report of ``run`` the tables count (module docstring); only reports of the
-    model at ``frames`` when it is given.
+    model at ``frames`` when it is given; with ``first_to_end``, those counted so instead.
 
     Raises:
         ValueError: two sampled reports of as many episodes on one env.
@@ -28,7 +30,8 @@ def suite_evaluations(run: Path, frames: float | None = None) -> dict[str, dict[
     chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for found in sorted((run / "eval").glob("*.json")):
         data = read_report(found, ("env",))
-        if data.get("argmax", False) or (frames is not None and data["frames"] != frames):
+        if data.get("argmax", False) or (frames is not None and data["frames"] != frames) \
+                or data.get("first_to_end", False) != first_to_end:
             continue
         held = chosen.get(data["env"])
         if held is not None and held[1]["episodes"] == data["episodes"]:

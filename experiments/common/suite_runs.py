@@ -196,11 +196,12 @@ def train_step(start: Callable[[], None]) -> Ending:
 
 
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
-                  jobs: int) -> list[tuple[list[str], Ending]]:
+                  jobs: int, first_to_end: bool = False) -> list[tuple[list[str], Ending]]:
     """Evaluate every trained run of ``runs`` on every env of ``envs`` that lacks an up-to-date
     JSON (:func:`~experiments.common.sweep.evaluation_command`; MemLSTM with the capacity of
-    :func:`~experiments.common.sweep.full_attention`), ``jobs`` at a time, and how each
-    evaluation ended; the runs another process holds now are left out."""
+    :func:`~experiments.common.sweep.full_attention`; the episodes counted ``first_to_end``
+    if so), ``jobs`` at a time, and how each evaluation ended; the runs another process holds
+    now are left out."""
     free = []
     for run in runs:
         holder = lock_holder(run)
@@ -210,7 +211,8 @@ def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
             free.append(run)
     commands = [command for run in free for env in envs
                 if (command := evaluation_command(
-                    run, env, episodes, full_attention(run_memory(run), envs))) is not None]
+                    run, env, episodes, full_attention(run_memory(run), envs),
+                    first_to_end)) is not None]
 
     def execute(command: list[str]) -> tuple[list[str], Ending]:
         print("+", " ".join(command), flush=True)

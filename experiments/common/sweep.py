@@ -107,12 +107,14 @@ def run_memory(run: Path) -> str:
 
 
 def evaluation_command(run: Path, env: str, episodes: int,
-                       eval_memory: Mapping[str, Any] | None = None) -> list[str] | None:
+                       eval_memory: Mapping[str, Any] | None = None,
+                       first_to_end: bool = False) -> list[str] | None:
     """The command evaluating ``run`` on ``env`` with the cell's weight-free hyperparameters
-    of ``eval_memory`` changed; None when its JSON is there for the run's final frames, with
-    as many episodes and the same ``eval_memory``."""
+    of ``eval_memory`` changed (and the episodes counted ``first_to_end``); None when its JSON
+    is there for the run's final frames, with as many episodes and the same ``eval_memory``."""
     eval_memory = dict(eval_memory or {})
-    target = report_path(run, env, episodes=episodes, eval_memory=eval_memory)
+    target = report_path(run, env, episodes=episodes, eval_memory=eval_memory,
+                         first_to_end=first_to_end)
     if target.exists():
         try:
             report = read_report(target)
@@ -124,5 +126,5 @@ def evaluation_command(run: Path, env: str, episodes: int,
                     and report.get("eval_memory", {}) == eval_memory):
                 return None
     return [sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
-            f"episodes={episodes}",
+            f"episodes={episodes}", *(["first_to_end=true"] if first_to_end else []),
             *(f"+eval_memory.{key}={value}" for key, value in eval_memory.items())]

@@ -35,6 +35,7 @@ from experiments.memory.suite import (
     RECIPE,
     REFERENCE,
     SEEDS,
+    STOP_RETURN,
     VIEW3,
     seeds_of,
 )
@@ -216,6 +217,15 @@ def per_seed(results: dict[str, list[Run]]) -> list[str]:
     return lines
 
 
+def earlier_rule(results: dict[str, list[Run]]) -> str:
+    """The runs whose recorded ``stop_return`` is not the suite's :data:`STOP_RETURN` (those
+    stopped by the earlier rule), for the prose: ``label`` seed k (its rule), or "none"."""
+    stopped = [f"`{label}` seed {run.seed} ({report.decimal(run.stop_return)})"
+               for label, runs in results.items() for run in runs
+               if run.stop_return is not None and run.stop_return != STOP_RETURN]
+    return ", ".join(stopped) or "none"
+
+
 def panels(labels: Sequence[str]) -> list[tuple[str, list[str]]]:
     """The figure's panels, each a title and the labels of ``labels`` it draws, at most about
     ten: the paper's cells with sb3-contrib's LSTM, the other cells beside lstm, the ablations
@@ -272,7 +282,8 @@ def render(results: dict[str, list[Run]]) -> str:
     """RESULTS.md from the template and ``results``."""
     return report.fill((HERE / "RESULTS.template.md").read_text(), {
         "table": table(results), "comparisons": comparisons(results),
-        "recipe": recipe_claim(results), "per_seed": per_seed(results)})
+        "recipe": recipe_claim(results), "per_seed": per_seed(results),
+        "earlier_rule": earlier_rule(results)})
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -233,6 +234,15 @@ def dry_run(jobs: Sequence[Job], overrides: Sequence[str]) -> None:
         print(("# " if skip else "") + " ".join(job.command))
 
 
+def seeds_help() -> str:
+    """What seeds the rows declare, counted from :data:`rows.ROWS`: each row runs seeds 0 to
+    n - 1."""
+    counts = Counter(row.seeds for row in ROWS)
+    return "each row runs seeds 0 to n - 1: " + ", ".join(
+        f"n = {seeds} for {rows} rows" for seeds, rows in sorted(counts.items(), reverse=True)
+    ) + "; --dry-run lists them"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -241,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--presets", nargs="+", choices=[row.preset for row in ROWS],
                         metavar="PRESET", help="rows of these presets")
     parser.add_argument("--seeds", nargs="+", type=int,
-                        help="only these seeds (headline rows have 0 1 2, the others 0)")
+                        help=f"only these seeds ({seeds_help()})")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread)")
     add_run_arguments(parser, RUNS, "every run")
     args = parser.parse_args(argv)

@@ -8,9 +8,11 @@ writes ``RESULTS.md`` with a table laid out like Table 3 of the ReLSTM paper (th
 seeds of the mean evaluation return with its 95% stratified bootstrap interval, the paper's
 number in brackets), every seed's value with "k of n" seeds at or above the paper's number,
 P(relstm > lstm) on each env, DoorKey-5x5 -> DoorKey-16x16 at the paper's 5M frames (``runs_5M/``)
-beside the 500k runs, the same table for the runs of rlmem 0.1 (``runs_v0_1/``: raw
-grid input, forget-gate bias 0) as the "before", and ``plots/<env>.png``, the training return
-against frames for every memory. ``render`` builds the text without writing.
+beside the 500k runs, the same on the ReLSTM authors' code path (``runs_kerg2020_code/``,
+evaluated as we evaluate and as the authors count episodes), the same table for the runs of
+rlmem 0.1 (``runs_v0_1/``: raw grid input, forget-gate bias 0) as the "before", and
+``plots/<env>.png``, the training return against frames for every memory. ``render`` builds
+the text without writing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ RUNS_5M = HERE / "runs_5M"
 """DoorKey-5x5 -> DoorKey-16x16 at the paper's budget (``--frames 5001216``), the paper's three
 cells, seeds 0-4."""
 SEEDS_5M = 5
+RUNS_KERG2020_CODE = HERE / "runs_kerg2020_code"
+"""DoorKey-5x5 -> DoorKey-16x16 on the ReLSTM authors' code path at 5M frames, relstm and lstm,
+seeds 0-4 (``python -m experiments.transfer.kerg2020_code``)."""
 BEFORE_RUNS = HERE / "runs_v0_1"
 """The table as rlmem 0.1 made it: raw grid floats, forget-gate bias 0, smaller budgets."""
 PLOTS = HERE / "plots"
@@ -75,7 +80,8 @@ def read_progress(path: Path) -> tuple[list[float], list[float]]:
     return frames, returns
 
 
-def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict, dict, dict]:
+def collect(run_dirs: list[Path], with_curves: bool = True,
+            first_to_end: bool = False) -> tuple[dict, dict, dict, dict]:
     """``scores[env][memory]`` (one evaluation mean return per seed), the success rates in
     the same layout, the frames trained per (train env, memory), and the learning curves per
     train env and memory, from ``run_dirs`` (each ``<env>/<memory>/seed<k>``).
@@ -84,7 +90,9 @@ def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict,
     (train env, memory) only the runs launched with the largest frame budget: a mean over seeds
     at different budgets would compare nothing (the others wait to be resumed to it, and the
     frames table lists them). Runs stopped early by ``stop_return`` keep their budget.
-    ``with_curves=False`` leaves the learning curves out (the tables do not need them)."""
+    ``with_curves=False`` leaves the learning curves out (the tables do not need them);
+    ``first_to_end`` counts the evaluations whose episodes were counted as the authors count
+    them instead (:func:`~experiments.common.evaluations.suite_evaluations`)."""
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     successes: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     frames: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -96,7 +104,7 @@ def collect(run_dirs: list[Path], with_curves: bool = True) -> tuple[dict, dict,
         budget = int(str(config_value(run, "frames")))
         budgets[(env, memory)] = max(budgets[(env, memory)], budget)
         final = final_frames(run)
-        for data in suite_evaluations(run, frames=final).values():
+        for data in suite_evaluations(run, frames=final, first_to_end=first_to_end).values():
             reports.append((env, memory, budget, data))
             frames[(env, memory)].add(int(data["frames"]))
         if with_curves and (run / "progress.csv").exists():
@@ -186,6 +194,39 @@ def paper_budget(scores_500k: dict) -> list[str]:
         rows, ["---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])
 
 
+def authors_code_path() -> list[str]:
+    """DoorKey-5x5 and DoorKey-16x16 on the authors' code path (``runs_kerg2020_code/``):
+    every seed evaluated as we evaluate and as the authors count, IQM [95% CI], and on each
+    count P(X > our relstm at 5M, ``runs_5M/``) and P(X > the recipe's lstm)."""
+    runs = sorted(RUNS_KERG2020_CODE.glob("DoorKey-5x5/*/seed*"))
+    ours, successes, _, _ = collect(runs, with_curves=False)
+    theirs, _, _, _ = collect(runs, with_curves=False, first_to_end=True)
+    runs_5m = sorted(RUNS_5M.glob("DoorKey-5x5/relstm/seed*"))
+    ours_5m = collect(runs_5m, with_curves=False)[0]
+    theirs_5m = collect(runs_5m, with_curves=False, first_to_end=True)[0]
+    rows = []
+    for memory in ("relstm", "lstm"):
+        for env in ("DoorKey-5x5", "DoorKey-16x16"):
+            values, counted = ours[env][memory], theirs[env][memory]
+            versus = [DASH] * 4 if memory == "lstm" else [
+                report.improvement(values, ours_5m[env]["relstm"]),
+                report.improvement(values, ours[env]["lstm"]),
+                report.improvement(counted, theirs_5m[env]["relstm"]),
+                report.improvement(counted, theirs[env]["lstm"])]
+            rows.append([env, memory, f"{len(values)} of {SEEDS_5M}",
+                         report.seeds(values, report.three), iqm_ci(values, report.decimal),
+                         iqm_ci(successes[env][memory], report.percent),
+                         report.seeds(counted, report.three), iqm_ci(counted, report.decimal),
+                         report.decimal(PAPER[env][memory]), *versus])
+    return report.table(
+        ["Environment", "memory (recipe)", "seeds evaluated", "return per seed, ours",
+         "return IQM [95% CI], ours", "success IQM [95% CI], ours",
+         "return per seed, authors' count", "return IQM [95% CI], authors' count",
+         "paper (5M)", "P(X > our relstm), ours", "P(X > recipe's lstm), ours",
+         "P(X > our relstm), authors' count", "P(X > recipe's lstm), authors' count"],
+        rows, ["---", "---", *["---:"] * 11])
+
+
 def plot(env: str, runs: dict[str, list]) -> Path:
     """Training return against frames, one line per seed, one colour per memory."""
     PLOTS.mkdir(exist_ok=True)
@@ -232,7 +273,7 @@ def render(plots: bool = False) -> str:
     return report.fill((HERE / "RESULTS.template.md").read_text(), {
         "table": table(scores, memories, PAPER), "success": table(successes, memories, {}),
         "per_seed": per_seed(scores), "comparisons": comparisons(scores),
-        "paper_budget": paper_budget(scores),
+        "paper_budget": paper_budget(scores), "authors_code": authors_code_path(),
         "recipe": memory_aggregate.recipe_claim(memory_aggregate.collect()),
         "budget": report.table(["Train env", "memory", "seeds in the tables",
                                 "frames per run (all seeds)"], budget,

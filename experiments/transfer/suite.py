@@ -76,13 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--envs", nargs="+", default=list(FRAMES), choices=list(FRAMES))
     parser.add_argument("--memories", nargs="+", default=[*PAPER_MEMORIES, *OUR_MEMORIES])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="parallel local training runs (joblib) and evaluations")
-    parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--frames", type=int, default=None,
-                        help="override every env's budget (e.g. for a quick check)")
-    parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
-    add_run_arguments(parser, RUNS, "every training run")
+    add_train_evaluate_arguments(parser, RUNS, None,
+                                 "override every env's budget (e.g. for a quick check)")
     args = parser.parse_args(argv)
     root = args.runs.resolve()
     if args.dry_run:
@@ -119,6 +114,20 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def add_train_evaluate_arguments(parser: argparse.ArgumentParser, runs: Path,
+                                 frames: int | None, frames_help: str) -> None:
+    """The arguments of a suite that trains then evaluates (this one and
+    :mod:`experiments.transfer.kerg2020_code`), after its own: ``--jobs``, ``--episodes``,
+    ``--frames`` (default ``frames``), ``--no-train`` and
+    :func:`~experiments.common.suite_runs.add_run_arguments`."""
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="parallel local training runs (joblib) and evaluations")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--frames", type=int, default=frames, help=frames_help)
+    parser.add_argument("--no-train", action="store_true", help="only evaluate finished runs")
+    add_run_arguments(parser, runs, "every training run")
 
 
 def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], frames: int,

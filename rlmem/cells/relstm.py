@@ -22,6 +22,7 @@ from rlmem.cells.screening import (
     RelevantScore,
     RelevantTime,
     RelevantValid,
+    ResetRule,
     Screening,
     ShortTerm,
     ShortTermScore,
@@ -84,6 +85,11 @@ class ReLSTM(RelevancyScreening):
             :attr:`Readout.authors_code` (the authors' public code: emit :math:`h_t`, and
             recur on :math:`s_t = \tfrac12 (h_t + \text{read}_t)`; runs :meth:`step`, several
             times slower to train); a member or its name.
+        reset_rule: :attr:`ResetRule.algorithm1` (the paper's: the memory holds the episode,
+            however it is cut into calls) or :attr:`ResetRule.authors_code` (the authors' RL
+            code: the memory lasts one call, so acting one step at a time runs no attention and
+            a BPTT chunk attends from its own start; needs ``readout=authors_code``); a member
+            or its name.
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
@@ -99,9 +105,11 @@ class ReLSTM(RelevancyScreening):
                  relevant: int = 5, forget_bias: float | None = 1.0,
                  chrono_t_max: int | None = None,
                  screening: Screening = Screening.algorithm1,
-                 readout: Readout = Readout.algorithm1) -> None:
+                 readout: Readout = Readout.algorithm1,
+                 reset_rule: ResetRule = ResetRule.algorithm1) -> None:
         super().__init__(input_size, hidden_size, short_term=short_term, relevant=relevant,
-                         screening=screening, readout=readout)
+                         screening=screening, readout=readout,
+                         reset_rule=reset_rule)
         self.base = LSTMBase(input_size, hidden_size, forget_bias, chrono_t_max)
 
     def base_weights(self) -> tuple[Tensor, Tensor, Tensor]:

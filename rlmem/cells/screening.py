@@ -22,7 +22,7 @@ from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.attention import AdditiveAttention, Weights, project
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
-from rlmem.cells.time_loop import ScanResult
+from rlmem.cells.time_loop import ScanResult, scan
 
 # The fields of the screened memory, in both cells' states (one alias each, so that both
 # NamedTuples declare a field's shape and dtype the same way).
@@ -80,6 +80,28 @@ class Readout(Enum):
     arXiv:2006.09471): the cell emits the base state :math:`h_t`, and the recurrence reads
     :math:`s_t = \tfrac12 (h_t + \text{read}_t)`. The read then reaches the output only
     through the recurrence, which can gate it."""
+
+
+class ResetRule(Enum):
+    """When the screened memory and the recurrent state start afresh."""
+
+    algorithm1 = "algorithm1"
+    """Algorithm 1 as written: S and R hold the states of the episode so far, however the
+    caller cuts it into calls, and an episode start resets the whole state where it falls."""
+    authors_code = "authors_code"
+    r"""The authors' RL code (``RelLSTM.forward(x, (h, c), reset)`` in the ``minigrid-rl``
+    branch of their repository, driven by ``torch-ac``'s PPO): every call starts with S and R
+    empty (their ``reset=True``: their rollout and evaluation pass it at every step, their
+    update at each chunk's first step), an episode start resets :math:`s` and :math:`c` only
+    at a call's first step (after it their cell reads neither the masked ``(h, c)`` it is
+    given nor the episode ends: S, R, :math:`s` and :math:`c` run on across them), and a call
+    hands on the base state :math:`h` of its last step as the macro-state (their cell returns
+    ``(h, c)``). A call of one step, as our PPO and evaluation act, is then exactly a step of
+    the base recurrence on :math:`s_{t-1} = h_{t-1}`, with no attention; a call of a BPTT
+    chunk attends over the chunk's own states from its start. Needs
+    ``readout=authors_code`` (with :attr:`Readout.algorithm1`'s :math:`s = h + \text{read}`
+    a step alone would recur on :math:`2h`). A chunked run no longer equals one call: the
+    calls are the rule."""
 
 
 def screen(relevant: Tensor, score: Tensor, valid: Tensor, time: Tensor, candidate: Tensor,
@@ -150,11 +172,15 @@ class RelevancyScreening(Cell):
     otherwise, for parameters other than float32 and float64, and for the options the engine
     does not implement (``readout=authors_code``, ReLRNN's ``modrelu``), which train through
     autograd step by step, several times slower.
+
+    ``reset_rule=authors_code`` (:class:`ResetRule`) runs the authors' RL code path instead:
+    the memory lasts one call (:meth:`fast_scan`, the one hook of the time loop, applies it).
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, short_term: int = 5,
                  relevant: int = 5, screening: Screening = Screening.algorithm1,
-                 readout: Readout = Readout.algorithm1) -> None:
+                 readout: Readout = Readout.algorithm1,
+                 reset_rule: ResetRule = ResetRule.algorithm1) -> None:
         super().__init__(input_size, hidden_size)
         if short_term < 1 or relevant < 1:
             raise ValueError(f"{type(self).__name__}: need short_term ≥ 1 and relevant ≥ 1, got "
@@ -163,6 +189,12 @@ class RelevancyScreening(Cell):
         self.relevant = relevant
         self.screening = enum_option(Screening, screening, type(self).__name__, "screening")
         self.readout = enum_option(Readout, readout, type(self).__name__, "readout")
+        self.reset_rule = enum_option(ResetRule, reset_rule, type(self).__name__, "reset_rule")
+        if self.reset_rule is ResetRule.authors_code and self.readout is not Readout.authors_code:
+            raise ValueError(f"{type(self).__name__}: reset_rule=authors_code is the authors' code "
+                             "path and needs its read-out, readout=authors_code (with "
+                             f"readout={self.readout.name} a step without attention would recur "
+                             "on 2h); set both, as +recipe=kerg2020_code does")
         self.attention = AdditiveAttention(hidden_size)
 
     def runs_engine(self) -> bool:
@@ -208,7 +240,10 @@ class RelevancyScreening(Cell):
         :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
         autograd; float32 and float64; both screenings; :meth:`runs_engine`); the compiled
         rollout step (:func:`~rlmem.cells._engines.screened.screened_step`: one step without
-        autograd, Algorithm 1's screening); else ``None``: :meth:`step` runs."""
+        autograd, Algorithm 1's screening); else ``None``: :meth:`step` runs. With
+        ``reset_rule=authors_code``, :meth:`authors_call`."""
+        if self.reset_rule is ResetRule.authors_code:
+            return self.authors_call(x, state, resets)
         escaped = outside_autocast(self._scan, x, state, resets, self.attention.score.weight.dtype)
         if escaped is not None:
             return escaped
@@ -236,6 +271,22 @@ class RelevancyScreening(Cell):
             relevant_score=result.relevant_score, relevant_valid=result.relevant_valid,
             relevant_time=result.relevant_time)
         return ScanResult(result.y, new_state, result.traces)
+
+    def authors_call(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
+        """One call under :attr:`ResetRule.authors_code`: ``scan(step)`` from ``state`` with the
+        screened memory emptied (``t`` and the fields after it), the episode starts of the
+        call's first step alone applied, and the last step's output (:math:`h`, under
+        ``readout=authors_code``) handed on as the macro-state :math:`s`.
+
+        Shapes: as :meth:`~rlmem.cells.base.Cell._scan`.
+        """
+        memory = type(state)._fields.index("t")
+        state = state._make(value if index < memory else torch.zeros_like(value)
+                            for index, value in enumerate(state))
+        first = torch.zeros_like(resets)
+        first[0] = resets[0]
+        result = scan(self.step, self.project_input(x), state, first)
+        return result._replace(state=result.state._replace(s=result.output[-1]))
 
     def step(self, x_t: Tensor, state: Any) -> tuple[Tensor, Any, dict[str, Tensor]]:
         """One step of the docstring's equations; ``x_t`` is a step of :meth:`project_input`,
@@ -299,4 +350,4 @@ class RelevancyScreening(Cell):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, short_term={self.short_term}, "
                 f"relevant={self.relevant}, screening={self.screening.name}, "
-                f"readout={self.readout.name}")
+                f"readout={self.readout.name}, reset_rule={self.reset_rule.name}")

@@ -35,7 +35,15 @@ class EvaluateConfig:
     gif_tile_size: int = 16
     """Pixels per grid cell in the GIFs (MiniGrid)."""
     num_envs: int = 16
-    """Envs played in parallel (each contributes a fixed share of the episodes)."""
+    """Envs played in parallel (each contributes a fixed share of the episodes, unless
+    first_to_end)."""
+    first_to_end: bool = False
+    """Count the first ``episodes`` episodes to end over all envs (and every episode that
+    ends at the step that reaches that many), as rl-starter-files' scripts/evaluate.py and so
+    the ReLSTM authors count them, instead of a fixed share per env. Short episodes then
+    weigh more: on DoorKey-16x16 a failure lasts all 2560 steps, so an env whose episodes
+    end sooner adds more of the counted ones. Recorded in the result's file name
+    (``_first-to-end``)."""
     seed: int = 0
     """Seeds the envs and the action sampling (distinct from any training env seed)."""
     device: str = "auto"
@@ -69,5 +77,8 @@ def check_evaluate_config(cfg: EvaluateConfig) -> None:
             raise ValueError(f"{key} must be positive, got {getattr(cfg, key)}")
     check_seed(cfg.seed)
     check_torch_threads(cfg.torch_threads)
+    if cfg.gif and cfg.first_to_end:
+        raise ValueError("gif records the first env's share of the episodes, which "
+                         "first_to_end=true does not give it; evaluate the GIFs on their own")
     if not 0 <= cfg.gif <= cfg.episodes:
         raise ValueError(f"gif must be between 0 and episodes={cfg.episodes}, got {cfg.gif}")

@@ -38,7 +38,7 @@ def test_unknown_cell_lists_the_valid_ones() -> None:
 
 
 def test_unknown_hyperparameter_lists_the_valid_ones() -> None:
-    with pytest.raises(TypeError, match=r"\['nu'\].*relevant, screening, short_term"):
+    with pytest.raises(TypeError, match=r"\['nu'\].*relevant, reset_rule, screening, short_term"):
         make_cell("relstm", input_size=3, hidden_size=4, nu=5)
 
 

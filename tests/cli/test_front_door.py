@@ -75,7 +75,8 @@ def test_train_help_lists_keys_groups_cells_and_envs(capsys: pytest.CaptureFixtu
     assert all(f"{preset.name} {PRESETS[preset].memory_size}" in " ".join(out.split())
                for preset in Preset)
     assert ", ".join(sorted(CELLS)) in " ".join(out.split()) and "+recipe=<name>" in out
-    assert "kerg2020" not in out and "task=<name>" not in out  # supervised presets and tasks
+    assert "kerg2020_table" not in out and "task=<name>" not in out  # supervised presets, tasks
+    assert "kerg2020_code, kerg2020_code_lstm, memory_transfer" in out  # the recipes
     # The cell chosen on the command line is the one described.
     _, out, _ = answer(train.LINE, "memory=relstm", "--help", capsys=capsys)
     assert "memory.short_term=5\n      ν, the length of the short-term buffer" in out

@@ -1,0 +1,48 @@
+"""``experiments/transfer/kerg2020_code.py`` and its table: each memory trains with its recipe,
+and the table keeps the two counts of the evaluation apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.transfer import aggregate, kerg2020_code
+
+
+def test_each_memory_trains_with_its_recipe(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert kerg2020_code.main(["--dry-run", "--runs", str(tmp_path), "--seeds", "3"]) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines()
+                if "rlmem.train" in line]
+    assert commands == [
+        f"python -m rlmem.train env=DoorKey-5x5 memory={memory} seed=3 frames=5001216 "
+        f"progress_bar=false run_dir={tmp_path}/DoorKey-5x5/{memory}/seed3 +recipe={recipe}"
+        for memory, recipe in (("relstm", "kerg2020_code"), ("lstm", "kerg2020_code_lstm"))]
+
+
+def _report(run: Path, env: str, value: float, first_to_end: bool) -> None:
+    (run / "eval").mkdir(parents=True, exist_ok=True)
+    name = f"{env}_sampled{'_first-to-end' if first_to_end else ''}_100ep_seed0.json"
+    (run / "eval" / name).write_text(json.dumps(
+        {"env": env, "frames": 4096, "episodes": 100, "return_mean": value,
+         "success_rate": value, **({"first_to_end": True} if first_to_end else {})}))
+
+
+def test_the_table_keeps_the_authors_count_apart(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for memory, ours, theirs in (("relstm", 0.1, 0.4), ("lstm", 0.2, 0.3)):
+        run = tmp_path / "DoorKey-5x5" / memory / "seed0"
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("frames: 4096\n")
+        (run / "progress.csv").write_text("frames,return_mean\n4096,0.5\n")
+        _report(run, "DoorKey-16x16", ours, first_to_end=False)
+        _report(run, "DoorKey-16x16", theirs, first_to_end=True)
+    monkeypatch.setattr(aggregate, "RUNS_KERG2020_CODE", tmp_path)
+    monkeypatch.setattr(aggregate, "RUNS_5M", tmp_path / "none")
+    rows = {line.split(" | ")[1]: line.split(" | ") for line in aggregate.authors_code_path()
+            if line.startswith("| DoorKey-16x16")}
+    assert rows["relstm"][3:8] == ["0.100", "0.10", "10.0%", "0.400", "0.40"]
+    assert rows["relstm"][9:] == ["—", "0.00 [0.00, 0.00]", "—", "1.00 [1.00, 1.00] |"]
+    assert rows["lstm"][2] == "1 of 5" and rows["lstm"][6] == "0.300"
