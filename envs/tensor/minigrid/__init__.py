@@ -3,6 +3,7 @@
 
 from rlmem.envs.tensor.minigrid.doorkey import DoorKey
 from rlmem.envs.tensor.minigrid.env import MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.fetch import Fetch
 from rlmem.envs.tensor.minigrid.memory import Memory
 
-__all__ = ["DoorKey", "Memory", "MiniGridTensorEnv"]
+__all__ = ["DoorKey", "Fetch", "Memory", "MiniGridTensorEnv"]

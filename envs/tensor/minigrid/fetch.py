@@ -1,0 +1,138 @@
+"""MiniGrid's Fetch as tensors: :class:`Fetch`, ``minigrid.envs.FetchEnv`` for a batch.
+
+A ``size x size`` room walled round with ``num_objs`` keys and balls of random colours (two may
+be alike); the mission names one of them, and picking up an object ends the episode, with
+reward ``1 - 0.9 * step_count / max_steps`` when it is of the mission's type and colour, 0
+otherwise. The view sees through walls. The layout, as ``FetchEnv._gen_grid`` draws it
+(``randint(a, b)`` in ``[a, b)``)::
+
+    for each of num_objs objects:
+        type = ["key", "ball"][randint(0, 2)]
+        colour = COLOR_NAMES[randint(0, 6)]
+        cell = uniform empty cell of the room              # place_obj
+    agent = uniform empty cell; agent_dir = randint(0, 4)  # place_agent
+    target = objects[randint(0, num_objs)]
+    mission = f"{SYNTAX[randint(0, 5)]} {target's colour} {target's type}"
+
+Rejection sampling over the room (``place_obj``) is a uniform draw among its empty cells, which
+:func:`rlmem.envs.tensor.random.choose_cell` makes in one step. Episodes last
+``max_steps = 5 * size ** 2`` steps unless given.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from minigrid.core.constants import COLOR_NAMES, COLOR_TO_IDX, OBJECT_TO_IDX
+from minigrid.envs import FetchEnv
+from minigrid.minigrid_env import MiniGridEnv
+from torch import Tensor
+
+from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.objects import (
+    NOTHING_CODE,
+    code,
+    packed,
+)
+from rlmem.envs.tensor.random import choose_cell, integers
+
+SYNTAX = ("get a", "go get a", "fetch a", "go fetch a", "you must fetch a")
+"""The mission's openings (``FetchEnv.__init__``'s ``MISSION_SYNTAX``)."""
+
+TYPES = ("key", "ball")
+"""The objects' types (``FetchEnv.obj_types``)."""
+
+MISSIONS = tuple(f"{syntax} {colour} {kind}"
+                 for syntax, colour, kind in itertools.product(SYNTAX, COLOR_NAMES, TYPES))
+"""Every mission (``FetchEnv._gen_mission``), indexed ``(syntax * 6 + colour) * 2 + type`` by
+the positions in :data:`SYNTAX`, ``COLOR_NAMES`` and :data:`TYPES`."""
+
+SMALLEST = 4
+"""The smallest room that holds an object and the agent (two free cells)."""
+
+
+class Fetch(MiniGridTensorEnv):
+    """``num_envs`` Fetch envs of ``size x size`` cells with ``num_objs`` objects (the module's
+    docstring).
+
+    Args:
+        num_envs: envs.
+        size: the room's side, at least :data:`SMALLEST`.
+        num_objs: objects in the room (MiniGrid's ``numObjs``), at least 1 and at most the free
+            cells but one.
+        max_steps: steps before truncation; ``None`` for Fetch's ``5 * size ** 2``.
+        device: where the state lives.
+        mission, direction, agent_view_size: as :class:`MiniGridTensorEnv`'s.
+
+    Besides MiniGrid's world, each env keeps ``target``, ``(N,)`` int32: the packed cell
+    (:func:`~rlmem.envs.tensor.minigrid.objects.packed`) of the object to fetch.
+    """
+
+    see_through_walls = True
+
+    def __init__(self, num_envs: int, size: int = 8, num_objs: int = 3,
+                 max_steps: int | None = None, device: torch.device | str = "cpu", *,
+                 mission: bool = False, direction: bool = False,
+                 agent_view_size: int = VIEW_SIZE) -> None:
+        if size < SMALLEST or not 1 <= num_objs <= (size - 2) ** 2 - 1:
+            raise ValueError(f"Fetch needs size >= {SMALLEST} and 1 <= num_objs <= (size - 2) "
+                             f"** 2 - 1 (a free cell left for the agent), got size={size}, "
+                             f"num_objs={num_objs}")
+        super().__init__(num_envs, size, size, 5 * size**2 if max_steps is None else max_steps,
+                         MISSIONS, 3 * num_objs + 4, device, mission=mission,
+                         direction=direction, agent_view_size=agent_view_size)
+        self.size, self.num_objs = size, num_objs
+        self.target = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
+        border = self.border()
+        self._room, self._free = self.walls(border), ~border.flatten(1)
+        # The packed cell of each (type, colour) by their positions in TYPES and COLOR_NAMES.
+        self._objects = torch.tensor(
+            [[code((OBJECT_TO_IDX[kind], COLOR_TO_IDX[colour], 0)) for colour in COLOR_NAMES]
+             for kind in TYPES], dtype=torch.int32, device=self.device)
+
+    def _layout(self, draws: Tensor) -> Layout:
+        size, count = self.size, draws.shape[0]
+        grid = self._room.expand(count, -1, -1, -1).clone()
+        free = self._free.expand(count, -1)
+        kinds, colours, cells = [], [], []
+        for index in range(self.num_objs):  # a few objects, each drawn for every env at once
+            kind, colour, choice = draws[:, 3 * index:3 * index + 3].unbind(1)
+            kinds.append(integers(kind, 0, len(TYPES)))
+            colours.append(integers(colour, 0, len(COLOR_NAMES)))
+            cells.append(choose_cell(choice, free))
+            free = free.scatter(1, cells[-1][:, None], False)
+        kind, colour = torch.stack(kinds, dim=1), torch.stack(colours, dim=1)
+        objects = self._objects[kind, colour]  # (k, num_objs)
+        packed(grid).flatten(1).scatter_(1, torch.stack(cells, dim=1), objects)
+        rest = draws[:, 3 * self.num_objs:]
+        agent = choose_cell(rest[:, 0], free)
+        target = integers(rest[:, 2], 0, self.num_objs)[:, None]
+        syntax = integers(rest[:, 3], 0, len(SYNTAX))
+        mission = ((syntax * len(COLOR_NAMES) + colour.gather(1, target).squeeze(1))
+                   * len(TYPES) + kind.gather(1, target).squeeze(1))
+        return Layout(grid, torch.stack((agent // size, agent % size), dim=1),
+                      integers(rest[:, 1], 0, 4),
+                      {"target": objects.gather(1, target).squeeze(1)}, mission)
+
+    def _outcome(self, action: Tensor, reward: Tensor, terminated: Tensor
+                 ) -> tuple[Tensor, Tensor]:
+        carried = packed(self.carrying)
+        holding = carried != NOTHING_CODE
+        reward = torch.where(holding & (carried == self.target), self._success_reward(),
+                             torch.where(holding, 0.0, reward))
+        return reward, terminated | holding
+
+    @classmethod
+    def _reference_arguments(cls, env: MiniGridEnv) -> dict[str, Any]:
+        if not isinstance(env, FetchEnv):
+            raise ValueError(f"Fetch.from_reference takes FetchEnv, got {type(env).__name__}")
+        return {"size": env.width, "num_objs": env.numObjs, "max_steps": env.max_steps}
+
+    def _copy_family_state(self, envs: Sequence[MiniGridEnv]) -> None:
+        targets = [code((OBJECT_TO_IDX[env.targetType],  # type: ignore[attr-defined]
+                         COLOR_TO_IDX[env.targetColor], 0))  # type: ignore[attr-defined]
+                   for env in envs]
+        self.target = torch.tensor(targets, dtype=torch.int32, device=self.device)
