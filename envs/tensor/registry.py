@@ -15,7 +15,14 @@ from typing import Any, Protocol
 import torch
 
 from rlmem.envs.tensor.base import TensorVectorEnv
-from rlmem.envs.tensor.minigrid import DoorKey, Fetch, Memory, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid import (
+    DoorKey,
+    Fetch,
+    GoToDoor,
+    GoToObject,
+    Memory,
+    MiniGridTensorEnv,
+)
 from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS, PopgymFactory
 
 
@@ -70,6 +77,12 @@ TENSOR_ENVS: dict[str, TensorEnvEntry] = {
     **{f"Fetch-{size}x{size}-N{objects}": _minigrid(f"MiniGrid-Fetch-{size}x{size}-N{objects}-v0",
                                                     Fetch, size=size, num_objs=objects)
        for size, objects in ((5, 2), (6, 2), (8, 3))},
+    **{f"GoToObject-{size}x{size}-N2": _minigrid(f"MiniGrid-GoToObject-{size}x{size}-N2-v0",
+                                                 GoToObject, size=size, num_objs=2)
+       for size in (6, 8)},
+    **{f"GoToDoor-{size}x{size}": _minigrid(f"MiniGrid-GoToDoor-{size}x{size}-v0", GoToDoor,
+                                            size=size)
+       for size in (5, 6, 8)},
     **{name: _popgym(factory) for name, factory in POPGYM_TENSOR_ENVS.items()},
 }
 """The tensor envs, by short name: MiniGrid's registered DoorKey, Memory, Fetch, GoToObject,

@@ -24,7 +24,7 @@ from tensor_minigrid_check import ALPHA, Features, p_values
 from torch import Tensor
 
 from rlmem.envs.minigrid_view import use_direct_view
-from rlmem.envs.tensor.minigrid import Fetch, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid import Fetch, GoToDoor, GoToObject, MiniGridTensorEnv
 from rlmem.envs.tensor.minigrid.objects import EMPTY, WALL, unpacked
 
 
@@ -129,6 +129,11 @@ ENVS: dict[str, Callable[..., MiniGridTensorEnv]] = {
     "MiniGrid-Fetch-5x5-N2-v0": lambda n, **kw: Fetch(n, size=5, num_objs=2, **kw),
     "MiniGrid-Fetch-6x6-N2-v0": lambda n, **kw: Fetch(n, size=6, num_objs=2, **kw),
     "MiniGrid-Fetch-8x8-N3-v0": lambda n, **kw: Fetch(n, size=8, num_objs=3, **kw),
+    "MiniGrid-GoToObject-6x6-N2-v0": lambda n, **kw: GoToObject(n, size=6, num_objs=2, **kw),
+    "MiniGrid-GoToObject-8x8-N2-v0": lambda n, **kw: GoToObject(n, size=8, num_objs=2, **kw),
+    "MiniGrid-GoToDoor-5x5-v0": lambda n, **kw: GoToDoor(n, size=5, **kw),
+    "MiniGrid-GoToDoor-6x6-v0": lambda n, **kw: GoToDoor(n, size=6, **kw),
+    "MiniGrid-GoToDoor-8x8-v0": lambda n, **kw: GoToDoor(n, size=8, **kw),
 }
 """Every registered size of each family, and how to make its tensor env."""
 
@@ -151,7 +156,8 @@ FAST_COUNT = 1000
 """Layouts per sample in the default suite's tests."""
 
 
-@pytest.mark.parametrize("env_id", ["MiniGrid-Fetch-8x8-N3-v0"])
+@pytest.mark.parametrize("env_id", ["MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToObject-8x8-N2-v0",
+                                    "MiniGrid-GoToDoor-8x8-v0"])
 def test_layouts_as_minigrid(env_id: str) -> None:
     """1,000 layouts per sample (the slow test takes every size)."""
     assert not failing(env_id, ENVS[env_id], FAST_COUNT)
@@ -174,9 +180,33 @@ class MoreKeys(Fetch):
         super()._generate(envs, draws)
 
 
+class FewerBoxes(GoToObject):
+    """GoToObject whose objects favour the first (colour, type) pairs (their draws squared
+    towards 0), so boxes and the last colours come less often: a biased generator."""
+
+    def _generate(self, envs: Tensor, draws: Tensor) -> None:
+        draws = draws.clone()
+        draws[:, 0:2 * self.num_objs:2] **= 1.5
+        super()._generate(envs, draws)
+
+
+class TopDoorMoreOften(GoToDoor):
+    """GoToDoor whose target is the top door 40% of the time, not a quarter: a biased
+    generator."""
+
+    def _generate(self, envs: Tensor, draws: Tensor) -> None:
+        draws = draws.clone()
+        target = draws[:, -1]  # below 0.25: the top door
+        draws[:, -1] = torch.where((target >= 0.25) & (target < 0.4), 0.1, target)
+        super()._generate(envs, draws)
+
+
 BIASED: dict[str, tuple[Callable[..., MiniGridTensorEnv], str]] = {
     "MiniGrid-Fetch-8x8-N3-v0": (lambda n, **kw: MoreKeys(n, size=8, num_objs=3, **kw),
                                  "target"),
+    "MiniGrid-GoToObject-8x8-N2-v0": (lambda n, **kw: FewerBoxes(n, size=8, num_objs=2, **kw),
+                                      "objects"),
+    "MiniGrid-GoToDoor-8x8-v0": (lambda n, **kw: TopDoorMoreOften(n, size=8, **kw), "target"),
 }
 """Per family, a biased generator and the feature it skews."""
 

@@ -19,20 +19,25 @@ from rlmem.agents.minigrid_encoders import ImageEncoder, MissionEncoder
 from rlmem.agents.ppo.observation import observation_to_tensors
 from rlmem.envs import make_vector_env
 from rlmem.envs.minigrid_observation import VOCABULARY
-from rlmem.envs.tensor.minigrid import Fetch, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid import Fetch, GoToDoor, GoToObject, MiniGridTensorEnv
 
 FAMILIES: dict[str, type[MiniGridTensorEnv]] = {
     "MiniGrid-Fetch-5x5-N2-v0": Fetch, "MiniGrid-Fetch-6x6-N2-v0": Fetch,
     "MiniGrid-Fetch-8x8-N3-v0": Fetch,
+    "MiniGrid-GoToObject-6x6-N2-v0": GoToObject, "MiniGrid-GoToObject-8x8-N2-v0": GoToObject,
+    "MiniGrid-GoToDoor-5x5-v0": GoToDoor, "MiniGrid-GoToDoor-6x6-v0": GoToDoor,
+    "MiniGrid-GoToDoor-8x8-v0": GoToDoor,
 }
 """Every registered size of each family, and its tensor env."""
 
 
-def test_fetch_steps_as_minigrid() -> None:
-    """1,024 steps of Fetch-5x5-N2 with short episodes: the right object fetched, a wrong
-    one, truncations, every mission field equal."""
-    met = lockstep("MiniGrid-Fetch-5x5-N2-v0", Fetch, 8, 128, seed=2, mission=True,
-                   max_steps=30)
+@pytest.mark.parametrize("name", ["MiniGrid-Fetch-5x5-N2-v0", "MiniGrid-GoToObject-6x6-N2-v0",
+                                  "MiniGrid-GoToDoor-5x5-v0"])
+def test_steps_as_minigrid(name: str) -> None:
+    """1,024 steps with short episodes: the mission met (the right object fetched, ``done``
+    next to the right object or door), failed (a wrong one, ``done`` elsewhere, ``toggle``),
+    truncated; every observation, mission included, equal."""
+    met = lockstep(name, FAMILIES[name], 8, 128, seed=2, mission=True, max_steps=20)
     assert met["success"] > 0 and met["terminated"] > met["success"] and met["truncated"] > 0, met
 
 
