@@ -22,6 +22,7 @@ from rlmem.envs.tensor.minigrid import (
     GoToObject,
     Memory,
     MiniGridTensorEnv,
+    RedBlueDoors,
 )
 from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS, PopgymFactory
 
@@ -83,6 +84,9 @@ TENSOR_ENVS: dict[str, TensorEnvEntry] = {
     **{f"GoToDoor-{size}x{size}": _minigrid(f"MiniGrid-GoToDoor-{size}x{size}-v0", GoToDoor,
                                             size=size)
        for size in (5, 6, 8)},
+    **{f"RedBlueDoors-{size}x{size}": _minigrid(f"MiniGrid-RedBlueDoors-{size}x{size}-v0",
+                                                RedBlueDoors, size=size)
+       for size in (6, 8)},
     **{name: _popgym(factory) for name, factory in POPGYM_TENSOR_ENVS.items()},
 }
 """The tensor envs, by short name: MiniGrid's registered DoorKey, Memory, Fetch, GoToObject,

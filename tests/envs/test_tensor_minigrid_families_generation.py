@@ -24,7 +24,13 @@ from tensor_minigrid_check import ALPHA, Features, p_values
 from torch import Tensor
 
 from rlmem.envs.minigrid_view import use_direct_view
-from rlmem.envs.tensor.minigrid import Fetch, GoToDoor, GoToObject, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid import (
+    Fetch,
+    GoToDoor,
+    GoToObject,
+    MiniGridTensorEnv,
+    RedBlueDoors,
+)
 from rlmem.envs.tensor.minigrid.objects import EMPTY, WALL, unpacked
 
 
@@ -50,6 +56,8 @@ def layout_features(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor, missions
         "walls": [row.numpy().tobytes() for row in (kind == WALL).flatten(1)],
         "objects": [tuple(sorted(Counter(o[2:] for o in objects).items())) for objects in placed],
         "cells": [tuple(o[:2] for o in objects) for objects in placed],
+        "first_cell": [objects[0][:2] for objects in placed],  # x-major order: the leftmost
+        "last_cell": [objects[-1][:2] for objects in placed],
         "colours": [tuple(o[3] for o in objects) for objects in placed],
         "mission": list(missions),
         "target": list(targets),
@@ -134,6 +142,8 @@ ENVS: dict[str, Callable[..., MiniGridTensorEnv]] = {
     "MiniGrid-GoToDoor-5x5-v0": lambda n, **kw: GoToDoor(n, size=5, **kw),
     "MiniGrid-GoToDoor-6x6-v0": lambda n, **kw: GoToDoor(n, size=6, **kw),
     "MiniGrid-GoToDoor-8x8-v0": lambda n, **kw: GoToDoor(n, size=8, **kw),
+    "MiniGrid-RedBlueDoors-6x6-v0": lambda n, **kw: RedBlueDoors(n, size=6, **kw),
+    "MiniGrid-RedBlueDoors-8x8-v0": lambda n, **kw: RedBlueDoors(n, size=8, **kw),
 }
 """Every registered size of each family, and how to make its tensor env."""
 
@@ -157,7 +167,7 @@ FAST_COUNT = 1000
 
 
 @pytest.mark.parametrize("env_id", ["MiniGrid-Fetch-8x8-N3-v0", "MiniGrid-GoToObject-8x8-N2-v0",
-                                    "MiniGrid-GoToDoor-8x8-v0"])
+                                    "MiniGrid-GoToDoor-8x8-v0", "MiniGrid-RedBlueDoors-8x8-v0"])
 def test_layouts_as_minigrid(env_id: str) -> None:
     """1,000 layouts per sample (the slow test takes every size)."""
     assert not failing(env_id, ENVS[env_id], FAST_COUNT)
@@ -201,12 +211,24 @@ class TopDoorMoreOften(GoToDoor):
         super()._generate(envs, draws)
 
 
+class RedDoorHigher(RedBlueDoors):
+    """RedBlueDoors whose red door favours the top of its wall (its draw squared towards 0):
+    a biased generator."""
+
+    def _generate(self, envs: Tensor, draws: Tensor) -> None:
+        draws = draws.clone()
+        draws[:, 2] **= 1.5
+        super()._generate(envs, draws)
+
+
 BIASED: dict[str, tuple[Callable[..., MiniGridTensorEnv], str]] = {
     "MiniGrid-Fetch-8x8-N3-v0": (lambda n, **kw: MoreKeys(n, size=8, num_objs=3, **kw),
                                  "target"),
     "MiniGrid-GoToObject-8x8-N2-v0": (lambda n, **kw: FewerBoxes(n, size=8, num_objs=2, **kw),
                                       "objects"),
     "MiniGrid-GoToDoor-8x8-v0": (lambda n, **kw: TopDoorMoreOften(n, size=8, **kw), "target"),
+    "MiniGrid-RedBlueDoors-8x8-v0": (lambda n, **kw: RedDoorHigher(n, size=8, **kw),
+                                     "first_cell"),
 }
 """Per family, a biased generator and the feature it skews."""
 

@@ -9,5 +9,7 @@ from rlmem.envs.tensor.minigrid.fetch import Fetch
 from rlmem.envs.tensor.minigrid.go_to_door import GoToDoor
 from rlmem.envs.tensor.minigrid.go_to_object import GoToObject
 from rlmem.envs.tensor.minigrid.memory import Memory
+from rlmem.envs.tensor.minigrid.red_blue_doors import RedBlueDoors
 
-__all__ = ["DoorKey", "Fetch", "GoToDoor", "GoToObject", "Memory", "MiniGridTensorEnv"]
+__all__ = ["DoorKey", "Fetch", "GoToDoor", "GoToObject", "Memory", "MiniGridTensorEnv",
+           "RedBlueDoors"]
