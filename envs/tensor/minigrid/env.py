@@ -88,6 +88,19 @@ VIEW_SIZE = 7
 """MiniGrid's default ``agent_view_size``."""
 
 
+def check_objects(family: str, size: int, num_objs: int, most: int) -> None:
+    """Refuse a room walled round, ``size`` cells across, that cannot hold ``num_objs`` objects
+    (at least 1, at most ``most``) and the agent on its ``(size - 2) ** 2`` free cells.
+
+    Raises:
+        ValueError: it cannot, naming ``family`` and the bounds.
+    """
+    if not 1 <= num_objs <= min(most, (size - 2) ** 2 - 1):
+        raise ValueError(f"{family} needs 1 <= num_objs <= {most} and num_objs <= (size - 2) ** 2 "
+                         f"- 1 (the free cells but one, for the agent), got size={size}, "
+                         f"num_objs={num_objs}")
+
+
 class MiniGridTensorEnv(TensorVectorEnv):
     """``num_envs`` MiniGrid worlds of ``width x height`` cells (the module's docstring).
 
@@ -193,6 +206,13 @@ class MiniGridTensorEnv(TensorVectorEnv):
         """
         x, y = self.coordinates()
         return (x == 0) | (x == self.width - 1) | (y == 0) | (y == self.height - 1)
+
+    def position(self, cell: Tensor) -> Tensor:
+        """The ``(x, y)`` of flat cell indices ``x * height + y``.
+
+        Shapes: ``(...)`` int64 -> ``(..., 2)`` int64.
+        """
+        return torch.stack((cell // self.height, cell % self.height), dim=-1)
 
     # --- the step -----------------------------------------------------------------------------
 

@@ -31,13 +31,13 @@ from minigrid.envs import FetchEnv
 from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
-from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, MiniGridTensorEnv, check_objects
 from rlmem.envs.tensor.minigrid.objects import (
     NOTHING_CODE,
     code,
     packed,
 )
-from rlmem.envs.tensor.random import choose_cell, integers
+from rlmem.envs.tensor.random import choose_distinct, integers
 
 SYNTAX = ("get a", "go get a", "fetch a", "go fetch a", "you must fetch a")
 """The mission's openings (``FetchEnv.__init__``'s ``MISSION_SYNTAX``)."""
@@ -50,19 +50,15 @@ MISSIONS = tuple(f"{syntax} {colour} {kind}"
 """Every mission (``FetchEnv._gen_mission``), indexed ``(syntax * 6 + colour) * 2 + type`` by
 the positions in :data:`SYNTAX`, ``COLOR_NAMES`` and :data:`TYPES`."""
 
-SMALLEST = 4
-"""The smallest room that holds an object and the agent (two free cells)."""
-
-
 class Fetch(MiniGridTensorEnv):
     """``num_envs`` Fetch envs of ``size x size`` cells with ``num_objs`` objects (the module's
     docstring).
 
     Args:
         num_envs: envs.
-        size: the room's side, at least :data:`SMALLEST`.
+        size: the room's side.
         num_objs: objects in the room (MiniGrid's ``numObjs``), at least 1 and at most the free
-            cells but one.
+            cells but one (:func:`~rlmem.envs.tensor.minigrid.env.check_objects`).
         max_steps: steps before truncation; ``None`` for Fetch's ``5 * size ** 2``.
         device: where the state lives.
         mission, direction, agent_view_size: as :class:`MiniGridTensorEnv`'s.
@@ -77,45 +73,35 @@ class Fetch(MiniGridTensorEnv):
                  max_steps: int | None = None, device: torch.device | str = "cpu", *,
                  mission: bool = False, direction: bool = False,
                  agent_view_size: int = VIEW_SIZE) -> None:
-        if size < SMALLEST or not 1 <= num_objs <= (size - 2) ** 2 - 1:
-            raise ValueError(f"Fetch needs size >= {SMALLEST} and 1 <= num_objs <= (size - 2) "
-                             f"** 2 - 1 (a free cell left for the agent), got size={size}, "
-                             f"num_objs={num_objs}")
+        check_objects("Fetch", size, num_objs, most=(size - 2) ** 2)
         super().__init__(num_envs, size, size, 5 * size**2 if max_steps is None else max_steps,
                          MISSIONS, 3 * num_objs + 4, device, mission=mission,
                          direction=direction, agent_view_size=agent_view_size)
         self.size, self.num_objs = size, num_objs
         self.target = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
-        border = self.border()
-        self._room, self._free = self.walls(border), ~border.flatten(1)
+        self._room, self._free = self.walls(self.border()), ~self.border().flatten(1)
         # The packed cell of each (type, colour) by their positions in TYPES and COLOR_NAMES.
         self._objects = torch.tensor(
             [[code((OBJECT_TO_IDX[kind], COLOR_TO_IDX[colour], 0)) for colour in COLOR_NAMES]
              for kind in TYPES], dtype=torch.int32, device=self.device)
 
     def _layout(self, draws: Tensor) -> Layout:
-        size, count = self.size, draws.shape[0]
+        count, objects = draws.shape[0], self.num_objs
+        kind = integers(draws[:, :objects], 0, len(TYPES))
+        colour = integers(draws[:, objects:2 * objects], 0, len(COLOR_NAMES))
+        placed = self._objects[kind, colour]  # (k, num_objs) packed cells
+        # the objects' cells, then the agent's (place_agent: an empty cell, after them)
+        cells, _ = choose_distinct(draws[:, 2 * objects:3 * objects + 1],
+                                   self._free.expand(count, -1))
         grid = self._room.expand(count, -1, -1, -1).clone()
-        free = self._free.expand(count, -1)
-        kinds, colours, cells = [], [], []
-        for index in range(self.num_objs):  # a few objects, each drawn for every env at once
-            kind, colour, choice = draws[:, 3 * index:3 * index + 3].unbind(1)
-            kinds.append(integers(kind, 0, len(TYPES)))
-            colours.append(integers(colour, 0, len(COLOR_NAMES)))
-            cells.append(choose_cell(choice, free))
-            free = free.scatter(1, cells[-1][:, None], False)
-        kind, colour = torch.stack(kinds, dim=1), torch.stack(colours, dim=1)
-        objects = self._objects[kind, colour]  # (k, num_objs)
-        packed(grid).flatten(1).scatter_(1, torch.stack(cells, dim=1), objects)
-        rest = draws[:, 3 * self.num_objs:]
-        agent = choose_cell(rest[:, 0], free)
-        target = integers(rest[:, 2], 0, self.num_objs)[:, None]
-        syntax = integers(rest[:, 3], 0, len(SYNTAX))
+        packed(grid).flatten(1).scatter_(1, cells[:, :objects], placed)
+        rest = draws[:, 3 * objects + 1:]
+        target = integers(rest[:, 1], 0, objects)[:, None]
+        syntax = integers(rest[:, 2], 0, len(SYNTAX))
         mission = ((syntax * len(COLOR_NAMES) + colour.gather(1, target).squeeze(1))
                    * len(TYPES) + kind.gather(1, target).squeeze(1))
-        return Layout(grid, torch.stack((agent // size, agent % size), dim=1),
-                      integers(rest[:, 1], 0, 4),
-                      {"target": objects.gather(1, target).squeeze(1)}, mission)
+        return Layout(grid, self.position(cells[:, objects]), integers(rest[:, 0], 0, 4),
+                      {"target": placed.gather(1, target).squeeze(1)}, mission)
 
     def _outcome(self, action: Tensor, reward: Tensor, terminated: Tensor
                  ) -> tuple[Tensor, Tensor]:

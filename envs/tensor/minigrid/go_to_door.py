@@ -33,7 +33,7 @@ from torch import Tensor
 from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout
 from rlmem.envs.tensor.minigrid.go_to import GoTo
 from rlmem.envs.tensor.minigrid.objects import CLOSED, DOOR, code, packed
-from rlmem.envs.tensor.random import choose_cell, integers
+from rlmem.envs.tensor.random import choose_cell, choose_distinct, integers
 
 MISSIONS = tuple(f"go to the {colour} door" for colour in COLOR_NAMES)
 """Every mission (``GoToDoorEnv._gen_mission``), by the target door's colour in
@@ -88,12 +88,8 @@ class GoToDoor(GoTo):
                               integers(draws[:, 3], 2, width - 2), zero, width - 1), dim=1)
         door_y = torch.stack((zero, height - 1, integers(draws[:, 4], 2, height - 2),
                               integers(draws[:, 5], 2, height - 2)), dim=1)
-        unused = torch.ones(count, len(COLOR_NAMES), dtype=torch.bool, device=self.device)
-        colours = []
-        for index in range(DOORS):  # four colours, each drawn for every env at once
-            colours.append(choose_cell(draws[:, 6 + index], unused))
-            unused = unused.scatter(1, colours[-1][:, None], False)
-        colour = torch.stack(colours, dim=1)
+        every_colour = torch.ones(count, len(COLOR_NAMES), dtype=torch.bool, device=self.device)
+        colour, _ = choose_distinct(draws[:, 6:6 + DOORS], every_colour)
         grid = self._rooms[room]  # a copy
         packed(grid).flatten(1).scatter_(1, door_x * size + door_y, self._doors[colour])
         rest = draws[:, 6 + DOORS:]
@@ -101,8 +97,8 @@ class GoToDoor(GoTo):
         target = integers(rest[:, 2], 0, DOORS)[:, None]
         target_pos = torch.stack((door_x.gather(1, target), door_y.gather(1, target)),
                                  dim=1).squeeze(2)
-        return Layout(grid, torch.stack((agent // size, agent % size), dim=1),
-                      integers(rest[:, 1], 0, 4), {"target_pos": target_pos},
+        return Layout(grid, self.position(agent), integers(rest[:, 1], 0, 4),
+                      {"target_pos": target_pos},
                       colour.gather(1, target).squeeze(1))
 
     @classmethod

@@ -31,10 +31,10 @@ from minigrid.envs import GoToObjectEnv
 from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
-from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout
+from rlmem.envs.tensor.minigrid.env import VIEW_SIZE, Layout, check_objects
 from rlmem.envs.tensor.minigrid.go_to import GoTo
 from rlmem.envs.tensor.minigrid.objects import code, packed
-from rlmem.envs.tensor.random import choose_cell, integers
+from rlmem.envs.tensor.random import choose_distinct, integers
 
 TYPES = ("key", "ball", "box")
 """The objects' types (``GoToObjectEnv._gen_grid``'s ``types``)."""
@@ -45,9 +45,6 @@ PAIRS = tuple(itertools.product(COLOR_NAMES, TYPES))
 MISSIONS = tuple(f"go to the {colour} {kind}" for colour, kind in PAIRS)
 """Every mission (``GoToObjectEnv._gen_mission``), the target's index in :data:`PAIRS`."""
 
-SMALLEST = 4
-"""The smallest room that holds an object and the agent (two free cells)."""
-
 
 class GoToObject(GoTo):
     """``num_envs`` GoToObject envs of ``size x size`` cells with ``num_objs`` objects (the
@@ -55,9 +52,10 @@ class GoToObject(GoTo):
 
     Args:
         num_envs: envs.
-        size: the room's side, at least :data:`SMALLEST`.
+        size: the room's side.
         num_objs: objects in the room (MiniGrid's ``numObjs``), at least 1, at most the 18
-            (colour, type) pairs and the free cells but one.
+            (colour, type) pairs and the free cells but one
+            (:func:`~rlmem.envs.tensor.minigrid.env.check_objects`).
         max_steps: steps before truncation; ``None`` for GoToObject's ``5 * size ** 2``.
         device: where the state lives.
         mission, direction, agent_view_size: as :class:`MiniGridTensorEnv`'s.
@@ -67,40 +65,29 @@ class GoToObject(GoTo):
                  max_steps: int | None = None, device: torch.device | str = "cpu", *,
                  mission: bool = False, direction: bool = False,
                  agent_view_size: int = VIEW_SIZE) -> None:
-        if size < SMALLEST or not 1 <= num_objs <= min(len(PAIRS), (size - 2) ** 2 - 1):
-            raise ValueError(f"GoToObject needs size >= {SMALLEST} and 1 <= num_objs <= "
-                             f"{len(PAIRS)} and <= (size - 2) ** 2 - 1 (a free cell left for the "
-                             f"agent), got size={size}, num_objs={num_objs}")
+        check_objects("GoToObject", size, num_objs, most=len(PAIRS))
         super().__init__(num_envs, size, size, 5 * size**2 if max_steps is None else max_steps,
                          MISSIONS, 2 * num_objs + 3, device, mission=mission,
                          direction=direction, agent_view_size=agent_view_size)
         self.size, self.num_objs = size, num_objs
-        border = self.border()
-        self._room, self._free = self.walls(border), ~border.flatten(1)
+        self._room, self._free = self.walls(self.border()), ~self.border().flatten(1)
         self._objects = torch.tensor(
             [code((OBJECT_TO_IDX[kind], COLOR_TO_IDX[colour], 0)) for colour, kind in PAIRS],
             dtype=torch.int32, device=self.device)
 
     def _layout(self, draws: Tensor) -> Layout:
-        size, count = self.size, draws.shape[0]
+        count, objects = draws.shape[0], self.num_objs
+        every_pair = torch.ones(count, len(PAIRS), dtype=torch.bool, device=self.device)
+        pair, _ = choose_distinct(draws[:, :objects], every_pair)
+        # the objects' cells, then the agent's (place_agent: an empty cell, after them)
+        cells, _ = choose_distinct(draws[:, objects:2 * objects + 1],
+                                   self._free.expand(count, -1))
         grid = self._room.expand(count, -1, -1, -1).clone()
-        free = self._free.expand(count, -1)
-        unused = torch.ones(count, len(PAIRS), dtype=torch.bool, device=self.device)
-        pairs, cells = [], []
-        for index in range(self.num_objs):  # a few objects, each drawn for every env at once
-            pairs.append(choose_cell(draws[:, 2 * index], unused))
-            cells.append(choose_cell(draws[:, 2 * index + 1], free))
-            unused = unused.scatter(1, pairs[-1][:, None], False)
-            free = free.scatter(1, cells[-1][:, None], False)
-        pair, cell = torch.stack(pairs, dim=1), torch.stack(cells, dim=1)
-        packed(grid).flatten(1).scatter_(1, cell, self._objects[pair])
-        rest = draws[:, 2 * self.num_objs:]
-        agent = choose_cell(rest[:, 0], free)
-        target = integers(rest[:, 2], 0, self.num_objs)[:, None]
-        target_cell = cell.gather(1, target).squeeze(1)
-        return Layout(grid, torch.stack((agent // size, agent % size), dim=1),
-                      integers(rest[:, 1], 0, 4),
-                      {"target_pos": torch.stack((target_cell // size, target_cell % size), 1)},
+        packed(grid).flatten(1).scatter_(1, cells[:, :objects], self._objects[pair])
+        rest = draws[:, 2 * objects + 1:]
+        target = integers(rest[:, 1], 0, objects)[:, None]
+        return Layout(grid, self.position(cells[:, objects]), integers(rest[:, 0], 0, 4),
+                      {"target_pos": self.position(cells.gather(1, target).squeeze(1))},
                       pair.gather(1, target).squeeze(1))
 
     @classmethod

@@ -85,8 +85,8 @@ class RedBlueDoors(MiniGridTensorEnv):
         grid = self._room.expand(count, -1, -1, -1).clone()
         packed(grid).flatten(1).scatter_(1, torch.stack((red, blue), dim=1),
                                          self._doors.expand(count, 2))
-        return Layout(grid, torch.stack((agent // height, agent % height), dim=1),
-                      integers(draws[:, 1], 0, 4), {"red_door": red, "blue_door": blue})
+        return Layout(grid, self.position(agent), integers(draws[:, 1], 0, 4),
+                      {"red_door": red, "blue_door": blue})
 
     def _doors_open(self) -> tuple[Tensor, Tensor]:
         """Whether each env's red and blue doors are open.
