@@ -14,9 +14,9 @@ otherwise. The view sees through walls. The layout, as ``FetchEnv._gen_grid`` dr
     target = objects[randint(0, num_objs)]
     mission = f"{SYNTAX[randint(0, 5)]} {target's colour} {target's type}"
 
-Rejection sampling over the room (``place_obj``) is a uniform draw among its empty cells, which
-:func:`rlmem.envs.tensor.random.choose_cell` makes in one step. Episodes last
-``max_steps = 5 * size ** 2`` steps unless given.
+Rejection sampling over the room (``place_obj``, then ``place_agent``) is a uniform draw among
+its empty cells, one cell after another, which :func:`rlmem.envs.tensor.random.choose_distinct`
+makes. Episodes last ``max_steps = 5 * size ** 2`` steps unless given.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ MISSIONS = tuple(f"{syntax} {colour} {kind}"
                  for syntax, colour, kind in itertools.product(SYNTAX, COLOR_NAMES, TYPES))
 """Every mission (``FetchEnv._gen_mission``), indexed ``(syntax * 6 + colour) * 2 + type`` by
 the positions in :data:`SYNTAX`, ``COLOR_NAMES`` and :data:`TYPES`."""
+
 
 class Fetch(MiniGridTensorEnv):
     """``num_envs`` Fetch envs of ``size x size`` cells with ``num_objs`` objects (the module's
@@ -118,7 +119,9 @@ class Fetch(MiniGridTensorEnv):
         return {"size": env.width, "num_objs": env.numObjs, "max_steps": env.max_steps}
 
     def _copy_family_state(self, envs: Sequence[MiniGridEnv]) -> None:
-        targets = [code((OBJECT_TO_IDX[env.targetType],  # type: ignore[attr-defined]
-                         COLOR_TO_IDX[env.targetColor], 0))  # type: ignore[attr-defined]
-                   for env in envs]
+        targets = []
+        for env in envs:
+            assert isinstance(env, FetchEnv)  # from_reference checked it
+            targets.append(code((OBJECT_TO_IDX[env.targetType], COLOR_TO_IDX[env.targetColor],
+                                 0)))
         self.target = torch.tensor(targets, dtype=torch.int32, device=self.device)

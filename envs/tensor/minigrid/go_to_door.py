@@ -15,8 +15,8 @@ mission names one, and ``done`` next to it ends the episode with reward
     target = randint(0, 4)
     mission = f"go to the {colours[target]} door"
 
-Drawing a colour again until it is new is a uniform draw among the colours not used yet, made in
-one step by :func:`rlmem.envs.tensor.random.choose_cell` over the colours. Episodes last
+Drawing a colour again until it is new is a uniform draw among the colours not used yet:
+:func:`rlmem.envs.tensor.random.choose_distinct` over the colours. Episodes last
 ``max_steps = 4 * size ** 2`` steps unless given.
 """
 

@@ -15,8 +15,9 @@ as ``GoToObjectEnv._gen_grid`` draws it (``randint(a, b)`` in ``[a, b)``)::
     target = objects[randint(0, num_objs)]
     mission = f"go to the {target's colour} {target's type}"
 
-Drawing again until the pair is new is a uniform draw among the pairs not placed yet, made in
-one step by :func:`rlmem.envs.tensor.random.choose_cell` over the pairs. Episodes last
+Drawing again until the pair is new is a uniform draw among the pairs not placed yet, and
+``place_obj`` and ``place_agent`` draw uniformly among the cells still empty: both are
+:func:`rlmem.envs.tensor.random.choose_distinct`'s. Episodes last
 ``max_steps = 5 * size ** 2`` steps unless given.
 """
 
