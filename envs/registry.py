@@ -52,12 +52,13 @@ ENVS: dict[str, EnvSpec] = {
     **_pair("MemoryS7", "MemoryS13", "MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS13-v0"),
     **_pair("GoToDoor-5x5", "GoToDoor-8x8", "MiniGrid-GoToDoor-5x5-v0", "MiniGrid-GoToDoor-8x8-v0"),
     **_pair("Fetch-5x5-N2", "Fetch-8x8-N3", "MiniGrid-Fetch-5x5-N2-v0", "MiniGrid-Fetch-8x8-N3-v0"),
-    # the other sizes of the two families the tensor backend has (rlmem.envs.tensor)
+    # the other sizes of the families the tensor backend has (rlmem.envs.tensor)
     **{name: EnvSpec(f"MiniGrid-{name}-v0")
        for name in ("DoorKey-6x6", "DoorKey-8x8", "MemoryS9", "MemoryS11", "MemoryS13Random",
-                    "MemoryS17Random")},
+                    "MemoryS17Random", "Fetch-6x6-N2", "GoToDoor-6x6")},
 }
-"""Short names of the paper's environments, and of the other sizes of DoorKey and Memory.
+"""Short names of the paper's environments, and of the other sizes of their families that
+MiniGrid registers.
 Train envs name their transfer target."""
 
 

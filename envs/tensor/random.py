@@ -112,3 +112,25 @@ def choose_cell(draw: Tensor, allowed: Tensor) -> Tensor:
     running = allowed.to(torch.int64).cumsum(dim=1)
     # The first cell whose running count passes the rank is the chosen one.
     return (running <= rank.unsqueeze(1)).sum(dim=1)
+
+
+def choose_distinct(draws: Tensor, allowed: Tensor) -> tuple[Tensor, Tensor]:
+    """``n`` distinct allowed indices per env, each uniform among the allowed ones not chosen
+    before it: what drawing again until the draw is new gives (MiniGrid's ``place_obj`` of one
+    object after another, its families' loops over distinct colours and objects), one
+    :func:`choose_cell` per index.
+
+    Args:
+        draws: ``n`` uniform draws per env, one per index to choose.
+        allowed: which indices may be chosen; every env needs at least ``n``.
+
+    Shapes:
+        - ``draws``: ``(N, n)`` float64; ``allowed``: ``(N, C)`` bool
+        - returns ``(N, n)`` int64, the chosen indices in order, and ``(N, C)`` bool, the
+          allowed indices left
+    """
+    chosen = []
+    for draw in draws.unbind(1):  # a few indices, each chosen for every env at once
+        chosen.append(choose_cell(draw, allowed))
+        allowed = allowed.scatter(1, chosen[-1][:, None], False)
+    return torch.stack(chosen, dim=1), allowed

@@ -15,7 +15,15 @@ from typing import Any, Protocol
 import torch
 
 from rlmem.envs.tensor.base import TensorVectorEnv
-from rlmem.envs.tensor.minigrid import DoorKey, Memory
+from rlmem.envs.tensor.minigrid import (
+    DoorKey,
+    Fetch,
+    GoToDoor,
+    GoToObject,
+    Memory,
+    MiniGridTensorEnv,
+    RedBlueDoors,
+)
 from rlmem.envs.tensor.popgym import POPGYM_TENSOR_ENVS, PopgymFactory
 
 
@@ -44,7 +52,7 @@ MINIGRID_OPTIONS = frozenset({"max_steps", "agent_view_size"})
 """The ``env_kwargs`` the tensor MiniGrid envs honour."""
 
 
-def _minigrid(env_id: str, family: type[DoorKey] | type[Memory], **arguments: Any
+def _minigrid(env_id: str, family: type[MiniGridTensorEnv], **arguments: Any
               ) -> TensorEnvEntry:
     return TensorEnvEntry(env_id, functools.partial(family, **arguments), MINIGRID_OPTIONS)
 
@@ -67,11 +75,23 @@ TENSOR_ENVS: dict[str, TensorEnvEntry] = {
     **{f"MemoryS{size}Random": _minigrid(f"MiniGrid-MemoryS{size}Random-v0", Memory, size=size,
                                          random_length=True)
        for size in (13, 17)},
+    **{f"Fetch-{size}x{size}-N{objects}": _minigrid(f"MiniGrid-Fetch-{size}x{size}-N{objects}-v0",
+                                                    Fetch, size=size, num_objs=objects)
+       for size, objects in ((5, 2), (6, 2), (8, 3))},
+    **{f"GoToObject-{size}x{size}-N2": _minigrid(f"MiniGrid-GoToObject-{size}x{size}-N2-v0",
+                                                 GoToObject, size=size, num_objs=2)
+       for size in (6, 8)},
+    **{f"GoToDoor-{size}x{size}": _minigrid(f"MiniGrid-GoToDoor-{size}x{size}-v0", GoToDoor,
+                                            size=size)
+       for size in (5, 6, 8)},
+    **{f"RedBlueDoors-{size}x{size}": _minigrid(f"MiniGrid-RedBlueDoors-{size}x{size}-v0",
+                                                RedBlueDoors, size=size)
+       for size in (6, 8)},
     **{name: _popgym(factory) for name, factory in POPGYM_TENSOR_ENVS.items()},
 }
-"""The tensor envs, by short name: MiniGrid's registered DoorKey and Memory envs (every other
-size is a constructor argument of :class:`~rlmem.envs.tensor.minigrid.DoorKey` and
-:class:`~rlmem.envs.tensor.minigrid.Memory`) and the POPGym envs of
+"""The tensor envs, by short name: MiniGrid's registered DoorKey, Memory, Fetch, GoToObject,
+GoToDoor and RedBlueDoors envs (every other size is a constructor argument of the family's class
+in :mod:`rlmem.envs.tensor.minigrid`) and the POPGym envs of
 :data:`rlmem.envs.tensor.popgym.POPGYM_TENSOR_ENVS`, every difficulty."""
 
 

@@ -98,9 +98,10 @@ class TrainConfig:
     what was chosen."""
     env_backend: str = "gymnasium"
     """Which envs step the run: gymnasium (any env, one Python object per copy), tensor (the
-    batched torch envs of rlmem.envs.tensor: MiniGrid's DoorKey and Memory, the POPGym suite's
-    envs; steps on the run's device) or auto (tensor where the env has a tensor version and its
-    wrappers and env_kwargs allow it, else gymnasium). The run records what was chosen, resumes
+    batched torch envs of rlmem.envs.tensor: MiniGrid's DoorKey, Memory, Fetch, GoToObject,
+    GoToDoor and RedBlueDoors, the POPGym suite's envs; steps on the run's device) or auto
+    (tensor where the env has a tensor version and its wrappers and env_kwargs allow it, else
+    gymnasium). The run records what was chosen, resumes
     with it, and runs without the key resume as gymnasium. The default stays gymnasium until
     learning on the tensor envs is measured unchanged over 5 seeds (issue 54;
     experiments/tensor_backend/compare.py). agent=ppo only; rlmem.evaluate plays the gymnasium

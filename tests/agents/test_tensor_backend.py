@@ -16,8 +16,8 @@ from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
-from rlmem.envs import make_vector_env, resolve_backend
-from rlmem.envs.tensor.minigrid import DoorKey, Memory
+from rlmem.envs import make_vector_env, resolve_backend, uses_mission
+from rlmem.envs.tensor.minigrid import DoorKey, GoToDoor, Memory, MiniGridTensorEnv
 from rlmem.runs import load_checkpoint
 
 
@@ -60,14 +60,17 @@ def test_a_run_without_the_key_resumes_as_gymnasium() -> None:
     assert with_derived_values(cartpole)["env_backend"] == "gymnasium"
 
 
-@pytest.mark.parametrize(("name", "family"), [("DoorKey-5x5", DoorKey), ("MemoryS7", Memory)])
+@pytest.mark.parametrize(("name", "family"), [("DoorKey-5x5", DoorKey), ("MemoryS7", Memory),
+                                              ("GoToDoor-5x5", GoToDoor)])
 def test_the_encoder_sees_identical_inputs_from_both_backends(
-        name: str, family: type[DoorKey] | type[Memory]) -> None:
+        name: str, family: type[MiniGridTensorEnv]) -> None:
     """From the same state (the tensor env copied from the gymnasium envs with
     ``from_reference``) and the same torch seed, both collectors give the same rollout: every
     observation the encoder saw, every action, reward and end, until the first episode ends
-    (after an auto-reset the layouts are drawn from other streams)."""
-    gymnasium = make_vector_env(name, 4, mission=False)
+    (after an auto-reset the layouts are drawn from other streams). GoToDoor's varying mission
+    is encoded too."""
+    mission = uses_mission(name)
+    gymnasium = make_vector_env(name, 4, mission=mission)
     model = ActorCritic(gymnasium.single_observation_space, gymnasium.single_action_space,
                         {"name": "lstm", "hidden_size": 16}, grid_encoding="embedding",
                         discrete_encoding="onehot")
@@ -75,8 +78,9 @@ def test_the_encoder_sees_identical_inputs_from_both_backends(
     torch.manual_seed(0)
     reference = RolloutCollector(gymnasium, model, device, seed=5)
     copies = gymnasium.envs  # type: ignore[attr-defined]
-    collector = TensorRolloutCollector(family.from_reference(copies), model, device, seed=5)
-    collector.envs = family.from_reference(copies)  # the state its reset replaced
+    collector = TensorRolloutCollector(family.from_reference(copies, mission=mission), model,
+                                       device, seed=5)
+    collector.envs = family.from_reference(copies, mission=mission)  # its reset replaced it
     collector.observation = reference.observation
     torch.manual_seed(1)
     want = reference.collect(8, 8)

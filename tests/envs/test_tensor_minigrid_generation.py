@@ -5,7 +5,8 @@ The tensor envs draw from counter-based streams (:mod:`rlmem.envs.tensor.random`
 from NumPy's, so their layouts agree in distribution only. For each env, the layouts of many
 episodes of both are reduced to features (positions, directions, objects, colours and states,
 the walls) and each feature, and some pairs of features, is compared by a chi-square test of
-homogeneity; every p-value must pass a Bonferroni-corrected level :data:`ALPHA`. The tensor
+homogeneity (:func:`tensor_minigrid_check.p_values`); every p-value must pass a
+Bonferroni-corrected level :data:`tensor_minigrid_check.ALPHA`. The tensor
 side is sampled twice: first episodes of distinct seeds (``reset``), and later episodes of the
 same seeds (auto-resets, every step ending at ``max_steps=1``). A deliberately biased generator
 (the negative control) must fail the same test.
@@ -14,55 +15,19 @@ same seeds (auto-resets, every step ending at ``max_steps=1``). A deliberately b
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from minigrid.minigrid_env import MiniGridEnv
+from tensor_minigrid_check import ALPHA, Features, p_values
 from torch import Tensor
 
 from rlmem.envs.minigrid_view import use_direct_view
 from rlmem.envs.tensor.minigrid import DoorKey, Memory, MiniGridTensorEnv
 from rlmem.envs.tensor.minigrid.objects import BALL, DOOR, KEY, WALL
-
-ALPHA = 1e-3
-"""The family-wise level: a sample of the right distribution fails once in a thousand."""
-
-MIN_COUNT = 10
-"""Categories seen fewer times than this in both samples together are pooled into one."""
-
-Features = dict[str, list[Hashable]]
-"""Per feature, its value in each layout."""
-
-
-def chi_square_p(first: Sequence[Hashable], second: Sequence[Hashable]) -> float:
-    """The p-value of the chi-square test that two samples of a categorical variable come from
-    one distribution (a 2 x k contingency table, rare categories pooled)."""
-    counts = [Counter(first), Counter(second)]
-    categories = sorted(set(counts[0]) | set(counts[1]), key=repr)
-    table = np.array([[count[c] for c in categories] for count in counts], dtype=np.float64)
-    rare = table.sum(axis=0) < MIN_COUNT
-    table = np.concatenate([table[:, ~rare], table[:, rare].sum(axis=1, keepdims=True)], axis=1)
-    table = table[:, table.sum(axis=0) > 0]
-    if table.shape[1] < 2:
-        return 1.0
-    expected = table.sum(axis=1, keepdims=True) * table.sum(axis=0) / table.sum()
-    statistic = float(((table - expected) ** 2 / expected).sum())
-    degrees = table.shape[1] - 1
-    return float(torch.special.gammaincc(torch.tensor(degrees / 2, dtype=torch.float64),
-                                         torch.tensor(statistic / 2, dtype=torch.float64)))
-
-
-def p_values(reference: Features, sample: Features, pairs: Sequence[tuple[str, str]]
-             ) -> dict[str, float]:
-    """The chi-square p-value of each feature and each pair of features."""
-    found = {name: chi_square_p(reference[name], sample[name]) for name in reference}
-    for a, b in pairs:
-        found[f"{a}&{b}"] = chi_square_p(list(zip(reference[a], reference[b], strict=True)),
-                                         list(zip(sample[a], sample[b], strict=True)))
-    return found
 
 
 def _positions(kind: Tensor, wanted: int) -> list[tuple[tuple[int, int], ...]]:

@@ -1,8 +1,15 @@
 """MiniGrid's envs as tensor envs: the world and its step (:mod:`.env`), the egocentric view
-(:mod:`.view`), and the families DoorKey (:mod:`.doorkey`) and Memory (:mod:`.memory`)."""
+(:mod:`.view`), and the families DoorKey (:mod:`.doorkey`), Memory (:mod:`.memory`), Fetch
+(:mod:`.fetch`), GoToObject (:mod:`.go_to_object`), GoToDoor (:mod:`.go_to_door`) and
+RedBlueDoors (:mod:`.red_blue_doors`)."""
 
 from rlmem.envs.tensor.minigrid.doorkey import DoorKey
 from rlmem.envs.tensor.minigrid.env import MiniGridTensorEnv
+from rlmem.envs.tensor.minigrid.fetch import Fetch
+from rlmem.envs.tensor.minigrid.go_to_door import GoToDoor
+from rlmem.envs.tensor.minigrid.go_to_object import GoToObject
 from rlmem.envs.tensor.minigrid.memory import Memory
+from rlmem.envs.tensor.minigrid.red_blue_doors import RedBlueDoors
 
-__all__ = ["DoorKey", "Memory", "MiniGridTensorEnv"]
+__all__ = ["DoorKey", "Fetch", "GoToDoor", "GoToObject", "Memory", "MiniGridTensorEnv",
+           "RedBlueDoors"]

@@ -64,7 +64,7 @@ class DoorKey(MiniGridTensorEnv):
         if size < SMALLEST:
             raise ValueError(f"DoorKey needs size >= {SMALLEST}, got {size}")
         super().__init__(num_envs, size, size, 10 * size**2 if max_steps is None else max_steps,
-                         MISSION, 5, device, mission=mission, direction=direction,
+                         (MISSION,), 5, device, mission=mission, direction=direction,
                          agent_view_size=agent_view_size)
         self.size = size
         # What depends on the splitting wall's x only, for each x it can take (2 .. size - 3):

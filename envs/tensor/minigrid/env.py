@@ -9,7 +9,9 @@ State (``N`` envs, a ``W x H`` world):
   (:data:`~rlmem.envs.tensor.minigrid.objects.CELL_BYTES`);
 - ``agent_pos``: ``(N, 2)`` int64 ``(x, y)``; ``agent_dir``: ``(N,)`` int64, 0 east .. 3 north;
 - ``carrying``: ``(N, 4)`` uint8, the carried object's cell, ``(1, 0, 0, 0)`` for nothing;
-- ``step_count``: ``(N,)`` int64.
+- ``step_count``: ``(N,)`` int64;
+- ``mission_index``: ``(N,)`` int64, which of the family's missions (``missions``) each env's
+  episode has.
 
 One step is MiniGrid's, every branch computed for every env and the taken one selected
 (reference: ``MiniGridEnv.step``): left and right turn; forward moves onto a cell the agent can
@@ -20,8 +22,9 @@ colour, and opens a box (a box holds nothing here: no family of ours fills one);
 nothing. ``truncated`` is ``step_count >= max_steps``.
 
 The observation is :class:`rlmem.envs.MiniGridObservation`'s: ``image`` (the egocentric view,
-:mod:`~rlmem.envs.tensor.minigrid.view`), and, when asked, ``direction`` and the tokenised
-``mission``.
+:mod:`~rlmem.envs.tensor.minigrid.view`, every cell seen in a family whose
+:attr:`~MiniGridTensorEnv.see_through_walls` is True), and, when asked, ``direction`` and the
+tokenised ``mission`` (a row of the family's missions' tokens, looked up by ``mission_index``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -54,6 +57,7 @@ from rlmem.envs.tensor.minigrid.objects import (
     NOTHING,
     NOTHING_CODE,
     OPEN,
+    WALL_CELL,
     can_overlap,
     can_pickup,
     encoding,
@@ -69,6 +73,7 @@ class Layout:
     """New episodes of a family, ``k`` of them: what :meth:`MiniGridTensorEnv._layout` draws.
 
     Shapes: ``grid`` ``(k, W, H, 4)`` uint8; ``agent_pos`` ``(k, 2)``; ``agent_dir`` ``(k,)``;
+    ``mission_index`` ``(k,)`` int64 (None: the family's first mission, for a family with one);
     each of ``extra`` (a family's own state, by attribute name) ``(k, ...)``.
     """
 
@@ -76,10 +81,24 @@ class Layout:
     agent_pos: Tensor
     agent_dir: Tensor
     extra: dict[str, Tensor] = field(default_factory=dict)
+    mission_index: Tensor | None = None
 
 
 VIEW_SIZE = 7
 """MiniGrid's default ``agent_view_size``."""
+
+
+def check_objects(family: str, size: int, num_objs: int, most: int) -> None:
+    """Refuse a room walled round, ``size`` cells across, that cannot hold ``num_objs`` objects
+    (at least 1, at most ``most``) and the agent on its ``(size - 2) ** 2`` free cells.
+
+    Raises:
+        ValueError: it cannot, naming ``family`` and the bounds.
+    """
+    if not 1 <= num_objs <= min(most, (size - 2) ** 2 - 1):
+        raise ValueError(f"{family} needs 1 <= num_objs <= {most} and num_objs <= (size - 2) ** 2 "
+                         f"- 1 (the free cells but one, for the agent), got size={size}, "
+                         f"num_objs={num_objs}")
 
 
 class MiniGridTensorEnv(TensorVectorEnv):
@@ -89,7 +108,8 @@ class MiniGridTensorEnv(TensorVectorEnv):
         num_envs: envs.
         width, height: the world's size.
         max_steps: MiniGrid's ``max_steps``.
-        mission_text: the family's mission (what ``mission=True`` tokenises).
+        missions: the family's missions, every text an episode can have (what ``mission=True``
+            tokenises; an episode's is ``missions[mission_index]``).
         draws_per_episode: the uniform draws the family's layout takes.
         device: where the state lives.
         mission: add the tokenised mission to the observation (as
@@ -98,10 +118,14 @@ class MiniGridTensorEnv(TensorVectorEnv):
         agent_view_size: cells the agent sees across (odd, at least 3).
     """
 
+    see_through_walls: ClassVar[bool] = False
+    """MiniGrid's ``see_through_walls`` of the family: True shows every cell of the view (no
+    visibility mask), as Fetch, GoToObject and GoToDoor do."""
+
     def __init__(self, num_envs: int, width: int, height: int, max_steps: int,
-                 mission_text: str, draws_per_episode: int, device: torch.device | str = "cpu",
-                 *, mission: bool = False, direction: bool = False,
-                 agent_view_size: int = VIEW_SIZE) -> None:
+                 missions: Sequence[str], draws_per_episode: int,
+                 device: torch.device | str = "cpu", *, mission: bool = False,
+                 direction: bool = False, agent_view_size: int = VIEW_SIZE) -> None:
         if agent_view_size < 3 or agent_view_size % 2 == 0:
             raise ValueError(f"agent_view_size must be odd and at least 3 (MiniGrid's rule), "
                              f"got {agent_view_size}")
@@ -114,7 +138,9 @@ class MiniGridTensorEnv(TensorVectorEnv):
         self.width, self.height, self.max_steps = width, height, max_steps
         self.view_size = agent_view_size
         self.mission, self.direction = mission, direction
-        self.mission_tokens = torch.as_tensor(tokenize(mission_text), device=self.device)
+        self.missions = tuple(missions)
+        self._mission_tokens = torch.as_tensor(np.stack([tokenize(text) for text in missions]),
+                                               device=self.device)
         device = self.device
         self.grid = torch.zeros(num_envs, width, height, CELL_BYTES, dtype=torch.uint8,
                                 device=device)
@@ -124,6 +150,7 @@ class MiniGridTensorEnv(TensorVectorEnv):
         self._nothing = encoding(NOTHING, device)
         self.carrying = self._nothing.expand(num_envs, CELL_BYTES).clone()
         self.step_count = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        self.mission_index = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._dir_to_vec = torch.as_tensor(np.stack(DIR_TO_VEC), dtype=torch.int64,
                                            device=device)
         self._action_ids = torch.arange(len(Actions), device=device)
@@ -143,7 +170,10 @@ class MiniGridTensorEnv(TensorVectorEnv):
         nothing = self._nothing.expand(len(layout.agent_dir), CELL_BYTES)
         state = {"grid": layout.grid, "agent_pos": layout.agent_pos,
                  "agent_dir": layout.agent_dir, "carrying": nothing,
-                 "step_count": torch.zeros_like(layout.agent_dir), **layout.extra}
+                 "step_count": torch.zeros_like(layout.agent_dir),
+                 "mission_index": (torch.zeros_like(layout.agent_dir)
+                                   if layout.mission_index is None else layout.mission_index),
+                 **layout.extra}
         for name, value in state.items():
             current: Tensor = getattr(self, name)
             if rows is None:
@@ -161,14 +191,39 @@ class MiniGridTensorEnv(TensorVectorEnv):
         y = torch.arange(self.height, device=self.device).view(1, 1, -1)
         return x.expand(1, self.width, self.height), y.expand(1, self.width, self.height)
 
+    def walls(self, walls: Tensor) -> Tensor:
+        """Worlds of grey walls where ``walls`` holds, empty cells elsewhere.
+
+        Shapes: ``(k, W, H)`` bool -> ``(k, W, H, 4)`` uint8.
+        """
+        return torch.where(walls.unsqueeze(-1), encoding(WALL_CELL, self.device),
+                           encoding(NOTHING, self.device))
+
+    def border(self) -> Tensor:
+        """The world's outer wall (MiniGrid's ``wall_rect(0, 0, width, height)``).
+
+        Shapes: returns ``(1, W, H)`` bool.
+        """
+        x, y = self.coordinates()
+        return (x == 0) | (x == self.width - 1) | (y == 0) | (y == self.height - 1)
+
+    def position(self, cell: Tensor) -> Tensor:
+        """The ``(x, y)`` of flat cell indices ``x * height + y``.
+
+        Shapes: ``(...)`` int64 -> ``(..., 2)`` int64.
+        """
+        return torch.stack((cell // self.height, cell % self.height), dim=-1)
+
     # --- the step -----------------------------------------------------------------------------
 
     def _actions(self, actions: Tensor) -> Tensor:
         """The actions MiniGrid's step applies (a family that remaps some overrides this)."""
         return actions.to(torch.int64)
 
-    def _outcome(self, reward: Tensor, terminated: Tensor) -> tuple[Tensor, Tensor]:
-        """A family's own rewards and ends after MiniGrid's step (none by default)."""
+    def _outcome(self, action: Tensor, reward: Tensor, terminated: Tensor
+                 ) -> tuple[Tensor, Tensor]:
+        """A family's own rewards and ends after MiniGrid's step of ``action`` (as
+        :meth:`_actions` gives it); none by default."""
         return reward, terminated
 
     def _success_reward(self) -> Tensor:
@@ -207,32 +262,36 @@ class MiniGridTensorEnv(TensorVectorEnv):
                                torch.where(drops, carried, (cell & 0xFFFF) | (new_state << 16)))
         cells.scatter_(1, at, new_cell.unsqueeze(1).to(torch.int32))
         carried.copy_(torch.where(picks, cell, torch.where(drops, NOTHING_CODE, carried)))
-        reward, terminated = self._outcome(reward, goal | lava)
+        reward, terminated = self._outcome(action, reward, goal | lava)
         return reward, terminated, self.step_count >= self.max_steps
 
+    def _observed_state(self) -> tuple[Tensor, ...]:
+        """What an observation is made of: :meth:`_observation`'s arguments."""
+        return self.grid, self.agent_pos, self.agent_dir, self.carrying, self.mission_index
+
     def _observe(self) -> dict[str, Tensor]:
-        return self._observation(self.grid, self.agent_pos, self.agent_dir, self.carrying)
+        return self._observation(*self._observed_state())
 
     def _reset_rows(self, done: Tensor, rows: Tensor
                     ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         # The ended envs' old state is kept and observed with the new batch, in one go.
-        old = [value[rows] for value in (self.grid, self.agent_pos, self.agent_dir,
-                                         self.carrying)]
+        old = [value[rows] for value in self._observed_state()]
         self._generate(done, self._draws())
         both = self._observation(*(torch.cat((now, then)) for now, then in zip(
-            (self.grid, self.agent_pos, self.agent_dir, self.carrying), old, strict=True)))
+            self._observed_state(), old, strict=True)))
         return ({key: value[self.num_envs:] for key, value in both.items()},
                 {key: value[:self.num_envs] for key, value in both.items()})
 
     def _observation(self, grid: Tensor, agent_pos: Tensor, agent_dir: Tensor,
-                     carrying: Tensor) -> dict[str, Tensor]:
+                     carrying: Tensor, mission_index: Tensor) -> dict[str, Tensor]:
         """:class:`rlmem.envs.MiniGridObservation`'s fields for the given envs' state."""
         observation = {"image": egocentric_image(grid, agent_pos, agent_dir, carrying,
-                                                 self.view_size)}
+                                                 self.view_size,
+                                                 see_through_walls=self.see_through_walls)}
         if self.direction:
             observation["direction"] = agent_dir.clone()
         if self.mission:
-            observation["mission"] = self.mission_tokens.expand(len(agent_dir), -1).clone()
+            observation["mission"] = self._mission_tokens[mission_index]
         return observation
 
     # --- copying MiniGrid's own envs ------------------------------------------------------------
@@ -259,7 +318,9 @@ class MiniGridTensorEnv(TensorVectorEnv):
 
         Raises:
             ValueError: the envs differ in their family's arguments, or one is not of the
-                family, or a box holds something (a box's content is not modelled).
+                family, or sees through walls where the family does not (or the reverse), or
+                has a mission the family does not know, or a box holds something (a box's
+                content is not modelled).
         """
         worlds = [env.unwrapped for env in envs]
         if not all(isinstance(world, MiniGridEnv) for world in worlds):
@@ -270,6 +331,12 @@ class MiniGridTensorEnv(TensorVectorEnv):
             raise ValueError(f"{cls.__name__}.from_reference: the envs differ ({arguments})")
         copy = cls(len(minigrids), device=device, mission=mission, direction=direction,
                    agent_view_size=minigrids[0].agent_view_size, **arguments[0])
+        unknown = {world.mission for world in minigrids} - set(copy.missions)
+        if unknown or any(world.see_through_walls != cls.see_through_walls
+                          for world in minigrids):
+            raise ValueError(f"{cls.__name__}.from_reference: missions {sorted(unknown)} are "
+                             f"none of the family's, or see_through_walls is not "
+                             f"{cls.see_through_walls} in every env")
         if any(getattr(cell, "contains", None) is not None
                for world in minigrids for cell in world.grid.grid):
             raise ValueError(f"{cls.__name__}.from_reference: a box holds an object, which the "
@@ -286,5 +353,7 @@ class MiniGridTensorEnv(TensorVectorEnv):
         copy.carrying = stacked([(*world.carrying.encode(), 0) if world.carrying
                                  else (*NOTHING, 0) for world in minigrids], torch.uint8)
         copy.step_count = stacked([world.step_count for world in minigrids], torch.int64)
+        copy.mission_index = stacked([copy.missions.index(world.mission) for world in minigrids],
+                                     torch.int64)
         copy._copy_family_state(minigrids)
         return copy

@@ -72,7 +72,7 @@ class Memory(MiniGridTensorEnv):
         if size < SMALLEST or size % 2 == 0:
             raise ValueError(f"Memory needs an odd size >= {SMALLEST}, got {size}")
         super().__init__(num_envs, size, size, 5 * size**2 if max_steps is None else max_steps,
-                         MISSION, 4, device, mission=mission, direction=direction,
+                         (MISSION,), 4, device, mission=mission, direction=direction,
                          agent_view_size=agent_view_size)
         self.size, self.random_length = size, random_length
         self.success_pos = torch.zeros(num_envs, 2, dtype=torch.int64, device=self.device)
@@ -122,7 +122,8 @@ class Memory(MiniGridTensorEnv):
         actions = actions.to(torch.int64)
         return torch.where(actions == Actions.pickup, int(Actions.toggle), actions)
 
-    def _outcome(self, reward: Tensor, terminated: Tensor) -> tuple[Tensor, Tensor]:
+    def _outcome(self, action: Tensor, reward: Tensor, terminated: Tensor
+                 ) -> tuple[Tensor, Tensor]:
         success = (self.agent_pos == self.success_pos).all(dim=1)
         failure = (self.agent_pos == self.failure_pos).all(dim=1)
         reward = torch.where(success, self._success_reward(),

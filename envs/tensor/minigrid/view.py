@@ -184,9 +184,10 @@ def _visibility_by_rows(clear: Tensor) -> Tensor:
 
 
 def egocentric_image(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor, carrying: Tensor,
-                     size: int) -> Tensor:
-    """Every env's ``gen_obs()["image"]`` (``see_through_walls=False``, as in DoorKey and
-    Memory).
+                     size: int, *, see_through_walls: bool = False) -> Tensor:
+    """Every env's ``gen_obs()["image"]``: with MiniGrid's visibility mask
+    (``see_through_walls=False``, as in DoorKey, Memory and RedBlueDoors), or every cell seen
+    (True, as in Fetch, GoToObject and GoToDoor).
 
     Shapes:
         - ``grid``: ``(N, W, H, 4)`` uint8; ``agent_pos``: ``(N, 2)``; ``agent_dir``: ``(N,)``;
@@ -194,6 +195,7 @@ def egocentric_image(grid: Tensor, agent_pos: Tensor, agent_dir: Tensor, carryin
         - returns ``(N, size, size, 3)`` uint8
     """
     cells = view_cells(grid, agent_pos, agent_dir, size)
-    cells = torch.where(visibility(cells), cells, 0)
+    if not see_through_walls:
+        cells = torch.where(visibility(cells), cells, 0)
     cells[:, size // 2, size - 1] = packed(carrying)
     return unpacked(cells)
