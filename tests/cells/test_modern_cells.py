@@ -66,10 +66,16 @@ def assert_same_gradients(fast: list[Tensor], slow: list[Tensor], inputs: list[T
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("block", [1, 3, 16, 64])
+@pytest.mark.parametrize("block", [1, 3, 16, 64, "one block, logarithmic rounds"])
 @pytest.mark.parametrize("kind", ["real", "complex"])
-def test_scan_equals_the_loop(kind: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
+def test_scan_equals_the_loop(kind: str, block: int | str,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and hand-written backward, both ways of composing a block (the step-by-step
+    blocks of the CPU, the accelerator's logarithmic rounds over the whole chunk)."""
+    if isinstance(block, int):
+        monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
+    else:
+        monkeypatch.setattr(associative_scan, "STEP_BY_STEP_ON", ())
     generator = torch.Generator().manual_seed(0)
     steps, batch = 37, 4
 
