@@ -8,11 +8,11 @@ Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
 
 A reset before step ``t`` sets the state to zero before :math:`(a_t, b_t)` applies, which is the
 map with :math:`a_t = 0` (:func:`reset_decay`): the scan needs no other change. On the CPU
-the chunk is cut into blocks of ``block`` steps: the prefixes run step by step within every block at once,
-then one multiply-add per block carries the state from block to block, so the work stays near
-:math:`3T` in about :math:`2\,\text{block} + T / \text{block}` operations (a Python-level
-round costs more here than its arithmetic). On an accelerator the chunk is one block, composed
-in :math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
+the chunk is cut into blocks of ``block`` steps: the prefixes run step by step within every
+block at once, then one multiply-add per block carries the state from block to block, so the
+work stays near :math:`3T` in about :math:`2\,\text{block} + T / \text{block}` operations
+(a Python-level round costs more here than its arithmetic). On an accelerator the chunk is one
+block, composed in :math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
 
 The forward is out-of-place tensor algebra on any device and dtype torch's ``mul`` takes
 (complex included); the backward is the same scan run backwards in time
