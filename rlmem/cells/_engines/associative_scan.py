@@ -141,10 +141,10 @@ def _scan(steps: Affine, state: Tensor, reverse: bool = False) -> Tensor:
     prefixes = (_sequential_prefixes if on_cpu else _block_prefixes)(in_blocks, reverse)
     # The state entering each block, in the order taken: one multiply-add per block, from the
     # composition of all the block's maps (its last prefix).
-    whole = Affine(*(value.unbind(1)[0 if reverse else -1].unbind(0) for value in prefixes))
+    whole_a, whole_b = (value.unbind(1)[0 if reverse else -1].unbind(0) for value in prefixes)
     entering = [state]
     for index in range(blocks - 1, 0, -1) if reverse else range(blocks - 1):
-        entering.append(apply_diagonal(Affine(whole.a[index], whole.b[index]), entering[-1]))
+        entering.append(apply_diagonal(Affine(whole_a[index], whole_b[index]), entering[-1]))
     entering = entering[::-1] if reverse else entering
     states = apply_diagonal(prefixes, torch.stack(entering).unsqueeze(1)).flatten(0, 1)
     if not pad:
