@@ -85,21 +85,25 @@ class DeltaNet(Cell):
         self.out = nn.Linear(width, hidden_size)
 
     def project_input(self, x: Tensor) -> Tensor:
-        r"""Every step's :math:`[q_t, k_t, v_t, \beta_t]`, per head.
+        r"""Every step's :math:`[W_q x_t, W_k x_t, W_v x_t, W_\beta x_t + b_\beta]`, one
+        matmul (the feature map, the norms and σ are applied by :meth:`_split`, so nothing is
+        copied into a joint tensor).
 
         Shapes:
-            - x: ``(T, B, input_size)``; returns ``(T, B, heads, 3 d + 1)``
+            - x: ``(T, B, input_size)``; returns ``(T, B, 3 heads d + heads)``
         """
-        shape = (*x.shape[:-1], self.heads, self.head_size)
-        q, k, v = (part.reshape(shape) for part in self.qkv(x).chunk(3, -1))
-        q, k = (functional.normalize(functional.silu(part), dim=-1) for part in (q, k))
-        beta = torch.sigmoid(self.beta(x)).unsqueeze(-1)
-        return torch.cat([q, k, v, beta], -1)
+        weight = torch.cat([self.qkv.weight, self.beta.weight])
+        bias = torch.cat([self.beta.bias.new_zeros(self.qkv.out_features), self.beta.bias])
+        return functional.linear(x, weight, bias)
 
-    def _split(self, features: Tensor) -> list[Tensor]:
-        """Features as q, k, v ``(*, heads, d)`` and β ``(*, heads, 1)``."""
-        size = self.head_size
-        return features.split([size, size, size, 1], -1)
+    def _split(self, features: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`project_input`'s features as q, k, v ``(*, heads, d)`` and β
+        ``(*, heads, 1)``."""
+        width = self.heads * self.head_size
+        q, k, v, beta = features.split([width, width, width, self.heads], -1)
+        q, k, v = (part.unflatten(-1, (self.heads, self.head_size)) for part in (q, k, v))
+        q, k = (functional.normalize(functional.silu(part), dim=-1) for part in (q, k))
+        return q, k, v, torch.sigmoid(beta).unsqueeze(-1)
 
     def step(self, x_t: Tensor, state: DeltaNetState
              ) -> tuple[Tensor, DeltaNetState, dict[str, Tensor]]:

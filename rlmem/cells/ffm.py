@@ -12,6 +12,7 @@ from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from rlmem.cells._engines.associative_scan import Affine
 from rlmem.cells.base import Dims
@@ -161,7 +162,10 @@ class FFM(LinearRecurrence):
         r""":math:`y_t = \mathrm{LN}(\ell_3([\mathrm{Re}\,S_t, \mathrm{Im}\,S_t])) \odot g_t +
         \ell_5(x_t) \odot (1 - g_t)`."""
         _, through, _, out_gate = self._split(features)
-        z = self.mix(torch.cat([s.real.flatten(-2), s.imag.flatten(-2)], -1))
+        # ℓ3's columns are [Re S, Im S]; S read as (real, imaginary) pairs needs no copy, so
+        # the columns are put in that order instead.
+        pairs = self.mix.weight.unflatten(1, (2, -1)).transpose(1, 2).flatten(1)
+        z = functional.linear(torch.view_as_real(s).flatten(-3), pairs, self.mix.bias)
         gate = torch.sigmoid(out_gate)
         return torch.lerp(through, self.norm(z), gate)
 

@@ -124,33 +124,39 @@ class LRU(LinearRecurrence):
         return torch.complex(modulus * torch.cos(phase), modulus * torch.sin(phase))
 
     def project_input(self, x: Tensor) -> Tensor:
-        r"""Every step's :math:`[u_t, z_t, \mathrm{Re}\,\gamma B z_t, \mathrm{Im}\,\gamma B
-        z_t]`.
+        r"""Every step's :math:`[u_t, z_t, \gamma \odot B z_t]`, the last as ``N`` (real,
+        imaginary) pairs.
 
         Shapes:
             - x: ``(T, B, input_size)``; returns ``(T, B, 2 H + 2 N)``
         """
         u = self.encoder(x)
         z = self.norm(u)
-        gamma = torch.exp(self.gamma_log)
-        return torch.cat([u, z, functional.linear(z, self.B_re) * gamma,
-                          functional.linear(z, self.B_im) * gamma], dim=-1)
+        # B's real and imaginary rows interleaved: one matmul gives γ B z as pairs, which
+        # view_as_complex reads without a copy.
+        B_pairs = torch.stack([self.B_re, self.B_im], 1).flatten(0, 1)
+        gamma = torch.exp(self.gamma_log).repeat_interleave(2)
+        return torch.cat([u, z, functional.linear(z, B_pairs) * gamma], dim=-1)
+
+    def _split(self, features: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        r"""Features as :math:`u_t`, :math:`z_t` and the complex :math:`\gamma \odot B z_t`."""
+        u, z, pairs = features.split([self.hidden_size, self.hidden_size, 2 * self.N], -1)
+        return u, z, torch.view_as_complex(pairs.unflatten(-1, (self.N, 2)))
 
     def transition(self, features: Tensor) -> Affine:
-        _, _, re, im = features.split([self.hidden_size, self.hidden_size, self.N, self.N], -1)
-        return Affine(self.lam(), torch.complex(re, im))
+        return Affine(self.lam(), self._split(features)[2])
 
     def step(self, x_t: Tensor, state: LRUState) -> tuple[Tensor, LRUState, dict[str, Tensor]]:
         r""":math:`h_t = \lambda \odot h_{t-1} + \gamma \odot (B z_t)`, then the readout."""
-        _, _, re, im = x_t.split([self.hidden_size, self.hidden_size, self.N, self.N], -1)
-        h = self.lam() * self.unpack(state) + torch.complex(re, im)
+        h = self.lam() * self.unpack(state) + self._split(x_t)[2]
         return self.readout(x_t, h), self.pack(h), {}
 
     def readout(self, features: Tensor, s: Tensor) -> Tensor:
         r""":math:`y_t = u_t + \mathrm{GLU}(\mathrm{GELU}(\mathrm{Re}(C h_t) + D \odot z_t))`."""
-        u, z, _ = features.split([self.hidden_size, self.hidden_size, 2 * self.N], -1)
-        mixed = (functional.linear(s.real, self.C_re) - functional.linear(s.imag, self.C_im)
-                 + self.D * z)
+        u, z, _ = self._split(features)
+        # Re(C h) = C_re Re h − C_im Im h: one matmul over h's (real, imaginary) pairs.
+        C_pairs = torch.stack([self.C_re, -self.C_im], -1).flatten(-2)
+        mixed = functional.linear(torch.view_as_real(s).flatten(-2), C_pairs) + self.D * z
         value, gate = self.glu(functional.gelu(mixed)).chunk(2, -1)
         return u + value * torch.sigmoid(gate)
 

@@ -66,10 +66,16 @@ def assert_same_gradients(fast: list[Tensor], slow: list[Tensor], inputs: list[T
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("block", [1, 3, 16, 64])
+@pytest.mark.parametrize("block", [1, 3, 16, 64, "one block, logarithmic rounds"])
 @pytest.mark.parametrize("kind", ["real", "complex"])
-def test_scan_equals_the_loop(kind: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
+def test_scan_equals_the_loop(kind: str, block: int | str,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and hand-written backward, both ways of composing a block (the step-by-step
+    blocks of the CPU, the accelerator's logarithmic rounds over the whole chunk)."""
+    if isinstance(block, int):
+        monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
+    else:
+        monkeypatch.setattr(associative_scan, "STEP_BY_STEP_ON", ())
     generator = torch.Generator().manual_seed(0)
     steps, batch = 37, 4
 
@@ -160,12 +166,14 @@ def test_deltanet_overwrites_where_linear_attention_would_add() -> None:
     and a query equal to the key reads it back exactly."""
     cell = make_cell("deltanet", input_size=3, hidden_size=4, heads=1).double()
     assert isinstance(cell, DeltaNet)
-    key = torch.nn.functional.normalize(torch.tensor([[1.0, 2.0, -1.0, 0.5]],
-                                                     dtype=torch.float64), dim=-1)
+    # The step's features are pre-activation (q and k before SiLU and the norm, β before σ):
+    # the key the cell writes under is normalize(silu(pre)), and σ(1000) = 1 in float64.
+    pre = torch.tensor([[1.0, 2.0, -1.0, 0.5]], dtype=torch.float64)
+    key = torch.nn.functional.normalize(torch.nn.functional.silu(pre), dim=-1)
     state = DeltaNetState(torch.zeros(1, 1, 4, 4, dtype=torch.float64))
     for value in (torch.tensor([[3.0, 0.0, 1.0, 2.0]]), torch.tensor([[-1.0, 4.0, 0.0, 1.0]])):
-        features = torch.cat([key, key, value.double(), torch.ones(1, 1, dtype=torch.float64)],
-                             -1).view(1, 1, -1)
+        features = torch.cat([pre, pre, value.double(),
+                              torch.full((1, 1), 1e3, dtype=torch.float64)], -1)
         _, state, _ = cell.step(features, state)
         read = (state.S[0, 0] @ key[0])
         torch.testing.assert_close(read, value[0].double(), rtol=0, atol=1e-12)

@@ -81,11 +81,15 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
         system, torch.cat([b * V, b * keep * K], -1), upper=False, unitriangular=True)
     U, W = solved.split([V.shape[-1], K.shape[-1]], -1)
     reads = (Q @ K.mT) * same
+    # Each block's slices by unbind, not by indexing: one backward node per tensor in place of
+    # one per block, each of which would fill a whole tensor's gradient with zeros.
+    lasts = same[..., -1, :].unsqueeze(-1).to(q.dtype).unbind(0)
     outputs = []
-    for block in range(count):
-        delta = U[block] - W[block] @ state.mT
-        outputs.append(keep[block] * (Q[block] @ state.mT) + reads[block] @ delta)
-        last = same[block, ..., -1, :].unsqueeze(-1).to(q.dtype)
-        state = keep[block, ..., -1:, :] * state + (delta * last).mT @ K[block]
+    for U_i, W_i, keep_i, Q_i, reads_i, last, K_i in zip(
+            U.unbind(0), W.unbind(0), keep.unbind(0), Q.unbind(0), reads.unbind(0), lasts,
+            K.unbind(0), strict=True):
+        delta = U_i - W_i @ state.mT
+        outputs.append(keep_i * (Q_i @ state.mT) + reads_i @ delta)
+        state = keep_i[..., -1:, :] * state + (delta * last).mT @ K_i
     o = torch.stack(outputs).movedim(-2, 1).reshape(count * size, *q.shape[1:])
-    return o[:steps], state
+    return (o[:steps] if count * size > steps else o), state
