@@ -19,13 +19,11 @@ class RunFolderConfig:
     """The run directory of a training command, and how an existing one is treated."""
 
     run_dir: str = MISSING
-    """The run directory. Default: a folder under runs/ named for the run, with the settings
-    that differ from the defaults after the cell, or a recipe's or +preset's name in their
-    place, so that runs of other settings never share a folder (rlmem/schema/run_names.py):
-    runs/<agent>/<env>/<cell>/seed<seed> for rlmem.train
-    (runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0),
-    runs/supervised/<task>/<cell>_T<seq_len>_seed<seed> for rlmem.supervised
-    (runs/supervised/transfer_copy/relstm_T100+memory.hidden_size-128_seed0)."""
+    """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed> (rlmem.train),
+    runs/supervised/<task>/<cell>_T<seq_len>_seed<seed> (rlmem.supervised), with the settings
+    that differ from the defaults after the cell (relstm+memory.hidden_size-128), or a recipe's
+    or +preset's name in their place, so that runs of other settings never share a folder
+    (rlmem/schema/run_names.py)."""
     resume: bool = True
     """Continue from the run directory's checkpoint when there is one; false starts afresh,
     after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
