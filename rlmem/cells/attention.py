@@ -26,9 +26,10 @@ class Weights(NamedTuple):
 
     ``z = [xp[t], 2 b_a] + s_{t-1} W^\top`` gives both the base pre-activation and the
     attention query in one matmul (``xp``, the input projected with the cell's doubled input
-    weight and bias, carries the base's input terms). Every pre-activation that goes through a ``tanh`` is doubled so that
-    it can be computed as :math:`2\sigma(2x) - 1`: the ``g`` block of the LSTM (or the whole
-    tanh-RNN pre-activation), the query, the keys and the score vector.
+    weight and bias, carries the base's input terms). Every pre-activation that goes through
+    a ``tanh`` is doubled so that it can be computed as :math:`2\sigma(2x) - 1`: the ``g``
+    block of the LSTM (or the whole tanh-RNN pre-activation), the query, the keys and the
+    score vector.
     """
 
     recurrent: Tensor
