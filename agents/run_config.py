@@ -24,8 +24,12 @@ Agent = TypeVar("Agent")
 class RunConfig(Generic[Agent]):
     """An RL run's config, resolved and decided: a value left to be derived (``mission``,
     ``vectorization=auto``, ``memory.hidden_size``, our PPO's presets) holds what was decided
-    (:mod:`rlmem.agents.derived`). The keys are :class:`~rlmem.schema.train.TrainConfig`'s."""
+    (:mod:`rlmem.agents.derived`). The keys are :class:`~rlmem.schema.train.TrainConfig`'s,
+    in its order (the run folder's, :class:`~rlmem.schema.run_folder.RunFolderConfig`, first)."""
 
+    run_dir: str
+    resume: bool
+    force: bool
     env: str
     env_kwargs: dict[str, Any]
     wrappers: list[Any]
@@ -49,9 +53,6 @@ class RunConfig(Generic[Agent]):
     discrete_encoding: str
     torch_threads: int
     flush_denormal: bool
-    run_dir: str
-    resume: bool
-    force: bool
     trust_run_config: bool
     progress_bar: bool
 

@@ -4,12 +4,16 @@ A preset (``+preset=<name>``) is a YAML file whose header comment quotes its sou
 table and row, what the paper leaves open and how it is filled. This hook reads every preset of
 the library (``rlmem/conf/preset/``) and of the supervised suite
 (``experiments/supervised/conf/preset/``) at each build and writes ``reference/presets.md``:
-the header comment, and the task, cell and ``T`` from the YAML. A new preset is a new row, and
-a preset without a header comment is logged as a warning, which fails a strict build.
+the header comment, the task, cell and ``T`` from the YAML, and its time on the project's
+machine from ``experiments/supervised/preset_times.json`` (written by
+``python -m experiments.supervised.preset_times`` from the runs there, or from a measured
+prefix of a preset that has none). A new preset is a new row, and a preset without a header
+comment is logged as a warning, which fails a strict build.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -36,6 +40,9 @@ FOLDERS = (
      "+preset=<name> seed=<k>` (see `experiments/README.md`)."),
 )
 """Each table: its heading, the presets' folder (relative to the root) and how to run one."""
+
+TIMES = REPO / "experiments" / "supervised" / "preset_times.json"
+"""Each preset's time here, in words (``experiments/supervised/preset_times.py``)."""
 
 LOG = logging.getLogger("mkdocs.plugins.rlmem.presets")
 """Warnings here fail a strict build."""
@@ -96,6 +103,15 @@ def escaped(text: str) -> str:
     return re.sub(r"<(?=[A-Za-z/])", "&lt;", text.replace("|", "\\|").replace("*", "\\*"))
 
 
+def time_here(name: str) -> str:
+    """The time of preset ``name`` on the project's machine, as :data:`TIMES` words it."""
+    entry = json.loads(TIMES.read_text(encoding="utf-8")).get(name) if TIMES.exists() else None
+    if entry is None:
+        return ("not measured yet (`python -m experiments.supervised.preset_times "
+                f"--measure {name}`)")
+    return str(entry["time"])
+
+
 def row(preset: Preset) -> str:
     """The table row of ``preset``."""
     delay = preset.values.get("seq_len", "")
@@ -104,7 +120,7 @@ def row(preset: Preset) -> str:
     evaluated = ", ".join(str(t) for t in preset.values.get("eval_seq_lens", []))
     return (f"| `{preset.name}` | {preset.choice('task')} | {preset.choice('memory')} "
             f"| {delays}{f' (evaluated at {evaluated})' if evaluated else ''} "
-            f"| {escaped(preset.header)} |")
+            f"| {escaped(time_here(preset.name))} | {escaped(preset.header)} |")
 
 
 def render() -> str:
@@ -115,10 +131,18 @@ def render() -> str:
              "every build from the presets' files (`docs/hooks/presets.py`): each row quotes "
              "the file's header comment, which names its source; task and cell are those the "
              "preset selects (blank: those of the preset it extends). The supervised suite runs "
-             "them all and tables the results (`experiments/supervised/RESULTS.md`).", ""]
+             "them all and tables the results (`experiments/supervised/RESULTS.md`).", "",
+             "**Time here** is what a preset took on the project's machine (2 cores, shared, "
+             "no GPU): the wall time and the CPU time of its runs in "
+             "`experiments/supervised/runs/` (wall time grows with the load a run met; the CPU "
+             "time is one idle core's), how they ended, and what the whole iteration budget "
+             "costs at their pace, since a run stops early only when it meets its target; a "
+             "preset with no run there is timed from its first iterations, measured at the "
+             "load stated. Written by `python -m experiments.supervised.preset_times`.", ""]
     for heading, folder, how in FOLDERS:
         lines += [f"## {heading}", "", how, "",
-                  "| preset | task | cell | T | source and settings |", "|---|---|---|---|---|",
+                  "| preset | task | cell | T | time here | source and settings |",
+                  "|---|---|---|---|---|---|",
                   *(row(preset) for preset in presets(REPO / folder)), ""]
     return "\n".join(lines)
 

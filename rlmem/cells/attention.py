@@ -4,11 +4,11 @@ Shared by :class:`~rlmem.cells.memlstm.MemLSTM` (every past state) and the relev
 cells (short-term buffer and relevant set).
 
 The engines (:mod:`rlmem.cells._engines.screened`, :mod:`rlmem.cells._engines.full_attention`)
-and MemLSTM's step compute in the "doubled" form: :math:`\tanh(x) = 2\sigma(2x) - 1`, with the
+compute in the "doubled" form: :math:`\tanh(x) = 2\sigma(2x) - 1`, with the
 factor 2 folded into the weights (:meth:`AdditiveAttention.doubled`,
 :meth:`~rlmem.cells.lstm_base.LSTMBase.doubled`, gathered in :class:`Weights`), because on CPU
 torch's ``tanh`` is several times slower than its ``sigmoid``. It is the same function; only
-rounding differs. The relevancy-screening cells' step, their reference, is the textbook form
+rounding differs. The cells' steps, their reference, are the textbook form
 (:meth:`AdditiveAttention.forward`).
 """
 
@@ -21,14 +21,15 @@ from torch import Tensor, nn
 
 
 class Weights(NamedTuple):
-    r"""An attentive cell's recurrent weights in the doubled form, as its step and its engine
+    r"""An attentive cell's recurrent weights in the doubled form, as its engines
     read them: built from the parameters under autograd on every call.
 
     ``z = [xp[t], 2 b_a] + s_{t-1} W^\top`` gives both the base pre-activation and the
-    attention query in one matmul (``xp`` from the cell's ``project_input`` carries the base's
-    input terms and bias). Every pre-activation that goes through a ``tanh`` is doubled so that
-    it can be computed as :math:`2\sigma(2x) - 1`: the ``g`` block of the LSTM (or the whole
-    tanh-RNN pre-activation), the query, the keys and the score vector.
+    attention query in one matmul (``xp``, the input projected with the cell's doubled input
+    weight and bias, carries the base's input terms). Every pre-activation that goes through
+    a ``tanh`` is doubled so that it can be computed as :math:`2\sigma(2x) - 1`: the ``g``
+    block of the LSTM (or the whole tanh-RNN pre-activation), the query, the keys and the
+    score vector.
     """
 
     recurrent: Tensor

@@ -6,13 +6,11 @@ Align and Translate", 2014; used as the MemRNN/MemLSTM baseline of Kerg et al. (
 
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from rlmem.cells._engines import full_attention
 from rlmem.cells._engines.attentive_paths import outside_autocast, wants_engine
@@ -22,7 +20,7 @@ from rlmem.cells.base import Cell, Dims
 from rlmem.cells.host_reads import latest_start
 from rlmem.cells.lstm_base import LSTMBase
 from rlmem.cells.registry import register
-from rlmem.cells.time_loop import ScanResult, episode_time, scan
+from rlmem.cells.time_loop import ScanResult, episode_time
 
 
 class MemoryOverflowWarning(UserWarning):
@@ -71,10 +69,11 @@ class MemLSTM(Cell):
     (:mod:`rlmem.cells._engines.full_attention`) runs a chunk without autograd inside the
     loop, with a hand-written backward, each step reading only the slots an episode of the
     chunk can hold, without copying the memory, in the parameters' dtype even under autocast;
-    and a rollout's single steps without autograd through a compiled step. The step itself,
-    its weights built once per call (:meth:`step_with`), runs for a rollout's few steps
-    otherwise (over the slots its longest episode can hold, found with one host sync per call)
-    and for parameters other than float32 and float64.
+    and a rollout's single steps without autograd through a compiled step; both compute in
+    the doubled form of :mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`).
+    :meth:`step` is the textbook form, the reference they are tested against, and runs
+    otherwise: a few steps without autograd, without the compiled loops (or off the CPU), and
+    parameters other than float32 and float64.
 
     Args:
         input_size: features of each input.
@@ -106,9 +105,9 @@ class MemLSTM(Cell):
         """Whether this cell has warned that an episode outgrew ``capacity``."""
 
     def doubled_weights(self) -> tuple[Tensor, Tensor, Weights]:
-        """The transposed input weight and the bias of :meth:`project_input`, and the
-        recurrent :class:`~rlmem.cells.attention.Weights` of :meth:`step_with`, in the doubled
-        form of :mod:`rlmem.cells.attention`; kept between calls without autograd
+        """What the engines read: the transposed input weight and the bias of the gates' input
+        terms, and the recurrent :class:`~rlmem.cells.attention.Weights`, in the doubled form
+        of :mod:`rlmem.cells.attention`; kept between calls without autograd
         (:func:`~rlmem.cells._engines.weight_cache.prepared`)."""
         def build() -> tuple[Tensor, Tensor, Weights]:
             w_in, b_in, w_rec = self.base.doubled()
@@ -118,41 +117,34 @@ class MemLSTM(Cell):
         return prepared(self, build)
 
     def project_input(self, x: Tensor) -> Tensor:
-        """The LSTM gates' input terms ``W_ih x + b_ih + b_hh`` (``g`` doubled) for all steps
-        in one matmul.
+        """The LSTM gates' input terms :math:`W_{ih} x_t + b_{ih} + b_{hh}`, all steps at once.
 
         Shapes: x ``(T, B, input_size)``; returns ``(T, B, 4 hidden_size)``.
         """
-        w_in, bias, _ = self.doubled_weights()
-        return project(x, w_in, bias)
+        return self.base.input_terms(x)
 
     def step(self, x_t: Tensor, state: MemLSTMState) -> tuple[Tensor, MemLSTMState,
                                                                dict[str, Tensor]]:
-        """One step of the docstring's equations, attending over every slot (masked); ``x_t``
-        is a step of :meth:`project_input`, ``(B, 4H)``."""
-        return self.step_with(x_t, state, self.doubled_weights()[2])
+        r"""One step of the docstring's equations, as Kerg et al. (2020, §3) write them: the
+        reference the engines are proved equal to. ``x_t`` is a step of
+        :meth:`project_input`, ``(B, 4H)``.
 
-    def step_with(self, x_t: Tensor, state: MemLSTMState, weights: Weights,
-                  used: int | None = None) -> tuple[Tensor, MemLSTMState, dict[str, Tensor]]:
-        """:meth:`step` with its weights given (from :meth:`doubled_weights`), so that a loop
-        can build them once rather than once per step, attending over the slots
-        ``[0, used)`` only (every slot by default): the caller promises that no batch item
-        holds a state beyond them."""
-        gates = 4 * self.hidden_size
-        z = torch.addmm(x_t, state.s, weights.recurrent[:gates].t())
-        query = torch.addmm(weights.query_bias, state.s, weights.recurrent[gates:].t())
-        h, c = self.base.step_doubled(z, state.c)
+        .. math::
+            (h_t, c_t) = \mathrm{LSTM}(x_t, s_{t-1}, c_{t-1}) \qquad
+            M_t = M_{t-1} \cup \{h_t\} \qquad
+            s_t = h_t + \textstyle\sum_{h_i \in M_t}
+            \mathrm{softmax}_i\big(v_a^\top \tanh(W_a s_{t-1} + U_a h_i)\big)\, h_i
+
+        :math:`h_t` goes into slot ``t mod capacity`` (the oldest state once the memory is
+        full) with its key :math:`U_a h_t`; the attention covers every valid slot.
+        """
+        h, c = self.base.step(x_t, state.s, state.c)
         rows = torch.arange(h.shape[0], device=h.device)
         slot = state.t % self.capacity
         memory = state.memory.index_put((rows, slot), h)
-        keys = state.keys.index_put((rows, slot), h @ (0.5 * weights.key).t())
+        keys = state.keys.index_put((rows, slot), self.attention.keys(h))
         valid = state.valid.index_put((rows, slot), torch.ones_like(slot, dtype=torch.bool))
-        used = self.capacity if used is None else used
-        weights_t, read = self.attention.attend_doubled(
-            query, memory[:, :used], keys[:, :used], valid[:, :used], weights.score,
-            key_scale=2.0)
-        if used < self.capacity:
-            weights_t = F.pad(weights_t, (0, self.capacity - used))
+        weights_t, read = self.attention(state.s, memory, valid, keys)
         s = h + read
         # Slot j holds the most recent step ≡ j (mod capacity) that is ≤ t.
         slots = torch.arange(self.capacity, device=h.device)
@@ -160,14 +152,14 @@ class MemLSTM(Cell):
         traces = {"attention": weights_t, "slot_time": slot_time.masked_fill(~valid, -1)}
         return s, MemLSTMState(s, c, state.t + 1, memory, keys, valid), traces
 
-    def fast_scan(self, x: Tensor, state: MemLSTMState, resets: Tensor) -> ScanResult:
+    def fast_scan(self, x: Tensor, state: MemLSTMState, resets: Tensor) -> ScanResult | None:
         """The chunk through the first path that takes it: under autocast, the same paths in
         the parameters' dtype with autocast off; the chunk engine
         (:func:`~rlmem.cells._engines.full_attention.full_scan`: chunks of
         :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
         autograd; float32 and float64); the compiled rollout step
-        (:func:`~rlmem.cells._engines.full_attention.full_step`: one step without autograd);
-        else :meth:`prepared_step`."""
+        (:func:`~rlmem.cells._engines.full_attention.full_step`: one step without autograd,
+        over the slots the longest episode can hold); else ``None``: :meth:`step` runs."""
         self._warn_on_overflow(state.t, resets)
         escaped = outside_autocast(self._scan, x, state, resets, self.attention.score.weight.dtype)
         if escaped is not None:
@@ -178,28 +170,16 @@ class MemLSTM(Cell):
         if wants_engine(x.shape[0], (xp, *weights, *state)):
             result = full_attention.full_scan(xp, weights, state.s, state.c, state.memory,
                                               state.keys, state.valid, state.t, resets)
-        if result is None:
-            # A few steps (a rollout): the slots the longest episode can reach by the end of
-            # the chunk, found with one host sync before the loop.
-            used = min(latest_start(state.t) + x.shape[0], self.capacity)
+        if result is None and x.shape[0] == 1:
+            # A rollout's step: the slots the longest episode can reach, one host read.
+            used = min(latest_start(state.t) + 1, self.capacity)
             result = full_attention.full_step(xp, weights, state.s, state.c, state.t,
                                               state.memory, state.keys, state.valid, resets, used)
         if result is None:
-            return self.prepared_step(xp, state, resets, weights, used)
+            return None
         return ScanResult(result.y, MemLSTMState(result.y[-1], result.c, result.t,
                                                  result.memory, result.keys, result.valid),
                           result.traces)
-
-    def prepared_step(self, xp: Tensor, state: MemLSTMState, resets: Tensor, weights: Weights,
-                      used: int) -> ScanResult:
-        """``scan(step)`` with the weights built once for the chunk rather than once per step,
-        attending over the slots ``[0, used)`` only, which must hold every state of every
-        batch item (:meth:`step_with`).
-
-        Shapes: xp ``(T, B, 4H)`` from :meth:`project_input`; as :meth:`fast_scan` otherwise.
-        """
-        return scan(functools.partial(self.step_with, weights=weights, used=used), xp, state,
-                    resets)
 
     def _warn_on_overflow(self, t0: Tensor, resets: Tensor) -> None:
         """Warn, once per cell, when an episode of this chunk outgrows ``capacity``.

@@ -36,10 +36,15 @@ from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob, Override, OverrideType
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rlmem.runs import reported_as_cli_errors
-from rlmem.schema.hydra_keys import honour_hydra_keys
+from rlmem.schema.hydra_keys import (
+    RUN_DIR,
+    SWEEP_SUBDIR,
+    honour_hydra_keys,
+    honour_keys_in_files,
+)
 from rlmem.schema.known_keys import UnknownKeyError, check_known_keys
 from rlmem.schema.memory import CONF_DIR
 from rlmem.schema.program import CommandLine
@@ -94,11 +99,40 @@ def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> list[str
         return front_door(line, honoured)  # the keys they became, checked as given
     line.register()
     with reported_as_cli_errors(line.program):
+        from_files = _honour_keys_in_files(line, argv, overrides, multirun=args.multirun)
+    if from_files != argv:
+        return front_door(line, from_files)
+    with reported_as_cli_errors(line.program):
         check_group_choices(overrides, line.groups)
         if all(_plainly_known(line, override) for override in overrides):
             return argv  # Hydra's composition is the check
         check_command_line(line, overrides)
     return argv
+
+
+def _honour_keys_in_files(line: CommandLine, argv: list[str], overrides: list[Override], *,
+                          multirun: bool) -> list[str]:
+    """``argv`` with Hydra's folder keys that the config files it adds (``+recipe=``,
+    ``+preset=``) set honoured (:func:`~rlmem.schema.hydra_keys.honour_keys_in_files`); read
+    from one composition of the files (a sweep's first choices), only where there are any."""
+    files = [override for override in overrides
+             if override.type == OverrideType.ADD and "." not in override.key_or_group]
+    if not files:
+        return argv
+    selected = [*(override.input_line for override in overrides if override.input_line
+                  and override.key_or_group.startswith("hydra.searchpath")),
+                *_first_variant(overrides, _groups())]
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            hydra = compose(line.config_name, overrides=selected, return_hydra_config=True).hydra
+    except Exception:
+        return argv  # Hydra refuses these overrides itself, in its own words
+    raw = OmegaConf.to_container(hydra, resolve=False)  # "lr${agent.lr}" as written
+    assert isinstance(raw, dict)  # the hydra node is a mapping
+    set_in_files = {RUN_DIR: str(raw["run"]["dir"]), SWEEP_SUBDIR: str(raw["sweep"]["subdir"])}
+    return honour_keys_in_files(line, argv, overrides, set_in_files,
+                                " and ".join(str(file.input_line) for file in files),
+                                multirun=multirun)
 
 
 def check_group_choices(overrides: list[Override], groups: Iterable[str]) -> None:

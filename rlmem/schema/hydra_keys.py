@@ -16,13 +16,19 @@ folder of its own.
 
 Where they cannot mean that (``run_dir`` given too, the other mode, a program without a
 ``run_dir``, a sweep of folders) the command is refused with one paragraph, before any work.
+
+A config file the command line adds (``+recipe=<name>``, ``+preset=<name>``) may set them too:
+:func:`honour_keys_in_files` treats its values as if they had been given on the command line,
+and a refusal names the files that set them. A key the command line sets itself wins over the
+files, as in Hydra.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
 from rlmem.schema.program import CommandLine
@@ -54,6 +60,32 @@ def honour_hydra_keys(line: CommandLine, argv: Sequence[str], overrides: Sequenc
             replaced[given.input_line] = [
                 _run_dir_override(line, given, key, overrides, multirun=multirun), f"{key}=."]
     return [new for argument in argv for new in replaced.get(argument, [argument])]
+
+
+def honour_keys_in_files(line: CommandLine, argv: Sequence[str], overrides: Sequence[Override],
+                         set_in_files: Mapping[str, str], files: str, *,
+                         multirun: bool) -> list[str]:
+    """``argv`` with the value ``set_in_files`` gives the key of this mode (:data:`RUN_DIR`
+    for one run, :data:`SWEEP_SUBDIR` for a sweep, as the config files named ``files`` set
+    them, uninterpolated) honoured as :func:`honour_hydra_keys` honours it on the command line;
+    ``argv`` as it is where it names no folder or the command line sets the key itself. (The
+    other mode's key Hydra does not read, so a file may set both.)
+
+    Raises:
+        HydraKeyError: one of them cannot be honoured: the message names ``files``.
+    """
+    given = {override.key_or_group.lstrip("+") for override in overrides}
+    key = SWEEP_SUBDIR if multirun else RUN_DIR  # Hydra reads the other key in the other mode
+    value = set_in_files.get(key, ".")
+    extra = [f"{key}={hydra_quoted(value)}"] if key not in given and value != "." else []
+    if not extra:
+        return list(argv)
+    try:
+        return honour_hydra_keys(line, [*argv, *extra],
+                                 [*overrides, *OverridesParser.create().parse_overrides(extra)],
+                                 multirun=multirun)
+    except HydraKeyError as error:
+        raise HydraKeyError(f"{files} sets {' and '.join(extra)}, so: {error}") from None
 
 
 def _run_dir_override(line: CommandLine, given: Override, key: str,

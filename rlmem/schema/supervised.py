@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import register_memory_configs
 from rlmem.schema.ranges import check_seed
+from rlmem.schema.run_folder import RunFolderConfig
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
@@ -92,8 +93,11 @@ TASK_SCHEMAS: dict[str, type[TaskConfig]] = {
 
 
 @dataclass
-class SupervisedConfig:
-    """``python -m rlmem.supervised task=copy seq_len=100 memory=relstm``."""
+class SupervisedConfig(RunFolderConfig):
+    """``python -m rlmem.supervised task=copy seq_len=100 memory=relstm``.
+
+    The run folder's keys (``run_dir``, ``resume``, ``force``) come from
+    :class:`~rlmem.schema.run_folder.RunFolderConfig`, which the training commands share."""
 
     task: Any = MISSING
     """The task: ``copy``, ``transfer_copy``, ``denoise`` or ``adding`` (``conf/task/``)."""
@@ -172,19 +176,6 @@ class SupervisedConfig:
     """A copy run's directory to evaluate instead of training (task=transfer_copy): its model
     at its own T and at eval_seq_lens, on the evaluation batches a run of its seed uses; nothing
     is trained, and nothing is written, into that run or elsewhere."""
-    run_dir: str = MISSING
-    """The run directory. Default: runs/supervised/<task>/<cell>_T<seq_len>_seed<seed>, with
-    the settings that differ from the defaults after the cell (or a +preset's name and the
-    settings the command line adds to it), e.g.
-    transfer_copy/relstm_T100+memory.hidden_size-128_seed0, so that runs of other settings
-    never share a folder (rlmem/schema/run_names.py)."""
-    resume: bool = True
-    """Continue from the run directory's checkpoint when there is one; false starts afresh,
-    after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
-    deleted)."""
-    force: bool = False
-    """Use run_dir even though it is a non-empty folder that rlmem did not make (its files of
-    the names a run writes are replaced). Without it such a folder is refused."""
     figures: bool = True
     """Write the PNG figures into the run directory at the end."""
     progress_bar: bool = True

@@ -42,6 +42,7 @@ from rlmem.runs import resolved_config
 from rlmem.schema.known_keys import check_known_keys
 from rlmem.schema.memory import CONF_DIR, check_memory_config, register_memory_configs
 from rlmem.schema.ranges import check_seed, check_torch_threads
+from rlmem.schema.run_folder import RunFolderConfig
 from rlmem.schema.run_names import (
     RunNaming,
     cell_defaults,
@@ -57,8 +58,11 @@ __all__ = ["TrainConfig", "check_envs", "register_train_configs", "resolve"]
 
 
 @dataclass
-class TrainConfig:
-    """``python -m rlmem.train env=DoorKey-5x5 memory=relstm``."""
+class TrainConfig(RunFolderConfig):
+    """``python -m rlmem.train env=DoorKey-5x5 memory=relstm``.
+
+    The run folder's keys (``run_dir``, ``resume``, ``force``) come from
+    :class:`~rlmem.schema.run_folder.RunFolderConfig`, which the training commands share."""
 
     env: str = "DoorKey-5x5"
     """Short env name (DoorKey-5x5, MemoryS7, ...; see rlmem.envs.ENVS), any registered
@@ -126,18 +130,6 @@ class TrainConfig:
     episode can be full of them (docs/performance.md#subnormal-floats). Recorded: a run resumes
     and is evaluated only with the value it started with. false: IEEE arithmetic, PyTorch's
     default. Not used by a CUDA device's arithmetic."""
-    run_dir: str = MISSING
-    """The run directory. Default: runs/<agent>/<env>/<cell>/seed<seed>, with the settings that
-    differ from the defaults after the cell (runs/ppo/DoorKey-5x5/relstm+grid_encoding-raw/seed0)
-    or a recipe's name in its place, so that runs of other settings never share a folder
-    (rlmem/schema/run_names.py)."""
-    resume: bool = True
-    """Continue from the run directory's checkpoint when there is one; false starts afresh,
-    after moving the earlier run's files into <run_dir>/previous/<time>/ (nothing is
-    deleted)."""
-    force: bool = False
-    """Use run_dir even though it is a non-empty folder that rlmem did not make (its files of
-    the names a run writes are replaced). Without it such a folder is refused."""
     trust_run_config: bool = False
     """On resume, import the modules the checkpoint's config names (module:EnvId, wrappers
     outside gymnasium and minigrid) even where this command does not name them itself. A run

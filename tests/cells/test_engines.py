@@ -106,14 +106,13 @@ ENGINES: list[Row] = [
     Row("lstm", {}, R, fused_rnn.lstm),
     Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
     Row("gru", {}, R, fused_rnn.gru),
-    # MemLSTM: the chunk engine; the compiled rollout step; else the step, its weights built
-    # once per call and its attention over the slots in use.
+    # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
     Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
     Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
     Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
-    Row("memlstm", {"capacity": 64}, S, MemLSTM.prepared_step),
+    Row("memlstm", {"capacity": 64}, S, MemLSTM.step),
     Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
-    Row("memlstm", {"capacity": 8}, R, MemLSTM.prepared_step, PYTHON, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.
     Row("relstm", NU3_RHO2, T, screened.screened_scan),

@@ -38,3 +38,25 @@ def test_the_build_is_announced_before_it_starts(
         assert compiled._build() is None
     assert announced == [True]
     assert str(tmp_path) in caplog.text
+
+
+def test_without_logging_the_build_is_announced_on_stderr(
+        fresh_build: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A script that configured no logging (Python drops its INFO records) still gets the
+    line, on stderr, before the build starts; and only once."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(logging.getLogger(compiled.__name__), "isEnabledFor",
+                        lambda level: level >= logging.WARNING)  # Python's default: WARNING
+    said: list[str] = []
+
+    def load(*args: Any, **kwargs: Any) -> None:
+        said.append(capsys.readouterr().err)
+        raise RuntimeError("stub compiler: error")
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    with pytest.warns(RuntimeWarning, match="could not be built"):
+        assert compiled._build() is None
+    assert len(said) == 1
+    assert said[0].count("compiling the C++ time loops") == 1
+    assert "first run only" in said[0] and str(tmp_path) in said[0]

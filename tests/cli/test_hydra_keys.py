@@ -93,3 +93,53 @@ def test_the_keys_become_run_dir_and_hydra_makes_no_folder(
 
     assert honour(argv) == honoured
     assert honour(honoured) == honoured
+
+
+def _recipe(root: Path, **hydra_keys: str) -> str:
+    """A recipe ``+recipe=mine`` under ``root/conf`` that sets Hydra's keys ``run.dir``,
+    ``sweep.subdir`` (given as ``run_dir``, ``subdir``); the override that finds it."""
+    folder = root / "conf" / "recipe"
+    folder.mkdir(parents=True)
+    lines = ["# @package _global_", "hydra:"]
+    if "run_dir" in hydra_keys:
+        lines += ["  run:", f"    dir: {hydra_keys['run_dir']}"]
+    if "subdir" in hydra_keys:
+        lines += ["  sweep:", f"    subdir: {hydra_keys['subdir']}"]
+    (folder / "mine.yaml").write_text("\n".join(lines) + "\n")
+    return f"hydra.searchpath=[file://{root / 'conf'}]"
+
+
+def test_a_recipes_hydra_run_dir_is_the_run_folder(tmp_path: Path) -> None:
+    """A recipe (``+recipe=``) that sets ``hydra.run.dir`` trains there, as the command line's
+    key does; Hydra makes no folder of its own."""
+    searchpath = _recipe(tmp_path, run_dir="from_recipe")
+    done = run_cli("rlmem.train", *TINY, searchpath, "+recipe=mine", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert load_checkpoint(tmp_path / "from_recipe" / "checkpoint.pt").count("frames") == 32
+    assert sorted(os.listdir(tmp_path)) == ["conf", "from_recipe"]
+
+
+def test_a_recipes_hydra_keys_are_honoured_or_refused_as_the_command_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In-process: what the front door makes of a recipe's keys. One run takes its
+    ``hydra.run.dir``, a sweep its ``hydra.sweep.subdir`` (each mode reads its own key, so a
+    recipe may set both); the command line's own key wins; what cannot be honoured is refused
+    in one paragraph that names the recipe."""
+    from rlmem.schema.command_line import front_door
+    from rlmem.train import LINE
+
+    searchpath = _recipe(tmp_path, run_dir="from_recipe", subdir="s${seed}")
+    assert front_door(LINE, [searchpath, "+recipe=mine"]) == [
+        searchpath, "+recipe=mine", "run_dir='from_recipe'", "hydra.run.dir=."]
+    assert front_door(LINE, ["-m", searchpath, "+recipe=mine", "seed=0,1"]) == [
+        "-m", searchpath, "+recipe=mine", "seed=0,1", "run_dir='${hydra:sweep.dir}/s${seed}'",
+        "hydra.sweep.subdir=."]
+    assert front_door(LINE, [searchpath, "+recipe=mine", "hydra.run.dir=mine"]) == [
+        searchpath, "+recipe=mine", "run_dir='mine'", "hydra.run.dir=."]
+    with pytest.raises(SystemExit) as refused:
+        front_door(LINE, [searchpath, "+recipe=mine", "run_dir=elsewhere"])
+    message = capsys.readouterr().err.strip()
+    assert refused.value.code == 1 and len(message.splitlines()) == 1
+    assert "+recipe=mine sets hydra.run.dir='from_recipe'" in message
+    assert "both name the run's folder" in message
+    assert _files(tmp_path) == ["conf", "conf/recipe", "conf/recipe/mine.yaml"]

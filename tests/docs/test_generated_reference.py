@@ -132,12 +132,15 @@ def test_the_presets_page_holds_every_preset(monkeypatch: pytest.MonkeyPatch) ->
     hook = load_hook("presets", monkeypatch)
     tables = table_rows(hook.render())
     names = {cells[0].strip("`"): cells[-1] for table in tables.values() for cells in table}
+    times = {cells[0].strip("`"): cells[-2] for table in tables.values() for cells in table}
     files = [*(REPO / "rlmem" / "conf" / "preset").glob("*.yaml"),
              *(REPO / "experiments" / "supervised" / "conf" / "preset").glob("*.yaml")]
     assert files
     for path in files:
         assert path.stem in names, f"{path.relative_to(REPO)} is not on the presets page"
         assert names[path.stem], f"{path.relative_to(REPO)} has no header comment"
+        # Issue 57: every preset states its time here, from runs or a measured prefix.
+        assert "wall" in times[path.stem] and "CPU" in times[path.stem], times[path.stem]
     assert len(names) == len(files)
 
 

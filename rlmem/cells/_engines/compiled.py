@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import platform
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ import torch
 from torch import Tensor
 
 _LOG = logging.getLogger(__name__)
-"""Says, before the first build, that it may take a while (the CLIs show INFO messages)."""
+"""Says, before the first build, that it may take a while (the CLIs show INFO messages;
+elsewhere :func:`announce` prints to stderr)."""
 
 DISABLE_VARIABLE = "RLMEM_NO_EXTENSION"
 """Set to a value other than ``""`` or ``"0"`` to run the Python loops only."""
@@ -85,6 +87,16 @@ def build_name(flags: list[str]) -> str:
     return f"{LIBRARY}_{digest.hexdigest()[:12]}"
 
 
+def announce(message: str) -> None:
+    """Say ``message`` where the user sees it: as an INFO record where logging shows those (the
+    CLIs: Hydra's logging prints them, into the run's output), else as one line on stderr (a
+    script or notebook using the cells, where Python drops INFO records), never both."""
+    if _LOG.isEnabledFor(logging.INFO) and _LOG.hasHandlers():
+        _LOG.info(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
 @functools.cache
 def _build() -> Any | None:
     """Compile (or load from the cache) ``csrc/`` once per process; ``None`` if it fails."""
@@ -99,8 +111,8 @@ def _build() -> Any | None:
         if library.exists():  # built from this very source and flags: no ninja, no lock
             torch.ops.load_library(str(library))
         else:
-            _LOG.info("rlmem: compiling the C++ time loops for this machine, once (up to a "
-                      "minute or two; cached in %s) ...", directory)
+            announce(f"rlmem: compiling the C++ time loops for this machine (first run only, "
+                     f"up to a minute or two; cached in {directory}) ...")
             directory.mkdir(parents=True, exist_ok=True)
             cpp_extension.load(name, [str(MAIN)], extra_cflags=flags,
                                build_directory=str(directory), is_python_module=False,

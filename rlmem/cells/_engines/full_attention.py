@@ -564,10 +564,10 @@ class _FullFields(NamedTuple):
 def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, memory: Tensor,
               keys: Tensor, valid: Tensor, resets: Tensor, used: int) -> FullResult | None:
     """MemLSTM's step for one rollout step without autograd, compiled (``csrc/full_step.h``):
-    :meth:`rlmem.cells.memlstm.MemLSTM.step_with` attending over the slots ``[0, used)``, which
-    must hold every state of every batch item. ``None`` where it does not apply (more than one
-    step, autograd, another dtype, no compiled loops), for the caller to run the step in
-    Python.
+    :meth:`rlmem.cells.memlstm.MemLSTM.step` (in the doubled form) attending over the slots
+    ``[0, used)``, which must hold every state of every batch item. ``None`` where it does not
+    apply (more than one step, autograd, another dtype, no compiled loops), for the caller to
+    run the step in Python.
 
     Shapes: as :func:`full_scan`, with ``T = 1``.
     """

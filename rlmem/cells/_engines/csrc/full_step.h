@@ -1,5 +1,5 @@
 // MemLSTM's rollout step without autograd (rlmem.cells._engines.full_attention.full_step):
-// MemLSTM.step_with over the used slots.
+// MemLSTM.step (in the doubled form) over the used slots.
 //
 // Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
 // namespace after the ATen headers (one unit, as before the split, so that the compiler sees
