@@ -49,8 +49,9 @@ def with_decided_agent(config: Mapping[str, Any],
     """``config`` with what the agent decides decided: the values its section leaves null
     (:meth:`~rlmem.agents.base.AgentConfig.decided`, from the run's env), then a null
     ``memory.hidden_size`` (:func:`decided_memory_size`) and a null or absent ``num_envs``
-    (:func:`decided_num_envs`); all keep the decisions of ``recorded``. Run names call this too, with the run's env, agent and memory alone, to know
-    the size a run would take (:func:`rlmem.schema.train.train_run_name`)."""
+    (:func:`decided_num_envs`); all keep the decisions of ``recorded``. Run names call this
+    too, with the run's env, agent and memory alone, to know the size and the envs a run would
+    take (:func:`rlmem.schema.train.train_run_name`)."""
     derived = dict(config)
     agent = derived.get("agent")
     if isinstance(agent, Mapping) and agent.get("name") in AGENTS:

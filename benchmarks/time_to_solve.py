@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +95,11 @@ def table(results: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
         rows.append([*cells, f"{ratio:.2f}×"])
     loads = [value for pairs in results.values() for pair in pairs for solve in pair.values()
              for value in (solve.load_before, solve.load_after)]
-    return (report.table(header, rows) + f"\n\nLoad average (1 minute) before and after the "
-            f"runs: {min(loads):.2f} to {max(loads):.2f}.\n")
+    return ("\n".join(report.table(header, rows)) + "\n\nLoad average (1 minute) before "
+            f"and after the runs: {min(loads):.2f} to {max(loads):.2f}.\n")
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=["DoorKey-5x5", "MemoryS7"])
     parser.add_argument("--memories", nargs="+", default=["lstm", "relstm"])
@@ -108,7 +109,7 @@ def main() -> None:
     parser.add_argument("--reference", default="f7a96db", help="the reference commit")
     parser.add_argument("--runs", type=Path, default=REPO / "benchmarks" / "time_to_solve_runs")
     parser.add_argument("--output", type=Path, default=None, help="write the report here too")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     solve_runs, _, _ = _modules()
     code = solve_runs.packaged_commit(REPO, args.reference, args.runs / "reference_code")
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}

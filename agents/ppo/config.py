@@ -37,10 +37,11 @@ class PPOConfig(PPOHyperparameters):
 
     The fast preset (``agent.preset=fast``, never chosen by an env's family) keeps minigrid's
     learning values and memory, and shapes the work for throughput: 256 envs, rollouts of 16
-    frames per env (one BPTT chunk), one epoch in minibatches of 1024 frames (XLand-MiniGrid's
-    and purejaxrl's recipes), chosen by wall-clock time to a return of 0.9 on DoorKey-5x5 and
-    MemoryS7 over tuning seeds 0-2 (``experiments/fast_trainer/TUNING.md``). It is meant for
-    the tensor envs (``env_backend=tensor``), where 256 envs step as one batch.
+    frames per env (one BPTT chunk), two epochs of minibatches of 512 frames (after
+    XLand-MiniGrid's and purejaxrl's recipes), chosen by wall-clock time to a return of 0.9 on
+    tuning seeds 0-2 (``experiments/fast_trainer/TUNING.md``; provisionally on DoorKey-5x5
+    alone, MemoryS7's runs unfinished). It is meant for the tensor envs
+    (``env_backend=tensor``), where 256 envs step as one batch.
 
     minigrid is rl-starter-files' recipe, unchanged (MiniGrid runs are what they were). generic
     was measured on POPGym 1.0.7's RepeatPreviousEasy with an LSTM of 64 (80k frames, seeds

@@ -8,6 +8,7 @@ sweep that is stopped resumes where it was: a finished run is read, not run agai
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -17,8 +18,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import pandas as pd
 
 OUTCOME = "solve.json"
 """The file in a run's folder that records how it went (:class:`Solve`)."""
@@ -94,7 +93,8 @@ def train_to_threshold(overrides: Sequence[str], run_dir: Path,
     wall_s = time.perf_counter() - start
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    frames = int(pd.read_csv(run_dir / "progress.csv")["frames"].iloc[-1])
+    with (run_dir / "progress.csv").open(newline="") as rows:
+        frames = int(float(list(csv.DictReader(rows))[-1]["frames"]))
     solve = Solve(frames, STOPPED in done.stdout, wall_s, load_before, load_average())
     outcome.write_text(json.dumps(asdict(solve)))
     return solve

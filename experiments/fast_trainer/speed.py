@@ -19,6 +19,7 @@ from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
 from rlmem.envs import EnvOptions
 from rlmem.envs.backend import TENSOR
+from rlmem.envs.tensor import TensorVectorEnv
 
 
 def update_of(env: str, memory: str, shape: Mapping[str, int]) -> Callable[[], int]:
@@ -29,6 +30,7 @@ def update_of(env: str, memory: str, shape: Mapping[str, int]) -> Callable[[], i
     values: dict[str, Any] = {**agent_values(Preset.minigrid), **shape}
     num_envs = values.pop("num_envs")
     envs = EnvOptions().make_vector(env, num_envs, backend=TENSOR, device="cpu")
+    assert isinstance(envs, TensorVectorEnv)
     config = OmegaConf.structured(PPOConfig(**values))
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory)))

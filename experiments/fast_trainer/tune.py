@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,17 +118,18 @@ def measure_speed(updates: int) -> None:
     print(json.dumps(speeds, indent=1))
 
 
-def scores(fps: dict[str, dict[str, float]]) -> dict[str, tuple[float, float, bool]]:
-    """Each finished candidate's score (seconds, rule 2), frames summed over envs, and whether
-    every run reached the threshold (rule 1)."""
+def scores(fps: dict[str, dict[str, float]], envs: Sequence[str]
+           ) -> dict[str, tuple[float, float, bool]]:
+    """Each candidate finished on ``envs``: its score (seconds, rule 2), frames summed over
+    envs, and whether every run reached the threshold (rule 1)."""
     result = {}
     for name in CANDIDATES:
-        runs = {env: solves(name, env) for env in CAPS}
+        runs = {env: solves(name, env) for env in envs}
         if any(found is None for found in runs.values()):
             continue  # rule 4: unfinished
         frames = {env: statistics.mean(solve.frames for solve in found or [])
                   for env, found in runs.items()}
-        result[name] = (sum(frames[env] / fps[env][name] for env in CAPS), sum(frames.values()),
+        result[name] = (sum(frames[env] / fps[env][name] for env in envs), sum(frames.values()),
                         all(solve.reached for found in runs.values() for solve in found or []))
     return result
 
@@ -144,26 +146,36 @@ def choose(scored: dict[str, tuple[float, float, bool]]) -> str | None:
     return min(close, key=lambda name: eligible[name][1])
 
 
-def _frames_cell(found: list[Solve] | None) -> str:
-    if found is None:
-        return "unfinished"
-    shown = [f"{solve.frames / 1000:.0f}k" + ("" if solve.reached else " (cap)")
-             for solve in found]
-    return ", ".join(shown) + f" (mean {statistics.mean(s.frames for s in found) / 1000:.0f}k)"
+def _frames_cell(name: str, env: str) -> str:
+    """Each tuning seed's frames to threshold (``(cap)``: stopped at the cap; ``—``: not
+    run), and their mean once all are in."""
+    shown, frames = [], []
+    for seed in TUNING_SEEDS:
+        outcome = run_dir(name, env, seed) / OUTCOME
+        if not outcome.exists():
+            shown.append("—")
+            continue
+        solve = Solve(**json.loads(outcome.read_text()))
+        frames.append(solve.frames)
+        shown.append(f"{solve.frames / 1000:.0f}k" + ("" if solve.reached else " (cap)"))
+    mean = (f" (mean {statistics.mean(frames) / 1000:.0f}k)" if len(frames) == len(TUNING_SEEDS)
+            else "")
+    return ", ".join(shown) + mean
 
 
-def report() -> str:
-    """The results section of ``TUNING.md``: every run, the speeds, the scores and the
-    choice."""
+def report(envs: Sequence[str]) -> str:
+    """The results section of ``TUNING.md``: every run, the speeds, the scores on ``envs`` and
+    the choice."""
     speed = json.loads(SPEED.read_text()) if SPEED.exists() else None
     fps = speed["fps"] if speed else {env: {} for env in CAPS}
     lines = [RESULTS_HEADING, "", "Frames to threshold per tuning seed (0, 1, 2), frames/s "
-             "(candidates in turn, one process), and the score of rule 2.", "",
+             f"(candidates in turn, one process), and the score of rule 2 on {', '.join(envs)}.",
+             "",
              "| candidate | " + " | ".join(f"{env} frames | {env} frames/s" for env in CAPS)
              + " | score (s) |", "|---|" + "---|---|" * len(CAPS) + "---:|"]
-    scored = scores(fps) if speed else {}
+    scored = scores(fps, envs) if speed else {}
     for name in CANDIDATES:
-        cells = [f"{_frames_cell(solves(name, env))} | {fps[env].get(name, float('nan')):.0f}"
+        cells = [f"{_frames_cell(name, env)} | {fps[env].get(name, float('nan')):.0f}"
                  for env in CAPS]
         score = f"{scored[name][0]:.1f}" if name in scored else "—"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {score} |")
@@ -185,6 +197,9 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true")
     parser.add_argument("--speed-updates", type=int, default=10)
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--report-envs", nargs="+", default=list(CAPS),
+                        help="the envs the rule is applied to (TUNING.md's interim rule: "
+                             "DoorKey-5x5)")
     parser.add_argument("--code", type=Path, default=None,
                         help="a folder whose rlmem the runs train with")
     args = parser.parse_args()
@@ -195,7 +210,7 @@ def main() -> None:
     if args.report:
         text = OUTPUT.read_text()
         rule = text.split(RESULTS_HEADING)[0].rstrip()
-        OUTPUT.write_text(rule + "\n\n" + report())
+        OUTPUT.write_text(rule + "\n\n" + report(args.report_envs))
 
 
 if __name__ == "__main__":

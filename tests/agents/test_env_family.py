@@ -131,9 +131,9 @@ def test_the_fast_preset_decides_the_envs_and_the_shape_of_the_work() -> None:
 
 
 def test_a_preset_whose_rollout_does_not_fill_its_minibatches_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"num_envs × frames_per_env=1600 must be a positive "
-                                         r"multiple of 1024"):
-        dataclasses.replace(presets.PRESETS[Preset.fast], num_envs=100)
+    with pytest.raises(ValueError, match=r"num_envs × frames_per_env=1520 must be a positive "
+                                         r"multiple of 512"):
+        dataclasses.replace(presets.PRESETS[Preset.fast], num_envs=95)
 
 
 def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch) -> None:
