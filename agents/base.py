@@ -86,6 +86,12 @@ class AgentConfig:
         (:data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`). By default: None."""
         return None
 
+    @classmethod
+    def decided_num_envs(cls, agent: Mapping[str, Any]) -> int | None:
+        """The run's envs where ``num_envs`` is null, for the decided ``agent`` section; None:
+        :data:`rlmem.agents.derived.DEFAULT_NUM_ENVS`. By default: None."""
+        return None
+
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """Raise a :class:`ValueError` naming the env when this agent cannot train the run
         ``config`` on ``env``; by default every env fits."""

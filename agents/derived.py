@@ -33,23 +33,25 @@ def with_derived_values(config: Mapping[str, Any],
     of ``recorded``, the config of the checkpoint a run resumes."""
     derived = dict(config)
     derived["mission"] = resolved_mission(derived)
-    # By the cores of the machine that starts the run (runs before this key stepped in sync).
-    derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),
-                                                     int(derived.get("num_envs", 1)))
     # Runs before this key stepped gymnasium envs.
     derived["env_backend"] = resolve_backend(
         derived.get("env_backend", GYMNASIUM), str(derived["env"]),
         wrappers=derived.get("wrappers") or (), env_kwargs=derived.get("env_kwargs") or {})
-    return with_decided_agent(derived, recorded)
+    derived = with_decided_agent(derived, recorded)
+    # By the cores of the machine that starts the run (runs before this key stepped in sync).
+    derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),
+                                                     int(derived["num_envs"]))
+    return derived
 
 
 def with_decided_agent(config: Mapping[str, Any],
                        recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``config`` with what the agent decides decided: the values its section leaves null
     (:meth:`~rlmem.agents.base.AgentConfig.decided`, from the run's env), then a null
-    ``memory.hidden_size`` (:func:`decided_memory_size`); both keep the decisions of
-    ``recorded``. Run names call this too, with the run's env, agent and memory alone, to know
-    the size a run would take (:func:`rlmem.schema.train.train_run_name`)."""
+    ``memory.hidden_size`` (:func:`decided_memory_size`) and a null or absent ``num_envs``
+    (:func:`decided_num_envs`); all keep the decisions of ``recorded``. Run names call this
+    too, with the run's env, agent and memory alone, to know the size and the envs a run would
+    take (:func:`rlmem.schema.train.train_run_name`)."""
     derived = dict(config)
     agent = derived.get("agent")
     if isinstance(agent, Mapping) and agent.get("name") in AGENTS:
@@ -59,7 +61,28 @@ def with_decided_agent(config: Mapping[str, Any],
     memory = derived.get("memory")
     if isinstance(memory, Mapping) and memory.get("hidden_size") is None:
         derived["memory"] = {**memory, "hidden_size": decided_memory_size(derived, recorded)}
+    if derived.get("num_envs") is None:
+        derived["num_envs"] = decided_num_envs(derived, recorded)
     return derived
+
+
+DEFAULT_NUM_ENVS = 16
+"""The envs of a run whose ``num_envs`` is null and whose agent decides none
+(:meth:`~rlmem.agents.base.AgentConfig.decided_num_envs`): rlmem's default before the presets
+decided it."""
+
+
+def decided_num_envs(config: Mapping[str, Any],
+                     recorded: Mapping[str, Any] | None = None) -> int:
+    """The envs of a run that leaves ``num_envs`` null (``rlmem.train``'s default): the resumed
+    checkpoint's, else the agent's for its decided section (our PPO's preset), else
+    :data:`DEFAULT_NUM_ENVS`."""
+    if recorded is not None and recorded.get("num_envs") is not None:
+        return int(recorded["num_envs"])
+    agent = config.get("agent")
+    envs = (AGENTS[agent["name"]].config.decided_num_envs(agent)
+            if isinstance(agent, Mapping) and agent.get("name") in AGENTS else None)
+    return DEFAULT_NUM_ENVS if envs is None else envs
 
 
 def decided_memory_size(config: Mapping[str, Any],

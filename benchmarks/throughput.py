@@ -50,7 +50,7 @@ def ours(env: str, num_envs: int, memory: str) -> Callable[[], None]:
     torch.manual_seed(0)
     envs = make_vector_env(env, num_envs)
     config = OmegaConf.structured(PPOConfig(
-        frames_per_env=N_STEPS, **agent_values(Preset.minigrid)))
+        **{**agent_values(Preset.minigrid), "frames_per_env": N_STEPS}))
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory)))
     ppo = PPO(model, config)

@@ -20,18 +20,29 @@ class PPOConfig(PPOHyperparameters):
     """Hyperparameters of our PPO (``agent=ppo``): the shared ones, the BPTT chunk, the critic's
     memory, the reward scale and the entropy bonus.
 
-    The keys from ``normalize_advantage`` to ``entropy_coef`` default to null: the run's preset
-    (``preset``, chosen from the env's family unless set) decides each one when the config is
-    built, and the run records the values (:func:`rlmem.agents.ppo.presets.decide_presets`).
-    A value given on the command line wins over the preset's. The two presets:
+    The keys from ``normalize_advantage`` to ``entropy_coef``, and ``frames_per_env``,
+    ``epochs`` and ``batch_size``, default to null: the run's preset (``preset``, chosen from
+    the env's family unless set) decides each one when the config is built, and the run
+    records the values (:func:`rlmem.agents.ppo.presets.decide_presets`). A value given on the
+    command line wins over the preset's. The presets minigrid and generic:
 
     - ``normalize_advantage``: minigrid false, generic true;
     - ``shared_memory``: minigrid true, generic false;
     - ``recurrence``: minigrid 16, generic 64;
     - ``reward_scale``: 1 for both;
     - ``entropy_coef``: minigrid 0.01, generic 0;
+    - ``frames_per_env``, ``epochs``, ``batch_size``: 128, 4, 256 for both;
     - and, where ``memory.hidden_size`` is null (``rlmem.train``'s default), the memory's size:
-      minigrid 64, generic 256.
+      minigrid 64, generic 256; where ``num_envs`` is null, 16 envs for both.
+
+    The fast preset (``agent.preset=fast``, never chosen by an env's family) keeps minigrid's
+    learning values and memory, and shapes the work for throughput: 256 envs, rollouts of 16
+    frames per env (one BPTT chunk), two epochs of minibatches of 512 frames (after
+    XLand-MiniGrid's and purejaxrl's recipes), chosen by wall-clock time to a return of 0.9 on
+    tuning seeds 0-2 (``experiments/fast_trainer/TUNING.md``; provisionally on DoorKey-5x5
+    alone: on MemoryS7 its first tuning run, seed 0, learnt no memory within 800k frames, where
+    minigrid's takes 184k-623k). It is meant for the tensor envs
+    (``env_backend=tensor``), where 256 envs step as one batch.
 
     minigrid is rl-starter-files' recipe, unchanged (MiniGrid runs are what they were). generic
     was measured on POPGym 1.0.7's RepeatPreviousEasy with an LSTM of 64 (80k frames, seeds
@@ -53,9 +64,10 @@ class PPOConfig(PPOHyperparameters):
     """Trainer name (``agent=ppo``)."""
     preset: Preset | None = None
     """Whose values the keys below take where they are null: minigrid (rl-starter-files'
-    MiniGrid recipe, rlmem's defaults before presets) or generic (measured on POPGym's Easy
-    envs against sb3-contrib's RecurrentPPO, issue 30; see the list above). null: minigrid
-    for MiniGrid and BabyAI envs, generic for every other env
+    MiniGrid recipe, rlmem's defaults before presets), generic (measured on POPGym's Easy
+    envs against sb3-contrib's RecurrentPPO, issue 30) or fast (minigrid's learning values in
+    many envs, short rollouts and large minibatches, issue 59; see the list above). null:
+    minigrid for MiniGrid and BabyAI envs, generic for every other env
     (:func:`rlmem.envs.family.env_family`). The run records the preset it took."""
     normalize_advantage: bool | None = None
     """Standardise advantages within each minibatch. null: the preset's. minigrid: false, as
@@ -117,6 +129,8 @@ class PPOConfig(PPOHyperparameters):
                        for preset in (list(Preset) if self.preset is None else [self.preset])])
         for key in ("frames_per_env", "batch_size"):
             value = getattr(self, key)
+            if value is None:
+                continue  # checked once the preset decided it
             failing = [(recurrence, whose) for recurrence, whose in candidates
                        if value % recurrence]
             if len(failing) == len(candidates):
@@ -143,9 +157,15 @@ class PPOConfig(PPOHyperparameters):
 
     @classmethod
     def memory_size(cls, agent: Mapping[str, Any]) -> int | None:
-        """The decided preset's memory size: minigrid 64, generic 256 (see the class
+        """The decided preset's memory size: minigrid 64, generic 256, fast 64 (see the class
         docstring)."""
         return PRESETS[Preset[str(agent["preset"])]].memory_size
+
+    @classmethod
+    def decided_num_envs(cls, agent: Mapping[str, Any]) -> int | None:
+        """The decided preset's envs: minigrid and generic 16, fast 256 (see the class
+        docstring)."""
+        return PRESETS[Preset[str(agent["preset"])]].num_envs
 
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """The model must encode every observation field and have a head for the actions."""

@@ -20,12 +20,13 @@ class PPOHyperparameters(AgentConfig):
     and ``entropy_coef`` are each trainer's own: our PPO's are decided by its presets
     (:mod:`rlmem.agents.ppo.presets`)."""
 
-    frames_per_env: int = 128
-    """Rollout length: frames collected from each env per update (RecurrentPPO's n_steps)."""
-    epochs: int = 4
-    """Passes over each rollout."""
-    batch_size: int = 256
-    """Frames per minibatch."""
+    frames_per_env: int | None = None
+    """Rollout length: frames collected from each env per update (RecurrentPPO's n_steps).
+    null: the trainer's (agent=sb3: 128; our PPO: its preset's)."""
+    epochs: int | None = None
+    """Passes over each rollout. null: the trainer's (agent=sb3: 4; our PPO: its preset's)."""
+    batch_size: int | None = None
+    """Frames per minibatch. null: the trainer's (agent=sb3: 256; our PPO: its preset's)."""
     lr: float = 1e-3
     """Adam learning rate."""
     adam_eps: float = 1e-8
@@ -46,7 +47,7 @@ class PPOHyperparameters(AgentConfig):
     def __post_init__(self) -> None:
         """Raise a :class:`ValueError` naming the key when a value is out of range."""
         for key in ("frames_per_env", "epochs", "batch_size"):
-            if getattr(self, key) <= 0:
+            if getattr(self, key) is not None and getattr(self, key) <= 0:
                 raise ValueError(f"agent.{key} must be positive, got {getattr(self, key)}")
         for key in ("lr", "adam_eps", "clip", "max_grad_norm"):
             if not getattr(self, key) > 0:

@@ -27,38 +27,81 @@ class Preset(Enum):
     """rl-starter-files' MiniGrid recipe: the values of every run before presets existed."""
     generic = "generic"
     """Measured on POPGym's Easy envs against sb3-contrib's RecurrentPPO (issue 30)."""
+    fast = "fast"
+    """The MiniGrid recipe's learning values with the work shaped for throughput: many envs,
+    short rollouts, large minibatches, few epochs (issue 59; chosen by wall-clock time to a
+    return threshold, ``experiments/fast_trainer/TUNING.md``, provisionally: on DoorKey-5x5
+    alone). Never chosen by an env's family: a run asks for it (``agent.preset=fast``)."""
 
 
 @dataclass(frozen=True)
 class PresetValues:
     """The values a preset gives the keys left null (each documented on
-    :class:`~rlmem.agents.ppo.PPOConfig`), and the memory's size where ``memory.hidden_size``
-    is null (:data:`MEMORY_SIZE_KEY`)."""
+    :class:`~rlmem.agents.ppo.PPOConfig`), the memory's size where ``memory.hidden_size``
+    is null (:data:`MEMORY_SIZE_KEY`) and the envs where ``num_envs`` is null
+    (:data:`NUM_ENVS_KEY`).
+
+    Raises:
+        ValueError: the preset's rollout of ``num_envs × frames_per_env`` frames cannot be cut
+            into chunks of ``recurrence`` steps and whole minibatches of ``batch_size``.
+    """
 
     normalize_advantage: bool
     shared_memory: bool
     recurrence: int
     reward_scale: float
     entropy_coef: float
+    frames_per_env: int
+    epochs: int
+    batch_size: int
     memory_size: int
+    num_envs: int
 
+    def __post_init__(self) -> None:
+        rollout = self.num_envs * self.frames_per_env
+        for name, value, divisor in (("frames_per_env", self.frames_per_env, self.recurrence),
+                                     ("batch_size", self.batch_size, self.recurrence),
+                                     ("num_envs × frames_per_env", rollout, self.batch_size)):
+            if value <= 0 or value % divisor:
+                raise ValueError(f"a preset's {name}={value} must be a positive multiple of "
+                                 f"{divisor}: its rollout of {self.num_envs} envs × "
+                                 f"{self.frames_per_env} frames, cut into chunks of "
+                                 f"{self.recurrence} steps, must fill minibatches of "
+                                 f"{self.batch_size} frames")
+
+
+_SHAPE = {"num_envs": 16, "frames_per_env": 128, "epochs": 4, "batch_size": 256}
+"""The work's shape of the minigrid and generic presets: rl-starter-files' (and rlmem's before
+the presets decided it)."""
 
 PRESETS: dict[Preset, PresetValues] = {
     Preset.minigrid: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
-                                  reward_scale=1.0, entropy_coef=0.01, memory_size=64),
+                                  reward_scale=1.0, entropy_coef=0.01, memory_size=64,
+                                  **_SHAPE),
     Preset.generic: PresetValues(normalize_advantage=True, shared_memory=False, recurrence=64,
-                                 reward_scale=1.0, entropy_coef=0.0, memory_size=256),
+                                 reward_scale=1.0, entropy_coef=0.0, memory_size=256,
+                                 **_SHAPE),
+    Preset.fast: PresetValues(normalize_advantage=False, shared_memory=True, recurrence=16,
+                              reward_scale=1.0, entropy_coef=0.01, memory_size=64,
+                              num_envs=256, frames_per_env=16, epochs=2, batch_size=512),
 }
 """Each preset's values; the MiniGrid one is rl-starter-files' recipe, unchanged, so MiniGrid
 runs are what they were (their memory of 64 is :data:`rlmem.cells.registry.DEFAULT_HIDDEN_SIZE`,
 written out here because composing a config must not import torch; a test holds them equal).
 See :class:`~rlmem.agents.ppo.PPOConfig` for why each value; the generic memory size is
 sb3-contrib's LSTM's, and the generic entropy coefficient sb3-contrib's (no bonus), both chosen
-by ``python -m experiments.popgym.tune`` (``experiments/popgym/TUNING.md``)."""
+by ``python -m experiments.popgym.tune`` (``experiments/popgym/TUNING.md``). The fast preset's
+envs, rollout, epochs and minibatch were chosen by ``python -m experiments.fast_trainer.tune``
+(``experiments/fast_trainer/TUNING.md``), its other values are minigrid's."""
 
 MEMORY_SIZE_KEY = "memory_size"
 """The field of :class:`PresetValues` that sizes the memory (``memory.hidden_size``, decided
 by :func:`rlmem.agents.derived.with_derived_values`), not a key of the agent section."""
+
+NUM_ENVS_KEY = "num_envs"
+"""The field of :class:`PresetValues` that gives the run's ``num_envs`` where it is null
+(decided by :func:`rlmem.agents.derived.with_derived_values`), not a key of the agent
+section."""
 
 
 def family_preset(env: str) -> Preset:
@@ -75,12 +118,13 @@ def family_preset(env: str) -> Preset:
         env_family(env)]
 
 PRESET_KEYS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PresetValues)
-                                     if field.name != MEMORY_SIZE_KEY)
+                                     if field.name not in (MEMORY_SIZE_KEY, NUM_ENVS_KEY))
 """The agent's keys that a preset decides where they are null."""
 
 
 def agent_values(preset: Preset) -> dict[str, Any]:
-    """The agent keys' values of ``preset`` (:data:`PRESET_KEYS`; not its memory size), e.g.
+    """The agent keys' values of ``preset`` (:data:`PRESET_KEYS`; not its memory size nor its
+    envs), e.g.
     ``PPOConfig(**agent_values(Preset.minigrid))`` for a trainer built without a run config."""
     values = PRESETS[preset]
     return {key: getattr(values, key) for key in PRESET_KEYS}

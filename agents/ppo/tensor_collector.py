@@ -6,8 +6,10 @@ The layout of the rollout, the memory carried across rollouts and the episode st
 those of :class:`~rlmem.agents.ppo.collector.RolloutCollector`; only how a step reaches the
 envs differs. The envs' outputs are not checked for NaNs as a gymnasium env's are
 (:class:`~rlmem.agents.env_output.EnvOutputCheck`): the tensor envs are rlmem's own, proved
-equal to their originals, and checking would wait for the device every step. The episodes that
-ended are read once per rollout, not per step.
+equal to their originals, and checking would wait for the device every step. Nothing is read
+back to the host per step: the episodes that ended are read once per rollout, and the values of
+the observations where episodes were truncated (for GAE's bootstrap) are computed once per
+rollout, in one batch, from each step's final observations and memory, kept until then.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.heads import ActionHead, CategoricalHead, MultiCategoricalHead
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time
-from rlmem.agents.ppo.rollout import Rollout, select_state
+from rlmem.agents.ppo.rollout import Rollout, stack_states
 from rlmem.cells import State
 from rlmem.envs.spaces import OBSERVATION_FIELD
 from rlmem.envs.tensor import TensorObservation, TensorVectorEnv
@@ -50,6 +52,9 @@ class TensorRolloutCollector(RolloutCollector):
         self.lengths = torch.zeros(self.num_envs, dtype=torch.int64, device=device)
         self.ended: list[tuple[Tensor, Tensor, Tensor]] = []
         """Per step of the rollout: which envs ended, with their returns and lengths."""
+        self.finals: list[tuple[TensorObservation, State]] = []
+        """Per step of the rollout: every env's final observation (``info["final_obs"]``) and
+        its memory after the step, for the values of truncated episodes."""
 
     def _reset(self, seed: int, name: str | None) -> dict[str, Tensor]:
         observation, _ = self.envs.reset(seed=seed)
@@ -57,8 +62,10 @@ class TensorRolloutCollector(RolloutCollector):
 
     @torch.no_grad()
     def collect(self, steps: int, recurrence: int) -> Rollout:
-        self.ended = []
+        self.ended, self.finals = [], []
         rollout = super().collect(steps, recurrence)
+        self._truncated_values(rollout)
+        self.finals = []
         finished = self._finished()
         rollout.episode_returns = [episode.episode_return for episode in finished]
         rollout.episode_lengths = [episode.length for episode in finished]
@@ -73,13 +80,8 @@ class TensorRolloutCollector(RolloutCollector):
         reward, term, trunc = (value.to(self.device) for value in (reward, term, trunc))
         rollout.rewards[t] = reward.to(torch.float32)
         rollout.terminated[t] = term
-        cut = trunc & ~term
-        rollout.truncated[t] = cut
-        if bool(cut.any()):
-            # The value of where a truncated episode stopped, seen with its own memory.
-            rows = cut.nonzero().squeeze(1)
-            rollout.final_values[t, rows] = self._final_values_of(info["final_obs"], rows,
-                                                                  out.state)
+        rollout.truncated[t] = trunc & ~term
+        self.finals.append((info["final_obs"], out.state))
         self.observation = self._fields(observation, self.device)
         self.state = out.state
         self.resets = term | trunc
@@ -107,10 +109,21 @@ class TensorRolloutCollector(RolloutCollector):
                     envs.tolist(), returns[steps, envs].tolist(), lengths[steps, envs].tolist(),
                     strict=True)]
 
-    def _final_values_of(self, final: TensorObservation, rows: Tensor, state: State) -> Tensor:
-        observation = {key: value[rows] for key, value in self._fields(final, self.device).items()}
-        no_reset = torch.zeros(1, len(rows), dtype=torch.bool, device=self.device)
-        return self.model(add_time(observation), select_state(state, rows), no_reset).value[0]
+    def _truncated_values(self, rollout: Rollout) -> None:
+        """Write ``rollout.final_values``: the value of where each truncated episode stopped,
+        seen with its own memory, for every truncation of the rollout in one batch (one read
+        of which envs were truncated per rollout)."""
+        steps, rows = rollout.truncated.nonzero(as_tuple=True)
+        if not len(steps):
+            return
+        finals = [self._fields(final, self.device) for final, _ in self.finals]
+        observation = {key: torch.stack([fields[key] for fields in finals])[steps, rows]
+                       for key in finals[0]}
+        states = stack_states([state for _, state in self.finals])
+        state = states._make(value[steps, rows] for value in states)
+        no_reset = torch.zeros(1, len(steps), dtype=torch.bool, device=self.device)
+        rollout.final_values[steps, rows] = self.model(add_time(observation), state,
+                                                       no_reset).value[0]
 
     @staticmethod
     def _fields(observation: TensorObservation, device: torch.device) -> dict[str, Tensor]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from rlmem.agents.env_output import EnvOutputError
 from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
-from rlmem.agents.ppo.config import PPOConfig
+from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
@@ -51,9 +51,10 @@ def train(config: Config, run: RunSession) -> None:
             checkpoint is kept.
     """
     agent = config.agent
-    notice = rounding_notice(config.frames, config.num_envs * agent.frames_per_env,
+    frames_per_env = int(decided_value(agent, "frames_per_env"))
+    notice = rounding_notice(config.frames, config.num_envs * frames_per_env,
                              f"num_envs={config.num_envs} × agent.frames_per_env="
-                             f"{agent.frames_per_env}")
+                             f"{frames_per_env}")
     if notice is not None:
         print(notice, flush=True)
     torch.manual_seed(config.seed)
@@ -91,7 +92,8 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
             and what is safe on disk.
     """
     agent = config.agent
-    frames_per_update = config.num_envs * agent.frames_per_env
+    frames_per_env = int(decided_value(agent, "frames_per_env"))
+    frames_per_update = config.num_envs * frames_per_env
     logger = RunLogger(run.run_dir, "frames",
                        resume_step=frames if run.checkpoint is not None else None)
     bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",
@@ -100,7 +102,7 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
         while (frames < config.frames and not episodes.reached(config.stop_return)
                and not run.stop_requested):
             clock = time.perf_counter()
-            rollout = collector.collect(agent.frames_per_env, agent.chunk_length)
+            rollout = collector.collect(frames_per_env, agent.chunk_length)
             model.anneal(frames / config.frames)  # e.g. SA-RNN's slope schedule
             metrics = ppo.update(rollout)
             frames, updates = frames + frames_per_update, updates + 1

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlmem.agents.ppo.config import PPOConfig
+from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.loss import ppo_loss
 from rlmem.agents.ppo.model import ActorCritic
@@ -65,9 +65,9 @@ class PPO:
         # of Python floats that earlier versions kept), and read once per update: no host
         # read per minibatch, which on a GPU would wait for every step.
         sums: dict[str, Tensor] = {}
-        batches = 0
-        for _ in range(cfg.epochs):
-            for batch in chunks.minibatches(cfg.batch_size):
+        batches, batch_size = 0, int(decided_value(cfg, "batch_size"))
+        for _ in range(int(decided_value(cfg, "epochs"))):
+            for batch in chunks.minibatches(batch_size):
                 for key, value in self.step(batch).items():
                     value = _float64(value, rollout.rewards.device)
                     sums[key] = sums[key] + value if key in sums else value

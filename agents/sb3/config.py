@@ -45,6 +45,12 @@ class SB3Config(PPOHyperparameters):
 
     name: str = "sb3"
     """Trainer name (``agent=sb3``)."""
+    frames_per_env: int = 128
+    """Rollout length: frames collected from each env per update (RecurrentPPO's n_steps)."""
+    epochs: int = 4
+    """Passes over each rollout (RecurrentPPO's n_epochs)."""
+    batch_size: int = 256
+    """Frames per minibatch."""
     policy: SB3Policy = SB3Policy.memory
     """memory: rlmem's MemoryPolicy with the configured cell; sb3_lstm: sb3-contrib's own
     MultiInputLstmPolicy (an nn.LSTM of memory.hidden_size, torch's init), needs memory=lstm

@@ -48,6 +48,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import rlmem.train  # noqa: F401  - registers the train config's schema, which compose needs
 from experiments.common.sweep import final_frames
+from rlmem.agents.derived import decided_num_envs
 from rlmem.agents.ppo.presets import decide_presets
 from rlmem.agents.sb3.recorder import RunRecorder
 from rlmem.envs import env_spec
@@ -80,7 +81,8 @@ def matched_keys(env: str) -> MatchedKeys:
     composed = OmegaConf.to_container(cfg.agent, resolve=True, enum_to_str=True)
     assert isinstance(composed, dict)  # the agent section is a mapping
     agent = decide_presets({str(key): value for key, value in composed.items()}, env)
-    return MatchedKeys(int(cfg.num_envs), int(agent["frames_per_env"]),
+    num_envs = cfg.num_envs if cfg.num_envs is not None else decided_num_envs({"agent": agent})
+    return MatchedKeys(int(num_envs), int(agent["frames_per_env"]),
                        int(agent["batch_size"]), int(agent["epochs"]), float(agent["lr"]))
 
 

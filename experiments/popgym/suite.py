@@ -52,7 +52,7 @@ from experiments.common.suite_runs import (
     standing,
     startable,
 )
-from rlmem.agents.ppo.presets import MEMORY_SIZE_KEY, PRESETS, Preset
+from rlmem.agents.ppo.presets import MEMORY_SIZE_KEY, NUM_ENVS_KEY, PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.runs import INTERRUPTED
 
@@ -110,14 +110,15 @@ def run_dir(root: Path, env: str, agent: str, seed: int) -> Path:
 
 def superseded(config: DictConfig) -> bool:
     """Whether a run's ``config`` is one of our PPO's that recorded values, of the keys its
-    preset decides and the memory's size, other than its preset's today: the run measured an
-    earlier default. sb3-contrib's runs, which have no preset, are not."""
+    preset decides, the memory's size and the envs, other than its preset's today: the run
+    measured an earlier default. sb3-contrib's runs, which have no preset, are not."""
     agent = config.get("agent")
     if not isinstance(agent, DictConfig) or agent.get("preset") is None:
         return False
     today = dataclasses.asdict(PRESETS[Preset[str(agent.preset)]])
     recorded = {key: agent.get(key) for key in today}
     recorded[MEMORY_SIZE_KEY] = config.memory.hidden_size
+    recorded[NUM_ENVS_KEY] = config.get("num_envs")
     return recorded != today
 
 

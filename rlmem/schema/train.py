@@ -92,8 +92,9 @@ class TrainConfig(RunFolderConfig):
     ``frames`` (agent=ppo only)."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N."""
-    num_envs: int = 16
-    """Parallel envs."""
+    num_envs: int | None = None
+    """Parallel envs. null: the agent's (agent=ppo: its preset's, 16 but for agent.preset=fast's
+    256; agent=sb3: 16). The run records what was decided."""
     vectorization: str = "auto"
     """How the envs step: sync (all in this process; the reference, reproduced bit for bit),
     async (agent=ppo: in worker processes, one group of envs stepping while the policy acts for
@@ -146,7 +147,7 @@ class TrainConfig(RunFolderConfig):
         if self.transfer_env is not None:
             env_spec(self.transfer_env)
         for key in ("frames", "num_envs"):
-            if getattr(self, key) <= 0:
+            if getattr(self, key) is not None and getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
         check_seed(self.seed)
         check_torch_threads(self.torch_threads)
@@ -180,20 +181,22 @@ resumed (:data:`rlmem.agents.run.RESUME_SECTIONS` but ``env`` and ``seed``, whic
 the path) and ``stop_return``."""
 
 
-def _decided_size(root: DictConfig) -> int | None:
-    """The memory size a run of ``root``'s env and agent takes when ``memory.hidden_size`` is
-    null (:func:`~rlmem.agents.derived.with_decided_agent`, given the run's env and agent
-    alone: the rest of ``root`` resolves through this run name); None for an env or agent that
-    the run's checks will refuse."""
+def _decided_defaults(root: DictConfig) -> dict[str, int]:
+    """The memory size and the envs a run of ``root``'s env and agent takes when
+    ``memory.hidden_size`` and ``num_envs`` are null, by their run-name keys
+    (:func:`~rlmem.agents.derived.with_decided_agent`, given the run's env and agent alone:
+    the rest of ``root`` resolves through this run name); none for an env or agent that the
+    run's checks will refuse."""
     if str(root.agent.name) not in AGENTS:
-        return None
+        return {}
     agent = OmegaConf.to_container(root.agent, resolve=True, enum_to_str=True)
     try:
         decided = with_decided_agent({"env": str(root.env), "agent": agent,
-                                      "memory": {"hidden_size": None}})
+                                      "memory": {"hidden_size": None}, "num_envs": None})
     except KeyError:  # an unknown env, reported by the run's own checks
-        return None
-    return int(decided["memory"]["hidden_size"])
+        return {}
+    return {"memory.hidden_size": int(decided["memory"]["hidden_size"]),
+            "num_envs": int(decided["num_envs"])}
 
 
 @functools.cache
@@ -216,8 +219,9 @@ def train_run_name(label: str | None = None, *, _root_: DictConfig) -> str:
     if agent in AGENTS:
         defaults.update(schema_defaults(AGENTS[agent].config, "agent."))
     name, shown = label_and_differences(_root_, NAMING, defaults, label or None)
-    if "memory.hidden_size" in shown and shown["memory.hidden_size"] == _decided_size(_root_):
-        del shown["memory.hidden_size"]  # the size the run would take anyway: the default run
+    for key, value in _decided_defaults(_root_).items():
+        if key in shown and shown[key] == value:
+            del shown[key]  # the value the run would take anyway: the default run
     return f"{agent}/{_root_.env}/{labelled(name, folder_settings(shown))}/seed{_root_.seed}"
 
 

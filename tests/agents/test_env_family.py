@@ -4,6 +4,7 @@ value the user gives."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from omegaconf import DictConfig
 
 from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo import presets
-from rlmem.agents.ppo.presets import Preset, PresetValues, before_presets, decide_presets
+from rlmem.agents.ppo.presets import Preset, before_presets, decide_presets
 from rlmem.cells.registry import DEFAULT_HIDDEN_SIZE, make_cell_from_config
 from rlmem.envs.family import EnvFamily, env_family
 from rlmem.evaluate import evaluate_run
@@ -35,6 +36,9 @@ TINY = ["num_envs=2", "frames=128", "agent.frames_per_env=64", "agent.batch_size
         "agent.epochs=1", "progress_bar=false", "device=cpu", "memory=gru",
         "memory.hidden_size=8", "env=CartPole-v1"]
 """One update of 128 frames on CartPole (the generic preset), the recurrence left to it."""
+LEFT_TO_PRESET = tuple(key for key in presets.PRESET_KEYS
+                       if not any(item.startswith(f"agent.{key}=") for item in TINY))
+"""The keys the preset decides in a :data:`TINY` run (it sets the rollout's shape)."""
 
 
 def _compose(*overrides: str) -> DictConfig:
@@ -101,21 +105,42 @@ def test_the_users_values_win_over_the_preset() -> None:
     assert {key: named[key] for key in TODAY} == TODAY
 
 
-def test_a_decided_value_is_checked_when_the_config_is_built(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
-        normalize_advantage=True, shared_memory=True, recurrence=48, reward_scale=1.0,
-        entropy_coef=0.0, memory_size=256))
-    with pytest.raises(ValueError, match=r"frames_per_env=128 must be a multiple of "
-                                         r"agent.recurrence=48"):
-        resolve(_compose("env=CartPole-v1", "memory=lstm")).recorded()
+def test_a_decided_value_is_checked_when_the_config_is_built() -> None:
+    """A batch of 48 frames cuts into chunks of 16 (minigrid's, fast's), so composing passes;
+    CartPole's preset (generic) decides chunks of 64, and the decided config is refused."""
+    with pytest.raises(ValueError, match=r"batch_size=48 must be a multiple of "
+                                         r"agent.recurrence=64"):
+        resolve(_compose("env=CartPole-v1", "memory=lstm", "agent.batch_size=48")).recorded()
+
+
+def test_the_fast_preset_decides_the_envs_and_the_shape_of_the_work() -> None:
+    """agent.preset=fast: its envs, rollout, epochs and minibatch, recorded; a value the user
+    sets wins (num_envs, agent.epochs), and a run left to its family stays minigrid's 16 envs
+    of 128 frames."""
+    fast = presets.PRESETS[Preset.fast]
+    config = resolve(_compose("memory=lstm", "agent.preset=fast")).recorded()
+    assert (config["num_envs"], config["agent"]["frames_per_env"], config["agent"]["epochs"],
+            config["agent"]["batch_size"]) == (fast.num_envs, fast.frames_per_env,
+                                               fast.epochs, fast.batch_size)
+    assert config["memory"]["hidden_size"] == fast.memory_size
+    mine = resolve(_compose("memory=lstm", "agent.preset=fast", "num_envs=64",
+                            "agent.epochs=3")).recorded()
+    assert (mine["num_envs"], mine["agent"]["epochs"]) == (64, 3)
+    plain = resolve(_compose("memory=lstm")).recorded()
+    assert (plain["num_envs"], plain["agent"]["frames_per_env"]) == (16, 128)
+
+
+def test_a_preset_whose_rollout_does_not_fill_its_minibatches_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"num_envs × frames_per_env=1520 must be a positive "
+                                         r"multiple of 512"):
+        dataclasses.replace(presets.PRESETS[Preset.fast], num_envs=95)
 
 
 def test_a_recorded_config_decides_nothing_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     config = resolve(_compose("env=CartPole-v1", "memory=lstm")).recorded()
-    monkeypatch.setitem(presets.PRESETS, Preset.generic, PresetValues(
-        normalize_advantage=False, shared_memory=False, recurrence=8, reward_scale=5.0,
-        entropy_coef=0.5, memory_size=16))
+    monkeypatch.setitem(presets.PRESETS, Preset.generic, dataclasses.replace(
+        presets.PRESETS[Preset.generic], normalize_advantage=False, shared_memory=False,
+        recurrence=8, reward_scale=5.0, entropy_coef=0.5, memory_size=16))
     assert with_derived_values(config) == config
     # A resumed run's null keys take what its checkpoint decided, not today's preset.
     assert config["agent"]["recurrence"] != 8
@@ -140,12 +165,12 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     first = _recorded(run)
     generic = presets.PRESETS[Preset.generic]
     assert first["preset"] == "generic"
-    assert {key: first[key] for key in presets.PRESET_KEYS} == {
-        key: getattr(generic, key) for key in presets.PRESET_KEYS}
+    assert {key: first[key] for key in LEFT_TO_PRESET} == {
+        key: getattr(generic, key) for key in LEFT_TO_PRESET}
 
-    changed = PresetValues(normalize_advantage=not generic.normalize_advantage,
-                           shared_memory=not generic.shared_memory, recurrence=8,
-                           reward_scale=3.0, entropy_coef=0.5, memory_size=16)
+    changed = dataclasses.replace(generic, normalize_advantage=not generic.normalize_advantage,
+                                  shared_memory=not generic.shared_memory, recurrence=8,
+                                  reward_scale=3.0, entropy_coef=0.5, memory_size=16)
     monkeypatch.setitem(presets.PRESETS, Preset.generic, changed)
     train_run(_compose(*TINY, "frames=256", f"run_dir={run}"), run)
     assert _recorded(run) == first
@@ -157,7 +182,7 @@ def test_resume_and_evaluation_keep_the_recorded_preset(
     fresh = tmp_path / "fresh"
     train_run(_compose(*TINY, f"run_dir={fresh}"), fresh)
     decided = _recorded(fresh)
-    assert {key: decided[key] for key in presets.PRESET_KEYS} == {
+    assert {key: decided[key] for key in LEFT_TO_PRESET} == {
         "normalize_advantage": changed.normalize_advantage,
         "shared_memory": changed.shared_memory, "recurrence": 8, "reward_scale": 3.0,
         "entropy_coef": 0.5}

@@ -152,7 +152,7 @@ def test_episode_quotas() -> None:
     ("entropy_coef", -0.01, "agent.entropy_coef must be non-negative"),
 ])
 def test_bad_ppo_hyperparameters(key: str, value: float, match: str) -> None:
-    config = OmegaConf.structured(PPOConfig())
+    config = OmegaConf.structured(PPOConfig(frames_per_env=128))
     config[key] = value
     with pytest.raises(ValueError, match=match):
         OmegaConf.to_object(config)  # the config checks itself as it is built

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.rollout import Rollout, select_state
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.envs import make_vector_env, resolve_backend, uses_mission
 from rlmem.envs.tensor.minigrid import DoorKey, GoToDoor, Memory, MiniGridTensorEnv
@@ -95,6 +96,44 @@ def test_the_encoder_sees_identical_inputs_from_both_backends(
     for field in ("actions", "rewards", "terminated", "truncated", "log_probs", "values"):
         assert torch.equal(getattr(want, field)[:steps], getattr(got, field)[:steps]), field
     gymnasium.close()
+
+
+class PerStepFinalValues(TensorRolloutCollector):
+    """The reference: each truncated episode's value computed at its own step, from the
+    truncated envs alone (as the collector did before it batched them per rollout)."""
+
+    def _truncated_values(self, rollout: Rollout) -> None:
+        for step, (final, state) in enumerate(self.finals):
+            rows = rollout.truncated[step].nonzero().squeeze(1)
+            if len(rows):
+                observation = {key: value[rows].unsqueeze(0)
+                               for key, value in self._fields(final, self.device).items()}
+                no_reset = torch.zeros(1, len(rows), dtype=torch.bool)
+                rollout.final_values[step, rows] = self.model(
+                    observation, select_state(state, rows), no_reset).value[0]
+
+
+def test_truncated_values_batched_per_rollout_equal_those_of_each_step() -> None:
+    """Episodes cut every 6 steps: the values GAE bootstraps from, computed once per rollout
+    for every truncation, equal those computed step by step (float64)."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        rollouts = []
+        for collector_type in (PerStepFinalValues, TensorRolloutCollector):
+            torch.manual_seed(0)
+            envs = DoorKey(8, size=5, max_steps=6)
+            model = ActorCritic(envs.single_observation_space, envs.single_action_space,
+                                {"name": "lstm", "hidden_size": 16}, grid_encoding="embedding",
+                                discrete_encoding="onehot")
+            collector = collector_type(envs, model, torch.device("cpu"), seed=3)
+            rollouts.append(collector.collect(16, 8))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    want, got = rollouts
+    assert int(want.truncated.sum()) >= 8
+    assert torch.equal(want.truncated, got.truncated)
+    assert torch.allclose(want.final_values, got.final_values, rtol=0, atol=1e-12)
+    assert bool((got.final_values[got.truncated] != 0).all())
 
 
 def test_sb3_trains_on_the_tensor_backend(tmp_path: Path) -> None:

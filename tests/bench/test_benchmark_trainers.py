@@ -48,7 +48,7 @@ def test_scaling_times_the_minigrid_preset(scaling: ModuleType) -> None:
 def test_cuda_check_builds_a_trainer_on_the_cpu(cuda_check: ModuleType) -> None:
     trainer = cuda_check.ppo_trainer("lstm", 2, torch.device("cpu"))
     try:
-        assert trainer.step() == 2 * PPOConfig().frames_per_env
+        assert trainer.step() == 2 * agent_values(Preset.minigrid)["frames_per_env"]
     finally:
         trainer.close()
 

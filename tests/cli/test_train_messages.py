@@ -62,12 +62,12 @@ def test_a_run_says_it_resumed_sums_up_and_refuses_another_config_truthfully(
 def test_the_rounding_notice_is_said_only_where_it_matters() -> None:
     """The default 300,000 frames in updates of 16 × 128 is 301,056 frames: said nothing;
     frames=100 trains 2,048: said."""
-    from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
+    from rlmem.agents.ppo.presets import PRESETS, Preset
     from rlmem.agents.run import rounding_notice
     from rlmem.schema.train import TrainConfig
 
-    defaults = TrainConfig()
-    update = defaults.num_envs * PPOHyperparameters().frames_per_env
+    defaults, minigrid = TrainConfig(), PRESETS[Preset.minigrid]
+    update = minigrid.num_envs * minigrid.frames_per_env
     assert rounding_notice(defaults.frames, update, "16 × 128") is None
     assert rounding_notice(4096, update, "16 × 128") is None  # whole
     assert rounding_notice(100, update, "16 × 128") == (

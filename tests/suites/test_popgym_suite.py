@@ -147,7 +147,9 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
         run = tmp_path / env / "gru" / f"seed{seed}"
         fake_run(run, [(100, 0.1 + seed)], budget=2048)
         recorded = {**agent, "entropy_coef": entropy}
-        (run / "config.yaml").write_text(f"frames: 2048\n{memory}\nagent: {recorded}\n")
+        (run / "config.yaml").write_text(
+            f"frames: 2048\nnum_envs: {PRESETS[Preset.generic].num_envs}\n{memory}\n"
+            f"agent: {recorded}\n")
     fake_run(tmp_path / env / suite.REFERENCE / "seed0", [(100, 0.5)], budget=2048)
 
     runs = aggregate.collect(tmp_path)
