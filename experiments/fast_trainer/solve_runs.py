@@ -13,11 +13,14 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from experiments.common.signal_relay import run_child
 
 OUTCOME = "solve.json"
 """The file in a run's folder that records how it went (:class:`Solve`)."""
@@ -51,16 +54,19 @@ def packaged_commit(repository: Path, commit: str, into: Path) -> Path:
     ``envs/``). Made once: an existing folder is reused.
 
     Raises:
-        subprocess.CalledProcessError: ``commit`` is no commit of ``repository``.
+        RuntimeError: ``commit`` is no commit of ``repository``.
     """
     package = into / "package"
     if (package / "rlmem" / "agents").exists():
         return package
     source = into / "source"
     source.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(repository), "archive", commit],
-                             check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    tarball = into / "source.tar"
+    with tarball.open("wb") as out:
+        if run_child(["git", "-C", str(repository), "archive", commit], stdout=out) != 0:
+            raise RuntimeError(f"git archive of {commit} in {repository} failed: no such commit?")
+    with tarfile.open(tarball) as archive:
+        archive.extractall(source, filter="data")
     (package / "rlmem").mkdir(parents=True, exist_ok=True)
     for entry in (source / "rlmem").iterdir():
         (package / "rlmem" / entry.name).symlink_to(entry)
@@ -87,14 +93,19 @@ def train_to_threshold(overrides: Sequence[str], run_dir: Path,
     command = [sys.executable, "-m", "rlmem.train", *overrides, f"run_dir={run_dir}",
                "resume=false", "force=true", "progress_bar=false"]
     load_before, start = load_average(), time.perf_counter()
-    # Out of the checkout, so that ``import rlmem`` finds only the code asked for.
-    done = subprocess.run(command, env=env, cwd=tempfile.gettempdir(), capture_output=True,
-                          text=True)
+    # Beside the run, not in it: the run folder is rlmem.train's to create.
+    log = run_dir.with_name(f"{run_dir.name}.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        # Out of the checkout, so that ``import rlmem`` finds only the code asked for.
+        status = run_child(command, env=env, cwd=tempfile.gettempdir(), stdout=out,
+                           stderr=subprocess.STDOUT)
     wall_s = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    output = log.read_text()
+    if status:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{output[-3000:]}")
     with (run_dir / "progress.csv").open(newline="") as rows:
         frames = int(float(list(csv.DictReader(rows))[-1]["frames"]))
-    solve = Solve(frames, STOPPED in done.stdout, wall_s, load_before, load_average())
+    solve = Solve(frames, STOPPED in output, wall_s, load_before, load_average())
     outcome.write_text(json.dumps(asdict(solve)))
     return solve

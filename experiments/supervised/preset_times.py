@@ -38,6 +38,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.common.signal_relay import exit_passing_signals_on, run_child
 from experiments.supervised.rows import CONF, PRESET_DIRS, REPO, RUNS, searchpath
 from experiments.supervised.status import last_progress, run_status
 from rlmem.runs.progress import read_progress
@@ -116,7 +117,8 @@ def measure(preset: str, iterations: int) -> dict[str, Any]:
                    "progress_bar=false", "resume=false", f"run_dir={run_dir}"]
         load = [os.getloadavg()[0]]
         start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        if run_child(command, stdout=subprocess.DEVNULL) != 0:
+            raise RuntimeError(f"{' '.join(command)} failed")
         wall = time.perf_counter() - start
         load.append(os.getloadavg()[0])
         rows = [row for row in read_progress(run_dir / "progress.csv")
@@ -218,4 +220,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_passing_signals_on(main)
