@@ -39,7 +39,16 @@ from reference.equivalence import (
 )
 
 from rlmem.cells import CELLS, Cell, Stacked, make_cell
-from rlmem.cells._engines import ernn, full_attention, fused_rnn, irnn, sarnn, screened, tarnn
+from rlmem.cells._engines import (
+    ernn,
+    full_attention,
+    fused_rnn,
+    gpu,
+    irnn,
+    sarnn,
+    screened,
+    tarnn,
+)
 from rlmem.cells.deltanet import DeltaNet
 from rlmem.cells.gtrxl import GTrXL
 from rlmem.cells.irnn import IRNNUpdate
@@ -89,6 +98,9 @@ class Row:
     nearly uniform, so the first ρ states keep the highest relevance and R never replaces a
     member; peaked attention makes later states enter R and exercises the screening."""
     layers: int = 1
+    triton: bool = False
+    """Whether the engine has Triton kernels (:mod:`rlmem.cells._engines.gpu`) for this row:
+    it then also runs with them, through the interpreter on the CPU and on CUDA."""
 
 
 NU3_RHO2 = {"short_term": 3, "relevant": 2}
@@ -196,10 +208,14 @@ def cases() -> list[Any]:
         loops = ["compiled", "python"] if row.loops is Loops.ANY else [row.loops.value]
         params += [pytest.param(row, "cpu", kind, id=f"{row_id(row)}-cpu-{kind}")
                    for kind in loops]
-        if row.loops is not Loops.COMPILED:
-            params.append(pytest.param(
-                row, "cuda", "python", id=f"{row_id(row)}-cuda",
-                marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")))
+        cuda = [] if row.loops is Loops.COMPILED else ["python"]
+        if row.triton:
+            params.append(pytest.param(row, "cpu", "triton", id=f"{row_id(row)}-cpu-triton"))
+            cuda.append("triton")
+        params += [pytest.param(row, "cuda", kind, id=f"{row_id(row)}-cuda-{kind}",
+                                marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                         reason="no CUDA"))
+                   for kind in cuda]
     return params
 
 
@@ -233,6 +249,22 @@ def count_results(engine: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -
     return results
 
 
+def count_kernel_chunks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record each chunk that an engine gives its Triton kernels (:func:`gpu.runs` true): the
+    returned list holds the engines' names."""
+    runs = gpu.runs
+    taken: list[str] = []
+
+    def recorded(like: torch.Tensor, engine: str) -> bool:
+        if runs(like, engine):
+            taken.append(engine)
+            return True
+        return False
+
+    monkeypatch.setattr(gpu, "runs", recorded)
+    return taken
+
+
 def test_every_registered_cell_has_an_engine_row() -> None:
     assert {row.cell for row in ENGINES} == set(CELLS)
 
@@ -240,16 +272,19 @@ def test_every_registered_cell_has_an_engine_row() -> None:
 @pytest.mark.parametrize(("row", "device", "loops"), cases())
 def test_engine_equals_the_cells_step(row: Row, device: str, loops: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    use_loops(loops, monkeypatch)
+    use_loops(loops, monkeypatch, device)
     engine, step = build(row), build(row)
     monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)  # scan(step)
     results = count_results(row.engine, monkeypatch)
+    kernels = count_kernel_chunks(monkeypatch)
     if row.mode is Mode.TRAIN:
         calls = assert_matches_reference(engine, step, traces=True, device=device)
     else:
         calls = assert_matches_without_grad(engine, step, chunk=row.mode.value, device=device)
     assert len(results) >= calls, (f"{row.engine.__qualname__} computed {len(results)} of "
                                    f"the {calls} calls")
+    assert (len(kernels) > 0) == (loops == "triton"), (
+        f"the Triton kernels computed {len(kernels)} chunks with loops={loops}")
 
 
 @pytest.mark.parametrize("name", ["relstm", "relrnn"])

@@ -21,18 +21,30 @@ from torch import Tensor
 
 from reference.base import Cell as ReferenceCell
 from rlmem.cells import Cell
-from rlmem.cells._engines import compiled
+from rlmem.cells._engines import compiled, gpu
 
 LOOPS = ("compiled", "python")
 """The two implementations of the engines' hand-written loops: ``rlmem/cells/_engines/csrc``
 (built at first use) and the Python loops it replaces. Both must equal the reference."""
 
 
-def use_loops(loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def use_loops(loops: str, monkeypatch: pytest.MonkeyPatch, device: str = "cpu") -> None:
     """Run the rest of a test with the compiled loops (``"compiled"``; skipped where the
-    environment disables them) or with their Python fallback (``"python"``)."""
-    if loops == "python":
+    environment disables them), with their Python fallback (``"python"``, the Triton kernels
+    off), or with the Triton kernels (``"triton"``: through Triton's interpreter on the CPU;
+    skipped where Triton is not installed)."""
+    if loops == "triton":
+        if not gpu.triton_installed():
+            pytest.skip("Triton is not installed")
+        if device == "cpu":
+            monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+            monkeypatch.setenv(gpu.VARIABLE, "interpret")
+            monkeypatch.setenv("TRITON_INTERPRET", "1")
+        else:
+            monkeypatch.setenv(gpu.VARIABLE, "auto")
+    elif loops == "python":
         monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+        monkeypatch.setenv(gpu.VARIABLE, "0")
     elif not compiled.enabled():
         pytest.skip(f"{compiled.DISABLE_VARIABLE} is set")
     else:

@@ -28,6 +28,9 @@ The engines, one module each:
 - :mod:`.delta_rule`: DeltaNet's chunkwise (WY) form of the delta rule, with resets.
 - :mod:`.windowed_attention`: GTrXL's attention over a sliding window, a chunk at once.
 
+On CUDA, :mod:`.gpu` holds the engines' Triton kernels, and says when they run instead of
+the Python loops.
+
 What they share: :mod:`.compiled` (the C++ loops of ``csrc/``, built at first use),
 :mod:`.base_recurrence` (the attentive cells' LSTM and tanh-RNN bases, forward and backward),
 :mod:`.attentive_paths` (when an attentive cell's chunk takes its engine),
