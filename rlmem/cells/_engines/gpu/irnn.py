@@ -81,6 +81,15 @@ def _phi_slope(value, PHI: tl.constexpr):
 
 
 @triton.jit
+def _dot(a, b):
+    """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
+    where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
+    if a.dtype == tl.float64:
+        return tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    return tl.dot(a, b, input_precision="ieee")
+
+
+@triton.jit
 def _rows(batch, size, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
     """This program's rows: their indices, mask, and offsets into a ``(B, D)`` array."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -111,7 +120,7 @@ def _round_forward(g, base, first, drive, weight, eta, alpha, saved, offsets, ma
         if i == 0:
             pre = first  # A z_0 + d, from the product of the step before
         else:
-            pre = tl.dot(total, weight, input_precision="ieee") + drive
+            pre = _dot(total, weight) + drive
         value = _phi(pre, PHI)
         tl.store(saved + i * plane + offsets, total, mask=mask)
         tl.store(saved + (K + i) * plane + offsets, value, mask=mask)
@@ -128,7 +137,7 @@ def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residua
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
     alpha = tl.load(alpha_pointer)
     h = tl.load(h0 + offsets, mask=mask, other=0.0)
-    product = tl.dot(h, _square(weight_t, size, BLOCK, False), input_precision="ieee")
+    product = _dot(h, _square(weight_t, size, BLOCK, False))
     for t in range(STEPS):
         weight = _square(weight_t, size, BLOCK, False)  # from the cache at each step
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
@@ -145,7 +154,7 @@ def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residua
         g = tl.where(mask, g, 0.0)  # padding stays 0
         tl.store(y + t * plane + offsets, g, mask=mask)
         # the residual trace φ(A (g + b) + d) - α (g + b), A g being the next step's product
-        product = tl.dot(g, weight, input_precision="ieee")
+        product = _dot(g, weight)
         if INCREMENTAL:
             gap = _phi(product + first, PHI) - alpha * (g + base)
         else:
@@ -176,7 +185,7 @@ def _round_backward(grad_g, weight, eta, alpha, saved, grad_pre, eta_terms, offs
         pre = step_grad * _phi_slope(value, PHI)
         tl.store(grad_pre + i * plane + offsets, pre, mask=mask)
         alpha_terms -= step_grad * total
-        grad_total = tl.dot(pre, weight, input_precision="ieee") - alpha * step_grad
+        grad_total = _dot(pre, weight) - alpha * step_grad
         sum_total += grad_total
         sum_pre += pre
         grad_g = grad_g + grad_total

@@ -64,6 +64,10 @@ def _shift(half, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr):
 
 @triton.jit
 def _dot(a, b):
+    """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
+    where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
+    if a.dtype == tl.float64:
+        return tl.sum(a[:, :, None] * b[None, :, :], axis=1)
     return tl.dot(a, b, input_precision="ieee")
 
 
