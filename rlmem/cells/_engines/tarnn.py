@@ -83,7 +83,7 @@ class TARNNScan(torch.autograd.Function):
         inputs, weight_s_scaled, weight_u_scaled = _fold_scale_in(inputs, weight_s, weight_u,
                                                                   form)
         ctx.coupled, ctx.form = coupled, form
-        native = _loops(inputs, s0.shape[1])
+        native, kernels = _loops(inputs, s0.shape[1])
         ctx.native = native
         if native is not None:
             batch, size = s0.shape
@@ -94,9 +94,11 @@ class TARNNScan(torch.autograd.Function):
             numel = 3 * time_steps * len(eta) * batch * size
             block = WORKSPACE.take(numel, inputs.dtype, inputs.device)
             saved = block[:numel].view(3, time_steps, len(eta), batch, size)
+            # the kernels skip saving z_k, h_k, e_k where no backward pass will read them
+            unsaved = {"save": False} if kernels and not any(ctx.needs_input_grad) else {}
             native.tarnn_forward(inputs, s0, resets, weight_s_scaled.t(), weight_u_scaled.t(),
                                  eta, coupled, int(form.kernel), form.scale_out, y, beta_all,
-                                 *saved)
+                                 *saved, **unsaved)
             ctx.resets, ctx.saved, ctx.block = resets, saved, block
             if not any(ctx.needs_input_grad):
                 WORKSPACE.give(block)
@@ -141,17 +143,18 @@ class TARNNScan(torch.autograd.Function):
         return result
 
 
-def _loops(inputs: Tensor, size: int) -> Any:
-    """The compiled loops, else the Triton kernels (same functions), else ``None`` (Python)."""
+def _loops(inputs: Tensor, size: int) -> tuple[Any, bool]:
+    """The compiled loops, else the Triton kernels (the same functions), else ``None`` (the
+    Python loops); and whether they are the kernels."""
     native = compiled.ops(inputs)
     if native is not None or not gpu.runs(inputs, "tarnn"):
-        return native
+        return native, False
     from rlmem.cells._engines.gpu import tarnn as kernels  # imports Triton: only here
 
     if size > kernels.MAX_SIZE:
         gpu.fallback("tarnn", f"hidden size {size} is above the kernels' {kernels.MAX_SIZE}")
-        return None
-    return kernels
+        return None, False
+    return kernels, True
 
 
 def _fold_scale_in(inputs: Tensor, weight_s: Tensor, weight_u: Tensor,

@@ -50,6 +50,11 @@ MAX_SIZE = 128
 BLOCK_BATCH = 16
 """Batch rows per program (``tl.dot`` needs blocks of at least 16)."""
 
+LAUNCH = {"num_warps": 4, "num_stages": 1}
+"""The launch options of every kernel here and in :mod:`.tarnn`: one stage, since software
+pipelining the weights' tiles multiplies their shared memory (a (128, 128) float32 tile is
+64 KiB) past what an SM has."""
+
 PHI_KINDS: dict[Callable[[Tensor], Tensor], int] = {torch.tanh: 0, torch.relu: 1,
                                                      torch.sigmoid: 2}
 """The φ of :data:`rlmem.cells.activations.NONLINEARITIES` the kernels compute, by number."""
@@ -81,7 +86,7 @@ def _phi_slope(value, PHI: tl.constexpr):
 
 
 @triton.jit
-def _dot(a, b):
+def dot(a, b):
     """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
     where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
     if a.dtype == tl.float64:
@@ -112,7 +117,7 @@ def _square(pointer, size, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr):
 
 @triton.jit
 def _round_forward(g, base, first, drive, weight, eta, alpha, saved, offsets, mask, plane,
-                   K: tl.constexpr, PHI: tl.constexpr):
+                   K: tl.constexpr, PHI: tl.constexpr, SAVE: tl.constexpr):
     """One step's K Euler steps from :math:`g_0`; writes each :math:`z_i` and
     :math:`\\phi_i` (``saved``: this step's z's, the φ's ``plane·K`` further on)."""
     for i in tl.static_range(K):
@@ -120,10 +125,11 @@ def _round_forward(g, base, first, drive, weight, eta, alpha, saved, offsets, ma
         if i == 0:
             pre = first  # A z_0 + d, from the product of the step before
         else:
-            pre = _dot(total, weight) + drive
+            pre = dot(total, weight) + drive
         value = _phi(pre, PHI)
-        tl.store(saved + i * plane + offsets, total, mask=mask)
-        tl.store(saved + (K + i) * plane + offsets, value, mask=mask)
+        if SAVE:  # for the backward pass
+            tl.store(saved + i * plane + offsets, total, mask=mask)
+            tl.store(saved + (K + i) * plane + offsets, value, mask=mask)
         g = g + tl.load(eta + i) * (value - alpha * total)
     return g
 
@@ -131,13 +137,14 @@ def _round_forward(g, base, first, drive, weight, eta, alpha, saved, offsets, ma
 @triton.jit
 def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residual, saved,
                     batch, size, STEPS: tl.constexpr, K: tl.constexpr, PHI: tl.constexpr,
-                    INCREMENTAL: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+                    INCREMENTAL: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
+                    BLOCK: tl.constexpr):
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
     alpha = tl.load(alpha_pointer)
     h = tl.load(h0 + offsets, mask=mask, other=0.0)
-    product = _dot(h, _square(weight_t, size, BLOCK, False))
+    product = dot(h, _square(weight_t, size, BLOCK, False))
     for t in range(STEPS):
         weight = _square(weight_t, size, BLOCK, False)  # from the cache at each step
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
@@ -150,11 +157,11 @@ def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residua
         else:
             base, g = tl.zeros_like(h), h
         g = _round_forward(g, base, first, drive, weight, eta, alpha, saved + t * 2 * K * plane,
-                           offsets, mask, plane, K, PHI)
+                           offsets, mask, plane, K, PHI, SAVE)
         g = tl.where(mask, g, 0.0)  # padding stays 0
         tl.store(y + t * plane + offsets, g, mask=mask)
         # the residual trace φ(A (g + b) + d) - α (g + b), A g being the next step's product
-        product = _dot(g, weight)
+        product = dot(g, weight)
         if INCREMENTAL:
             gap = _phi(product + first, PHI) - alpha * (g + base)
         else:
@@ -185,7 +192,7 @@ def _round_backward(grad_g, weight, eta, alpha, saved, grad_pre, eta_terms, offs
         pre = step_grad * _phi_slope(value, PHI)
         tl.store(grad_pre + i * plane + offsets, pre, mask=mask)
         alpha_terms -= step_grad * total
-        grad_total = _dot(pre, weight) - alpha * step_grad
+        grad_total = dot(pre, weight) - alpha * step_grad
         sum_total += grad_total
         sum_pre += pre
         grad_g = grad_g + grad_total
@@ -219,10 +226,6 @@ def _backward_kernel(grad_y, resets, weight_t, eta, alpha_pointer, saved, grad_p
     tl.store(alpha_terms + offsets, alpha_sum, mask=mask)
 
 
-def _launch_shape(batch: int, size: int) -> dict[str, int]:
-    return {"BLOCK_B": BLOCK_BATCH, "BLOCK": block_size(size)}
-
-
 class EquilibriumScan(torch.autograd.Function):
     r"""A chunk's rounds (the module's docstring) in one kernel, with a hand-written backward
     in one kernel and one matmul.
@@ -245,11 +248,12 @@ class EquilibriumScan(torch.autograd.Function):
         resets = resets.contiguous().view(torch.uint8)
         y = drives.new_empty(steps, batch, size)
         residual = drives.new_empty(steps, batch)
-        saved = drives.new_empty(steps, 2 * K, batch, size)
+        save = any(ctx.needs_input_grad)  # without, a rollout's step writes only y
+        saved = drives.new_empty((steps, 2 * K, batch, size) if save else (1,))
         _forward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             drives, h0.contiguous(), resets, weight_t, eta, alpha, y, residual, saved, batch,
-            size, STEPS=steps, K=K, PHI=phi, INCREMENTAL=incremental,
-            **_launch_shape(batch, size))
+            size, STEPS=steps, K=K, PHI=phi, INCREMENTAL=incremental, SAVE=save, **LAUNCH,
+            BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         ctx.phi, ctx.incremental, ctx.alpha_shape = phi, incremental, alpha_shape
         ctx.mark_non_differentiable(residual)
         ctx.save_for_backward(resets, weight_t, eta, alpha, saved)
@@ -270,7 +274,7 @@ class EquilibriumScan(torch.autograd.Function):
         _backward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             grad_y.contiguous(), resets, weight_t, eta, alpha, saved, grad_pre, grad_drives,
             grad_h0, eta_terms, alpha_terms, batch, size, STEPS=steps, K=K, PHI=ctx.phi,
-            INCREMENTAL=ctx.incremental, **_launch_shape(batch, size))
+            INCREMENTAL=ctx.incremental, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         needs = ctx.needs_input_grad
         totals = saved[:, :K].reshape(-1, size)
         grad_weight_t = totals.T @ grad_pre.view(-1, size) if needs[2] else None

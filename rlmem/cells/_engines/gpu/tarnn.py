@@ -5,7 +5,7 @@ math), and with the same signatures and buffers as the compiled ``tarnn_forward`
 ``tarnn_backward`` (``csrc/tarnn.h``), so that the engine calls whichever runs. Each program
 owns a block of :data:`BLOCK_BATCH` batch rows and walks every time step and every Euler step
 of the chunk with the state in registers; the products with the state weights and with U are
-``tl.dot`` on tiles of the weights read from the cache at each step. A reset zeroes the
+``tl.dot`` (:func:`.irnn.dot`) on tiles of the weights read from the cache at each step. A reset zeroes the
 incoming state of its rows (forward) and cuts the gradient that leaves a step (backward),
 the rule of :mod:`rlmem.cells.resets`. :math:`A z` of the coupled form, which moves the upper
 half of :math:`z` to the lower, is a product with a 0/1 shift matrix (exact: each output is
@@ -25,17 +25,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from rlmem.cells._engines.gpu.irnn import BLOCK_BATCH, LAUNCH, block_size, dot
+
 MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
-
-BLOCK_BATCH = 16
-"""Batch rows per program (``tl.dot`` needs blocks of at least 16)."""
-
-
-def block_size(size: int) -> int:
-    """The padded block of a hidden size: a power of two, at least 16 (``tl.dot``'s least)."""
-    return max(16, triton.next_power_of_2(size))
-
 
 @triton.jit
 def _tile(pointer, block: tl.constexpr, size, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr):
@@ -63,15 +56,6 @@ def _shift(half, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr):
 
 
 @triton.jit
-def _dot(a, b):
-    """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
-    where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
-    if a.dtype == tl.float64:
-        return tl.sum(a[:, :, None] * b[None, :, :], axis=1)
-    return tl.dot(a, b, input_precision="ieee")
-
-
-@triton.jit
 def _inner(pre, SIGMOID: tl.constexpr):
     """The kernel h of φ's fast form (:mod:`~rlmem.cells._engines.fast_forms`)."""
     if SIGMOID:
@@ -90,21 +74,22 @@ def _inner_slope(h, SIGMOID: tl.constexpr):
 @triton.jit
 def _euler_forward(z, beta, drive_b, drive_w, weight_u, eta, saved, half, offsets, mask,
                    K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
-                   SCALE_OUT: tl.constexpr, BLOCK: tl.constexpr, STRIDE):
+                   SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK: tl.constexpr, STRIDE):
     """The K Euler steps of one time step from :math:`z_0`; each step's :math:`z_k`,
     :math:`h_k` and :math:`e_k` written to the saved buffers (``saved``: z's, at step 0)."""
     u_t = _tile(weight_u, 0, STRIDE[0], BLOCK, True)
     if COUPLED:
         shift = _shift(half, BLOCK, z.dtype, True)
     for k in tl.static_range(K):
-        h = _inner(_dot(z, u_t) + drive_w, SIGMOID)
+        h = _inner(dot(z, u_t) + drive_w, SIGMOID)
         target = drive_b + SCALE_OUT * h
         if COUPLED:
-            target += _dot(z, shift)
-        at = saved + k * STRIDE[1] + offsets
-        tl.store(at, z, mask=mask)
-        tl.store(at + STRIDE[2], h, mask=mask)
-        tl.store(at + 2 * STRIDE[2], target, mask=mask)
+            target += dot(z, shift)
+        if SAVE:  # for the backward pass
+            at = saved + k * STRIDE[1] + offsets
+            tl.store(at, z, mask=mask)
+            tl.store(at + STRIDE[2], h, mask=mask)
+            tl.store(at + 2 * STRIDE[2], target, mask=mask)
         z = z + tl.load(eta + k) * beta * (target - z)
     return z
 
@@ -112,8 +97,8 @@ def _euler_forward(z, beta, drive_b, drive_w, weight_u, eta, saved, half, offset
 @triton.jit
 def _forward_kernel(inputs, s0, resets, weight_s, weight_u, eta, y, beta_all, saved,
                     batch, size, STEPS: tl.constexpr, K: tl.constexpr, COUPLED: tl.constexpr,
-                    SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr, BLOCK_B: tl.constexpr,
-                    BLOCK: tl.constexpr):
+                    SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr, SAVE: tl.constexpr,
+                    BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -127,16 +112,16 @@ def _forward_kernel(inputs, s0, resets, weight_s, weight_u, eta, y, beta_all, sa
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         s = tl.where(reset[:, None], 0.0, s)
         x_t = inputs + t * 3 * plane + x_offsets
-        beta = tl.sigmoid(_dot(s, _tile(weight_s, 0, size, BLOCK, True))
+        beta = tl.sigmoid(dot(s, _tile(weight_s, 0, size, BLOCK, True))
                           + tl.load(x_t, mask=mask, other=0.0))
         beta = tl.where(mask, beta, 0.0)  # padding stays 0: nothing there moves
-        drive_b = (_dot(s, _tile(weight_s, 1, size, BLOCK, True))
+        drive_b = (dot(s, _tile(weight_s, 1, size, BLOCK, True))
                    + tl.load(x_t + size, mask=mask, other=0.0))
-        drive_w = (_dot(s, _tile(weight_s, 2, size, BLOCK, True))
+        drive_w = (dot(s, _tile(weight_s, 2, size, BLOCK, True))
                    + tl.load(x_t + 2 * size, mask=mask, other=0.0))
         tl.store(beta_all + t * plane + offsets, beta, mask=mask)
         s = _euler_forward(s, beta, drive_b, drive_w, weight_u, eta, saved + t * K * plane,
-                           size // 2, offsets, mask, K, COUPLED, SIGMOID, SCALE_OUT, BLOCK,
+                           size // 2, offsets, mask, K, COUPLED, SIGMOID, SCALE_OUT, SAVE, BLOCK,
                            (size, plane, STEPS * K * plane))
         tl.store(y + t * plane + offsets, s, mask=mask)
 
@@ -144,10 +129,11 @@ def _forward_kernel(inputs, s0, resets, weight_s, weight_u, eta, y, beta_all, sa
 def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor,
                   weight_u_t: Tensor, eta: Tensor, coupled: bool, inner_kind: int,
                   scale_out: float, y: Tensor, beta_all: Tensor, euler: Tensor,
-                  inner_all: Tensor, targets: Tensor) -> None:
-    """The compiled ``tarnn_forward``'s loop in one launch: writes y, β and per Euler step
-    :math:`z_k`, :math:`h_k`, :math:`e_k` (``euler``, ``inner_all``, ``targets``: three
-    consecutive ``(T, K, B, D)`` slabs of one buffer, as the engine carves them).
+                  inner_all: Tensor, targets: Tensor, *, save: bool = True) -> None:
+    """The compiled ``tarnn_forward``'s loop in one launch: writes y, β and, with ``save``,
+    per Euler step :math:`z_k`, :math:`h_k`, :math:`e_k` (``euler``, ``inner_all``,
+    ``targets``: three consecutive ``(T, K, B, D)`` slabs of one buffer, as the engine carves
+    them); without, a rollout's step writes only y and β.
 
     Shapes:
         - inputs: ``(T, B, 3D)``; s0: ``(B, D)``; resets: ``(T, B)`` bool
@@ -161,8 +147,8 @@ def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor
         inputs.contiguous(), s0.contiguous(), resets.contiguous().view(torch.uint8),
         weight_s_t.t().contiguous(), weight_u_t.t().contiguous(), eta.contiguous(), y,
         beta_all, euler, batch, size, STEPS=steps, K=len(eta), COUPLED=coupled,
-        SIGMOID=inner_kind == 0, SCALE_OUT=float(scale_out), BLOCK_B=BLOCK_BATCH,
-        BLOCK=block_size(size))
+        SIGMOID=inner_kind == 0, SCALE_OUT=float(scale_out), SAVE=save, **LAUNCH,
+        BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
 
 
 def _check_slabs(euler: Tensor, inner_all: Tensor, targets: Tensor) -> None:
@@ -207,8 +193,8 @@ def _euler_backward(grad_z, beta, weight_u, eta, saved, grad_pre, eta_terms, hal
         sum_pre += pre
         carried = grad_z - q
         if COUPLED:
-            carried += _dot(q, shift)
-        grad_z = carried + _dot(pre, weight)
+            carried += dot(q, shift)
+        grad_z = carried + dot(pre, weight)
     return grad_z, grad_beta, sum_q, sum_pre
 
 
@@ -240,9 +226,9 @@ def _backward_kernel(grad_y, resets, weight_s, weight_u, eta, beta_all, saved, g
         tl.store(gates_t, grad_beta_pre, mask=mask)
         tl.store(gates_t + size, sum_q, mask=mask)
         tl.store(gates_t + 2 * size, sum_pre, mask=mask)
-        carried = (grad_z + _dot(grad_beta_pre, _tile(weight_s, 0, size, BLOCK, False))
-                   + _dot(sum_q, _tile(weight_s, 1, size, BLOCK, False))
-                   + _dot(sum_pre, _tile(weight_s, 2, size, BLOCK, False)))
+        carried = (grad_z + dot(grad_beta_pre, _tile(weight_s, 0, size, BLOCK, False))
+                   + dot(sum_q, _tile(weight_s, 1, size, BLOCK, False))
+                   + dot(sum_pre, _tile(weight_s, 2, size, BLOCK, False)))
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         carried = tl.where(reset[:, None], 0.0, carried)
     tl.store(grad_next + offsets, carried, mask=mask)
@@ -272,6 +258,6 @@ def tarnn_backward(grad_y: Tensor, resets: Tensor, weight_s: Tensor, weight_u: T
         grad_y.contiguous(), resets.contiguous().view(torch.uint8), weight_s.contiguous(),
         weight_u.contiguous(), eta.contiguous(), beta_all.contiguous(), euler, grad_pre,
         grad_gates, grad_next, eta_terms, batch, size, STEPS=steps, K=len(eta), COUPLED=coupled,
-        SIGMOID=inner_kind == 0, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
+        SIGMOID=inner_kind == 0, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
     grad_weight_u = grad_pre.view(-1, size).T @ euler.reshape(-1, size)
     return grad_gates, grad_next, grad_weight_u, eta_terms
