@@ -58,7 +58,8 @@ def outputs_and_gradients(cell: Cell, x: torch.Tensor, resets: torch.Tensor
     batch = x.shape[1]
     h0 = torch.randn(batch, cell.hidden_size, generator=generator).to(x)
     x, h0 = x.clone().requires_grad_(), h0.requires_grad_()
-    output, state = cell(x, cell.state_type(h0), resets)
+    start = cell.initial_state(batch, device=x.device, dtype=x.dtype)._make([h0])
+    output, state = cell(x, start, resets)
     objective = ((output * torch.randn(output.shape, generator=generator).to(x)).sum()
                  + (state[0] * torch.randn(h0.shape, generator=generator).to(x)).sum())
     grads = torch.autograd.grad(objective, [x, h0, *cell.parameters()])
@@ -104,7 +105,7 @@ def test_above_the_cap_the_python_loops_run(name: str, options: dict[str, Any],
                                             caplog: pytest.LogCaptureFixture) -> None:
     use_loops("triton", monkeypatch)
     taken = kernel_chunks(monkeypatch)
-    from rlmem.cells._engines.gpu import irnn, tarnn  # noqa: PLC0415 (imports Triton)
+    from rlmem.cells._engines.gpu import irnn, tarnn  # imports Triton: after use_loops
 
     cap = (tarnn if name == "tarnn" else irnn).MAX_SIZE
     engine, step = build(name, options, cap + 2, 2), build(name, options, cap + 2, 2)

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]
+import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -50,7 +50,7 @@ MAX_SIZE = 128
 BLOCK_BATCH = 16
 """Batch rows per program (``tl.dot`` needs blocks of at least 16)."""
 
-LAUNCH = {"num_warps": 4, "num_stages": 1}
+LAUNCH = {"num_warps": 8, "num_stages": 1}
 """The launch options of every kernel here and in :mod:`.tarnn`: one stage, since software
 pipelining the weights' tiles multiplies their shared memory (a (128, 128) float32 tile is
 64 KiB) past what an SM has."""
@@ -66,7 +66,7 @@ def block_size(size: int) -> int:
 
 
 @triton.jit
-def _phi(pre, PHI: tl.constexpr):
+def _phi(pre: Any, PHI: tl.constexpr) -> Any:
     """φ: tanh (as :math:`2\\sigma(2a) - 1`), relu or sigmoid."""
     if PHI == 0:
         return 2.0 * tl.sigmoid(2.0 * pre) - 1.0
@@ -76,7 +76,7 @@ def _phi(pre, PHI: tl.constexpr):
 
 
 @triton.jit
-def _phi_slope(value, PHI: tl.constexpr):
+def _phi_slope(value: Any, PHI: tl.constexpr) -> Any:
     """φ' from φ's value."""
     if PHI == 0:
         return 1.0 - value * value
@@ -86,7 +86,7 @@ def _phi_slope(value, PHI: tl.constexpr):
 
 
 @triton.jit
-def dot(a, b):
+def dot(a: Any, b: Any) -> Any:
     """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
     where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
     if a.dtype == tl.float64:
@@ -95,7 +95,7 @@ def dot(a, b):
 
 
 @triton.jit
-def _rows(batch, size, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+def _rows(batch: Any, size: Any, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> Any:
     """This program's rows: their indices, mask, and offsets into a ``(B, D)`` array."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -105,7 +105,7 @@ def _rows(batch, size, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _square(pointer, size, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr):
+def _square(pointer: Any, size: Any, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr) -> Any:
     """A row-major ``(size, size)`` matrix as a zero-padded ``(BLOCK, BLOCK)`` tile."""
     rows = tl.arange(0, BLOCK)[:, None]
     cols = tl.arange(0, BLOCK)[None, :]
@@ -116,29 +116,37 @@ def _square(pointer, size, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr):
 
 
 @triton.jit
-def _round_forward(g, base, first, drive, weight, eta, alpha, saved, offsets, mask, plane,
-                   K: tl.constexpr, PHI: tl.constexpr, SAVE: tl.constexpr):
-    """One step's K Euler steps from :math:`g_0`; writes each :math:`z_i` and
-    :math:`\\phi_i` (``saved``: this step's z's, the φ's ``plane·K`` further on)."""
-    for i in tl.static_range(K):
+def _euler_step(g: Any, total: Any, pre: Any, eta: Any, alpha: Any, saved: Any, i: Any,
+                offsets: Any, mask: Any, plane: Any, K: tl.constexpr, PHI: tl.constexpr,
+                SAVE: tl.constexpr) -> Any:
+    r"""Euler step i from φ's argument ``pre``; writes :math:`z_i` and :math:`\phi_i`
+    (``saved``: this step's z's, the φ's ``plane·K`` further on)."""
+    value = _phi(pre, PHI)
+    if SAVE:  # for the backward pass
+        tl.store(saved + i * plane + offsets, total, mask=mask)
+        tl.store(saved + (K + i) * plane + offsets, value, mask=mask)
+    return g + tl.load(eta + i) * (value - alpha * total)
+
+
+@triton.jit
+def _round_forward(g: Any, base: Any, first: Any, drive: Any, weight: Any, eta: Any, alpha: Any,
+                   saved: Any, offsets: Any, mask: Any, plane: Any, K: tl.constexpr,
+                   PHI: tl.constexpr, SAVE: tl.constexpr) -> Any:
+    """One step's K Euler steps from :math:`g_0`; the first reads :math:`A z_0 + d`
+    (``first``) from the product of the step before."""
+    g = _euler_step(g, g + base, first, eta, alpha, saved, 0, offsets, mask, plane, K, PHI, SAVE)
+    for i in range(1, K):  # a loop, not unrolled: the code of a product is large
         total = g + base
-        if i == 0:
-            pre = first  # A z_0 + d, from the product of the step before
-        else:
-            pre = dot(total, weight) + drive
-        value = _phi(pre, PHI)
-        if SAVE:  # for the backward pass
-            tl.store(saved + i * plane + offsets, total, mask=mask)
-            tl.store(saved + (K + i) * plane + offsets, value, mask=mask)
-        g = g + tl.load(eta + i) * (value - alpha * total)
+        g = _euler_step(g, total, dot(total, weight) + drive, eta, alpha, saved, i, offsets,
+                        mask, plane, K, PHI, SAVE)
     return g
 
 
 @triton.jit
-def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residual, saved,
-                    batch, size, STEPS: tl.constexpr, K: tl.constexpr, PHI: tl.constexpr,
-                    INCREMENTAL: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
-                    BLOCK: tl.constexpr):
+def _forward_kernel(drives: Any, h0: Any, resets: Any, weight_t: Any, eta: Any, alpha_pointer: Any,
+                    y: Any, residual: Any, saved: Any, batch: Any, size: Any, STEPS: tl.constexpr,
+                    K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
+                    SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> Any:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
@@ -172,15 +180,16 @@ def _forward_kernel(drives, h0, resets, weight_t, eta, alpha_pointer, y, residua
 
 
 @triton.jit
-def _round_backward(grad_g, weight, eta, alpha, saved, grad_pre, eta_terms, offsets, mask,
-                    plane, K: tl.constexpr, PHI: tl.constexpr):
+def _round_backward(grad_g: Any, weight: Any, eta: Any, alpha: Any, saved: Any, grad_pre: Any,
+                    eta_terms: Any, offsets: Any, mask: Any, plane: Any, K: tl.constexpr,
+                    PHI: tl.constexpr) -> Any:
     r"""One step's K Euler steps in reverse from :math:`\bar g_K`: returns :math:`\bar g_0`,
     :math:`\sum_i \bar z_i`, :math:`\sum_i \bar a_i` and the step's terms of
     :math:`\bar\alpha`; writes each :math:`\bar a_i`, adds η's terms."""
     sum_total = tl.zeros_like(grad_g)
     sum_pre = tl.zeros_like(grad_g)
     alpha_terms = tl.zeros_like(grad_g)
-    for step in tl.static_range(K):
+    for step in range(K):  # a loop, not unrolled: the code of a product is large
         i = K - 1 - step
         total = tl.load(saved + i * plane + offsets, mask=mask, other=0.0)
         value = tl.load(saved + (K + i) * plane + offsets, mask=mask, other=0.0)
@@ -200,10 +209,11 @@ def _round_backward(grad_g, weight, eta, alpha, saved, grad_pre, eta_terms, offs
 
 
 @triton.jit
-def _backward_kernel(grad_y, resets, weight_t, eta, alpha_pointer, saved, grad_pre,
-                     grad_drives, grad_h0, eta_terms, alpha_terms, batch, size,
-                     STEPS: tl.constexpr, K: tl.constexpr, PHI: tl.constexpr,
-                     INCREMENTAL: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+def _backward_kernel(grad_y: Any, resets: Any, weight_t: Any, eta: Any, alpha_pointer: Any,
+                     saved: Any, grad_pre: Any, grad_drives: Any, grad_h0: Any, eta_terms: Any,
+                     alpha_terms: Any, batch: Any, size: Any, STEPS: tl.constexpr, K: tl.constexpr,
+                     PHI: tl.constexpr, INCREMENTAL: tl.constexpr, BLOCK_B: tl.constexpr,
+                     BLOCK: tl.constexpr) -> Any:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size

@@ -5,11 +5,11 @@ math), and with the same signatures and buffers as the compiled ``tarnn_forward`
 ``tarnn_backward`` (``csrc/tarnn.h``), so that the engine calls whichever runs. Each program
 owns a block of :data:`BLOCK_BATCH` batch rows and walks every time step and every Euler step
 of the chunk with the state in registers; the products with the state weights and with U are
-``tl.dot`` (:func:`.irnn.dot`) on tiles of the weights read from the cache at each step. A reset zeroes the
-incoming state of its rows (forward) and cuts the gradient that leaves a step (backward),
-the rule of :mod:`rlmem.cells.resets`. :math:`A z` of the coupled form, which moves the upper
-half of :math:`z` to the lower, is a product with a 0/1 shift matrix (exact: each output is
-one input times 1 plus zeros).
+``tl.dot`` (:func:`.irnn.dot`) on tiles of the weights read from the cache at each step. A
+reset zeroes the incoming state of its rows (forward) and cuts the gradient that leaves a
+step (backward), the rule of :mod:`rlmem.cells.resets`. :math:`A z` of the coupled form,
+which moves the upper half of :math:`z` to the lower, is a product with a 0/1 shift matrix
+(exact: each output is one input times 1 plus zeros).
 
 What sums over time (U's and the state weights' gradients) is left to cuBLAS after the loop,
 from the buffers the loop writes: ``grad_pre`` (:math:`\bar a_k`) and the saved :math:`z_k`.
@@ -20,9 +20,11 @@ Register pressure bounds the hidden size: a tile of the weights is ``(D, D)``; a
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]
+import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 
 from rlmem.cells._engines.gpu.irnn import BLOCK_BATCH, LAUNCH, block_size, dot
@@ -31,7 +33,8 @@ MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
 
 @triton.jit
-def _tile(pointer, block: tl.constexpr, size, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr):
+def _tile(pointer: Any, block: tl.constexpr, size: Any, BLOCK: tl.constexpr,
+          TRANSPOSE: tl.constexpr) -> Any:
     """Block ``block`` (rows ``block·size …``) of a row-major matrix with ``size`` columns, as
     a zero-padded ``(BLOCK, BLOCK)`` tile; transposed with ``TRANSPOSE``."""
     rows = tl.arange(0, BLOCK)[:, None]
@@ -43,20 +46,17 @@ def _tile(pointer, block: tl.constexpr, size, BLOCK: tl.constexpr, TRANSPOSE: tl
 
 
 @triton.jit
-def _shift(half, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr):
+def _shift(half: Any, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr) -> Any:
     """The 0/1 matrix whose product moves column ``j + half`` to ``j`` (``UP``), or column
     ``j`` to ``j + half`` (its transpose), of a row vector."""
     rows = tl.arange(0, BLOCK)[:, None]
     cols = tl.arange(0, BLOCK)[None, :]
-    if UP:
-        hit = (rows == cols + half) & (cols < half)
-    else:
-        hit = (cols == rows + half) & (rows < half)
+    hit = (rows == cols + half) & (cols < half) if UP else (cols == rows + half) & (rows < half)
     return tl.where(hit, 1.0, 0.0).to(dtype)
 
 
 @triton.jit
-def _inner(pre, SIGMOID: tl.constexpr):
+def _inner(pre: Any, SIGMOID: tl.constexpr) -> Any:
     """The kernel h of φ's fast form (:mod:`~rlmem.cells._engines.fast_forms`)."""
     if SIGMOID:
         return tl.sigmoid(pre)
@@ -64,7 +64,7 @@ def _inner(pre, SIGMOID: tl.constexpr):
 
 
 @triton.jit
-def _inner_slope(h, SIGMOID: tl.constexpr):
+def _inner_slope(h: Any, SIGMOID: tl.constexpr) -> Any:
     """h' from h: σ - σ², or 1 where relu's output is positive."""
     if SIGMOID:
         return h - h * h
@@ -72,15 +72,16 @@ def _inner_slope(h, SIGMOID: tl.constexpr):
 
 
 @triton.jit
-def _euler_forward(z, beta, drive_b, drive_w, weight_u, eta, saved, half, offsets, mask,
-                   K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
-                   SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK: tl.constexpr, STRIDE):
+def _euler_forward(z: Any, beta: Any, drive_b: Any, drive_w: Any, weight_u: Any, eta: Any,
+                   saved: Any, half: Any, offsets: Any, mask: Any, K: tl.constexpr,
+                   COUPLED: tl.constexpr, SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr,
+                   SAVE: tl.constexpr, BLOCK: tl.constexpr, STRIDE: Any) -> Any:
     """The K Euler steps of one time step from :math:`z_0`; each step's :math:`z_k`,
     :math:`h_k` and :math:`e_k` written to the saved buffers (``saved``: z's, at step 0)."""
     u_t = _tile(weight_u, 0, STRIDE[0], BLOCK, True)
     if COUPLED:
         shift = _shift(half, BLOCK, z.dtype, True)
-    for k in tl.static_range(K):
+    for k in range(K):  # a loop, not unrolled: the code of a product is large
         h = _inner(dot(z, u_t) + drive_w, SIGMOID)
         target = drive_b + SCALE_OUT * h
         if COUPLED:
@@ -95,10 +96,11 @@ def _euler_forward(z, beta, drive_b, drive_w, weight_u, eta, saved, half, offset
 
 
 @triton.jit
-def _forward_kernel(inputs, s0, resets, weight_s, weight_u, eta, y, beta_all, saved,
-                    batch, size, STEPS: tl.constexpr, K: tl.constexpr, COUPLED: tl.constexpr,
-                    SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr, SAVE: tl.constexpr,
-                    BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+def _forward_kernel(inputs: Any, s0: Any, resets: Any, weight_s: Any, weight_u: Any, eta: Any,
+                    y: Any, beta_all: Any, saved: Any, batch: Any, size: Any, STEPS: tl.constexpr,
+                    K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
+                    SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
+                    BLOCK: tl.constexpr) -> Any:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -163,9 +165,10 @@ def _check_slabs(euler: Tensor, inner_all: Tensor, targets: Tensor) -> None:
 
 
 @triton.jit
-def _euler_backward(grad_z, beta, weight_u, eta, saved, grad_pre, eta_terms, half, offsets,
-                    mask, K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
-                    BLOCK: tl.constexpr, STRIDE):
+def _euler_backward(grad_z: Any, beta: Any, weight_u: Any, eta: Any, saved: Any, grad_pre: Any,
+                    eta_terms: Any, half: Any, offsets: Any, mask: Any, K: tl.constexpr,
+                    COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK: tl.constexpr,
+                    STRIDE: Any) -> Any:
     r"""The K Euler steps of one time step in reverse, from :math:`\bar z_K`: returns
     :math:`\bar z_0`, :math:`\bar\beta`, :math:`\sum_k q_k` and :math:`\sum_k \bar a_k`; writes
     each :math:`\bar a_k` and adds :math:`\beta \odot F_k \odot \bar z_{k+1}` to η's terms."""
@@ -175,7 +178,7 @@ def _euler_backward(grad_z, beta, weight_u, eta, saved, grad_pre, eta_terms, hal
     grad_beta = tl.zeros_like(grad_z)
     sum_q = tl.zeros_like(grad_z)
     sum_pre = tl.zeros_like(grad_z)
-    for step in tl.static_range(K):
+    for step in range(K):
         k = K - 1 - step
         at = saved + k * STRIDE[1] + offsets
         z = tl.load(at, mask=mask, other=0.0)
@@ -199,11 +202,11 @@ def _euler_backward(grad_z, beta, weight_u, eta, saved, grad_pre, eta_terms, hal
 
 
 @triton.jit
-def _backward_kernel(grad_y, resets, weight_s, weight_u, eta, beta_all, saved, grad_pre,
-                     grad_gates, grad_next, eta_terms, batch, size, STEPS: tl.constexpr,
-                     K: tl.constexpr,
+def _backward_kernel(grad_y: Any, resets: Any, weight_s: Any, weight_u: Any, eta: Any,
+                     beta_all: Any, saved: Any, grad_pre: Any, grad_gates: Any, grad_next: Any,
+                     eta_terms: Any, batch: Any, size: Any, STEPS: tl.constexpr, K: tl.constexpr,
                      COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK_B: tl.constexpr,
-                     BLOCK: tl.constexpr):
+                     BLOCK: tl.constexpr) -> Any:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
