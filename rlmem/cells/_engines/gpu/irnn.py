@@ -34,7 +34,6 @@ loops (:func:`~rlmem.cells._engines.gpu.fallback`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import triton  # type: ignore[import-untyped]
@@ -66,7 +65,7 @@ def block_size(size: int) -> int:
 
 
 @triton.jit
-def _phi(pre: Any, PHI: tl.constexpr) -> Any:
+def _phi(pre: tl.tensor, PHI: tl.constexpr) -> tl.tensor:
     """φ: tanh (as :math:`2\\sigma(2a) - 1`), relu or sigmoid."""
     if PHI == 0:
         return 2.0 * tl.sigmoid(2.0 * pre) - 1.0
@@ -76,7 +75,7 @@ def _phi(pre: Any, PHI: tl.constexpr) -> Any:
 
 
 @triton.jit
-def _phi_slope(value: Any, PHI: tl.constexpr) -> Any:
+def _phi_slope(value: tl.tensor, PHI: tl.constexpr) -> tl.tensor:
     """φ' from φ's value."""
     if PHI == 0:
         return 1.0 - value * value
@@ -86,7 +85,7 @@ def _phi_slope(value: Any, PHI: tl.constexpr) -> Any:
 
 
 @triton.jit
-def dot(a: Any, b: Any) -> Any:
+def dot(a: tl.tensor, b: tl.tensor) -> tl.tensor:
     """``a @ b``. In float64 as a sum of products: Triton's float64 MMA fails to compile
     where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
     if a.dtype == tl.float64:
@@ -95,7 +94,8 @@ def dot(a: Any, b: Any) -> Any:
 
 
 @triton.jit
-def _rows(batch: Any, size: Any, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> Any:
+def _rows(batch: tl.tensor, size: tl.tensor, BLOCK_B: tl.constexpr,
+          BLOCK: tl.constexpr) -> tl.tensor:
     """This program's rows: their indices, mask, and offsets into a ``(B, D)`` array."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -105,7 +105,8 @@ def _rows(batch: Any, size: Any, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> 
 
 
 @triton.jit
-def _square(pointer: Any, size: Any, BLOCK: tl.constexpr, TRANSPOSE: tl.constexpr) -> Any:
+def _square(pointer: tl.tensor, size: tl.tensor, BLOCK: tl.constexpr,
+            TRANSPOSE: tl.constexpr) -> tl.tensor:
     """A row-major ``(size, size)`` matrix as a zero-padded ``(BLOCK, BLOCK)`` tile."""
     rows = tl.arange(0, BLOCK)[:, None]
     cols = tl.arange(0, BLOCK)[None, :]
@@ -116,9 +117,10 @@ def _square(pointer: Any, size: Any, BLOCK: tl.constexpr, TRANSPOSE: tl.constexp
 
 
 @triton.jit
-def _euler_step(g: Any, total: Any, pre: Any, eta: Any, alpha: Any, saved: Any, i: Any,
-                offsets: Any, mask: Any, plane: Any, K: tl.constexpr, PHI: tl.constexpr,
-                SAVE: tl.constexpr) -> Any:
+def _euler_step(g: tl.tensor, total: tl.tensor, pre: tl.tensor, eta: tl.tensor, alpha: tl.tensor,
+                saved: tl.tensor, i: tl.tensor, offsets: tl.tensor, mask: tl.tensor,
+                plane: tl.tensor, K: tl.constexpr, PHI: tl.constexpr,
+                SAVE: tl.constexpr) -> tl.tensor:
     r"""Euler step i from φ's argument ``pre``; writes :math:`z_i` and :math:`\phi_i`
     (``saved``: this step's z's, the φ's ``plane·K`` further on)."""
     value = _phi(pre, PHI)
@@ -129,9 +131,10 @@ def _euler_step(g: Any, total: Any, pre: Any, eta: Any, alpha: Any, saved: Any, 
 
 
 @triton.jit
-def _round_forward(g: Any, base: Any, first: Any, drive: Any, weight: Any, eta: Any, alpha: Any,
-                   saved: Any, offsets: Any, mask: Any, plane: Any, K: tl.constexpr,
-                   PHI: tl.constexpr, SAVE: tl.constexpr) -> Any:
+def _round_forward(g: tl.tensor, base: tl.tensor, first: tl.tensor, drive: tl.tensor,
+                   weight: tl.tensor, eta: tl.tensor, alpha: tl.tensor, saved: tl.tensor,
+                   offsets: tl.tensor, mask: tl.tensor, plane: tl.tensor, K: tl.constexpr,
+                   PHI: tl.constexpr, SAVE: tl.constexpr) -> tl.tensor:
     """One step's K Euler steps from :math:`g_0`; the first reads :math:`A z_0 + d`
     (``first``) from the product of the step before."""
     g = _euler_step(g, g + base, first, eta, alpha, saved, 0, offsets, mask, plane, K, PHI, SAVE)
@@ -142,18 +145,20 @@ def _round_forward(g: Any, base: Any, first: Any, drive: Any, weight: Any, eta: 
     return g
 
 
-@triton.jit
-def _forward_kernel(drives: Any, h0: Any, resets: Any, weight_t: Any, eta: Any, alpha_pointer: Any,
-                    y: Any, residual: Any, saved: Any, batch: Any, size: Any, STEPS: tl.constexpr,
+@triton.jit(do_not_specialize=["steps"])
+def _forward_kernel(drives: tl.tensor, h0: tl.tensor, resets: tl.tensor, weight_t: tl.tensor,
+                    eta: tl.tensor, alpha_pointer: tl.tensor, y: tl.tensor, residual: tl.tensor,
+                    saved: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
                     K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
-                    SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> Any:
+                    SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
     alpha = tl.load(alpha_pointer)
     h = tl.load(h0 + offsets, mask=mask, other=0.0)
     product = dot(h, _square(weight_t, size, BLOCK, False))
-    for t in range(STEPS):
+    t = 0
+    while t < steps:  # a loop over a runtime count: one compilation for any T
         weight = _square(weight_t, size, BLOCK, False)  # from the cache at each step
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         h = tl.where(reset[:, None], 0.0, h)
@@ -177,12 +182,14 @@ def _forward_kernel(drives: Any, h0: Any, resets: Any, weight_t: Any, eta: Any, 
         gap = tl.where(mask, gap, 0.0)
         tl.store(residual + t * batch + rows, tl.sqrt(tl.sum(gap * gap, axis=1)), mask=row_in)
         h = g
+        t += 1
 
 
 @triton.jit
-def _round_backward(grad_g: Any, weight: Any, eta: Any, alpha: Any, saved: Any, grad_pre: Any,
-                    eta_terms: Any, offsets: Any, mask: Any, plane: Any, K: tl.constexpr,
-                    PHI: tl.constexpr) -> Any:
+def _round_backward(grad_g: tl.tensor, weight: tl.tensor, eta: tl.tensor, alpha: tl.tensor,
+                    saved: tl.tensor, grad_pre: tl.tensor, eta_terms: tl.tensor, offsets: tl.tensor,
+                    mask: tl.tensor, plane: tl.tensor, K: tl.constexpr,
+                    PHI: tl.constexpr) -> tl.tensor:
     r"""One step's K Euler steps in reverse from :math:`\bar g_K`: returns :math:`\bar g_0`,
     :math:`\sum_i \bar z_i`, :math:`\sum_i \bar a_i` and the step's terms of
     :math:`\bar\alpha`; writes each :math:`\bar a_i`, adds η's terms."""
@@ -208,20 +215,21 @@ def _round_backward(grad_g: Any, weight: Any, eta: Any, alpha: Any, saved: Any, 
     return grad_g, sum_total, sum_pre, alpha_terms
 
 
-@triton.jit
-def _backward_kernel(grad_y: Any, resets: Any, weight_t: Any, eta: Any, alpha_pointer: Any,
-                     saved: Any, grad_pre: Any, grad_drives: Any, grad_h0: Any, eta_terms: Any,
-                     alpha_terms: Any, batch: Any, size: Any, STEPS: tl.constexpr, K: tl.constexpr,
-                     PHI: tl.constexpr, INCREMENTAL: tl.constexpr, BLOCK_B: tl.constexpr,
-                     BLOCK: tl.constexpr) -> Any:
+@triton.jit(do_not_specialize=["steps"])
+def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, eta: tl.tensor,
+                     alpha_pointer: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor,
+                     grad_drives: tl.tensor, grad_h0: tl.tensor, eta_terms: tl.tensor,
+                     alpha_terms: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
+                     K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
+                     BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size
     alpha = tl.load(alpha_pointer)
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
     alpha_sum = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
-    for step in range(STEPS):
-        t = STEPS - 1 - step
+    t = steps - 1
+    while t >= 0:
         grad_g = tl.load(grad_y + t * plane + offsets, mask=mask, other=0.0) + carried
         weight = _square(weight_t, size, BLOCK, True)  # A, for z̄ = ā A
         grad_g, sum_total, sum_pre, alpha_step = _round_backward(
@@ -232,6 +240,7 @@ def _backward_kernel(grad_y: Any, resets: Any, weight_t: Any, eta: Any, alpha_po
         carried = sum_total if INCREMENTAL else grad_g
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         carried = tl.where(reset[:, None], 0.0, carried)
+        t -= 1
     tl.store(grad_h0 + offsets, carried, mask=mask)
     tl.store(alpha_terms + offsets, alpha_sum, mask=mask)
 
@@ -248,7 +257,7 @@ class EquilibriumScan(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, drives: Tensor, h0: Tensor, weight_t: Tensor, eta: Tensor,
+    def forward(ctx: tl.tensor, drives: Tensor, h0: Tensor, weight_t: Tensor, eta: Tensor,
                 alpha: Tensor, resets: Tensor, phi: int, incremental: bool
                 ) -> tuple[Tensor, Tensor]:
         steps, batch, size = drives.shape
@@ -262,7 +271,7 @@ class EquilibriumScan(torch.autograd.Function):
         saved = drives.new_empty((steps, 2 * K, batch, size) if save else (1,))
         _forward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             drives, h0.contiguous(), resets, weight_t, eta, alpha, y, residual, saved, batch,
-            size, STEPS=steps, K=K, PHI=phi, INCREMENTAL=incremental, SAVE=save, **LAUNCH,
+            size, steps=steps, K=K, PHI=phi, INCREMENTAL=incremental, SAVE=save, **LAUNCH,
             BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         ctx.phi, ctx.incremental, ctx.alpha_shape = phi, incremental, alpha_shape
         ctx.mark_non_differentiable(residual)
@@ -271,7 +280,7 @@ class EquilibriumScan(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_y: Tensor, _grad_residual: Tensor | None
+    def backward(ctx: tl.tensor, grad_y: Tensor, _grad_residual: Tensor | None
                  ) -> tuple[Tensor | None, ...]:
         resets, weight_t, eta, alpha, saved = ctx.saved_tensors
         steps, batch, size = grad_y.shape
@@ -283,7 +292,7 @@ class EquilibriumScan(torch.autograd.Function):
         alpha_terms = grad_y.new_empty(batch, size)
         _backward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             grad_y.contiguous(), resets, weight_t, eta, alpha, saved, grad_pre, grad_drives,
-            grad_h0, eta_terms, alpha_terms, batch, size, STEPS=steps, K=K, PHI=ctx.phi,
+            grad_h0, eta_terms, alpha_terms, batch, size, steps=steps, K=K, PHI=ctx.phi,
             INCREMENTAL=ctx.incremental, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         needs = ctx.needs_input_grad
         totals = saved[:, :K].reshape(-1, size)

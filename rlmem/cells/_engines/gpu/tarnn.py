@@ -20,8 +20,6 @@ Register pressure bounds the hidden size: a tile of the weights is ``(D, D)``; a
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import triton  # type: ignore[import-untyped]
 import triton.language as tl  # type: ignore[import-untyped]
@@ -33,8 +31,8 @@ MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
 
 @triton.jit
-def _tile(pointer: Any, block: tl.constexpr, size: Any, BLOCK: tl.constexpr,
-          TRANSPOSE: tl.constexpr) -> Any:
+def _tile(pointer: tl.tensor, block: tl.constexpr, size: tl.tensor, BLOCK: tl.constexpr,
+          TRANSPOSE: tl.constexpr) -> tl.tensor:
     """Block ``block`` (rows ``block·size …``) of a row-major matrix with ``size`` columns, as
     a zero-padded ``(BLOCK, BLOCK)`` tile; transposed with ``TRANSPOSE``."""
     rows = tl.arange(0, BLOCK)[:, None]
@@ -46,7 +44,8 @@ def _tile(pointer: Any, block: tl.constexpr, size: Any, BLOCK: tl.constexpr,
 
 
 @triton.jit
-def _shift(half: Any, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr) -> Any:
+def _shift(half: tl.tensor, BLOCK: tl.constexpr, dtype: tl.constexpr,
+           UP: tl.constexpr) -> tl.tensor:
     """The 0/1 matrix whose product moves column ``j + half`` to ``j`` (``UP``), or column
     ``j`` to ``j + half`` (its transpose), of a row vector."""
     rows = tl.arange(0, BLOCK)[:, None]
@@ -56,7 +55,7 @@ def _shift(half: Any, BLOCK: tl.constexpr, dtype: tl.constexpr, UP: tl.constexpr
 
 
 @triton.jit
-def _inner(pre: Any, SIGMOID: tl.constexpr) -> Any:
+def _inner(pre: tl.tensor, SIGMOID: tl.constexpr) -> tl.tensor:
     """The kernel h of φ's fast form (:mod:`~rlmem.cells._engines.fast_forms`)."""
     if SIGMOID:
         return tl.sigmoid(pre)
@@ -64,7 +63,7 @@ def _inner(pre: Any, SIGMOID: tl.constexpr) -> Any:
 
 
 @triton.jit
-def _inner_slope(h: Any, SIGMOID: tl.constexpr) -> Any:
+def _inner_slope(h: tl.tensor, SIGMOID: tl.constexpr) -> tl.tensor:
     """h' from h: σ - σ², or 1 where relu's output is positive."""
     if SIGMOID:
         return h - h * h
@@ -72,10 +71,11 @@ def _inner_slope(h: Any, SIGMOID: tl.constexpr) -> Any:
 
 
 @triton.jit
-def _euler_forward(z: Any, beta: Any, drive_b: Any, drive_w: Any, weight_u: Any, eta: Any,
-                   saved: Any, half: Any, offsets: Any, mask: Any, K: tl.constexpr,
-                   COUPLED: tl.constexpr, SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr,
-                   SAVE: tl.constexpr, BLOCK: tl.constexpr, STRIDE: Any) -> Any:
+def _euler_forward(z: tl.tensor, beta: tl.tensor, drive_b: tl.tensor, drive_w: tl.tensor,
+                   weight_u: tl.tensor, eta: tl.tensor, saved: tl.tensor, half: tl.tensor,
+                   offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr, COUPLED: tl.constexpr,
+                   SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr, SAVE: tl.constexpr,
+                   BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
     """The K Euler steps of one time step from :math:`z_0`; each step's :math:`z_k`,
     :math:`h_k` and :math:`e_k` written to the saved buffers (``saved``: z's, at step 0)."""
     u_t = _tile(weight_u, 0, STRIDE[0], BLOCK, True)
@@ -95,12 +95,13 @@ def _euler_forward(z: Any, beta: Any, drive_b: Any, drive_w: Any, weight_u: Any,
     return z
 
 
-@triton.jit
-def _forward_kernel(inputs: Any, s0: Any, resets: Any, weight_s: Any, weight_u: Any, eta: Any,
-                    y: Any, beta_all: Any, saved: Any, batch: Any, size: Any, STEPS: tl.constexpr,
+@triton.jit(do_not_specialize=["steps"])
+def _forward_kernel(inputs: tl.tensor, s0: tl.tensor, resets: tl.tensor, weight_s: tl.tensor,
+                    weight_u: tl.tensor, eta: tl.tensor, y: tl.tensor, beta_all: tl.tensor,
+                    saved: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
                     K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
                     SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
-                    BLOCK: tl.constexpr) -> Any:
+                    BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -110,7 +111,8 @@ def _forward_kernel(inputs: Any, s0: Any, resets: Any, weight_s: Any, weight_u: 
     x_offsets = rows[:, None] * (3 * size) + cols[None, :]
     plane = batch * size  # one (B, D) slab; the saved buffers are (3, T, K, B, D)
     s = tl.load(s0 + offsets, mask=mask, other=0.0)
-    for t in range(STEPS):
+    t = 0
+    while t < steps:  # a loop over a runtime count: one compilation for any T
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         s = tl.where(reset[:, None], 0.0, s)
         x_t = inputs + t * 3 * plane + x_offsets
@@ -124,8 +126,9 @@ def _forward_kernel(inputs: Any, s0: Any, resets: Any, weight_s: Any, weight_u: 
         tl.store(beta_all + t * plane + offsets, beta, mask=mask)
         s = _euler_forward(s, beta, drive_b, drive_w, weight_u, eta, saved + t * K * plane,
                            size // 2, offsets, mask, K, COUPLED, SIGMOID, SCALE_OUT, SAVE, BLOCK,
-                           (size, plane, STEPS * K * plane))
+                           (size, plane, steps * K * plane))
         tl.store(y + t * plane + offsets, s, mask=mask)
+        t += 1
 
 
 def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor,
@@ -148,7 +151,7 @@ def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor
     _forward_kernel[grid](
         inputs.contiguous(), s0.contiguous(), resets.contiguous().view(torch.uint8),
         weight_s_t.t().contiguous(), weight_u_t.t().contiguous(), eta.contiguous(), y,
-        beta_all, euler, batch, size, STEPS=steps, K=len(eta), COUPLED=coupled,
+        beta_all, euler, batch, size, steps=steps, K=len(eta), COUPLED=coupled,
         SIGMOID=inner_kind == 0, SCALE_OUT=float(scale_out), SAVE=save, **LAUNCH,
         BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
 
@@ -165,10 +168,10 @@ def _check_slabs(euler: Tensor, inner_all: Tensor, targets: Tensor) -> None:
 
 
 @triton.jit
-def _euler_backward(grad_z: Any, beta: Any, weight_u: Any, eta: Any, saved: Any, grad_pre: Any,
-                    eta_terms: Any, half: Any, offsets: Any, mask: Any, K: tl.constexpr,
-                    COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK: tl.constexpr,
-                    STRIDE: Any) -> Any:
+def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, eta: tl.tensor,
+                    saved: tl.tensor, grad_pre: tl.tensor, eta_terms: tl.tensor, half: tl.tensor,
+                    offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr, COUPLED: tl.constexpr,
+                    SIGMOID: tl.constexpr, BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
     r"""The K Euler steps of one time step in reverse, from :math:`\bar z_K`: returns
     :math:`\bar z_0`, :math:`\bar\beta`, :math:`\sum_k q_k` and :math:`\sum_k \bar a_k`; writes
     each :math:`\bar a_k` and adds :math:`\beta \odot F_k \odot \bar z_{k+1}` to η's terms."""
@@ -201,12 +204,13 @@ def _euler_backward(grad_z: Any, beta: Any, weight_u: Any, eta: Any, saved: Any,
     return grad_z, grad_beta, sum_q, sum_pre
 
 
-@triton.jit
-def _backward_kernel(grad_y: Any, resets: Any, weight_s: Any, weight_u: Any, eta: Any,
-                     beta_all: Any, saved: Any, grad_pre: Any, grad_gates: Any, grad_next: Any,
-                     eta_terms: Any, batch: Any, size: Any, STEPS: tl.constexpr, K: tl.constexpr,
+@triton.jit(do_not_specialize=["steps"])
+def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, weight_u: tl.tensor,
+                     eta: tl.tensor, beta_all: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor,
+                     grad_gates: tl.tensor, grad_next: tl.tensor, eta_terms: tl.tensor,
+                     batch: tl.tensor, size: tl.tensor, steps: tl.tensor, K: tl.constexpr,
                      COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK_B: tl.constexpr,
-                     BLOCK: tl.constexpr) -> Any:
+                     BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     cols = tl.arange(0, BLOCK)
@@ -216,14 +220,14 @@ def _backward_kernel(grad_y: Any, resets: Any, weight_s: Any, weight_u: Any, eta
     gate_offsets = rows[:, None] * (3 * size) + cols[None, :]
     plane = batch * size
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
-    for step in range(STEPS):
-        t = STEPS - 1 - step
+    t = steps - 1
+    while t >= 0:
         beta = tl.load(beta_all + t * plane + offsets, mask=mask, other=0.0)
         grad_z = tl.load(grad_y + t * plane + offsets, mask=mask, other=0.0) + carried
         grad_z, grad_beta, sum_q, sum_pre = _euler_backward(
             grad_z, beta, weight_u, eta, saved + t * K * plane, grad_pre + t * K * plane,
             eta_terms, size // 2, offsets, mask, K, COUPLED, SIGMOID, BLOCK,
-            (size, plane, STEPS * K * plane, plane))
+            (size, plane, steps * K * plane, plane))
         grad_beta_pre = grad_beta * (beta - beta * beta)
         gates_t = grad_gates + t * 3 * plane + gate_offsets
         tl.store(gates_t, grad_beta_pre, mask=mask)
@@ -234,6 +238,7 @@ def _backward_kernel(grad_y: Any, resets: Any, weight_s: Any, weight_u: Any, eta
                    + dot(sum_pre, _tile(weight_s, 2, size, BLOCK, False)))
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         carried = tl.where(reset[:, None], 0.0, carried)
+        t -= 1
     tl.store(grad_next + offsets, carried, mask=mask)
 
 
@@ -260,7 +265,7 @@ def tarnn_backward(grad_y: Tensor, resets: Tensor, weight_s: Tensor, weight_u: T
     _backward_kernel[grid](
         grad_y.contiguous(), resets.contiguous().view(torch.uint8), weight_s.contiguous(),
         weight_u.contiguous(), eta.contiguous(), beta_all.contiguous(), euler, grad_pre,
-        grad_gates, grad_next, eta_terms, batch, size, STEPS=steps, K=len(eta), COUPLED=coupled,
+        grad_gates, grad_next, eta_terms, batch, size, steps=steps, K=len(eta), COUPLED=coupled,
         SIGMOID=inner_kind == 0, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
     grad_weight_u = grad_pre.view(-1, size).T @ euler.reshape(-1, size)
     return grad_gates, grad_next, grad_weight_u, eta_terms
