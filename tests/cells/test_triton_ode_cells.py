@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+from cells.test_engines import count_kernel_chunks
 from reference.equivalence import assert_matches_reference, random_resets, use_loops
 
 from rlmem.cells import Cell, make_cell
@@ -34,20 +35,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
 def build(name: str, options: dict[str, Any], hidden: int, inputs: int = 3) -> Cell:
     torch.manual_seed(0)
     return make_cell(name, input_size=inputs, hidden_size=hidden, **options)
-
-
-def kernel_chunks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the chunks that :func:`gpu.runs` gives the kernels (as ``test_engines.py``)."""
-    runs, taken = gpu.runs, []
-
-    def recorded(like: torch.Tensor, engine: str) -> bool:
-        if runs(like, engine):
-            taken.append(engine)
-            return True
-        return False
-
-    monkeypatch.setattr(gpu, "runs", recorded)
-    return taken
 
 
 def outputs_and_gradients(cell: Cell, x: torch.Tensor, resets: torch.Tensor
@@ -75,7 +62,7 @@ def test_float32_kernels_equal_the_python_loops(name: str, options: dict[str, An
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(9, 18, 3, generator=generator).to(device)
     resets = random_resets(9, 18, generator).to(device)
-    taken = kernel_chunks(monkeypatch)
+    taken = count_kernel_chunks(monkeypatch)
     use_loops("python", monkeypatch, device)
     want = outputs_and_gradients(cell, x, resets)
     use_loops("triton", monkeypatch, device)
@@ -91,7 +78,7 @@ def test_kernels_equal_the_step_at_a_realistic_size(name: str, options: dict[str
                                                     device: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     use_loops("triton", monkeypatch, device)
-    taken = kernel_chunks(monkeypatch)
+    taken = count_kernel_chunks(monkeypatch)
     engine, step = build(name, options, hidden=32, inputs=5), build(name, options, 32, 5)
     monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)  # scan(step)
     assert_matches_reference(engine, step, steps=20, batch=21, chunks=(1, 9), warmup=3,
@@ -104,7 +91,7 @@ def test_above_the_cap_the_python_loops_run(name: str, options: dict[str, Any],
                                             monkeypatch: pytest.MonkeyPatch,
                                             caplog: pytest.LogCaptureFixture) -> None:
     use_loops("triton", monkeypatch)
-    taken = kernel_chunks(monkeypatch)
+    taken = count_kernel_chunks(monkeypatch)
     from rlmem.cells._engines.gpu import irnn, tarnn  # imports Triton: after use_loops
 
     cap = (tarnn if name == "tarnn" else irnn).MAX_SIZE

@@ -94,7 +94,7 @@ def dot(a: tl.tensor, b: tl.tensor) -> tl.tensor:
 
 
 @triton.jit
-def _rows(batch: tl.tensor, size: tl.tensor, BLOCK_B: tl.constexpr,
+def block_rows(batch: tl.tensor, size: tl.tensor, BLOCK_B: tl.constexpr,
           BLOCK: tl.constexpr) -> tl.tensor:
     """This program's rows: their indices, mask, and offsets into a ``(B, D)`` array."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -105,7 +105,7 @@ def _rows(batch: tl.tensor, size: tl.tensor, BLOCK_B: tl.constexpr,
 
 
 @triton.jit
-def _square(pointer: tl.tensor, size: tl.tensor, BLOCK: tl.constexpr,
+def square(pointer: tl.tensor, size: tl.tensor, BLOCK: tl.constexpr,
             TRANSPOSE: tl.constexpr) -> tl.tensor:
     """A row-major ``(size, size)`` matrix as a zero-padded ``(BLOCK, BLOCK)`` tile."""
     rows = tl.arange(0, BLOCK)[:, None]
@@ -152,14 +152,14 @@ def _forward_kernel(drives: tl.tensor, h0: tl.tensor, resets: tl.tensor, weight_
                     K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
                     SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
-    rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
+    rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
     alpha = tl.load(alpha_pointer)
     h = tl.load(h0 + offsets, mask=mask, other=0.0)
-    product = dot(h, _square(weight_t, size, BLOCK, False))
+    product = dot(h, square(weight_t, size, BLOCK, False))
     t = 0
     while t < steps:  # a loop over a runtime count: one compilation for any T
-        weight = _square(weight_t, size, BLOCK, False)  # from the cache at each step
+        weight = square(weight_t, size, BLOCK, False)  # from the cache at each step
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         h = tl.where(reset[:, None], 0.0, h)
         product = tl.where(reset[:, None], 0.0, product)  # A·0, exactly
@@ -223,7 +223,7 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, 
                      K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
                      BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
-    rows, row_in, mask, offsets = _rows(batch, size, BLOCK_B, BLOCK)
+    rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size
     alpha = tl.load(alpha_pointer)
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
@@ -231,7 +231,7 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, 
     t = steps - 1
     while t >= 0:
         grad_g = tl.load(grad_y + t * plane + offsets, mask=mask, other=0.0) + carried
-        weight = _square(weight_t, size, BLOCK, True)  # A, for z̄ = ā A
+        weight = square(weight_t, size, BLOCK, True)  # A, for z̄ = ā A
         grad_g, sum_total, sum_pre, alpha_step = _round_backward(
             grad_g, weight, eta, alpha, saved + t * 2 * K * plane, grad_pre + t * K * plane,
             eta_terms, offsets, mask, plane, K, PHI)

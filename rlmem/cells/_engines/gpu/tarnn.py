@@ -25,23 +25,17 @@ import triton  # type: ignore[import-untyped]
 import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 
-from rlmem.cells._engines.gpu.irnn import BLOCK_BATCH, LAUNCH, block_size, dot
+from rlmem.cells._engines.gpu.irnn import (
+    BLOCK_BATCH,
+    LAUNCH,
+    block_rows,
+    block_size,
+    dot,
+    square,
+)
 
 MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
-
-@triton.jit
-def _tile(pointer: tl.tensor, block: tl.constexpr, size: tl.tensor, BLOCK: tl.constexpr,
-          TRANSPOSE: tl.constexpr) -> tl.tensor:
-    """Block ``block`` (rows ``block·size …``) of a row-major matrix with ``size`` columns, as
-    a zero-padded ``(BLOCK, BLOCK)`` tile; transposed with ``TRANSPOSE``."""
-    rows = tl.arange(0, BLOCK)[:, None]
-    cols = tl.arange(0, BLOCK)[None, :]
-    mask = (rows < size) & (cols < size)
-    if TRANSPOSE:
-        return tl.load(pointer + (block * size + cols) * size + rows, mask=mask, other=0.0)
-    return tl.load(pointer + (block * size + rows) * size + cols, mask=mask, other=0.0)
-
 
 @triton.jit
 def _shift(half: tl.tensor, BLOCK: tl.constexpr, dtype: tl.constexpr,
@@ -78,7 +72,7 @@ def _euler_forward(z: tl.tensor, beta: tl.tensor, drive_b: tl.tensor, drive_w: t
                    BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
     """The K Euler steps of one time step from :math:`z_0`; each step's :math:`z_k`,
     :math:`h_k` and :math:`e_k` written to the saved buffers (``saved``: z's, at step 0)."""
-    u_t = _tile(weight_u, 0, STRIDE[0], BLOCK, True)
+    u_t = square(weight_u, STRIDE[0], BLOCK, True)
     if COUPLED:
         shift = _shift(half, BLOCK, z.dtype, True)
     for k in range(K):  # a loop, not unrolled: the code of a product is large
@@ -103,12 +97,8 @@ def _forward_kernel(inputs: tl.tensor, s0: tl.tensor, resets: tl.tensor, weight_
                     SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
                     BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    cols = tl.arange(0, BLOCK)
-    row_in = rows < batch
-    mask = row_in[:, None] & (cols < size)[None, :]
-    offsets = rows[:, None] * size + cols[None, :]
-    x_offsets = rows[:, None] * (3 * size) + cols[None, :]
+    rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
+    x_offsets = offsets + rows[:, None] * (2 * size)  # rows of (B, 3D)
     plane = batch * size  # one (B, D) slab; the saved buffers are (3, T, K, B, D)
     s = tl.load(s0 + offsets, mask=mask, other=0.0)
     t = 0
@@ -116,12 +106,12 @@ def _forward_kernel(inputs: tl.tensor, s0: tl.tensor, resets: tl.tensor, weight_
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         s = tl.where(reset[:, None], 0.0, s)
         x_t = inputs + t * 3 * plane + x_offsets
-        beta = tl.sigmoid(dot(s, _tile(weight_s, 0, size, BLOCK, True))
+        beta = tl.sigmoid(dot(s, square(weight_s, size, BLOCK, True))
                           + tl.load(x_t, mask=mask, other=0.0))
         beta = tl.where(mask, beta, 0.0)  # padding stays 0: nothing there moves
-        drive_b = (dot(s, _tile(weight_s, 1, size, BLOCK, True))
+        drive_b = (dot(s, square(weight_s + size * size, size, BLOCK, True))
                    + tl.load(x_t + size, mask=mask, other=0.0))
-        drive_w = (dot(s, _tile(weight_s, 2, size, BLOCK, True))
+        drive_w = (dot(s, square(weight_s + 2 * size * size, size, BLOCK, True))
                    + tl.load(x_t + 2 * size, mask=mask, other=0.0))
         tl.store(beta_all + t * plane + offsets, beta, mask=mask)
         s = _euler_forward(s, beta, drive_b, drive_w, weight_u, eta, saved + t * K * plane,
@@ -175,7 +165,7 @@ def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, eta
     r"""The K Euler steps of one time step in reverse, from :math:`\bar z_K`: returns
     :math:`\bar z_0`, :math:`\bar\beta`, :math:`\sum_k q_k` and :math:`\sum_k \bar a_k`; writes
     each :math:`\bar a_k` and adds :math:`\beta \odot F_k \odot \bar z_{k+1}` to η's terms."""
-    weight = _tile(weight_u, 0, STRIDE[0], BLOCK, False)
+    weight = square(weight_u, STRIDE[0], BLOCK, False)
     if COUPLED:
         shift = _shift(half, BLOCK, grad_z.dtype, False)
     grad_beta = tl.zeros_like(grad_z)
@@ -212,12 +202,8 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, 
                      COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK_B: tl.constexpr,
                      BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    cols = tl.arange(0, BLOCK)
-    row_in = rows < batch
-    mask = row_in[:, None] & (cols < size)[None, :]
-    offsets = rows[:, None] * size + cols[None, :]
-    gate_offsets = rows[:, None] * (3 * size) + cols[None, :]
+    rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
+    gate_offsets = offsets + rows[:, None] * (2 * size)  # rows of (B, 3D)
     plane = batch * size
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
     t = steps - 1
@@ -233,9 +219,9 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, 
         tl.store(gates_t, grad_beta_pre, mask=mask)
         tl.store(gates_t + size, sum_q, mask=mask)
         tl.store(gates_t + 2 * size, sum_pre, mask=mask)
-        carried = (grad_z + dot(grad_beta_pre, _tile(weight_s, 0, size, BLOCK, False))
-                   + dot(sum_q, _tile(weight_s, 1, size, BLOCK, False))
-                   + dot(sum_pre, _tile(weight_s, 2, size, BLOCK, False)))
+        carried = (grad_z + dot(grad_beta_pre, square(weight_s, size, BLOCK, False))
+                   + dot(sum_q, square(weight_s + size * size, size, BLOCK, False))
+                   + dot(sum_pre, square(weight_s + 2 * size * size, size, BLOCK, False)))
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         carried = tl.where(reset[:, None], 0.0, carried)
         t -= 1
