@@ -54,6 +54,11 @@ LAUNCH = {"num_warps": 8, "num_stages": 1}
 pipelining the weights' tiles multiplies their shared memory (a (128, 128) float32 tile is
 64 KiB) past what an SM has."""
 
+FLOAT32_PRODUCTS = tl.constexpr("ieee")
+"""``tl.dot``'s precision in float32: IEEE products (Triton's default, TF32, rounds the inputs
+to 10 bits of mantissa, which the CPU engines do not); ``"tf32x3"`` would run them on the
+tensor cores at about float32's accuracy."""
+
 PHI_KINDS: dict[Callable[[Tensor], Tensor], int] = {torch.tanh: 0, torch.relu: 1,
                                                      torch.sigmoid: 2}
 """The φ of :data:`rlmem.cells.activations.NONLINEARITIES` the kernels compute, by number."""
@@ -90,7 +95,7 @@ def dot(a: tl.tensor, b: tl.tensor) -> tl.tensor:
     where an operand is a loop-carried product (3.6, "fp64 don't support largeK MMA")."""
     if a.dtype == tl.float64:
         return tl.sum(a[:, :, None] * b[None, :, :], axis=1)
-    return tl.dot(a, b, input_precision="ieee")
+    return tl.dot(a, b, input_precision=FLOAT32_PRODUCTS)
 
 
 @triton.jit
