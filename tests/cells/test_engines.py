@@ -18,7 +18,10 @@ chunks that carry the state across:
 
 Each row also checks that its engine function computed every call. It runs on the CPU with
 the compiled loops and with their Python fallback (:class:`Loops` says which the row needs),
-and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only).
+and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only). A row
+whose engine has Triton kernels (``triton=True``, :mod:`rlmem.cells._engines.gpu`) runs with
+them too: on the CPU through Triton's interpreter, and on CUDA; the row then checks that the
+kernels computed its chunks.
 """
 
 from __future__ import annotations
