@@ -65,18 +65,6 @@ def _launch(like: Tensor, batch: int, hidden: int,
 
 
 @triton.jit
-def _row(tile, rows, which):  # type: ignore[no-untyped-def]
-    """Row ``which`` ``(B,)`` of each item's ``(N, H)`` tile, exactly (one term, zeros)."""
-    return tl.sum(tl.where(rows[None, :, None] == which[:, None, None], tile, 0.0), axis=1)
-
-
-@triton.jit
-def _entry(vector, rows, which):  # type: ignore[no-untyped-def]
-    """Entry ``which`` ``(B,)`` of each item's ``(N,)`` vector, exactly (also -inf)."""
-    return tl.max(tl.where(rows[None, :] == which[:, None], vector, float("-inf")), axis=1)
-
-
-@triton.jit
 def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,
                 N: tl.constexpr, NU: tl.constexpr, NORMALISED: tl.constexpr,
                 UNIFORM: tl.constexpr):  # type: ignore[no-untyped-def]
@@ -132,25 +120,34 @@ def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target
     lowest = tl.min(ranks_r, axis=1)
     slot = tl.min(tl.where(in_r & (ranks_r == lowest[:, None]), rows[None, :], 2 * N + 2),
                   axis=1)
-    candidate = tl.zeros_like(slot) + p
-    target = tl.where(_entry(rank, rows, candidate) > lowest, slot, N)
+    # Rows are picked by a masked sum (one term) or max (exact for -inf too): in the
+    # interpreter a call of a helper of ours costs as much as a kernel's dozen ops.
+    from_p = (rows == p)[None, :]
+    target = tl.where(tl.max(tl.where(from_p, rank, float("-inf")), axis=1) > lowest, slot, N)
     tl.store(target_ptr + items, target.to(tl.int64), mask=item_ok)
+    at = rows[None, :] == target[:, None]
     if SAVE:
         row = evicted_ptr + items * (2 * H + 16)
         row_ok = item_ok[:, None] & col_ok[None, :]
-        tl.store(row[:, None] + cols[None, :], _row(content, rows, target), mask=row_ok)
-        tl.store(row[:, None] + H + cols[None, :], _row(keys, rows, target), mask=row_ok)
-        tl.store(row + 2 * H, _entry(score, rows, target), mask=item_ok)
-        tl.store(row + 2 * H + 1, _entry(mask, rows, target), mask=item_ok)
-        tl.store(row + 2 * H + 2, _entry(rank, rows, target), mask=item_ok)
-        tl.store(row + 2 * H + 3, _entry(time, rows, target), mask=item_ok)
-    at = rows[None, :] == target[:, None]
-    content = tl.where(at[:, :, None], _row(content, rows, candidate)[:, None, :], content)
-    keys = tl.where(at[:, :, None], _row(keys, rows, candidate)[:, None, :], keys)
-    score = tl.where(at, _entry(score, rows, candidate)[:, None], score)
-    mask = tl.where(at, _entry(mask, rows, candidate)[:, None], mask)
-    rank = tl.where(at, _entry(rank, rows, candidate)[:, None], rank)
-    time = tl.where(at, _entry(time, rows, candidate)[:, None], time)
+        tl.store(row[:, None] + cols[None, :],
+                 tl.sum(tl.where(at[:, :, None], content, 0.0), axis=1), mask=row_ok)
+        tl.store(row[:, None] + H + cols[None, :],
+                 tl.sum(tl.where(at[:, :, None], keys, 0.0), axis=1), mask=row_ok)
+        tl.store(row + 2 * H, tl.max(tl.where(at, score, float("-inf")), axis=1), mask=item_ok)
+        tl.store(row + 2 * H + 1, tl.max(tl.where(at, mask, float("-inf")), axis=1),
+                 mask=item_ok)
+        tl.store(row + 2 * H + 2, tl.max(tl.where(at, rank, float("-inf")), axis=1),
+                 mask=item_ok)
+        tl.store(row + 2 * H + 3, tl.max(tl.where(at, time, float("-inf")), axis=1),
+                 mask=item_ok)
+    moved = tl.sum(tl.where(from_p[:, :, None], content, 0.0), axis=1)
+    content = tl.where(at[:, :, None], moved[:, None, :], content)
+    moved = tl.sum(tl.where(from_p[:, :, None], keys, 0.0), axis=1)
+    keys = tl.where(at[:, :, None], moved[:, None, :], keys)
+    score = tl.where(at, tl.max(tl.where(from_p, score, float("-inf")), axis=1)[:, None], score)
+    mask = tl.where(at, tl.max(tl.where(from_p, mask, float("-inf")), axis=1)[:, None], mask)
+    rank = tl.where(at, tl.max(tl.where(from_p, rank, float("-inf")), axis=1)[:, None], rank)
+    time = tl.where(at, tl.max(tl.where(from_p, time, float("-inf")), axis=1)[:, None], time)
     return content, keys, score, mask, rank, time
 
 
@@ -386,28 +383,29 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     g_keys = g_keys + d_pre * score_vector[None, None, :]
     g_content = g_content + weights[:, :, None] * ds[:, None, :]
     # h_k, in slot p: its gradient through the read, its key and s_k = h_k + read.
-    oldest = tl.zeros_like(items) + p
-    d_key_h = _row(g_keys, rows, oldest)
+    at_p_row = (rows == p)[None, :]
+    at_p = at_p_row[:, :, None]
+    d_key_h = tl.sum(tl.where(at_p, g_keys, 0.0), axis=1)
     tl.store(d_keys_ptr + vectors, d_key_h, mask=ok)
     key = tl.load(key_ptr + cols[:, None] * H + cols[None, :],
                   mask=col_ok[:, None] & col_ok[None, :], other=0.0)
-    dh = ds + _row(g_content, rows, oldest) + tl.sum(key[None, :, :] * d_key_h[:, :, None],
-                                                    axis=1)
-    h = _row(content, rows, oldest)
+    dh = ds + tl.sum(tl.where(at_p, g_content, 0.0), axis=1) + tl.sum(
+        key[None, :, :] * d_key_h[:, :, None], axis=1)
+    h = tl.sum(tl.where(at_p, content, 0.0), axis=1)
     tl.store(h_ptr + vectors, h, mask=ok)
     # Undo the screening: the candidate goes back from its target to p with the gradient it
     # gathered there; the target gets back what it held, which had no gradient from later.
-    target = tl.load(target_ptr + items, mask=item_ok, other=N)
-    at_p, at_target = (rows == p)[None, :], rows[None, :] == target[:, None]
-    g_content = tl.where(at_p[:, :, None], _row(g_content, rows, target)[:, None, :],
-                         tl.where(at_target[:, :, None], 0.0, g_content))
-    g_keys = tl.where(at_p[:, :, None], _row(g_keys, rows, target)[:, None, :],
-                      tl.where(at_target[:, :, None], 0.0, g_keys))
-    g_score = tl.where(at_p, _entry(g_score, rows, target)[:, None],
-                       tl.where(at_target, 0.0, g_score))
+    at_target = (rows[None, :] == tl.load(target_ptr + items, mask=item_ok, other=N)[:, None])
+    moved = tl.sum(tl.where(at_target[:, :, None], g_content, 0.0), axis=1)
+    g_content = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_content))
+    moved = tl.sum(tl.where(at_target[:, :, None], g_keys, 0.0), axis=1)
+    g_keys = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_keys))
+    moved_score = tl.sum(tl.where(at_target, g_score, 0.0), axis=1)
+    g_score = tl.where(at_p_row, moved_score[:, None], tl.where(at_target, 0.0, g_score))
     evicted = tl.load(evicted_ptr + items[:, None] * (2 * H + 16) + cols[None, :], mask=ok,
                       other=0.0)
-    content = tl.where(at_p[:, :, None], _row(content, rows, target)[:, None, :],
+    moved = tl.sum(tl.where(at_target[:, :, None], content, 0.0), axis=1)
+    content = tl.where(at_p, moved[:, None, :],
                        tl.where(at_target[:, :, None], evicted[:, None, :], content))
     dc = _gates_backward(dh, h, dc_in_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols, H, G,
                          LSTM)
