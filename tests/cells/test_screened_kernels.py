@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import torch
-
 from reference.equivalence import assert_matches_reference, use_loops
+
 from rlmem.cells import make_cell
 from rlmem.cells._engines import gpu
 from rlmem.cells.screening import RelevancyScreening, Screening

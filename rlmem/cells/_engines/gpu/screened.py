@@ -26,8 +26,8 @@ Limits: the hidden size up to :data:`MAX_HIDDEN` and ``ν + ρ + 1`` slots up to
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]
+import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 
 MAX_HIDDEN = 128
@@ -65,9 +65,9 @@ def _launch(like: Tensor, batch: int, hidden: int,
 
 
 @triton.jit
-def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,
+def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,  # type: ignore[no-untyped-def]
                 N: tl.constexpr, NU: tl.constexpr, NORMALISED: tl.constexpr,
-                UNIFORM: tl.constexpr):  # type: ignore[no-untyped-def]
+                UNIFORM: tl.constexpr):
     """The items' slots as the step finds them, emptied where an item resets (every row zero,
     the mask and rank -inf; a free slot of R ranks at ``UNIFORM`` under normalised
     screening). ``items`` ``(B,)`` masked: ``row_ok`` ``(B, N)``."""
@@ -93,8 +93,8 @@ def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.conste
 
 
 @triton.jit
-def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, row_ok, cols,
-                 col_ok, H: tl.constexpr, N: tl.constexpr):  # type: ignore[no-untyped-def]
+def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, row_ok, cols,  # type: ignore[no-untyped-def]
+                 col_ok, H: tl.constexpr, N: tl.constexpr):
     W: tl.constexpr = 2 * H + 16
     first = items[:, None, None] * ((N + 1) * W) + rows[None, :, None] * W
     tile_ok = row_ok[:, :, None] & col_ok[None, None, :]
@@ -109,9 +109,9 @@ def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, 
 
 
 @triton.jit
-def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target_ptr, items,
-            item_ok, cols, col_ok, H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr,
-            SAVE: tl.constexpr):  # type: ignore[no-untyped-def]
+def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target_ptr,  # type: ignore[no-untyped-def]
+            items, item_ok, cols, col_ok, H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr,
+            SAVE: tl.constexpr):
     """The screening of the oldest state of S (slot ``p``) into R: its target row (the first
     free slot of R, else the first lowest rank, if it ranks above that; else the scratch
     slot ``N``), what that row held (``evicted``, when saving), and the row moved."""
@@ -152,9 +152,9 @@ def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target
 
 
 @triton.jit
-def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,
+def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  # type: ignore[no-untyped-def]
            cols, H: tl.constexpr, G: tl.constexpr,
-           LSTM: tl.constexpr):  # type: ignore[no-untyped-def]
+           LSTM: tl.constexpr):
     """The base's ``h_k`` ``(B, H)`` from its input terms and (unless the item resets) its
     recurrent terms; the LSTM writes its gates and ``[g, c_{k-1}, 2i, tanh c_k]`` for the
     backward, and ``c_k``. Every tanh is :math:`2\\sigma(2x) - 1` of a doubled
@@ -197,13 +197,13 @@ def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,
 
 
 @triton.jit
-def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,
+def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
                   c_next_ptr, key_ptr, score_ptr, bias_ptr, e_ptr, attention_ptr, history_ptr,
                   target_ptr, evicted_ptr, y_ptr, p, batch, H: tl.constexpr, N: tl.constexpr,
                   NU: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
                   NORMALISED: tl.constexpr, UNIFORM: tl.constexpr, SAVE: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                  BLOCK_N: tl.constexpr):  # type: ignore[no-untyped-def]
+                  BLOCK_N: tl.constexpr):
     """Step ``k`` for a block of batch items (see the module's docstring); ``p`` is
     ``k mod ν``, the slot of S that holds its oldest state."""
     items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -281,7 +281,7 @@ def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
     steps, batch, hidden = y.shape
     slots, save = attention.shape[2], evicted is not None
     grid, blocks = _launch(y, batch, hidden, slots)
-    flags = resets.to(y.dtype)
+    flags, xp = resets.to(y.dtype), xp.contiguous()
     before_reset: dict[int, Tensor] = {}
     s = s0
     for k in range(steps):
@@ -305,9 +305,9 @@ def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
 
 
 @triton.jit
-def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols,
+def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols,  # type: ignore[no-untyped-def]
                     H: tl.constexpr, G: tl.constexpr,
-                    LSTM: tl.constexpr):  # type: ignore[no-untyped-def]
+                    LSTM: tl.constexpr):
     """The base's backward: the gradient of its pre-activations into ``dz``; returns that of
     ``c_{k-1}`` (the LSTM's; zeros for the tanh-RNN). σ' = (1 - σ) σ."""
     dz = dz_ptr + items[:, None] * (G + H) + cols[None, :]
@@ -334,12 +334,12 @@ def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols
 
 
 @triton.jit
-def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,
+def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,  # type: ignore[no-untyped-def]
                    grad_ptr, attention_ptr, e_ptr, d_logits_ptr, key_ptr, score_ptr, dz_ptr,
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
                    H: tl.constexpr, N: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
                    HAS_NEXT: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                   BLOCK_N: tl.constexpr):  # type: ignore[no-untyped-def]
+                   BLOCK_N: tl.constexpr):
     """Step ``k``'s backward for a block of batch items: ``ds_ptr`` holds ``dz_{k+1} W``
     (unless ``k`` is the last step), ``grad_ptr`` the gradient of the slots'
     ``[m, 2 U_a m, score]`` after step ``k``, ``slot_ptr`` the slots after step ``k``; both
