@@ -25,6 +25,7 @@ Which one a chunk takes is the cell's choice
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import torch
@@ -297,9 +298,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                            xp.device)
     long_block, long_buffers = carve({"targets": (steps, batch)}, torch.long, xp.device)
     native = compiled.ops(xp)
-    kernels = native is None and _kernels_take(xp, hidden, slots)
-    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers,
-                          views=native is None and not kernels)
+    kernels = _triton_loops(xp, hidden, slots) if native is None else None
+    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=not (native or kernels))
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
     slot_data = _fill_slots(buffers["slot_data"], key_t, short, short_score, short_valid,
                             short_time, relevant, relevant_score, relevant_valid, relevant_time,
@@ -307,7 +307,6 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     time = episode_time(t0, resets)
     entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
     entering[..., 3] = time
-
     y = xp.new_empty(steps, batch, hidden)
     attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
     evicted, candidate = buffers.get("evicted"), buffers["candidate"]
@@ -326,13 +325,9 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             uniform_share if uniform_share is not None else 0.0, save)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
-    elif kernels:
-        from rlmem.cells._engines.gpu import screened as triton_loops
-        before_reset = triton_loops.forward_loop(
-            xp, s0, resets, any_reset, recurrent_t, weights.key.contiguous(), score_vector,
-            weights.query_bias, slot_data, z, entering, e, attention, history, targets,
-            evicted, y, (buffers["act"], buffers["partner"]) if lstm else None, nu,
-            uniform_share)
+    elif kernels is not None:
+        before_reset = kernels.forward_loop(xp, s0, resets, any_reset, weights, buffers,
+                                            targets, y, nu, uniform_share)
     else:
         before_reset = _screened_loop(
             xp, s0, resets, any_reset, base, weights, slot_data, z_in, z, entering, e,
@@ -346,21 +341,21 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     assert evicted is not None
     tape = _ScreenedTape(nu, base, weights, y, s0, attention, slot_data, e, targets, evicted,
                          before_reset, torch.cat([short, relevant], dim=1), resets, any_reset,
-                         (block, long_block), kernels)
+                         (block, long_block), kernels is not None)
     return result, tape
 
 
-def _kernels_take(like: Tensor, hidden: int, slots: int) -> bool:
-    """Whether the Triton kernels (:mod:`.gpu.screened`) run a chunk like ``like`` of
+def _triton_loops(like: Tensor, hidden: int, slots: int) -> ModuleType | None:
+    """The Triton kernels' loops (:mod:`.gpu.screened`), if they run a chunk like ``like`` of
     ``hidden`` and ``slots`` (``ν + ρ``); where they cannot, :func:`.gpu.fallback` says why."""
     if not gpu.runs(like, "screened"):
-        return False
+        return None
     from rlmem.cells._engines.gpu import screened as triton_loops
     reason = triton_loops.uncovered(hidden, slots)
     if reason is not None:
         gpu.fallback("screened", reason)
-        return False
-    return True
+        return None
+    return triton_loops
 
 
 def _attention_backward(d_weights: Tensor, weights: Tensor, e: Tensor, score_vector: Tensor,
@@ -682,7 +677,7 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                 and any(t is not None and t.requires_grad for t in tensors))):
         return None
     if native is None:  # on CUDA, the chunk engine's kernels (a chunk of one step)
-        if not _kernels_take(xp, s0.shape[1], short.shape[1] + relevant.shape[1]):
+        if _triton_loops(xp, s0.shape[1], short.shape[1] + relevant.shape[1]) is None:
             return None
         return screened_scan(xp, weights, s0, c0, short, short_score, short_valid, short_time,
                              relevant, relevant_score, relevant_valid, relevant_time, t0,

@@ -30,6 +30,8 @@ import triton  # type: ignore[import-untyped]
 import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 
+from rlmem.cells.attention import Weights
+
 MAX_HIDDEN = 128
 """The largest hidden size the kernels hold in registers (the ``H × H`` key product)."""
 MAX_SLOTS = 64
@@ -197,6 +199,27 @@ def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  #
 
 
 @triton.jit
+def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, item_ok, rows,  # type: ignore[no-untyped-def]
+            cols, col_ok, H: tl.constexpr, N: tl.constexpr, SAVE: tl.constexpr):
+    """The attention weights over the ``N`` slots, stored (and ``e``, σ of keys plus query,
+    for the backward, when saving)."""
+    slot_ok = (rows < N)[None, :]
+    e = 1.0 / (1.0 + tl.exp(-(keys + query[:, None, :])))
+    if SAVE:
+        tl.store(e_ptr + items[:, None, None] * (N * H) + rows[None, :, None] * H
+                 + cols[None, None, :], e, mask=(item_ok[:, None] & slot_ok)[:, :, None]
+                 & col_ok[None, None, :])
+    score_vector = tl.load(score_ptr + cols, mask=col_ok, other=0.0)
+    logits = tl.where(slot_ok, tl.sum(e * score_vector[None, None, :], axis=2) + mask,
+                      float("-inf"))
+    weights = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+    weights = weights / tl.sum(weights, axis=1)[:, None]
+    tl.store(attention_ptr + items[:, None] * N + rows[None, :], weights,
+             mask=item_ok[:, None] & slot_ok)
+    return weights
+
+
+@triton.jit
 def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
                   c_next_ptr, key_ptr, score_ptr, bias_ptr, e_ptr, attention_ptr, history_ptr,
                   target_ptr, evicted_ptr, y_ptr, p, batch, H: tl.constexpr, N: tl.constexpr,
@@ -236,19 +259,9 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
     query = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :] + tl.where(
         reset[:, None], 0.0,
         tl.load(z_ptr + items[:, None] * (G + H) + G + cols[None, :], mask=ok, other=0.0))
+    weights = _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items,
+                      item_ok, rows, cols, col_ok, H, N, SAVE)
     slot_ok = (rows < N)[None, :]
-    e = 1.0 / (1.0 + tl.exp(-(keys + query[:, None, :])))
-    if SAVE:
-        tl.store(e_ptr + items[:, None, None] * (N * H) + rows[None, :, None] * H
-                 + cols[None, None, :], e, mask=(item_ok[:, None] & slot_ok)[:, :, None]
-                 & col_ok[None, None, :])
-    score_vector = tl.load(score_ptr + cols, mask=col_ok, other=0.0)
-    logits = tl.where(slot_ok, tl.sum(e * score_vector[None, None, :], axis=2) + mask,
-                      float("-inf"))
-    weights = tl.exp(logits - tl.max(logits, axis=1)[:, None])
-    weights = weights / tl.sum(weights, axis=1)[:, None]
-    tl.store(attention_ptr + items[:, None] * N + rows[None, :], weights,
-             mask=item_ok[:, None] & slot_ok)
     tl.store(y_ptr + items[:, None] * H + cols[None, :],
              h + tl.sum(weights[:, :, None] * content, axis=1), mask=ok)
     received = weights
@@ -269,19 +282,20 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
 
 
 def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
-                 recurrent_t: Tensor, key: Tensor, score_vector: Tensor, query_bias: Tensor,
-                 slot_data: Tensor, z: Tensor, entering: Tensor, e: Tensor, attention: Tensor,
-                 history: Tensor, targets: Tensor, evicted: Tensor | None, y: Tensor,
-                 lstm_buffers: tuple[Tensor, Tensor] | None, nu: int,
-                 uniform_share: float | None) -> dict[int, Tensor]:
-    """The engine's forward loop (``_screened_loop``) through the kernels, over its buffers;
-    ``evicted`` given means saving for the backward. ``lstm_buffers`` is the LSTM base's
-    ``(act, partner)``. Returns the slots as they were before each step that resets some item,
-    when saving."""
+                 weights: Weights, buffers: dict[str, Tensor], targets: Tensor, y: Tensor,
+                 nu: int, uniform_share: float | None) -> dict[int, Tensor]:
+    """The engine's forward loop (``_screened_loop``) through the kernels, over its
+    ``buffers`` (``_forward_shapes``: with ``evicted`` when saving for the backward, ``act``
+    and ``partner`` for the LSTM base). Returns the slots as they were before each step that
+    resets some item, when saving."""
     steps, batch, hidden = y.shape
+    slot_data, z, evicted = buffers["slot_data"], buffers["z"], buffers.get("evicted")
+    attention, history, e = buffers["attention"], buffers["history"], buffers["e"]
+    lstm_buffers = (buffers["act"], buffers["partner"]) if "act" in buffers else None
     slots, save = attention.shape[2], evicted is not None
     grid, blocks = _launch(y, batch, hidden, slots)
-    flags, xp = resets.to(y.dtype), xp.contiguous()
+    flags, xp, key = resets.to(y.dtype), xp.contiguous(), weights.key.contiguous()
+    recurrent_t, entering = weights.recurrent.t(), buffers["entering"]
     before_reset: dict[int, Tensor] = {}
     s = s0
     for k in range(steps):
@@ -295,7 +309,7 @@ def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
             partner, c_next = lstm_buffers[1][row], lstm_buffers[1][k + 1 if save else 1 - row]
         _forward_step[grid](
             xp[k], z, flags[k], entering[k], slot_data, act, partner, c_next, key,
-            score_vector, query_bias, e[k if save else 0], attention[k], history[k],
+            weights.score, weights.query_bias, e[k if save else 0], attention[k], history[k],
             targets[k], evicted[k] if evicted is not None else y, y[k], k % nu, batch,
             H=hidden, N=slots, NU=nu, G=xp.shape[2], LSTM=lstm_buffers is not None,
             NORMALISED=uniform_share is not None,
@@ -334,6 +348,52 @@ def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols
 
 
 @triton.jit
+def _attention_backward(content, ds, g_content, g_keys, attention_ptr, e_ptr, d_logits_ptr,  # type: ignore[no-untyped-def]
+                        score_ptr, items, slot_ok, rows, cols, col_ok, H: tl.constexpr,
+                        N: tl.constexpr):
+    """The attention's backward from the gradient ``ds`` of ``s_k``: the gradient of the
+    logits (stored, for ``2 v_a``'s), of the query's pre-activation (returned) and, added, of
+    the slots' contents and keys. Softmax, then σ of keys plus query (``d_pre`` is
+    dlogit σ'), each use multiplied by ``2 v_a``."""
+    weights = tl.load(attention_ptr + items[:, None] * N + rows[None, :], mask=slot_ok,
+                      other=0.0)
+    d_weights = tl.sum(content * ds[:, None, :], axis=2)
+    d_logits = weights * (d_weights - tl.sum(weights * d_weights, axis=1)[:, None])
+    tl.store(d_logits_ptr + items[:, None] * N + rows[None, :], d_logits, mask=slot_ok)
+    e = tl.load(e_ptr + items[:, None, None] * (N * H) + rows[None, :, None] * H
+                + cols[None, None, :], mask=slot_ok[:, :, None] & col_ok[None, None, :],
+                other=0.0)
+    d_pre = d_logits[:, :, None] * (1.0 - e) * e
+    score_vector = tl.load(score_ptr + cols, mask=col_ok, other=0.0)
+    dz_query = tl.sum(d_pre, axis=1) * score_vector[None, :]
+    g_keys = g_keys + d_pre * score_vector[None, None, :]
+    g_content = g_content + weights[:, :, None] * ds[:, None, :]
+    return g_content, g_keys, dz_query
+
+
+@triton.jit
+def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, evicted_ptr,  # type: ignore[no-untyped-def]
+                    items, item_ok, ok, rows, cols, H: tl.constexpr, N: tl.constexpr):
+    """Undo a step's screening in the slots and their gradient: the candidate goes back from
+    its target to slot p with the gradient it gathered there; the target gets back what it
+    held (``evicted``), which had no gradient from later steps."""
+    at_p = at_p_row[:, :, None]
+    at_target = (rows[None, :] == tl.load(target_ptr + items, mask=item_ok, other=N)[:, None])
+    moved = tl.sum(tl.where(at_target[:, :, None], g_content, 0.0), axis=1)
+    g_content = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_content))
+    moved = tl.sum(tl.where(at_target[:, :, None], g_keys, 0.0), axis=1)
+    g_keys = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_keys))
+    moved_score = tl.sum(tl.where(at_target, g_score, 0.0), axis=1)
+    g_score = tl.where(at_p_row, moved_score[:, None], tl.where(at_target, 0.0, g_score))
+    evicted = tl.load(evicted_ptr + items[:, None] * (2 * H + 16) + cols[None, :], mask=ok,
+                      other=0.0)
+    moved = tl.sum(tl.where(at_target[:, :, None], content, 0.0), axis=1)
+    content = tl.where(at_p, moved[:, None, :],
+                       tl.where(at_target[:, :, None], evicted[:, None, :], content))
+    return content, g_content, g_keys, g_score
+
+
+@triton.jit
 def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,  # type: ignore[no-untyped-def]
                    grad_ptr, attention_ptr, e_ptr, d_logits_ptr, key_ptr, score_ptr, dz_ptr,
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
@@ -350,8 +410,7 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     col_ok = cols < H
     ok = item_ok[:, None] & col_ok[None, :]
     rows = tl.arange(0, BLOCK_N)
-    row_ok = item_ok[:, None] & (rows <= N)[None, :]
-    slot_ok = item_ok[:, None] & (rows < N)[None, :]
+    row_ok, slot_ok = item_ok[:, None] & (rows <= N)[None, :], item_ok[:, None] & (rows < N)
     tile_ok = row_ok[:, :, None] & col_ok[None, None, :]
     vectors = items[:, None] * H + cols[None, :]
     ds = tl.load(g_y_ptr + vectors, mask=ok, other=0.0)
@@ -368,20 +427,9 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     score_row = grad_ptr + items[:, None] * ((N + 1) * (2 * H + 1)) + rows[None, :] * (
         2 * H + 1) + 2 * H
     g_score = tl.load(score_row, mask=row_ok, other=0.0)
-    # The attention: softmax, then the sigmoid of keys plus query (d_pre = dlogit σ').
-    weights = tl.load(attention_ptr + items[:, None] * N + rows[None, :], mask=slot_ok,
-                      other=0.0)
-    d_weights = tl.sum(content * ds[:, None, :], axis=2)
-    d_logits = weights * (d_weights - tl.sum(weights * d_weights, axis=1)[:, None])
-    tl.store(d_logits_ptr + items[:, None] * N + rows[None, :], d_logits, mask=slot_ok)
-    e = tl.load(e_ptr + items[:, None, None] * (N * H) + rows[None, :, None] * H
-                + cols[None, None, :], mask=slot_ok[:, :, None] & col_ok[None, None, :],
-                other=0.0)
-    d_pre = d_logits[:, :, None] * (1.0 - e) * e
-    score_vector = tl.load(score_ptr + cols, mask=col_ok, other=0.0)
-    dz_query = tl.sum(d_pre, axis=1) * score_vector[None, :]
-    g_keys = g_keys + d_pre * score_vector[None, None, :]
-    g_content = g_content + weights[:, :, None] * ds[:, None, :]
+    g_content, g_keys, dz_query = _attention_backward(
+        content, ds, g_content, g_keys, attention_ptr, e_ptr, d_logits_ptr, score_ptr, items,
+        slot_ok, rows, cols, col_ok, H, N)
     # h_k, in slot p: its gradient through the read, its key and s_k = h_k + read.
     at_p_row = (rows == p)[None, :]
     at_p = at_p_row[:, :, None]
@@ -393,20 +441,9 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
         key[None, :, :] * d_key_h[:, :, None], axis=1)
     h = tl.sum(tl.where(at_p, content, 0.0), axis=1)
     tl.store(h_ptr + vectors, h, mask=ok)
-    # Undo the screening: the candidate goes back from its target to p with the gradient it
-    # gathered there; the target gets back what it held, which had no gradient from later.
-    at_target = (rows[None, :] == tl.load(target_ptr + items, mask=item_ok, other=N)[:, None])
-    moved = tl.sum(tl.where(at_target[:, :, None], g_content, 0.0), axis=1)
-    g_content = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_content))
-    moved = tl.sum(tl.where(at_target[:, :, None], g_keys, 0.0), axis=1)
-    g_keys = tl.where(at_p, moved[:, None, :], tl.where(at_target[:, :, None], 0.0, g_keys))
-    moved_score = tl.sum(tl.where(at_target, g_score, 0.0), axis=1)
-    g_score = tl.where(at_p_row, moved_score[:, None], tl.where(at_target, 0.0, g_score))
-    evicted = tl.load(evicted_ptr + items[:, None] * (2 * H + 16) + cols[None, :], mask=ok,
-                      other=0.0)
-    moved = tl.sum(tl.where(at_target[:, :, None], content, 0.0), axis=1)
-    content = tl.where(at_p, moved[:, None, :],
-                       tl.where(at_target[:, :, None], evicted[:, None, :], content))
+    content, g_content, g_keys, g_score = _undo_screening(
+        content, g_content, g_keys, g_score, at_p_row, target_ptr, evicted_ptr, items, item_ok,
+        ok, rows, cols, H, N)
     dc = _gates_backward(dh, h, dc_in_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols, H, G,
                          LSTM)
     tl.store(dz_ptr + items[:, None] * (G + H) + G + cols[None, :], dz_query, mask=ok)
