@@ -156,9 +156,9 @@ ENGINES: list[Row] = [
                   "gamma2": 0.2}, T, tarnn.fast_scan),
     Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan),
     Row("tarnn", {}, R, tarnn.fast_scan),
-    Row("sarnn", {}, T, sarnn.fast_scan),
-    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan),
-    Row("sarnn", {}, R, sarnn.fast_scan),
+    Row("sarnn", {}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {}, R, sarnn.fast_scan, triton=True),
     # iRNN and ERNN: the loop under autograd, products shared across steps.
     Row("irnn", {}, T, irnn.fast_scan),
     Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan),
@@ -187,7 +187,7 @@ ENGINES: list[Row] = [
     # Stacks: layer after layer over the chunk, each layer through its own engine.
     Row("lstm", {}, T, Stacked.fast_scan, layers=2),
     Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2),
-    Row("sarnn", {}, T, Stacked.fast_scan, layers=2),
+    Row("sarnn", {}, T, Stacked.fast_scan, layers=2, triton=True),
     Row("memlstm", {"capacity": 16}, R, Stacked.fast_scan, layers=2),
 ]
 """Every (cell, options, mode) and the engine function that computes it."""
