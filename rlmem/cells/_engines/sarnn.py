@@ -171,7 +171,7 @@ def _backward_loop(ctx: Any, grad_y: Tensor, grad_probability: Tensor, weight_hh
     """:class:`SARNNScan`'s backward loop in torch ops: the gradients of the pre-activations,
     in blocks ``[n, u, r, z | hidden n]`` (the u block before its factor α/2), and of h0."""
     masks = ctx.masks
-    (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates, gaps,
+    (probabilities, updates, _states, resets_r, keeps_z, hidden_n, candidates, gaps,
      kept) = ctx.saved
     time_steps, batch, size = grad_y.shape
     # Blocks [n, u, r, z | hidden n]: the first four are the input gradient, the last three

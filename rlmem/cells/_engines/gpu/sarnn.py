@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]
+import triton.language as tl  # type: ignore[import-untyped]
 from torch import Tensor
 
 BLOCK = 512
@@ -75,7 +75,7 @@ def _forward_step(inputs_ptr, hidden_ptr, h_ptr, keep_next_ptr, w_u_ptr,  # type
     mask = offsets < numel
     row = offsets // size
     col = offsets % size
-    r, z, n, hid_n = _gates(inputs_ptr, hidden_ptr, row, col, size, mask)
+    _r, z, n, _hid_n = _gates(inputs_ptr, hidden_ptr, row, col, size, mask)
     h = tl.load(h_ptr + offsets, mask=mask, other=0.0)
     gap = h - n
     kept = gap - z * gap
