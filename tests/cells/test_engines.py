@@ -119,9 +119,9 @@ ENGINES: list[Row] = [
     Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
     Row("gru", {}, R, fused_rnn.gru),
     # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
-    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
-    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
-    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
+    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan, triton=True),
+    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP, triton=True),  # overflows
+    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP, triton=True),
     Row("memlstm", {"capacity": 64}, S, MemLSTM.step),
     Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
     Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
