@@ -120,10 +120,12 @@ ENGINES: list[Row] = [
     Row("gru", {}, R, fused_rnn.gru),
     # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
     Row("memlstm", {"capacity": 64}, T, full_attention.full_scan, triton=True),
-    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP, triton=True),  # overflows
+    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP,  # overflows
+        triton=True),
     Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP, triton=True),
     Row("memlstm", {"capacity": 64}, S, MemLSTM.step),
-    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP,
+        triton=True),
     Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.

@@ -477,6 +477,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
             torch.index_select(rows, 0, tape.survivor_rows, out=into.view(-1, hidden))
     dz = buffers["dz"]
     d_score_rows = y.new_zeros(batch, 1, hidden)  # Σ dlogit_i e_i per batch item
+    dc: Tensor | None
     if tape.kernels is not None:
         ds, dc = _kernel_backward(tape, g_y, g_c, d_chunk, d_chunk_keys, d_memory, d_keys,
                                   d_score_rows, dz)
@@ -509,12 +510,12 @@ def _kernel_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     """The backward loop through the Triton kernels (:mod:`.gpu.full_attention`), adding into
     the buffers :func:`_full_backward_loop` adds into; returns the gradients of ``s0``, ``c0``."""
     from rlmem.cells._engines.gpu import full_attention as kernels
-    incoming = [grad.contiguous() for grad in (d_memory, d_keys)]  # the kernels' layout
-    grads = kernels.Gradients(d_chunk, d_chunk_keys, *incoming, d_score_rows, dz)
+    memory, keys = (grad.contiguous() for grad in (d_memory, d_keys))  # the kernels' layout
+    grads = kernels.Gradients(d_chunk, d_chunk_keys, memory, keys, d_score_rows, dz)
     weights = tape.weights
     ds, dc = kernels.backward_loop(tape.kernels, weights.recurrent, weights.key * 0.5,
                                    weights.score.contiguous(), g_y, g_c, grads)
-    for grad, written in zip((d_memory, d_keys), incoming, strict=True):
+    for grad, written in ((d_memory, memory), (d_keys, keys)):
         if written is not grad:
             grad.copy_(written)
     return ds, dc
@@ -626,15 +627,19 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     :meth:`rlmem.cells.memlstm.MemLSTM.step` (in the doubled form) attending over the slots
     ``[0, used)``, which must hold every state of every batch item. ``None`` where it does not
     apply (more than one step, autograd, another dtype, no compiled loops), for the caller to
-    run the step in Python.
+    run the step in Python. Where the Triton kernels run (:func:`gpu.runs`: on CUDA), the
+    chunk engine (:func:`full_scan`) computes the step through them instead.
 
     Shapes: as :func:`full_scan`, with ``T = 1``.
     """
     native = compiled.ops(xp)
     tensors = (xp, *weights, s, c, memory, keys)
-    if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
+    if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
             or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
         return None
+    if native is None:  # on CUDA, the chunk engine's Triton kernels over the one step
+        return (full_scan(xp, weights, s, c, memory, keys, valid, t, resets)
+                if gpu.runs(xp, "full_attention") else None)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])
