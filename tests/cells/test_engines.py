@@ -307,7 +307,8 @@ def test_the_normalised_rows_exercise_the_screening(name: str) -> None:
     assert admitted.any() and not admitted.all() and replaced.any()
 
 
-@pytest.mark.parametrize("loops", ["compiled", "python"])
+@pytest.mark.parametrize("loops", ["compiled", "python",
+                                   pytest.param("triton", marks=pytest.mark.slow)])
 def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
     """A PPO minibatch's chunk starts from a rollout's state, which needs no gradient: the

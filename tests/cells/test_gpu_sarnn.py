@@ -16,6 +16,7 @@ from rlmem.cells import make_cell
 from rlmem.cells._engines import gpu
 
 
+@pytest.mark.slow
 def test_sarnn_kernels_equal_the_step_at_a_realistic_size(
         monkeypatch: pytest.MonkeyPatch) -> None:
     use_loops("triton", monkeypatch)
