@@ -5,7 +5,7 @@ The math is :mod:`rlmem.cells._engines.full_attention`'s loops (the doubled form
 :class:`rlmem.cells.attention.Weights`; the LSTM base of
 :class:`~rlmem.cells._engines.base_recurrence.BaseRecurrence`), over the same windows: step k
 reads ``incoming`` slots of the incoming memory and the chunk's states ``first .. end - 1``.
-A step forward is four launches: :math:`z = [x_p, 2b_a] + s W^\top` (``addmm``), the LSTM base
+A step forward is four launches: :math:`z = [x_p, 2b_a] + s W^\top` (``addmm_``), the LSTM base
 (:func:`_lstm_forward`), the new state's key :math:`U_a h_k` (``mm``) and the attention
 (:func:`_attention_forward`, one program per batch item over the whole window). A step backward
 is four: :func:`_attention_backward`, the key's gradient into :math:`h_k` (``mm``),
@@ -144,7 +144,7 @@ def _window(b, incoming, first, width, n_in, slots, steps, size,  # type: ignore
     return memory_rows, chunk_rows, is_in, is_chunk, column
 
 
-@triton.jit(do_not_specialize=["incoming", "first", "width"])
+@triton.jit(do_not_specialize=["k", "incoming", "first", "width"])
 def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type: ignore[no-untyped-def]
                        chunk_ptr, chunk_keys_ptr, weights_ptr, y_ptr, s_next_ptr,
                        keep_next_ptr, k, incoming, first, width, n_in, slots, steps, size,
@@ -261,9 +261,12 @@ def _lstm_backward(ds_ptr, d_h_ptr, d_key_h_ptr, act_ptr, partner_ptr,  # type: 
 
 
 def _step_blocks(window: Window) -> dict[str, int]:
+    """The attention kernels' blocks for a chunk, and warps enough that a thread holds some 32
+    values of each ``BLOCK_W × BLOCK_H`` tile (the tiles live in registers)."""
     widest = max(incoming + end - first for incoming, first, end in window.windows)
     block_w, block_h = blocks(widest, window.chunk.shape[2])
-    return {"BLOCK_W": block_w, "BLOCK_H": block_h}
+    warps = min(16, max(4, triton.next_power_of_2(block_w * block_h // (32 * 32))))
+    return {"BLOCK_W": block_w, "BLOCK_H": block_h, "num_warps": warps}
 
 
 def forward_loop(z_in: Tensor, recurrent: Tensor, key: Tensor, score: Tensor, s0: Tensor,
@@ -274,7 +277,8 @@ def forward_loop(z_in: Tensor, recurrent: Tensor, key: Tensor, score: Tensor, s0
     (zeroed).
 
     Shapes:
-        - z_in: ``(T, B, 5H)``, ``[x_p, 2b_a]`` of every step; recurrent: ``(5H, H)``;
+        - z_in: ``(T, B, 5H)``, ``[x_p, 2b_a]`` of every step, a buffer the loop completes
+          into ``z``; recurrent: ``(5H, H)``;
           key: ``(H, H)``, :math:`U_a`; score: ``(H,)``, :math:`2v_a`; s0: ``(B, H)``
         - resets: ``(T, B)`` bool; mask: ``(T, B, n_in + T)``; weights_full likewise
         - y: ``(T, B, H)``
@@ -285,12 +289,12 @@ def forward_loop(z_in: Tensor, recurrent: Tensor, key: Tensor, score: Tensor, s0
     keep_next = torch.ones_like(flags)
     keep_next[:-1] -= flags[1:]
     keep_next[-1] = 0.0
-    z = torch.empty_like(z_in)
+    z = z_in  # each step adds s W^T in place: one launch (addmm into another tensor is two)
     s = s0.masked_fill(resets[0, :, None], 0.0)
     recurrent_t, key_t, chunk, chunk_keys = recurrent.t(), key.t(), window.chunk, window.chunk_keys
     grid, sizes = (triton.cdiv(batch * hidden, ELEMENTWISE),), _step_blocks(window)
     for k, (incoming, first, end) in enumerate(window.windows):
-        torch.addmm(z_in[k], s, recurrent_t, out=z[k])
+        z[k].addmm_(s, recurrent_t)
         _lstm_forward[grid](z[k], partner[k, :, 1], flags[k], act[k], partner[k],
                             partner[k + 1, :, 1], chunk[:, k], steps * hidden, batch * hidden,
                             hidden, BLOCK=ELEMENTWISE)

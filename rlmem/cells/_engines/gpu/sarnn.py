@@ -1,11 +1,11 @@
 r"""SA-RNN's Triton kernels: the elementwise work of a step, forward and backward, each one
-launch between cuBLAS's recurrent matmuls.
+launch beside cuBLAS's recurrent matmul.
 
 The math is :class:`~rlmem.cells._engines.sarnn.SARNNScan`'s (its docstring derives it from
 :meth:`~rlmem.cells.sarnn.SARNN.step`), on the same rearranged inputs: blocks ``[n, u, r, z]``
 with the n block doubled (:math:`\tanh(a) = 2\sigma(2a) - 1`) and the u block already
 :math:`\tfrac{\alpha}{2}(W_i x + b_u) + \tfrac12`, and :math:`w_u` already scaled by
-:math:`\alpha/2`. A step forward is two launches: :math:`W_{hh} h + b_{hh}` (``addmm``) and
+:math:`\alpha/2`. A step forward is two launches: :math:`W_{hh} h` (``mm``) and
 :func:`_forward_step`; a step backward two: :func:`_backward_step` and the ``addmm`` of the
 gate gradients with :math:`W_{hh}`. Both kernels are elementwise over the ``B · H`` neurons of
 a step (no ``tl.dot``, so no shape is too small or too large for them).
@@ -35,7 +35,9 @@ class SARNNSaved(NamedTuple):
     inputs: Tensor
     """The rearranged input terms ``[n, u, r, z]``, ``(T, B, 4H)``."""
     hidden: Tensor
-    r""":math:`W_{hh} h_{t-1} + b_{hh}`, ``(T, B, 3H)``."""
+    r""":math:`W_{hh} h_{t-1}`, ``(T, B, 3H)`` (the kernels add :math:`b_{hh}`)."""
+    bias_hh: Tensor
+    r""":math:`b_{hh}`, contiguous ``(3H,)``."""
     states: Tensor
     """The incoming states, after resets, ``(T + 1, B, H)`` (the last one is not read)."""
     probability: Tensor
@@ -52,14 +54,18 @@ def _sigmoid(x):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
-def _gates(inputs_ptr, hidden_ptr, row, col, size, mask):  # type: ignore[no-untyped-def]
-    """The GRU's gates r, z, its candidate n and the recurrent n term, of one step."""
+def _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask):  # type: ignore[no-untyped-def]
+    """The GRU's gates r, z, its candidate n and the recurrent n term, of one step, from the
+    input terms and :math:`W_{hh} h` (the bias :math:`b_{hh}` added here)."""
     in_n = tl.load(inputs_ptr + row * 4 * size + col, mask=mask, other=0.0)
     in_r = tl.load(inputs_ptr + row * 4 * size + 2 * size + col, mask=mask, other=0.0)
     in_z = tl.load(inputs_ptr + row * 4 * size + 3 * size + col, mask=mask, other=0.0)
-    hid_r = tl.load(hidden_ptr + row * 3 * size + col, mask=mask, other=0.0)
-    hid_z = tl.load(hidden_ptr + row * 3 * size + size + col, mask=mask, other=0.0)
-    hid_n = tl.load(hidden_ptr + row * 3 * size + 2 * size + col, mask=mask, other=0.0)
+    hid_r = (tl.load(hidden_ptr + row * 3 * size + col, mask=mask, other=0.0)
+             + tl.load(bias_ptr + col, mask=mask, other=0.0))
+    hid_z = (tl.load(hidden_ptr + row * 3 * size + size + col, mask=mask, other=0.0)
+             + tl.load(bias_ptr + size + col, mask=mask, other=0.0))
+    hid_n = (tl.load(hidden_ptr + row * 3 * size + 2 * size + col, mask=mask, other=0.0)
+             + tl.load(bias_ptr + 2 * size + col, mask=mask, other=0.0))
     r = _sigmoid(in_r + hid_r)
     z = _sigmoid(in_z + hid_z)
     n = 2.0 * _sigmoid(in_n + 2.0 * r * hid_n) - 1.0
@@ -67,7 +73,7 @@ def _gates(inputs_ptr, hidden_ptr, row, col, size, mask):  # type: ignore[no-unt
 
 
 @triton.jit
-def _forward_step(inputs_ptr, hidden_ptr, h_ptr, keep_next_ptr, w_u_ptr,  # type: ignore[no-untyped-def]
+def _forward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, keep_next_ptr, w_u_ptr,  # type: ignore[no-untyped-def]
                   y_ptr, probability_ptr, update_ptr, h_next_ptr, numel, size,
                   BLOCK: tl.constexpr):
     """One step: ``y``, ũ, u, and the next step's incoming state (zero where it resets)."""
@@ -75,7 +81,7 @@ def _forward_step(inputs_ptr, hidden_ptr, h_ptr, keep_next_ptr, w_u_ptr,  # type
     mask = offsets < numel
     row = offsets // size
     col = offsets % size
-    _r, z, n, _hid_n = _gates(inputs_ptr, hidden_ptr, row, col, size, mask)
+    _r, z, n, _hid_n = _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask)
     h = tl.load(h_ptr + offsets, mask=mask, other=0.0)
     gap = h - n
     kept = gap - z * gap
@@ -92,7 +98,7 @@ def _forward_step(inputs_ptr, hidden_ptr, h_ptr, keep_next_ptr, w_u_ptr,  # type
 
 
 @triton.jit
-def _backward_step(inputs_ptr, hidden_ptr, h_ptr, probability_ptr,  # type: ignore[no-untyped-def]
+def _backward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, probability_ptr,  # type: ignore[no-untyped-def]
                    update_ptr, keep_next_ptr, w_u_ptr, grad_y_ptr, grad_probability_ptr,
                    carry_ptr, grad_all_ptr, numel, size, BLOCK: tl.constexpr):
     """One step back: the gradients of the step's pre-activations into ``grad_all``'s blocks
@@ -102,7 +108,7 @@ def _backward_step(inputs_ptr, hidden_ptr, h_ptr, probability_ptr,  # type: igno
     mask = offsets < numel
     row = offsets // size
     col = offsets % size
-    r, z, n, hid_n = _gates(inputs_ptr, hidden_ptr, row, col, size, mask)
+    r, z, n, hid_n = _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask)
     h = tl.load(h_ptr + offsets, mask=mask, other=0.0)
     gap = h - n
     kept = gap - z * gap
@@ -155,14 +161,14 @@ def forward(inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor, bias_
     states[0].copy_(h0).masked_fill_(resets[0, :, None], 0.0)
     y, probability, update = (inputs.new_empty(time_steps, batch, size) for _ in range(3))
     weight_hh_t = weight_hh.t()
-    w_u_scaled = w_u_scaled.contiguous()
+    w_u_scaled, bias_hh = w_u_scaled.contiguous(), bias_hh.contiguous()
     grid = _grid(batch, size)
     for t in range(time_steps):
-        torch.addmm(bias_hh, states[t], weight_hh_t, out=hidden[t])
-        _forward_step[grid](inputs[t], hidden[t], states[t], keep_next[t], w_u_scaled, y[t],
-                            probability[t], update[t], states[t + 1], batch * size, size,
+        torch.mm(states[t], weight_hh_t, out=hidden[t])
+        _forward_step[grid](inputs[t], hidden[t], bias_hh, states[t], keep_next[t], w_u_scaled,
+                            y[t], probability[t], update[t], states[t + 1], batch * size, size,
                             BLOCK=BLOCK)
-    return y, SARNNSaved(inputs, hidden, states, probability, update, keep_next)
+    return y, SARNNSaved(inputs, hidden, bias_hh, states, probability, update, keep_next)
 
 
 def backward(saved: SARNNSaved, resets: Tensor, grad_y: Tensor, grad_probability: Tensor,
@@ -181,8 +187,9 @@ def backward(saved: SARNNSaved, resets: Tensor, grad_y: Tensor, grad_probability
     w_u_scaled = w_u_scaled.contiguous()
     grid = _grid(batch, size)
     for t in range(time_steps - 1, -1, -1):
-        _backward_step[grid](saved.inputs[t], saved.hidden[t], saved.states[t],
-                             saved.probability[t], saved.update[t], saved.keep_next[t],
+        _backward_step[grid](saved.inputs[t], saved.hidden[t], saved.bias_hh,
+                             saved.states[t], saved.probability[t], saved.update[t],
+                             saved.keep_next[t],
                              w_u_scaled, grad_y[t], grad_probability[t], carry, grad_all[t],
                              batch * size, size, BLOCK=BLOCK)
         carry.addmm_(grad_all[t, :, 2 * size:], weight_hh)
