@@ -122,11 +122,13 @@ ENGINES: list[Row] = [
     Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
     Row("gru", {}, R, fused_rnn.gru),
     # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
-    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
-    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
-    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
+    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan, triton=True),
+    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP,  # overflows
+        triton=True),
+    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP, triton=True),
     Row("memlstm", {"capacity": 64}, S, MemLSTM.step),
-    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP,
+        triton=True),
     Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.
@@ -160,9 +162,9 @@ ENGINES: list[Row] = [
                   "gamma2": 0.2}, T, tarnn.fast_scan),
     Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan),
     Row("tarnn", {}, R, tarnn.fast_scan),
-    Row("sarnn", {}, T, sarnn.fast_scan),
-    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan),
-    Row("sarnn", {}, R, sarnn.fast_scan),
+    Row("sarnn", {}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {}, R, sarnn.fast_scan, triton=True),
     # iRNN and ERNN: the loop under autograd, products shared across steps.
     Row("irnn", {}, T, irnn.fast_scan),
     Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan),
@@ -309,7 +311,8 @@ def test_the_normalised_rows_exercise_the_screening(name: str) -> None:
     assert admitted.any() and not admitted.all() and replaced.any()
 
 
-@pytest.mark.parametrize("loops", ["compiled", "python"])
+@pytest.mark.parametrize("loops", ["compiled", "python",
+                                   pytest.param("triton", marks=pytest.mark.slow)])
 def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
     """A PPO minibatch's chunk starts from a rollout's state, which needs no gradient: the
