@@ -67,6 +67,21 @@ def _launch(like: Tensor, batch: int, hidden: int,
 
 
 @triton.jit
+def _block(batch, H: tl.constexpr, N: tl.constexpr, BLOCK_B: tl.constexpr,  # type: ignore[no-untyped-def]
+           BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's batch items ``(B,)``, a state's columns ``(H,)`` and the slots' rows
+    ``(N + 1,)`` (the scratch slot last), each with its mask (``ok`` ``(B, H)``, ``row_ok``
+    ``(B, N + 1)``)."""
+    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
+    item_ok = items < batch
+    cols = tl.arange(0, BLOCK_H)
+    col_ok = cols < H
+    rows = tl.arange(0, BLOCK_N)
+    return (items, item_ok, cols, col_ok, item_ok[:, None] & col_ok[None, :], rows,
+            item_ok[:, None] & (rows <= N)[None, :])
+
+
+@triton.jit
 def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,  # type: ignore[no-untyped-def]
                 N: tl.constexpr, NU: tl.constexpr, NORMALISED: tl.constexpr,
                 UNIFORM: tl.constexpr):
@@ -229,13 +244,8 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
                   BLOCK_N: tl.constexpr):
     """Step ``k`` for a block of batch items (see the module's docstring); ``p`` is
     ``k mod ν``, the slot of S that holds its oldest state."""
-    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
-    item_ok = items < batch
-    cols = tl.arange(0, BLOCK_H)
-    col_ok = cols < H
-    ok = item_ok[:, None] & col_ok[None, :]
-    rows = tl.arange(0, BLOCK_N)
-    row_ok = item_ok[:, None] & (rows <= N)[None, :]
+    items, item_ok, cols, col_ok, ok, rows, row_ok = _block(batch, H, N, BLOCK_B, BLOCK_H,
+                                                            BLOCK_N)
     reset = tl.load(reset_ptr + items, mask=item_ok, other=0.0) != 0
     content, keys, score, mask, rank, time = _load_slots(
         slot_ptr, items, rows, row_ok, cols, col_ok, reset, H, N, NU, NORMALISED, UNIFORM)
@@ -404,13 +414,9 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     (unless ``k`` is the last step), ``grad_ptr`` the gradient of the slots'
     ``[m, 2 U_a m, score]`` after step ``k``, ``slot_ptr`` the slots after step ``k``; both
     are taken back to before it."""
-    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
-    item_ok = items < batch
-    cols = tl.arange(0, BLOCK_H)
-    col_ok = cols < H
-    ok = item_ok[:, None] & col_ok[None, :]
-    rows = tl.arange(0, BLOCK_N)
-    row_ok, slot_ok = item_ok[:, None] & (rows <= N)[None, :], item_ok[:, None] & (rows < N)
+    items, item_ok, cols, col_ok, ok, rows, row_ok = _block(batch, H, N, BLOCK_B, BLOCK_H,
+                                                            BLOCK_N)
+    slot_ok = item_ok[:, None] & (rows < N)[None, :]
     tile_ok = row_ok[:, :, None] & col_ok[None, None, :]
     vectors = items[:, None] * H + cols[None, :]
     ds = tl.load(g_y_ptr + vectors, mask=ok, other=0.0)
