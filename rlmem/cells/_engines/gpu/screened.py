@@ -207,10 +207,12 @@ def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  #
         tl.store(partner + 2 * H, 2.0 * i, mask=ok)
         tl.store(partner + 3 * H, tanh_c, mask=ok)
         tl.store(c_next_ptr + items[:, None] * (4 * H) + H + cols[None, :], c, mask=ok)
-        return o * tanh_c
-    z = tl.load(inputs, mask=ok, other=0.0) + tl.where(
-        cut, 0.0, tl.load(recurrent, mask=ok, other=0.0))
-    return 2.0 / (1.0 + tl.exp(-z)) - 1.0
+        h = o * tanh_c
+    else:
+        z = tl.load(inputs, mask=ok, other=0.0) + tl.where(
+            cut, 0.0, tl.load(recurrent, mask=ok, other=0.0))
+        h = 2.0 / (1.0 + tl.exp(-z)) - 1.0
+    return h
 
 
 @triton.jit
@@ -351,10 +353,11 @@ def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols
         tl.store(dz + 2 * H, dc * tl.load(partner + 2 * H, mask=ok, other=0.0)
                  * (1.0 - g_sigmoid) * g_sigmoid, mask=ok)
         tl.store(dz + 3 * H, tanh_c * dh * (1.0 - o) * o, mask=ok)
-        return dc * f
-    # the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2
-    tl.store(dz, dh * (1.0 - h * h) * 0.5, mask=ok)
-    return tl.zeros_like(dh)
+        dc_prev = dc * f
+    else:  # the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2
+        tl.store(dz, dh * (1.0 - h * h) * 0.5, mask=ok)
+        dc_prev = tl.zeros_like(dh)
+    return dc_prev
 
 
 @triton.jit
