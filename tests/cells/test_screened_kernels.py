@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 import torch
-from reference.equivalence import assert_matches_reference, use_loops
+from reference.equivalence import (
+    assert_matches_reference,
+    assert_matches_without_grad,
+    use_loops,
+)
 
 from rlmem.cells import make_cell
 from rlmem.cells._engines import gpu
@@ -60,7 +64,8 @@ def test_kernels_equal_the_step_at_a_realistic_size(monkeypatch: pytest.MonkeyPa
 @pytest.mark.parametrize("name", ["relstm", "relrnn"])
 def test_a_program_per_batch_item(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernels with one batch item per program, as on a GPU (the interpreter's default
-    takes a block of items), under normalised screening."""
+    takes a block of items): chunks under normalised screening, and a rollout's steps
+    (Algorithm 1's)."""
     from rlmem.cells._engines.gpu import screened as kernels
 
     use_loops("triton", monkeypatch)
@@ -69,6 +74,9 @@ def test_a_program_per_batch_item(name: str, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
     taken = _kernel_chunks(monkeypatch)
     assert_matches_reference(fast, step, steps=7, batch=2, chunks=(3,), warmup=4)
+    fast, step = _pair(name, 5, short_term=2, relevant=2)
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+    assert_matches_without_grad(fast, step, chunk=1, steps=6, warmup=2, batch=2)
     assert taken and all(taken)
 
 

@@ -6,7 +6,9 @@ step by step under autograd, dozens of small tensor ops and as many backward nod
 loop runs without autograd over preallocated buffers, records what the backward needs, and
 :class:`_Screened` runs the backward loop by hand; parameter gradients are summed over the
 chunk in a few large matmuls after the loop. The loops run compiled (``csrc/screened.h``)
-where :mod:`.compiled` can, else in Python.
+where :mod:`.compiled` can (the CPU), else through Triton kernels where :func:`.gpu.runs`
+(CUDA; :mod:`.gpu.screened`: a fused kernel per step forward and backward, and a rollout's
+step in one kernel), else in Python.
 
 The math is the step's (written there in textbook form), in the doubled form of
 :mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into
