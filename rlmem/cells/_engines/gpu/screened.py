@@ -61,9 +61,11 @@ def _launch(like: Tensor, batch: int, hidden: int,
     block_b = 1 if like.device.type == "cuda" else min(INTERPRETER_BATCH_BLOCK,
                                                        triton.next_power_of_2(batch))
     block_h = max(16, triton.next_power_of_2(hidden))
+    # Warps enough that a thread holds some 32 values of the H × H key product's tile.
+    warps = min(16, max(4, block_h * block_h // (32 * 32)))
     return (triton.cdiv(batch, block_b),), {
         "BLOCK_B": block_b, "BLOCK_H": block_h, "BLOCK_N": triton.next_power_of_2(slots + 1),
-        "num_warps": 4 if block_h <= 64 else 8}
+        "num_warps": warps}
 
 
 @triton.jit
@@ -236,7 +238,7 @@ def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, 
     return weights
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["p"])
 def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
                   c_next_ptr, key_ptr, score_ptr, bias_ptr, e_ptr, attention_ptr, history_ptr,
                   target_ptr, evicted_ptr, y_ptr, p, batch, H: tl.constexpr, N: tl.constexpr,
@@ -406,7 +408,7 @@ def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, e
     return content, g_content, g_keys, g_score
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["p"])
 def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,  # type: ignore[no-untyped-def]
                    grad_ptr, attention_ptr, e_ptr, d_logits_ptr, key_ptr, score_ptr, dz_ptr,
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
