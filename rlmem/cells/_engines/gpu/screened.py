@@ -17,7 +17,15 @@ that everything before and after the loops is the engine's own. A step of the fo
 A step of the backward is one kernel (the attention's, the base's and the slot moves'
 backward, the reset's cut) and cuBLAS ``dz_k W`` for the previous macro-state's gradient.
 The slots' rows are loaded whole into registers, changed there and stored once (after a
-barrier, so that no thread overwrites what another has still to read).
+barrier, so that no thread overwrites what another has still to read). On a reset step the
+forward also copies the slots (saved for the backward) and the backward copies them back.
+
+A rollout's step (:func:`rollout_step`, no autograd, Algorithm 1's screening) skips the
+chunk's set-up: cuBLAS gives the incoming memory's keys and ``s W^\top``, and one kernel goes
+from the state's fields (S oldest first, R) to the new state's and the traces.
+
+On a GPU a program takes one batch item; through the interpreter, whose cost is per program
+and per op, a block of them (:data:`INTERPRETER_BATCH_BLOCK`).
 
 Limits: the hidden size up to :data:`MAX_HIDDEN` and ``ν + ρ + 1`` slots up to
 :data:`MAX_SLOTS` (register tiles); the engine falls back above them.
