@@ -6,7 +6,9 @@ step by step under autograd, dozens of small tensor ops and as many backward nod
 loop runs without autograd over preallocated buffers, records what the backward needs, and
 :class:`_Screened` runs the backward loop by hand; parameter gradients are summed over the
 chunk in a few large matmuls after the loop. The loops run compiled (``csrc/screened.h``)
-where :mod:`.compiled` can, else in Python.
+where :mod:`.compiled` can (the CPU), else through Triton kernels where :func:`.gpu.runs`
+(CUDA; :mod:`.gpu.screened`: a fused kernel per step forward and backward, and a rollout's
+step in one kernel), else in Python.
 
 The math is the step's (written there in textbook form), in the doubled form of
 :mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into
@@ -663,8 +665,8 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                   relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
                   relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult | None:
     """Relevancy screening's step for one rollout step without autograd, compiled
-    (``csrc/screened_step.h``) on the CPU, through the chunk engine's Triton kernels
-    (:mod:`.gpu.screened`) on CUDA: the cell's step, Algorithm 1's screening on a tanh or LSTM
+    (``csrc/screened_step.h``) on the CPU, a Triton kernel (:func:`.gpu.screened.rollout_step`)
+    on CUDA: the cell's step, Algorithm 1's screening on a tanh or LSTM
     base. ``None`` where it does not apply (more than one step, autograd, another dtype,
     neither compiled loops nor kernels), for the caller to run the step in Python.
 
@@ -676,25 +678,37 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
             or (torch.is_grad_enabled()
                 and any(t is not None and t.requires_grad for t in tensors))):
         return None
-    if native is None:  # on CUDA, the chunk engine's kernels (a chunk of one step)
-        if _triton_loops(xp, s0.shape[1], short.shape[1] + relevant.shape[1]) is None:
+    if native is None:  # on CUDA, the kernels' step
+        kernels = _triton_loops(xp, s0.shape[1], short.shape[1] + relevant.shape[1])
+        if kernels is None:
             return None
-        return screened_scan(xp, weights, s0, c0, short, short_score, short_valid, short_time,
-                             relevant, relevant_score, relevant_valid, relevant_time, t0,
-                             resets, uniform_share=None)
+        y, c, t, memory, attention, slot_time = kernels.rollout_step(
+            xp[0], weights, s0, c0, (short, short_score, short_valid, short_time, relevant,
+                                     relevant_score, relevant_valid, relevant_time),
+            t0, resets[0])
+        return _step_result(y, c, t, memory, attention, slot_time)
     empty = xp.new_empty(0)
     fields = _ScreenedFields(s0, c0 if c0 is not None else s0, t0, short, short_score,
                              short_valid, short_time, relevant, relevant_score,
                              relevant_valid, relevant_time)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
         fields = _ScreenedFields(*reset_state(fields, resets[0]))
-    (y, c, t, short, short_score, short_valid, short_time, relevant, relevant_score,
-     relevant_valid, relevant_time, attention, slot_time) = native.screened_step(
+    y, c, t, *memory, attention, slot_time = native.screened_step(
         xp[0], fields.s, fields.c if c0 is not None else empty, *fields[2:], *weights)
+    return _step_result(y, c if c0 is not None else None, t, tuple(memory), attention,
+                        slot_time)
+
+
+def _step_result(y: Tensor, c: Tensor | None, t: Tensor, memory: tuple[Tensor, ...],
+                 attention: Tensor, slot_time: Tensor) -> ScreenedResult:
+    """A rollout step's result from the step's output ``(B, H)``, the new state's fields
+    (``memory``: S's content, score, valid and time, then R's) and its traces."""
+    short, short_score, short_valid, short_time, relevant, relevant_score, relevant_valid, \
+        relevant_time = memory
     traces = {"attention": attention, "slot_time": slot_time,
               "relevant_valid": relevant_valid, "relevant_score": relevant_score}
     return ScreenedResult(
-        y=y.unsqueeze(0), c=c if c0 is not None else None, t=t, short=short,
+        y=y.unsqueeze(0), c=c, t=t, short=short,
         short_score=short_score, short_valid=short_valid, short_time=short_time,
         relevant=relevant, relevant_score=relevant_score, relevant_valid=relevant_valid,
         relevant_time=relevant_time,

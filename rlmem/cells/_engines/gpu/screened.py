@@ -17,7 +17,15 @@ that everything before and after the loops is the engine's own. A step of the fo
 A step of the backward is one kernel (the attention's, the base's and the slot moves'
 backward, the reset's cut) and cuBLAS ``dz_k W`` for the previous macro-state's gradient.
 The slots' rows are loaded whole into registers, changed there and stored once (after a
-barrier, so that no thread overwrites what another has still to read).
+barrier, so that no thread overwrites what another has still to read). On a reset step the
+forward also copies the slots (saved for the backward) and the backward copies them back.
+
+A rollout's step (:func:`rollout_step`, no autograd, Algorithm 1's screening) skips the
+chunk's set-up: cuBLAS gives the incoming memory's keys and ``s W^\top``, and one kernel goes
+from the state's fields (S oldest first, R) to the new state's and the traces.
+
+On a GPU a program takes one batch item; through the interpreter, whose cost is per program
+and per op, a block of them (:data:`INTERPRETER_BATCH_BLOCK`).
 
 Limits: the hidden size up to :data:`MAX_HIDDEN` and ``ν + ρ + 1`` slots up to
 :data:`MAX_SLOTS` (register tiles); the engine falls back above them.
@@ -61,9 +69,26 @@ def _launch(like: Tensor, batch: int, hidden: int,
     block_b = 1 if like.device.type == "cuda" else min(INTERPRETER_BATCH_BLOCK,
                                                        triton.next_power_of_2(batch))
     block_h = max(16, triton.next_power_of_2(hidden))
+    # Warps enough that a thread holds some 32 values of the H × H key product's tile.
+    warps = min(16, max(4, block_h * block_h // (32 * 32)))
     return (triton.cdiv(batch, block_b),), {
         "BLOCK_B": block_b, "BLOCK_H": block_h, "BLOCK_N": triton.next_power_of_2(slots + 1),
-        "num_warps": 4 if block_h <= 64 else 8}
+        "num_warps": warps}
+
+
+@triton.jit
+def _block(batch, H: tl.constexpr, N: tl.constexpr, BLOCK_B: tl.constexpr,  # type: ignore[no-untyped-def]
+           BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's batch items ``(B,)``, a state's columns ``(H,)`` and the slots' rows
+    ``(N + 1,)`` (the scratch slot last), each with its mask (``ok`` ``(B, H)``, ``row_ok``
+    ``(B, N + 1)``)."""
+    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
+    item_ok = items < batch
+    cols = tl.arange(0, BLOCK_H)
+    col_ok = cols < H
+    rows = tl.arange(0, BLOCK_N)
+    return (items, item_ok, cols, col_ok, item_ok[:, None] & col_ok[None, :], rows,
+            item_ok[:, None] & (rows <= N)[None, :])
 
 
 @triton.jit
@@ -192,10 +217,12 @@ def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  #
         tl.store(partner + 2 * H, 2.0 * i, mask=ok)
         tl.store(partner + 3 * H, tanh_c, mask=ok)
         tl.store(c_next_ptr + items[:, None] * (4 * H) + H + cols[None, :], c, mask=ok)
-        return o * tanh_c
-    z = tl.load(inputs, mask=ok, other=0.0) + tl.where(
-        cut, 0.0, tl.load(recurrent, mask=ok, other=0.0))
-    return 2.0 / (1.0 + tl.exp(-z)) - 1.0
+        h = o * tanh_c
+    else:
+        z = tl.load(inputs, mask=ok, other=0.0) + tl.where(
+            cut, 0.0, tl.load(recurrent, mask=ok, other=0.0))
+        h = 2.0 / (1.0 + tl.exp(-z)) - 1.0
+    return h
 
 
 @triton.jit
@@ -219,7 +246,7 @@ def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, 
     return weights
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["p"])
 def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
                   c_next_ptr, key_ptr, score_ptr, bias_ptr, e_ptr, attention_ptr, history_ptr,
                   target_ptr, evicted_ptr, y_ptr, p, batch, H: tl.constexpr, N: tl.constexpr,
@@ -229,13 +256,8 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
                   BLOCK_N: tl.constexpr):
     """Step ``k`` for a block of batch items (see the module's docstring); ``p`` is
     ``k mod ν``, the slot of S that holds its oldest state."""
-    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
-    item_ok = items < batch
-    cols = tl.arange(0, BLOCK_H)
-    col_ok = cols < H
-    ok = item_ok[:, None] & col_ok[None, :]
-    rows = tl.arange(0, BLOCK_N)
-    row_ok = item_ok[:, None] & (rows <= N)[None, :]
+    items, item_ok, cols, col_ok, ok, rows, row_ok = _block(batch, H, N, BLOCK_B, BLOCK_H,
+                                                            BLOCK_N)
     reset = tl.load(reset_ptr + items, mask=item_ok, other=0.0) != 0
     content, keys, score, mask, rank, time = _load_slots(
         slot_ptr, items, rows, row_ok, cols, col_ok, reset, H, N, NU, NORMALISED, UNIFORM)
@@ -341,10 +363,11 @@ def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols
         tl.store(dz + 2 * H, dc * tl.load(partner + 2 * H, mask=ok, other=0.0)
                  * (1.0 - g_sigmoid) * g_sigmoid, mask=ok)
         tl.store(dz + 3 * H, tanh_c * dh * (1.0 - o) * o, mask=ok)
-        return dc * f
-    # the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2
-    tl.store(dz, dh * (1.0 - h * h) * 0.5, mask=ok)
-    return tl.zeros_like(dh)
+        dc_prev = dc * f
+    else:  # the doubled pre-activation: d tanh(z / 2) / dz = (1 - h²) / 2
+        tl.store(dz, dh * (1.0 - h * h) * 0.5, mask=ok)
+        dc_prev = tl.zeros_like(dh)
+    return dc_prev
 
 
 @triton.jit
@@ -393,7 +416,7 @@ def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, e
     return content, g_content, g_keys, g_score
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["p"])
 def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,  # type: ignore[no-untyped-def]
                    grad_ptr, attention_ptr, e_ptr, d_logits_ptr, key_ptr, score_ptr, dz_ptr,
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
@@ -404,13 +427,9 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     (unless ``k`` is the last step), ``grad_ptr`` the gradient of the slots'
     ``[m, 2 U_a m, score]`` after step ``k``, ``slot_ptr`` the slots after step ``k``; both
     are taken back to before it."""
-    items = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
-    item_ok = items < batch
-    cols = tl.arange(0, BLOCK_H)
-    col_ok = cols < H
-    ok = item_ok[:, None] & col_ok[None, :]
-    rows = tl.arange(0, BLOCK_N)
-    row_ok, slot_ok = item_ok[:, None] & (rows <= N)[None, :], item_ok[:, None] & (rows < N)
+    items, item_ok, cols, col_ok, ok, rows, row_ok = _block(batch, H, N, BLOCK_B, BLOCK_H,
+                                                            BLOCK_N)
+    slot_ok = item_ok[:, None] & (rows < N)[None, :]
     tile_ok = row_ok[:, :, None] & col_ok[None, None, :]
     vectors = items[:, None] * H + cols[None, :]
     ds = tl.load(g_y_ptr + vectors, mask=ok, other=0.0)
@@ -487,3 +506,169 @@ def backward_loop(g_y: Tensor | None, g_c: Tensor | None, resets: Tensor,
         torch.mm(dz[k], recurrent, out=ds)
     ds = torch.where(resets[0].unsqueeze(1), 0.0, ds)  # nothing crosses the reset of step 0
     return ds, dc[0] if lstm_buffers is not None else None
+
+
+# --- a rollout's step: the state's own layout in and out, no chunk set-up -------------------
+
+
+@triton.jit
+def _rollout_memory(short_ptr, score_s_ptr, valid_s_ptr, time_s_ptr, relevant_ptr, score_r_ptr,  # type: ignore[no-untyped-def]
+                    valid_r_ptr, time_r_ptr, keys_ptr, items, item_ok, rows, cols, col_ok, keep,
+                    H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
+    """The memory the step attends over before ``h_t`` enters, as ``(B, N)`` tiles in the
+    traces' order: S shifted by one (row ``i < ν - 1`` holds the state's ``i + 1``; its oldest
+    leaves), then R; keys ``2 U_a m`` from ``keys`` ``(B, N, H)``, the incoming memory's.
+    Empty where an item resets (``keep`` false)."""
+    in_s, in_r = (rows < NU - 1)[None, :], ((rows >= NU) & (rows < N))[None, :]
+    from_s = item_ok[:, None] & keep[:, None] & in_s
+    from_r = item_ok[:, None] & keep[:, None] & in_r
+    s_row = items[:, None] * NU + rows[None, :] + 1
+    r_row = items[:, None] * (N - NU) + rows[None, :] - NU
+    valid = (tl.load(valid_s_ptr + s_row, mask=from_s, other=0) != 0) | (
+        tl.load(valid_r_ptr + r_row, mask=from_r, other=0) != 0)
+    score = tl.load(score_s_ptr + s_row, mask=from_s, other=0.0) + tl.load(
+        score_r_ptr + r_row, mask=from_r, other=0.0)
+    time = tl.load(time_s_ptr + s_row, mask=from_s, other=0) + tl.load(
+        time_r_ptr + r_row, mask=from_r, other=0)
+    tile_s = from_s[:, :, None] & col_ok[None, None, :]
+    tile_r = from_r[:, :, None] & col_ok[None, None, :]
+    content = tl.load(short_ptr + s_row[:, :, None] * H + cols[None, None, :], mask=tile_s,
+                      other=0.0) + tl.load(relevant_ptr + r_row[:, :, None] * H
+                                           + cols[None, None, :], mask=tile_r, other=0.0)
+    key_row = items[:, None] * N + tl.where(in_s, rows[None, :] + 1, rows[None, :])
+    keys = tl.load(keys_ptr + key_row[:, :, None] * H + cols[None, None, :],
+                   mask=tile_s | tile_r, other=0.0)
+    return content, keys, score, valid, time
+
+
+@triton.jit
+def _rollout_screen(content, keys, score, valid, time, short_ptr, score_s_ptr, valid_s_ptr,  # type: ignore[no-untyped-def]
+                    time_s_ptr, keys_ptr, items, item_ok, rows, cols, col_ok, keep,
+                    H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
+    """Algorithm 1's screening of the state's oldest member of S into R (:func:`screen`): a
+    free slot of R ranks -inf, so the first free slot, else the first lowest score, is the
+    target; the candidate enters if it holds a state that ranks above it."""
+    in_r = ((rows >= NU) & (rows < N))[None, :]
+    ranks = tl.where(in_r, tl.where(valid, score, float("-inf")), float("inf"))
+    lowest = tl.min(ranks, axis=1)
+    slot = tl.min(tl.where(in_r & (ranks == lowest[:, None]), rows[None, :], 2 * N), axis=1)
+    here = item_ok & keep
+    oldest = items * NU
+    enter = (tl.load(valid_s_ptr + oldest, mask=here, other=0) != 0) & (
+        tl.load(score_s_ptr + oldest, mask=here, other=0.0) > lowest)
+    write = (rows[None, :] == slot[:, None]) & enter[:, None]
+    vector_ok = here[:, None] & col_ok[None, :]
+    content = tl.where(write[:, :, None], tl.load(
+        short_ptr + oldest[:, None] * H + cols[None, :], mask=vector_ok, other=0.0)[:, None, :],
+        content)
+    keys = tl.where(write[:, :, None], tl.load(
+        keys_ptr + (items * N)[:, None] * H + cols[None, :], mask=vector_ok,
+        other=0.0)[:, None, :], keys)
+    score = tl.where(write, tl.load(score_s_ptr + oldest, mask=here, other=0.0)[:, None], score)
+    time = tl.where(write, tl.load(time_s_ptr + oldest, mask=here, other=0)[:, None], time)
+    return content, keys, score, valid | write, time
+
+
+@triton.jit
+def _rollout_store(y, content, score, valid, time, weights, y_ptr, short_ptr, score_s_ptr,  # type: ignore[no-untyped-def]
+                   valid_s_ptr, time_s_ptr, relevant_ptr, score_r_ptr, valid_r_ptr,
+                   time_r_ptr, slot_time_ptr, items, item_ok, ok, rows, cols, col_ok,
+                   H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
+    """The new state's memory in its layout (S oldest first, R) and the step's traces; the
+    attention received by S added to its scores."""
+    tl.store(y_ptr + items[:, None] * H + cols[None, :], y, mask=ok)
+    in_s = item_ok[:, None] & (rows < NU)[None, :]
+    in_r = item_ok[:, None] & ((rows >= NU) & (rows < N))[None, :]
+    s_row = items[:, None] * NU + rows[None, :]
+    r_row = items[:, None] * (N - NU) + rows[None, :] - NU
+    tl.store(short_ptr + s_row[:, :, None] * H + cols[None, None, :], content,
+             mask=in_s[:, :, None] & col_ok[None, None, :])
+    tl.store(relevant_ptr + r_row[:, :, None] * H + cols[None, None, :], content,
+             mask=in_r[:, :, None] & col_ok[None, None, :])
+    tl.store(score_s_ptr + s_row, score + weights, mask=in_s)
+    tl.store(score_r_ptr + r_row, score, mask=in_r)
+    tl.store(valid_s_ptr + s_row, valid, mask=in_s)
+    tl.store(valid_r_ptr + r_row, valid, mask=in_r)
+    tl.store(time_s_ptr + s_row, time, mask=in_s)
+    tl.store(time_r_ptr + r_row, time, mask=in_r)
+    tl.store(slot_time_ptr + items[:, None] * N + rows[None, :], tl.where(valid, time, -1),
+             mask=in_s | in_r)
+
+
+@triton.jit
+def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_s_in,  # type: ignore[no-untyped-def]
+                  valid_s_in, time_s_in, relevant_in, score_r_in, valid_r_in, time_r_in,
+                  short_out, score_s_out, valid_s_out, time_s_out, relevant_out, score_r_out,
+                  valid_r_out, time_r_out, act_ptr, partner_ptr, c_next_ptr, key_ptr,
+                  score_ptr, bias_ptr, attention_ptr, slot_time_ptr, y_ptr, t_out_ptr, batch,
+                  H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr, G: tl.constexpr,
+                  LSTM: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
+                  BLOCK_N: tl.constexpr):
+    """One step of the cell (:meth:`RelevancyScreening.step`, Algorithm 1's screening) for a
+    block of batch items, from the state's fields (``_in``: S's content, score, valid, time,
+    then R's) to the new state's (``_out``)."""
+    items, item_ok, cols, col_ok, ok, rows, _ = _block(batch, H, N, BLOCK_B, BLOCK_H, BLOCK_N)
+    reset = tl.load(reset_ptr + items, mask=item_ok, other=0) != 0
+    keep = ~reset
+    content, keys, score, valid, time = _rollout_memory(
+        short_in, score_s_in, valid_s_in, time_s_in, relevant_in, score_r_in, valid_r_in,
+        time_r_in, keys_in_ptr, items, item_ok, rows, cols, col_ok, keep, H, N, NU)
+    content, keys, score, valid, time = _rollout_screen(
+        content, keys, score, valid, time, short_in, score_s_in, valid_s_in, time_s_in,
+        keys_in_ptr, items, item_ok, rows, cols, col_ok, keep, H, N, NU)
+    h = _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset, cols, H, G,
+               LSTM)
+    key = tl.load(key_ptr + cols[:, None] * H + cols[None, :],
+                  mask=col_ok[:, None] & col_ok[None, :], other=0.0)
+    at = (rows == NU - 1)[None, :]  # h_t enters S as its newest member
+    content = tl.where(at[:, :, None], h[:, None, :], content)
+    keys = tl.where(at[:, :, None], tl.sum(key[None, :, :] * h[:, None, :], axis=2)[:, None, :],
+                    keys)
+    t = tl.where(reset, 0, tl.load(t_ptr + items, mask=item_ok, other=0))
+    tl.store(t_out_ptr + items, t + 1, mask=item_ok)
+    score = tl.where(at, 0.0, score)
+    valid = valid | at
+    time = tl.where(at, t[:, None], time)
+    query = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :] + tl.where(
+        reset[:, None], 0.0,
+        tl.load(z_ptr + items[:, None] * (G + H) + G + cols[None, :], mask=ok, other=0.0))
+    weights = _attend(content, keys, tl.where(valid, 0.0, float("-inf")), query, score_ptr,
+                      key_ptr, attention_ptr, items, item_ok, rows, cols, col_ok, H, N, False)
+    _rollout_store(h + tl.sum(weights[:, :, None] * content, axis=1), content, score, valid,
+                   time, weights, y_ptr, short_out, score_s_out, valid_s_out, time_s_out,
+                   relevant_out, score_r_out, valid_r_out, time_r_out, slot_time_ptr, items,
+                   item_ok, ok, rows, cols, col_ok, H, N, NU)
+
+
+def rollout_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None,
+                 memory: tuple[Tensor, ...], t0: Tensor, resets: Tensor
+                 ) -> tuple[Tensor, Tensor | None, Tensor, tuple[Tensor, ...], Tensor, Tensor]:
+    """One step of the cell without autograd (Algorithm 1's screening), from the state's
+    fields to the new state's: the output ``(B, H)``, ``c``, ``t``, the eight fields of the
+    memory (``memory``'s order: S's content, score, valid, time, then R's) and the traces
+    ``attention`` and ``slot_time`` ``(B, ν+ρ)``. cuBLAS gives the incoming memory's keys and
+    the recurrent terms; one kernel does the rest.
+
+    Shapes: xp ``(B, G)``; the rest as the state's fields; resets ``(B,)`` bool.
+    """
+    batch, hidden = s0.shape
+    memory = tuple(field.contiguous() for field in memory)
+    nu, slots = memory[0].shape[1], memory[0].shape[1] + memory[4].shape[1]
+    keys = torch.matmul(torch.cat([memory[0], memory[4]], dim=1), weights.key.t())
+    z = torch.mm(s0, weights.recurrent.t())
+    act = partner = c_next = xp  # unused by the tanh-RNN
+    if c0 is not None:
+        act, partner, c_next = xp.new_empty(3, batch, 4, hidden).unbind(0)
+        partner[:, 1] = c0
+    new_memory = tuple(torch.empty_like(field) for field in memory)
+    attention = xp.new_empty(batch, slots)
+    slot_time, t = t0.new_empty(batch, slots), torch.empty_like(t0)
+    y = torch.empty_like(s0)
+    grid, blocks = _launch(y, batch, hidden, slots)
+    _rollout_step[grid](
+        xp.contiguous(), z, keys, resets, t0.contiguous(), *memory, *new_memory, act, partner,
+        c_next, weights.key.contiguous(), weights.score, weights.query_bias, attention,
+        slot_time, y, t, batch, H=hidden, N=slots, NU=nu, G=xp.shape[1], LSTM=c0 is not None,
+        **blocks)
+    c = c_next[:, 1] if c0 is not None else None
+    return y, c, t, new_memory, attention, slot_time
