@@ -34,8 +34,8 @@ Limits: the hidden size up to :data:`MAX_HIDDEN` and ``ν + ρ + 1`` slots up to
 from __future__ import annotations
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 
 from rlmem.cells.attention import Weights
@@ -77,7 +77,7 @@ def _launch(like: Tensor, batch: int, hidden: int,
 
 
 @triton.jit
-def _block(batch, H: tl.constexpr, N: tl.constexpr, BLOCK_B: tl.constexpr,  # type: ignore[no-untyped-def]
+def _block(batch, H: tl.constexpr, N: tl.constexpr, BLOCK_B: tl.constexpr,
            BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr):
     """This program's batch items ``(B,)``, a state's columns ``(H,)`` and the slots' rows
     ``(N + 1,)`` (the scratch slot last), each with its mask (``ok`` ``(B, H)``, ``row_ok``
@@ -92,7 +92,7 @@ def _block(batch, H: tl.constexpr, N: tl.constexpr, BLOCK_B: tl.constexpr,  # ty
 
 
 @triton.jit
-def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,  # type: ignore[no-untyped-def]
+def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.constexpr,
                 N: tl.constexpr, NU: tl.constexpr, NORMALISED: tl.constexpr,
                 UNIFORM: tl.constexpr):
     """The items' slots as the step finds them, emptied where an item resets (every row zero,
@@ -120,7 +120,7 @@ def _load_slots(slot_ptr, items, rows, row_ok, cols, col_ok, reset, H: tl.conste
 
 
 @triton.jit
-def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, row_ok, cols,  # type: ignore[no-untyped-def]
+def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, row_ok, cols,
                  col_ok, H: tl.constexpr, N: tl.constexpr):
     W: tl.constexpr = 2 * H + 16
     first = items[:, None, None] * ((N + 1) * W) + rows[None, :, None] * W
@@ -136,7 +136,7 @@ def _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, 
 
 
 @triton.jit
-def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target_ptr,  # type: ignore[no-untyped-def]
+def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target_ptr,
             items, item_ok, cols, col_ok, H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr,
             SAVE: tl.constexpr):
     """The screening of the oldest state of S (slot ``p``) into R: its target row (the first
@@ -179,7 +179,7 @@ def _screen(content, keys, score, mask, rank, time, rows, p, evicted_ptr, target
 
 
 @triton.jit
-def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  # type: ignore[no-untyped-def]
+def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,
            cols, H: tl.constexpr, G: tl.constexpr,
            LSTM: tl.constexpr):
     """The base's ``h_k`` ``(B, H)`` from its input terms and (unless the item resets) its
@@ -226,7 +226,7 @@ def _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset,  #
 
 
 @triton.jit
-def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, item_ok, rows,  # type: ignore[no-untyped-def]
+def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, item_ok, rows,
             cols, col_ok, H: tl.constexpr, N: tl.constexpr, SAVE: tl.constexpr):
     """The attention weights over the ``N`` slots, stored (and ``e``, σ of keys plus query,
     for the backward, when saving)."""
@@ -247,7 +247,7 @@ def _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items, 
 
 
 @triton.jit(do_not_specialize=["p"])
-def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
+def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, partner_ptr,
                   c_next_ptr, key_ptr, score_ptr, bias_ptr, e_ptr, attention_ptr, history_ptr,
                   target_ptr, evicted_ptr, y_ptr, p, batch, H: tl.constexpr, N: tl.constexpr,
                   NU: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
@@ -341,7 +341,7 @@ def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
 
 
 @triton.jit
-def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols,  # type: ignore[no-untyped-def]
+def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols,
                     H: tl.constexpr, G: tl.constexpr,
                     LSTM: tl.constexpr):
     """The base's backward: the gradient of its pre-activations into ``dz``; returns that of
@@ -371,7 +371,7 @@ def _gates_backward(dh, h, dc_ptr, act_ptr, partner_ptr, dz_ptr, items, ok, cols
 
 
 @triton.jit
-def _attention_backward(content, ds, g_content, g_keys, attention_ptr, e_ptr, d_logits_ptr,  # type: ignore[no-untyped-def]
+def _attention_backward(content, ds, g_content, g_keys, attention_ptr, e_ptr, d_logits_ptr,
                         score_ptr, items, slot_ok, rows, cols, col_ok, H: tl.constexpr,
                         N: tl.constexpr):
     """The attention's backward from the gradient ``ds`` of ``s_k``: the gradient of the
@@ -395,7 +395,7 @@ def _attention_backward(content, ds, g_content, g_keys, attention_ptr, e_ptr, d_
 
 
 @triton.jit
-def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, evicted_ptr,  # type: ignore[no-untyped-def]
+def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, evicted_ptr,
                     items, item_ok, ok, rows, cols, H: tl.constexpr, N: tl.constexpr):
     """Undo a step's screening in the slots and their gradient: the candidate goes back from
     its target to slot p with the gradient it gathered there; the target gets back what it
@@ -417,7 +417,7 @@ def _undo_screening(content, g_content, g_keys, g_score, at_p_row, target_ptr, e
 
 
 @triton.jit(do_not_specialize=["p"])
-def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,  # type: ignore[no-untyped-def]
+def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out_ptr, slot_ptr,
                    grad_ptr, attention_ptr, e_ptr, d_logits_ptr, key_ptr, score_ptr, dz_ptr,
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
                    H: tl.constexpr, N: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
@@ -512,7 +512,7 @@ def backward_loop(g_y: Tensor | None, g_c: Tensor | None, resets: Tensor,
 
 
 @triton.jit
-def _rollout_memory(short_ptr, score_s_ptr, valid_s_ptr, time_s_ptr, relevant_ptr, score_r_ptr,  # type: ignore[no-untyped-def]
+def _rollout_memory(short_ptr, score_s_ptr, valid_s_ptr, time_s_ptr, relevant_ptr, score_r_ptr,
                     valid_r_ptr, time_r_ptr, keys_ptr, items, item_ok, rows, cols, col_ok, keep,
                     H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
     """The memory the step attends over before ``h_t`` enters, as ``(B, N)`` tiles in the
@@ -542,7 +542,7 @@ def _rollout_memory(short_ptr, score_s_ptr, valid_s_ptr, time_s_ptr, relevant_pt
 
 
 @triton.jit
-def _rollout_screen(content, keys, score, valid, time, short_ptr, score_s_ptr, valid_s_ptr,  # type: ignore[no-untyped-def]
+def _rollout_screen(content, keys, score, valid, time, short_ptr, score_s_ptr, valid_s_ptr,
                     time_s_ptr, keys_ptr, items, item_ok, rows, cols, col_ok, keep,
                     H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
     """Algorithm 1's screening of the state's oldest member of S into R (:func:`screen`): a
@@ -570,7 +570,7 @@ def _rollout_screen(content, keys, score, valid, time, short_ptr, score_s_ptr, v
 
 
 @triton.jit
-def _rollout_store(y, content, score, valid, time, weights, y_ptr, short_ptr, score_s_ptr,  # type: ignore[no-untyped-def]
+def _rollout_store(y, content, score, valid, time, weights, y_ptr, short_ptr, score_s_ptr,
                    valid_s_ptr, time_s_ptr, relevant_ptr, score_r_ptr, valid_r_ptr,
                    time_r_ptr, slot_time_ptr, items, item_ok, ok, rows, cols, col_ok,
                    H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr):
@@ -596,7 +596,7 @@ def _rollout_store(y, content, score, valid, time, weights, y_ptr, short_ptr, sc
 
 
 @triton.jit
-def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_s_in,  # type: ignore[no-untyped-def]
+def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_s_in,
                   valid_s_in, time_s_in, relevant_in, score_r_in, valid_r_in, time_r_in,
                   short_out, score_s_out, valid_s_out, time_s_out, relevant_out, score_r_out,
                   valid_r_out, time_r_out, act_ptr, partner_ptr, c_next_ptr, key_ptr,
