@@ -18,7 +18,10 @@ chunks that carry the state across:
 
 Each row also checks that its engine function computed every call. It runs on the CPU with
 the compiled loops and with their Python fallback (:class:`Loops` says which the row needs),
-and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only).
+and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only). A row
+whose engine has Triton kernels (``triton=True``, :mod:`rlmem.cells._engines.gpu`) runs with
+them too: on the CPU through Triton's interpreter, and on CUDA; the row then checks that the
+kernels computed its chunks.
 """
 
 from __future__ import annotations
@@ -119,32 +122,35 @@ ENGINES: list[Row] = [
     Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
     Row("gru", {}, R, fused_rnn.gru),
     # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
-    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan),
-    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP),  # overflows
-    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP),
+    Row("memlstm", {"capacity": 64}, T, full_attention.full_scan, triton=True),
+    Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP,  # overflows
+        triton=True),
+    Row("memlstm", {"capacity": 8}, E, full_attention.full_scan, sharpen=SHARP, triton=True),
     Row("memlstm", {"capacity": 64}, S, MemLSTM.step),
-    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP),
+    Row("memlstm", {"capacity": 8}, R, full_attention.full_step, COMPILED, sharpen=SHARP,
+        triton=True),
     Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.
-    Row("relstm", NU3_RHO2, T, screened.screened_scan),
-    Row("relstm", {"short_term": 1, "relevant": 1}, T, screened.screened_scan),
-    Row("relstm", NU2_RHO2, T, screened.screened_scan, sharpen=SHARP),
-    Row("relstm", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", NU3_RHO2, T, screened.screened_scan, triton=True),
+    Row("relstm", {"short_term": 1, "relevant": 1}, T, screened.screened_scan, triton=True),
+    Row("relstm", NU2_RHO2, T, screened.screened_scan, sharpen=SHARP, triton=True),
+    Row("relstm", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relstm", {"short_term": 2, "relevant": 1} | NORMALISED, T, screened.screened_scan,
-        sharpen=SHARP),
-    Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP),
-    Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP),
+        sharpen=SHARP, triton=True),
+    Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP, triton=True),
+    Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relstm", NU2_RHO2, S, RelevancyScreening.step, sharpen=SHARP),
-    Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP, triton=True),
     Row("relstm", NU2_RHO2, R, RelevancyScreening.step, PYTHON, sharpen=SHARP),
     Row("relstm", NU3_RHO2 | NORMALISED, R, RelevancyScreening.step, sharpen=SHARP),
     Row("relstm", NU2_RHO2 | AUTHORS, T, RelevancyScreening.step, sharpen=SHARP),
     Row("relstm", NU2_RHO2 | AUTHORS, R, RelevancyScreening.step, sharpen=SHARP),
-    Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP),
-    Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP,
+        triton=True),
+    Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.screened_step, COMPILED,
-        sharpen=SHARP),
+        sharpen=SHARP, triton=True),
     Row("relrnn", {"short_term": 4, "relevant": 3}, R, RelevancyScreening.step, PYTHON,
         sharpen=SHARP),
     Row("relrnn", NU2_RHO2 | {"nonlinearity": BaseNonlinearity.modrelu}, T,
@@ -156,9 +162,9 @@ ENGINES: list[Row] = [
                   "gamma2": 0.2}, T, tarnn.fast_scan, triton=True),
     Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan, triton=True),
     Row("tarnn", {}, R, tarnn.fast_scan, triton=True),
-    Row("sarnn", {}, T, sarnn.fast_scan),
-    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan),
-    Row("sarnn", {}, R, sarnn.fast_scan),
+    Row("sarnn", {}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan, triton=True),
+    Row("sarnn", {}, R, sarnn.fast_scan, triton=True),
     # iRNN and ERNN: the loop under autograd, products shared across steps.
     Row("irnn", {}, T, irnn.fast_scan, triton=True),
     Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan, triton=True),
@@ -202,15 +208,24 @@ def row_id(row: Row) -> str:
 
 
 def cases() -> list[Any]:
-    """Each row on the CPU with each implementation of the loops it runs with, and on CUDA."""
+    """Each row on the CPU with each implementation of the loops it runs with, and on CUDA.
+
+    Through Triton's interpreter a row takes seconds, so the default suite runs the
+    interpreter on each cell's first row of each kind (a chunk under autograd, a call without)
+    and the others under ``-m slow``; on CUDA every row runs."""
     params = []
+    interpreted: set[tuple[str, bool]] = set()
     for row in ENGINES:
         loops = ["compiled", "python"] if row.loops is Loops.ANY else [row.loops.value]
         params += [pytest.param(row, "cpu", kind, id=f"{row_id(row)}-cpu-{kind}")
                    for kind in loops]
         cuda = [] if row.loops is Loops.COMPILED else ["python"]
         if row.triton:
-            params.append(pytest.param(row, "cpu", "triton", id=f"{row_id(row)}-cpu-triton"))
+            kind_of_call = (row.cell, row.mode is Mode.TRAIN)
+            marks = [pytest.mark.slow] if kind_of_call in interpreted else []
+            interpreted.add(kind_of_call)
+            params.append(pytest.param(row, "cpu", "triton", id=f"{row_id(row)}-cpu-triton",
+                                       marks=marks))
             cuda.append("triton")
         params += [pytest.param(row, "cuda", kind, id=f"{row_id(row)}-cuda-{kind}",
                                 marks=pytest.mark.skipif(not torch.cuda.is_available(),
@@ -305,7 +320,8 @@ def test_the_normalised_rows_exercise_the_screening(name: str) -> None:
     assert admitted.any() and not admitted.all() and replaced.any()
 
 
-@pytest.mark.parametrize("loops", ["compiled", "python"])
+@pytest.mark.parametrize("loops", ["compiled", "python",
+                                   pytest.param("triton", marks=pytest.mark.slow)])
 def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
     """A PPO minibatch's chunk starts from a rollout's state, which needs no gradient: the

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from rlmem.cells._engines import compiled
+from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
@@ -77,8 +77,9 @@ class _FullTape(NamedTuple):
     reset_steps: list[bool]
     blocks: tuple[Tensor, ...]
     native: Any  # the compiled ops if the forward ran them (the backward then does too)
-    e_block: Tensor  # the buffers behind e and attention, for the compiled backward
-    w_block: Tensor
+    e_block: Tensor | None  # the buffers behind e and attention, for the compiled backward
+    w_block: Tensor | None
+    kernels: Any  # the Triton kernels' tape if they ran the forward (the backward then does)
 
 
 def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], int]:
@@ -221,48 +222,72 @@ def _final_state(memory: Tensor, keys: Tensor, valid: Tensor, chunk: Tensor, chu
                        final_valid[:-1].view(batch, capacity), keep_incoming, survivor_rows)
 
 
+def _kernels_take(xp: Tensor, native: Any, widths: list[int], hidden: int) -> bool:
+    """Whether the Triton kernels (:mod:`.gpu.full_attention`) compute a chunk: where the
+    compiled loops do not, :func:`gpu.runs` says they can and its windows fit them."""
+    if native is not None or not gpu.runs(xp, "full_attention"):
+        return False
+    from rlmem.cells._engines.gpu import full_attention as kernels
+    reason = kernels.fits(max(widths), hidden)
+    if reason is not None:
+        gpu.fallback("full_attention", reason)
+    return reason is None
+
+
+def _forward_shapes(xp: Tensor, hidden: int, n_in: int, widths: list[int], save: bool,
+                    kernels: bool) -> dict[str, tuple[int, ...]]:
+    """The buffers of :func:`_full_forward`: the kernels keep every step's LSTM rows and need
+    no ``e``, ``w`` or ``z`` (they keep their own)."""
+    steps, batch, _ = xp.shape
+    gates = 4 * hidden
+    shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
+              "weights_full": (steps, batch, n_in + steps), "mask": (steps, batch, n_in + steps),
+              **BaseRecurrence.shapes(True, steps, batch, hidden, save or kernels)}
+    if not kernels:
+        shapes |= {"e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
+                   "w": (sum(widths) * batch,),
+                   "z": (batch, gates + hidden), "z_in": (batch, gates + hidden)}
+    return shapes
+
+
 def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tensor,
                   keys: Tensor, valid: Tensor, t0: Tensor, resets: Tensor,
                   any_reset: list[bool], n_in: int, *,
                   save: bool) -> tuple[FullResult, _FullTape | None]:
     steps, batch, _ = xp.shape
     hidden, capacity = s0.shape[1], memory.shape[1]
-    device = xp.device
-    gates = 4 * hidden
     windows = _windows(steps, capacity, n_in)
     widths = [incoming + end - first for incoming, first, end in windows]
-    columns = n_in + steps
-    shapes = {"chunk": (batch, steps, hidden), "chunk_keys": (batch, steps, hidden),
-              "e": (sum(widths) * batch * hidden if save else max(widths) * batch * hidden,),
-              "w": (sum(widths) * batch,),
-              "weights_full": (steps, batch, columns), "mask": (steps, batch, n_in + steps),
-              "z": (batch, gates + hidden), "z_in": (batch, gates + hidden),
-              **BaseRecurrence.shapes(True, steps, batch, hidden, save)}
-    block, buffers = carve(shapes, xp.dtype, device)
-    base = BaseRecurrence(True, steps, hidden, c0, save, buffers, views=compiled.ops(xp) is None)
-    recurrent_t, score_vector = weights.recurrent.t(), weights.score
-    key = weights.key * 0.5  # U_a itself: MemLSTM's state keeps U_a h (exact, a power of 2)
-    key_t = key.t()
+    native = compiled.ops(xp)
+    kernels = _kernels_take(xp, native, widths, hidden)
+    block, buffers = carve(_forward_shapes(xp, hidden, n_in, widths, save, kernels), xp.dtype,
+                           xp.device)
+    base = BaseRecurrence(True, steps, hidden, c0, save or kernels, buffers,
+                          views=native is None and not kernels)
     chunk, chunk_keys = buffers["chunk"], buffers["chunk_keys"]
     weights_full = buffers["weights_full"].zero_()
-    z, z_in = buffers["z"], buffers["z_in"]
-    z_in[:, gates:] = weights.query_bias  # z's input terms: the step's xp, the query bias
     time = episode_time(t0, resets)  # (T, B)
     mask = _attention_mask(buffers["mask"], time, t0, resets, valid, n_in, capacity)
-
     y = xp.new_empty(steps, batch, hidden)
-    native = compiled.ops(xp)
     e_steps: list[Tensor] = []
     w_steps: list[Tensor] = []
-    if native is not None:
-        native.full_forward(xp, s0, resets, recurrent_t, key_t, score_vector,
-                            memory.contiguous(), keys.contiguous(), chunk, chunk_keys, z_in, z,
-                            mask, weights_full, y, buffers["e"], buffers["w"], buffers["act"],
-                            buffers["partner"], buffers["minus_one"], n_in, save)
+    kernel_tape = None
+    if kernels:
+        kernel_tape = _kernel_forward(xp, weights, s0, resets, mask, memory, keys, chunk,
+                                      chunk_keys, windows, base, weights_full, y)
     else:
-        e_steps, w_steps = _full_loop(xp, s0, resets, any_reset, base, weights, memory, keys,
-                                      chunk, chunk_keys, z_in, z, mask, weights_full, y,
-                                      buffers["e"], buffers["w"], windows, save)
+        z, z_in = buffers["z"], buffers["z_in"]
+        z_in[:, 4 * hidden:] = weights.query_bias  # z's input terms: the step's xp, the bias
+        if native is not None:
+            native.full_forward(xp, s0, resets, weights.recurrent.t(),
+                                (weights.key * 0.5).t(), weights.score, memory.contiguous(),
+                                keys.contiguous(), chunk, chunk_keys, z_in, z, mask,
+                                weights_full, y, buffers["e"], buffers["w"], buffers["act"],
+                                buffers["partner"], buffers["minus_one"], n_in, save)
+        else:
+            e_steps, w_steps = _full_loop(xp, s0, resets, any_reset, base, weights, memory,
+                                          keys, chunk, chunk_keys, z_in, z, mask, weights_full,
+                                          y, buffers["e"], buffers["w"], windows, save)
 
     final = _final_state(memory, keys, valid, chunk, chunk_keys, time, resets, n_in)
     attention, slot_time = _slot_traces(native, weights_full, time, resets, valid, n_in,
@@ -275,8 +300,22 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
         return result, None
     tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
                      windows, final.keep_incoming, final.survivor_rows, resets, any_reset,
-                     (block,), native, buffers["e"], buffers["w"])
+                     (block,), native, buffers.get("e"), buffers.get("w"), kernel_tape)
     return result, tape
+
+
+def _kernel_forward(xp: Tensor, weights: Weights, s0: Tensor, resets: Tensor, mask: Tensor,
+                    memory: Tensor, keys: Tensor, chunk: Tensor, chunk_keys: Tensor,
+                    windows: list[tuple[int, int, int]], base: BaseRecurrence,
+                    weights_full: Tensor, y: Tensor) -> Any:
+    """The forward loop through the Triton kernels (:mod:`.gpu.full_attention`)."""
+    from rlmem.cells._engines.gpu import full_attention as kernels
+    steps, batch, hidden = y.shape
+    z_in = torch.cat([xp, weights.query_bias.expand(steps, batch, hidden)], 2)
+    window = kernels.Window(memory.contiguous(), keys.contiguous(), chunk, chunk_keys, windows)
+    return kernels.forward_loop(z_in, weights.recurrent, weights.key * 0.5,
+                                weights.score.contiguous(), s0, resets, mask, window, base.act,
+                                base.partner, weights_full, y)
 
 
 def _slot_traces(native: Any, weights_full: Tensor, time: Tensor, resets: Tensor,
@@ -438,7 +477,11 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
             torch.index_select(rows, 0, tape.survivor_rows, out=into.view(-1, hidden))
     dz = buffers["dz"]
     d_score_rows = y.new_zeros(batch, 1, hidden)  # Σ dlogit_i e_i per batch item
-    if tape.native is not None:
+    dc: Tensor | None
+    if tape.kernels is not None:
+        ds, dc = _kernel_backward(tape, g_y, g_c, d_chunk, d_chunk_keys, d_memory, d_keys,
+                                  d_score_rows, dz)
+    elif tape.native is not None:
         empty = y.new_empty(0)
         ds, dc = tape.native.full_backward(
             g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
@@ -459,6 +502,23 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score_rows.sum(dim=(0, 1)), d_query_bias, ds, dc,
             d_memory if incoming_needed else None, d_keys if incoming_needed else None)
+
+
+def _kernel_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
+                     d_chunk: Tensor, d_chunk_keys: Tensor, d_memory: Tensor, d_keys: Tensor,
+                     d_score_rows: Tensor, dz: Tensor) -> tuple[Tensor, Tensor]:
+    """The backward loop through the Triton kernels (:mod:`.gpu.full_attention`), adding into
+    the buffers :func:`_full_backward_loop` adds into; returns the gradients of ``s0``, ``c0``."""
+    from rlmem.cells._engines.gpu import full_attention as kernels
+    memory, keys = (grad.contiguous() for grad in (d_memory, d_keys))  # the kernels' layout
+    grads = kernels.Gradients(d_chunk, d_chunk_keys, memory, keys, d_score_rows, dz)
+    weights = tape.weights
+    ds, dc = kernels.backward_loop(tape.kernels, weights.recurrent, weights.key * 0.5,
+                                   weights.score.contiguous(), g_y, g_c, grads)
+    for grad, written in ((d_memory, memory), (d_keys, keys)):
+        if written is not grad:
+            grad.copy_(written)
+    return ds, dc
 
 
 def _incoming_gradient(grad: Tensor | None, keep: Tensor, incoming: Tensor, n_in: int,
@@ -567,15 +627,19 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     :meth:`rlmem.cells.memlstm.MemLSTM.step` (in the doubled form) attending over the slots
     ``[0, used)``, which must hold every state of every batch item. ``None`` where it does not
     apply (more than one step, autograd, another dtype, no compiled loops), for the caller to
-    run the step in Python.
+    run the step in Python. Where the Triton kernels run (:func:`gpu.runs`: on CUDA), the
+    chunk engine (:func:`full_scan`) computes the step through them instead.
 
     Shapes: as :func:`full_scan`, with ``T = 1``.
     """
     native = compiled.ops(xp)
     tensors = (xp, *weights, s, c, memory, keys)
-    if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
+    if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
             or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
         return None
+    if native is None:  # on CUDA, the chunk engine's Triton kernels over the one step
+        return (full_scan(xp, weights, s, c, memory, keys, valid, t, resets)
+                if gpu.runs(xp, "full_attention") else None)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])

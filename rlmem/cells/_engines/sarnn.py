@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from rlmem.cells._engines import gpu
 from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
 from rlmem.cells.time_loop import S, ScanResult
 
@@ -65,104 +66,139 @@ class SARNNScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor,
                 bias_hh: Tensor, w_u: Tensor, slope: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        size = h0.shape[1]
         half_slope = 0.5 * slope
-        # Blocks [n, u, r, z]: 2·(W_in x + b_in) for tanh through σ, α/2·(W_i x + b_u) + 1/2.
-        scale = torch.ones_like(inputs[0, 0]).view(4, size)
-        scale[0] = 2.0
-        scale[1] = half_slope
-        shift = torch.zeros_like(scale)
-        shift[1] = 0.5
-        inputs = torch.addcmul(shift.view(-1), inputs, scale.view(-1))
-        input_n, input_u, input_rz = (block.unbind(0) for block in
-                                      inputs.split([size, size, 2 * size], 2))
+        inputs = _rearranged(inputs, half_slope)
         w_u_scaled = w_u * half_slope
-        minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
-        weight_hh_t = weight_hh.t()
-        masks = reset_masks(resets)
-        outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
-            [], [], [], [], [], [], [], [])
-        gaps, kept = [], []
-        h = h0
-        for t in range(inputs.shape[0]):
-            mask = masks[t]
-            if mask is not None:
-                h = reset_where(h, mask)
-            hidden = torch.addmm(bias_hh, h, weight_hh_t)
-            rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
-            r, z = rz.chunk(2, 1)
-            hidden_n_t = hidden[:, 2 * size:]
-            n = torch.add(minus_one, torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
-                          .sigmoid_(), alpha=2.0)
-            gap = torch.sub(h, n)
-            kept_gap = torch.addcmul(gap, z, gap, value=-1.0)  # d = (1 - z) ⊙ (h - n)
-            probability = torch.addcmul(input_u[t], w_u_scaled, h).clamp_(0.0, 1.0)
-            update = torch.gt(probability, 0.5, out=torch.empty_like(probability))
-            h_new = torch.addcmul(h, update, kept_gap, value=-1.0)
-            outputs.append(h_new)
-            probabilities.append(probability)
-            updates.append(update)
-            states.append(h)
-            resets_r.append(r)
-            keeps_z.append(z)
-            hidden_n.append(hidden_n_t)
-            candidates.append(n)
-            gaps.append(gap)
-            kept.append(kept_gap)
-            h = h_new
-        update_all = torch.stack(updates)
-        ctx.mark_non_differentiable(update_all)
+        ctx.kernels = gpu.runs(h0, "sarnn")
+        if ctx.kernels:
+            from rlmem.cells._engines.gpu import sarnn as kernels
+            y, ctx.saved = kernels.forward(inputs, h0, resets, weight_hh, bias_hh, w_u_scaled)
+            probability, update = ctx.saved.probability, ctx.saved.update
+            ctx.resets = resets
+        else:
+            y, probability, update = _forward_loop(ctx, inputs, h0, resets, weight_hh, bias_hh,
+                                                   w_u_scaled)
+        ctx.mark_non_differentiable(update)
         ctx.save_for_backward(weight_hh, w_u_scaled, half_slope)
-        ctx.masks = masks
-        ctx.saved = (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates,
-                     gaps, kept)
-        return torch.stack(outputs), torch.stack(probabilities), update_all
+        return y, probability, update
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, grad_probability: Tensor,
                  _grad_update: Tensor) -> tuple[Tensor | None, ...]:
         weight_hh, w_u_scaled, half_slope = ctx.saved_tensors
-        masks = ctx.masks
-        (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates, gaps,
-         kept) = ctx.saved
-        time_steps, batch, size = grad_y.shape
-        # Blocks [n, u, r, z | hidden n]: the first four are the input gradient, the last three
-        # the gradient of W_hh h + b_hh.
-        grad_all = grad_y.new_empty(time_steps, batch, 5 * size)
-        grad_next = grad_y.new_zeros(batch, size)
-        for t, grad_y_t, grad_probability_t, grad_t in zip(
-                range(time_steps - 1, -1, -1), reversed(grad_y.unbind(0)),
-                reversed(grad_probability.unbind(0)), reversed(grad_all.unbind(0)),
-                strict=True):
-            r, z, n = resets_r[t], keeps_z[t], candidates[t]
-            grad = torch.add(grad_y_t, grad_next)
-            # u = ũ + const: ū = -h̄ ⊙ d goes straight to ũ, then through the clamp.
-            grad_pre_u = torch.ops.aten.hardtanh_backward.default(
-                torch.addcmul(grad_probability_t, grad, kept[t], value=-1.0),
-                probabilities[t], 0.0, 1.0)
-            grad_gru = updates[t] * grad
-            grad_h = torch.sub(grad, grad_gru).addcmul_(grad_gru, z).addcmul_(grad_pre_u,
-                                                                               w_u_scaled)
-            grad_pre_n = torch.ops.aten.tanh_backward.default(
-                torch.addcmul(grad_gru, grad_gru, z, value=-1.0), n)
-            grad_pre_r = torch.ops.aten.sigmoid_backward.default(
-                grad_pre_n * hidden_n[t], r)
-            grad_pre_z = torch.ops.aten.sigmoid_backward.default(grad_gru * gaps[t], z)
-            torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
-                      out=grad_t)
-            grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
-            mask = masks[t]
-            if mask is not None:
-                cut_gradient(grad_next, mask, in_place=True)
-
+        size = grad_y.shape[2]
+        if ctx.kernels:
+            from rlmem.cells._engines.gpu import sarnn as kernels
+            grad_all, grad_next = kernels.backward(ctx.saved, ctx.resets, grad_y,
+                                                   grad_probability, weight_hh, w_u_scaled)
+            state_rows = ctx.saved.states[:-1].reshape(-1, size)
+        else:
+            grad_all, grad_next = _backward_loop(ctx, grad_y, grad_probability, weight_hh,
+                                                 w_u_scaled)
+            state_rows = torch.stack(ctx.saved[2]).view(-1, size)
         grad_inputs = grad_all[..., :4 * size]
         grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄
         grad_hidden = grad_all[..., 2 * size:].reshape(-1, 3 * size)
-        state_rows = torch.stack(states).view(-1, size)
         grad_w_u = (grad_inputs[..., size:2 * size].reshape(-1, size) * state_rows).sum(0)
         needs = ctx.needs_input_grad
         return (grad_inputs if needs[0] else None, grad_next if needs[1] else None, None,
                 grad_hidden.T @ state_rows if needs[3] else None,
                 grad_hidden.sum(0) if needs[4] else None, grad_w_u if needs[5] else None,
                 None)
+
+
+def _rearranged(inputs: Tensor, half_slope: Tensor) -> Tensor:
+    """The input terms with the n block doubled and the u block ``α/2 · (·) + 1/2``."""
+    size = inputs.shape[2] // 4
+    # Blocks [n, u, r, z]: 2·(W_in x + b_in) for tanh through σ, α/2·(W_i x + b_u) + 1/2.
+    scale = torch.ones_like(inputs[0, 0]).view(4, size)
+    scale[0] = 2.0
+    scale[1] = half_slope
+    shift = torch.zeros_like(scale)
+    shift[1] = 0.5
+    return torch.addcmul(shift.view(-1), inputs, scale.view(-1))
+
+
+def _forward_loop(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor,
+                  bias_hh: Tensor, w_u_scaled: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:class:`SARNNScan`'s forward loop in torch ops (where the kernels do not run); keeps
+    what :func:`_backward_loop` reads in ``ctx``."""
+    size = h0.shape[1]
+    input_n, input_u, input_rz = (block.unbind(0) for block in
+                                  inputs.split([size, size, 2 * size], 2))
+    minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
+    weight_hh_t = weight_hh.t()
+    masks = reset_masks(resets)
+    outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
+        [], [], [], [], [], [], [], [])
+    gaps, kept = [], []
+    h = h0
+    for t in range(inputs.shape[0]):
+        mask = masks[t]
+        if mask is not None:
+            h = reset_where(h, mask)
+        hidden = torch.addmm(bias_hh, h, weight_hh_t)
+        rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
+        r, z = rz.chunk(2, 1)
+        hidden_n_t = hidden[:, 2 * size:]
+        n = torch.add(minus_one, torch.addcmul(input_n[t], r, hidden_n_t, value=2.0)
+                      .sigmoid_(), alpha=2.0)
+        gap = torch.sub(h, n)
+        kept_gap = torch.addcmul(gap, z, gap, value=-1.0)  # d = (1 - z) ⊙ (h - n)
+        probability = torch.addcmul(input_u[t], w_u_scaled, h).clamp_(0.0, 1.0)
+        update = torch.gt(probability, 0.5, out=torch.empty_like(probability))
+        h_new = torch.addcmul(h, update, kept_gap, value=-1.0)
+        outputs.append(h_new)
+        probabilities.append(probability)
+        updates.append(update)
+        states.append(h)
+        resets_r.append(r)
+        keeps_z.append(z)
+        hidden_n.append(hidden_n_t)
+        candidates.append(n)
+        gaps.append(gap)
+        kept.append(kept_gap)
+        h = h_new
+    ctx.masks = masks
+    ctx.saved = (probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates,
+                 gaps, kept)
+    return torch.stack(outputs), torch.stack(probabilities), torch.stack(updates)
+
+
+def _backward_loop(ctx: Any, grad_y: Tensor, grad_probability: Tensor, weight_hh: Tensor,
+                   w_u_scaled: Tensor) -> tuple[Tensor, Tensor]:
+    """:class:`SARNNScan`'s backward loop in torch ops: the gradients of the pre-activations,
+    in blocks ``[n, u, r, z | hidden n]`` (the u block before its factor α/2), and of h0."""
+    masks = ctx.masks
+    (probabilities, updates, _states, resets_r, keeps_z, hidden_n, candidates, gaps,
+     kept) = ctx.saved
+    time_steps, batch, size = grad_y.shape
+    # Blocks [n, u, r, z | hidden n]: the first four are the input gradient, the last three
+    # the gradient of W_hh h + b_hh.
+    grad_all = grad_y.new_empty(time_steps, batch, 5 * size)
+    grad_next = grad_y.new_zeros(batch, size)
+    for t, grad_y_t, grad_probability_t, grad_t in zip(
+            range(time_steps - 1, -1, -1), reversed(grad_y.unbind(0)),
+            reversed(grad_probability.unbind(0)), reversed(grad_all.unbind(0)),
+            strict=True):
+        r, z, n = resets_r[t], keeps_z[t], candidates[t]
+        grad = torch.add(grad_y_t, grad_next)
+        # u = ũ + const: ū = -h̄ ⊙ d goes straight to ũ, then through the clamp.
+        grad_pre_u = torch.ops.aten.hardtanh_backward.default(
+            torch.addcmul(grad_probability_t, grad, kept[t], value=-1.0),
+            probabilities[t], 0.0, 1.0)
+        grad_gru = updates[t] * grad
+        grad_h = torch.sub(grad, grad_gru).addcmul_(grad_gru, z).addcmul_(grad_pre_u,
+                                                                           w_u_scaled)
+        grad_pre_n = torch.ops.aten.tanh_backward.default(
+            torch.addcmul(grad_gru, grad_gru, z, value=-1.0), n)
+        grad_pre_r = torch.ops.aten.sigmoid_backward.default(grad_pre_n * hidden_n[t], r)
+        grad_pre_z = torch.ops.aten.sigmoid_backward.default(grad_gru * gaps[t], z)
+        torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
+                  out=grad_t)
+        grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
+        mask = masks[t]
+        if mask is not None:
+            cut_gradient(grad_next, mask, in_place=True)
+    return grad_all, grad_next
