@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 

@@ -21,8 +21,8 @@ Register pressure bounds the hidden size: a tile of the weights is ``(D, D)``; a
 from __future__ import annotations
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 
 from rlmem.cells._engines.gpu.irnn import (
