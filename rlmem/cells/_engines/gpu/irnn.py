@@ -34,6 +34,7 @@ loops (:func:`~rlmem.cells._engines.gpu.fallback`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
@@ -121,6 +122,34 @@ def square(pointer: tl.tensor, size: tl.tensor, BLOCK: tl.constexpr,
     return tl.load(pointer + rows * size + cols, mask=mask, other=0.0)
 
 
+CHUNK = tl.constexpr(16)
+"""The width of the slices of the contraction in :func:`product` (``tl.dot``'s least)."""
+
+
+@triton.jit
+def product(a: tl.tensor, weight: tl.tensor, scratch: tl.tensor, size: tl.tensor,
+            TRANSPOSE: tl.constexpr) -> tl.tensor:
+    """``a @ W`` (W the row-major ``(size, size)`` matrix at ``weight``, or its transpose),
+    contracted in slices of :data:`CHUNK`: ``a`` passes through this program's ``scratch``
+    rows, so that no operand holds a whole ``(D, D)`` tile (which spills registers)."""
+    BLOCK_B: tl.constexpr = a.shape[0]
+    BLOCK: tl.constexpr = a.shape[1]
+    rows = tl.arange(0, BLOCK_B)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    part = tl.arange(0, CHUNK)
+    tl.debug_barrier()  # every thread is done reading the scratch rows
+    tl.store(scratch + rows * BLOCK + cols, a)
+    tl.debug_barrier()
+    result = tl.zeros([BLOCK_B, BLOCK], dtype=a.dtype)
+    for start in range(0, BLOCK, CHUNK):
+        a_part = tl.load(scratch + rows * BLOCK + (start + part)[None, :])
+        inner = (start + part)[:, None]
+        mask = (inner < size) & (cols < size)
+        at = weight + (cols * size + inner if TRANSPOSE else inner * size + cols)
+        result += dot(a_part, tl.load(at, mask=mask, other=0.0))
+    return result
+
+
 @triton.jit
 def _euler_step(g: tl.tensor, total: tl.tensor, pre: tl.tensor, eta: tl.tensor, alpha: tl.tensor,
                 saved: tl.tensor, i: tl.tensor, offsets: tl.tensor, mask: tl.tensor,
@@ -137,53 +166,55 @@ def _euler_step(g: tl.tensor, total: tl.tensor, pre: tl.tensor, eta: tl.tensor, 
 
 @triton.jit
 def _round_forward(g: tl.tensor, base: tl.tensor, first: tl.tensor, drive: tl.tensor,
-                   weight: tl.tensor, eta: tl.tensor, alpha: tl.tensor, saved: tl.tensor,
-                   offsets: tl.tensor, mask: tl.tensor, plane: tl.tensor, K: tl.constexpr,
-                   PHI: tl.constexpr, SAVE: tl.constexpr) -> tl.tensor:
+                   weight: tl.tensor, scratch: tl.tensor, size: tl.tensor, eta: tl.tensor,
+                   alpha: tl.tensor, saved: tl.tensor, offsets: tl.tensor, mask: tl.tensor,
+                   plane: tl.tensor, K: tl.constexpr, PHI: tl.constexpr,
+                   SAVE: tl.constexpr) -> tl.tensor:
     """One step's K Euler steps from :math:`g_0`; the first reads :math:`A z_0 + d`
     (``first``) from the product of the step before."""
     g = _euler_step(g, g + base, first, eta, alpha, saved, 0, offsets, mask, plane, K, PHI, SAVE)
     for i in range(1, K):  # a loop, not unrolled: the code of a product is large
         total = g + base
-        g = _euler_step(g, total, dot(total, weight) + drive, eta, alpha, saved, i, offsets,
-                        mask, plane, K, PHI, SAVE)
+        pre = product(total, weight, scratch, size, False) + drive
+        g = _euler_step(g, total, pre, eta, alpha, saved, i, offsets, mask, plane, K, PHI, SAVE)
     return g
 
 
 @triton.jit(do_not_specialize=["steps"])
 def _forward_kernel(drives: tl.tensor, h0: tl.tensor, resets: tl.tensor, weight_t: tl.tensor,
                     eta: tl.tensor, alpha_pointer: tl.tensor, y: tl.tensor, residual: tl.tensor,
-                    saved: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
-                    K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
-                    SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
+                    saved: tl.tensor, scratch: tl.tensor, batch: tl.tensor, size: tl.tensor,
+                    steps: tl.tensor, K: tl.constexpr, PHI: tl.constexpr,
+                    INCREMENTAL: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
+                    BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size  # one (B, D) slab; saved is (T, 2K, B, D): z_i, then φ_i
     alpha = tl.load(alpha_pointer)
+    scratch += tl.program_id(0) * BLOCK_B * BLOCK  # this program's rows
     h = tl.load(h0 + offsets, mask=mask, other=0.0)
-    product = dot(h, square(weight_t, size, BLOCK, False))
+    ahead = product(h, weight_t, scratch, size, False)  # A h
     t = 0
     while t < steps:  # a loop over a runtime count: one compilation for any T
-        weight = square(weight_t, size, BLOCK, False)  # from the cache at each step
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         h = tl.where(reset[:, None], 0.0, h)
-        product = tl.where(reset[:, None], 0.0, product)  # A·0, exactly
+        ahead = tl.where(reset[:, None], 0.0, ahead)  # A·0, exactly
         drive = tl.load(drives + t * plane + offsets, mask=mask, other=0.0)
-        first = product + drive
+        first = ahead + drive
         if INCREMENTAL:
             base, g = h, tl.zeros_like(h)
         else:
             base, g = tl.zeros_like(h), h
-        g = _round_forward(g, base, first, drive, weight, eta, alpha, saved + t * 2 * K * plane,
-                           offsets, mask, plane, K, PHI, SAVE)
+        g = _round_forward(g, base, first, drive, weight_t, scratch, size, eta, alpha,
+                           saved + t * 2 * K * plane, offsets, mask, plane, K, PHI, SAVE)
         g = tl.where(mask, g, 0.0)  # padding stays 0
         tl.store(y + t * plane + offsets, g, mask=mask)
         # the residual trace φ(A (g + b) + d) - α (g + b), A g being the next step's product
-        product = dot(g, weight)
+        ahead = product(g, weight_t, scratch, size, False)
         if INCREMENTAL:
-            gap = _phi(product + first, PHI) - alpha * (g + base)
+            gap = _phi(ahead + first, PHI) - alpha * (g + base)
         else:
-            gap = _phi(product + drive, PHI) - alpha * g
+            gap = _phi(ahead + drive, PHI) - alpha * g
         gap = tl.where(mask, gap, 0.0)
         tl.store(residual + t * batch + rows, tl.sqrt(tl.sum(gap * gap, axis=1)), mask=row_in)
         h = g
@@ -191,10 +222,10 @@ def _forward_kernel(drives: tl.tensor, h0: tl.tensor, resets: tl.tensor, weight_
 
 
 @triton.jit
-def _round_backward(grad_g: tl.tensor, weight: tl.tensor, eta: tl.tensor, alpha: tl.tensor,
-                    saved: tl.tensor, grad_pre: tl.tensor, eta_terms: tl.tensor, offsets: tl.tensor,
-                    mask: tl.tensor, plane: tl.tensor, K: tl.constexpr,
-                    PHI: tl.constexpr) -> tl.tensor:
+def _round_backward(grad_g: tl.tensor, weight: tl.tensor, scratch: tl.tensor, size: tl.tensor,
+                    eta: tl.tensor, alpha: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor,
+                    eta_terms: tl.tensor, offsets: tl.tensor, mask: tl.tensor, plane: tl.tensor,
+                    K: tl.constexpr, PHI: tl.constexpr) -> tl.tensor:
     r"""One step's K Euler steps in reverse from :math:`\bar g_K`: returns :math:`\bar g_0`,
     :math:`\sum_i \bar z_i`, :math:`\sum_i \bar a_i` and the step's terms of
     :math:`\bar\alpha`; writes each :math:`\bar a_i`, adds η's terms."""
@@ -213,7 +244,7 @@ def _round_backward(grad_g: tl.tensor, weight: tl.tensor, eta: tl.tensor, alpha:
         pre = step_grad * _phi_slope(value, PHI)
         tl.store(grad_pre + i * plane + offsets, pre, mask=mask)
         alpha_terms -= step_grad * total
-        grad_total = dot(pre, weight) - alpha * step_grad
+        grad_total = product(pre, weight, scratch, size, True) - alpha * step_grad  # ā A
         sum_total += grad_total
         sum_pre += pre
         grad_g = grad_g + grad_total
@@ -224,22 +255,23 @@ def _round_backward(grad_g: tl.tensor, weight: tl.tensor, eta: tl.tensor, alpha:
 def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, eta: tl.tensor,
                      alpha_pointer: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor,
                      grad_drives: tl.tensor, grad_h0: tl.tensor, eta_terms: tl.tensor,
-                     alpha_terms: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
-                     K: tl.constexpr, PHI: tl.constexpr, INCREMENTAL: tl.constexpr,
-                     BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
+                     alpha_terms: tl.tensor, scratch: tl.tensor, batch: tl.tensor,
+                     size: tl.tensor, steps: tl.tensor, K: tl.constexpr, PHI: tl.constexpr,
+                     INCREMENTAL: tl.constexpr, BLOCK_B: tl.constexpr,
+                     BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     plane = batch * size
     alpha = tl.load(alpha_pointer)
+    scratch += tl.program_id(0) * BLOCK_B * BLOCK  # this program's rows
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
     alpha_sum = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
     t = steps - 1
     while t >= 0:
         grad_g = tl.load(grad_y + t * plane + offsets, mask=mask, other=0.0) + carried
-        weight = square(weight_t, size, BLOCK, True)  # A, for z̄ = ā A
         grad_g, sum_total, sum_pre, alpha_step = _round_backward(
-            grad_g, weight, eta, alpha, saved + t * 2 * K * plane, grad_pre + t * K * plane,
-            eta_terms, offsets, mask, plane, K, PHI)
+            grad_g, weight_t, scratch, size, eta, alpha, saved + t * 2 * K * plane,
+            grad_pre + t * K * plane, eta_terms, offsets, mask, plane, K, PHI)
         tl.store(grad_drives + t * plane + offsets, sum_pre, mask=mask)
         alpha_sum += alpha_step
         carried = sum_total if INCREMENTAL else grad_g
@@ -248,6 +280,12 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, 
         t -= 1
     tl.store(grad_h0 + offsets, carried, mask=mask)
     tl.store(alpha_terms + offsets, alpha_sum, mask=mask)
+
+
+def _scratch(like: Tensor, batch: int, size: int) -> Tensor:
+    """The rows :func:`product` stages its left operand in: ``BLOCK_BATCH`` padded rows for
+    each program."""
+    return like.new_empty(triton.cdiv(batch, BLOCK_BATCH) * BLOCK_BATCH * block_size(size))
 
 
 class EquilibriumScan(torch.autograd.Function):
@@ -262,7 +300,7 @@ class EquilibriumScan(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: tl.tensor, drives: Tensor, h0: Tensor, weight_t: Tensor, eta: Tensor,
+    def forward(ctx: Any, drives: Tensor, h0: Tensor, weight_t: Tensor, eta: Tensor,
                 alpha: Tensor, resets: Tensor, phi: int, incremental: bool
                 ) -> tuple[Tensor, Tensor]:
         steps, batch, size = drives.shape
@@ -275,9 +313,10 @@ class EquilibriumScan(torch.autograd.Function):
         save = any(ctx.needs_input_grad)  # without, a rollout's step writes only y
         saved = drives.new_empty((steps, 2 * K, batch, size) if save else (1,))
         _forward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
-            drives, h0.contiguous(), resets, weight_t, eta, alpha, y, residual, saved, batch,
-            size, steps=steps, K=K, PHI=phi, INCREMENTAL=incremental, SAVE=save, **LAUNCH,
-            BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
+            drives, h0.contiguous(), resets, weight_t, eta, alpha, y, residual, saved,
+            _scratch(drives, batch, size), batch, size, steps=steps, K=K, PHI=phi,
+            INCREMENTAL=incremental, SAVE=save, **LAUNCH, BLOCK_B=BLOCK_BATCH,
+            BLOCK=block_size(size))
         ctx.phi, ctx.incremental, ctx.alpha_shape = phi, incremental, alpha_shape
         ctx.mark_non_differentiable(residual)
         ctx.save_for_backward(resets, weight_t, eta, alpha, saved)
@@ -285,7 +324,7 @@ class EquilibriumScan(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: tl.tensor, grad_y: Tensor, _grad_residual: Tensor | None
+    def backward(ctx: Any, grad_y: Tensor, _grad_residual: Tensor | None
                  ) -> tuple[Tensor | None, ...]:
         resets, weight_t, eta, alpha, saved = ctx.saved_tensors
         steps, batch, size = grad_y.shape
@@ -297,7 +336,8 @@ class EquilibriumScan(torch.autograd.Function):
         alpha_terms = grad_y.new_empty(batch, size)
         _backward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             grad_y.contiguous(), resets, weight_t, eta, alpha, saved, grad_pre, grad_drives,
-            grad_h0, eta_terms, alpha_terms, batch, size, steps=steps, K=K, PHI=ctx.phi,
+            grad_h0, eta_terms, alpha_terms, _scratch(grad_y, batch, size), batch, size,
+            steps=steps, K=K, PHI=ctx.phi,
             INCREMENTAL=ctx.incremental, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         needs = ctx.needs_input_grad
         totals = saved[:, :K].reshape(-1, size)
