@@ -282,7 +282,7 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_t: tl.tensor, 
     tl.store(alpha_terms + offsets, alpha_sum, mask=mask)
 
 
-def _scratch(like: Tensor, batch: int, size: int) -> Tensor:
+def scratch_rows(like: Tensor, batch: int, size: int) -> Tensor:
     """The rows :func:`product` stages its left operand in: ``BLOCK_BATCH`` padded rows for
     each program."""
     return like.new_empty(triton.cdiv(batch, BLOCK_BATCH) * BLOCK_BATCH * block_size(size))
@@ -314,7 +314,7 @@ class EquilibriumScan(torch.autograd.Function):
         saved = drives.new_empty((steps, 2 * K, batch, size) if save else (1,))
         _forward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             drives, h0.contiguous(), resets, weight_t, eta, alpha, y, residual, saved,
-            _scratch(drives, batch, size), batch, size, steps=steps, K=K, PHI=phi,
+            scratch_rows(drives, batch, size), batch, size, steps=steps, K=K, PHI=phi,
             INCREMENTAL=incremental, SAVE=save, **LAUNCH, BLOCK_B=BLOCK_BATCH,
             BLOCK=block_size(size))
         ctx.phi, ctx.incremental, ctx.alpha_shape = phi, incremental, alpha_shape
@@ -336,7 +336,7 @@ class EquilibriumScan(torch.autograd.Function):
         alpha_terms = grad_y.new_empty(batch, size)
         _backward_kernel[(triton.cdiv(batch, BLOCK_BATCH),)](
             grad_y.contiguous(), resets, weight_t, eta, alpha, saved, grad_pre, grad_drives,
-            grad_h0, eta_terms, alpha_terms, _scratch(grad_y, batch, size), batch, size,
+            grad_h0, eta_terms, alpha_terms, scratch_rows(grad_y, batch, size), batch, size,
             steps=steps, K=K, PHI=ctx.phi,
             INCREMENTAL=ctx.incremental, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
         needs = ctx.needs_input_grad

@@ -5,11 +5,11 @@ math), and with the same signatures and buffers as the compiled ``tarnn_forward`
 ``tarnn_backward`` (``csrc/tarnn.h``), so that the engine calls whichever runs. Each program
 owns a block of :data:`BLOCK_BATCH` batch rows and walks every time step and every Euler step
 of the chunk with the state in registers; the products with the state weights and with U are
-``tl.dot`` (:func:`.irnn.dot`) on tiles of the weights read from the cache at each step. A
+``tl.dot`` on slices of the weights read from the cache at each step (:func:`.irnn.product`). A
 reset zeroes the incoming state of its rows (forward) and cuts the gradient that leaves a
 step (backward), the rule of :mod:`rlmem.cells.resets`. :math:`A z` of the coupled form,
-which moves the upper half of :math:`z` to the lower, is a product with a 0/1 shift matrix
-(exact: each output is one input times 1 plus zeros).
+which moves the upper half of :math:`z` to the lower, reads :math:`z` back from the program's
+scratch rows shifted by D/2 (exact).
 
 What sums over time (U's and the state weights' gradients) is left to cuBLAS after the loop,
 from the buffers the loop writes: ``grad_pre`` (:math:`\bar a_k`) and the saved :math:`z_k`.
@@ -30,22 +30,27 @@ from rlmem.cells._engines.gpu.irnn import (
     LAUNCH,
     block_rows,
     block_size,
-    dot,
-    square,
+    product,
+    scratch_rows,
 )
 
 MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
 
 @triton.jit
-def _shift(half: tl.tensor, BLOCK: tl.constexpr, dtype: tl.constexpr,
-           UP: tl.constexpr) -> tl.tensor:
-    """The 0/1 matrix whose product moves column ``j + half`` to ``j`` (``UP``), or column
-    ``j`` to ``j + half`` (its transpose), of a row vector."""
-    rows = tl.arange(0, BLOCK)[:, None]
+def _shifted(a: tl.tensor, scratch: tl.tensor, half: tl.tensor, UP: tl.constexpr) -> tl.tensor:
+    """``a`` with column ``j + half`` moved to ``j`` (``UP``: :math:`A z`'s coupling), or
+    column ``j`` to ``j + half`` (its transpose), zeros elsewhere; through ``scratch``."""
+    BLOCK_B: tl.constexpr = a.shape[0]
+    BLOCK: tl.constexpr = a.shape[1]
+    rows = tl.arange(0, BLOCK_B)[:, None]
     cols = tl.arange(0, BLOCK)[None, :]
-    hit = (rows == cols + half) & (cols < half) if UP else (cols == rows + half) & (rows < half)
-    return tl.where(hit, 1.0, 0.0).to(dtype)
+    tl.debug_barrier()  # every thread is done reading the scratch rows
+    tl.store(scratch + rows * BLOCK + cols, a)
+    tl.debug_barrier()
+    source = cols + half if UP else cols - half
+    inside = cols < half if UP else (cols >= half) & (cols < 2 * half)
+    return tl.load(scratch + rows * BLOCK + source, mask=inside, other=0.0)
 
 
 @triton.jit
@@ -66,20 +71,17 @@ def _inner_slope(h: tl.tensor, SIGMOID: tl.constexpr) -> tl.tensor:
 
 @triton.jit
 def _euler_forward(z: tl.tensor, beta: tl.tensor, drive_b: tl.tensor, drive_w: tl.tensor,
-                   weight_u: tl.tensor, eta: tl.tensor, saved: tl.tensor, half: tl.tensor,
-                   offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr, COUPLED: tl.constexpr,
-                   SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr, SAVE: tl.constexpr,
-                   BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
+                   weight_u: tl.tensor, scratch: tl.tensor, eta: tl.tensor, saved: tl.tensor,
+                   half: tl.tensor, offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr,
+                   COUPLED: tl.constexpr, SIGMOID: tl.constexpr, SCALE_OUT: tl.constexpr,
+                   SAVE: tl.constexpr, BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
     """The K Euler steps of one time step from :math:`z_0`; each step's :math:`z_k`,
     :math:`h_k` and :math:`e_k` written to the saved buffers (``saved``: z's, at step 0)."""
-    u_t = square(weight_u, STRIDE[0], BLOCK, True)
-    if COUPLED:
-        shift = _shift(half, BLOCK, z.dtype, True)
     for k in range(K):  # a loop, not unrolled: the code of a product is large
-        h = _inner(dot(z, u_t) + drive_w, SIGMOID)
+        h = _inner(product(z, weight_u, scratch, STRIDE[0], True) + drive_w, SIGMOID)
         target = drive_b + SCALE_OUT * h
         if COUPLED:
-            target += dot(z, shift)
+            target += _shifted(z, scratch, half, True)
         if SAVE:  # for the backward pass
             at = saved + k * STRIDE[1] + offsets
             tl.store(at, z, mask=mask)
@@ -92,30 +94,32 @@ def _euler_forward(z: tl.tensor, beta: tl.tensor, drive_b: tl.tensor, drive_w: t
 @triton.jit(do_not_specialize=["steps"])
 def _forward_kernel(inputs: tl.tensor, s0: tl.tensor, resets: tl.tensor, weight_s: tl.tensor,
                     weight_u: tl.tensor, eta: tl.tensor, y: tl.tensor, beta_all: tl.tensor,
-                    saved: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
-                    K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
+                    saved: tl.tensor, scratch: tl.tensor, batch: tl.tensor, size: tl.tensor,
+                    steps: tl.tensor, K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
                     SCALE_OUT: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
                     BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk."""
     rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     x_offsets = offsets + rows[:, None] * (2 * size)  # rows of (B, 3D)
     plane = batch * size  # one (B, D) slab; the saved buffers are (3, T, K, B, D)
+    scratch += tl.program_id(0) * BLOCK_B * BLOCK  # this program's rows
     s = tl.load(s0 + offsets, mask=mask, other=0.0)
     t = 0
     while t < steps:  # a loop over a runtime count: one compilation for any T
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         s = tl.where(reset[:, None], 0.0, s)
         x_t = inputs + t * 3 * plane + x_offsets
-        beta = tl.sigmoid(dot(s, square(weight_s, size, BLOCK, True))
+        beta = tl.sigmoid(product(s, weight_s, scratch, size, True)
                           + tl.load(x_t, mask=mask, other=0.0))
         beta = tl.where(mask, beta, 0.0)  # padding stays 0: nothing there moves
-        drive_b = (dot(s, square(weight_s + size * size, size, BLOCK, True))
+        drive_b = (product(s, weight_s + size * size, scratch, size, True)
                    + tl.load(x_t + size, mask=mask, other=0.0))
-        drive_w = (dot(s, square(weight_s + 2 * size * size, size, BLOCK, True))
+        drive_w = (product(s, weight_s + 2 * size * size, scratch, size, True)
                    + tl.load(x_t + 2 * size, mask=mask, other=0.0))
         tl.store(beta_all + t * plane + offsets, beta, mask=mask)
-        s = _euler_forward(s, beta, drive_b, drive_w, weight_u, eta, saved + t * K * plane,
-                           size // 2, offsets, mask, K, COUPLED, SIGMOID, SCALE_OUT, SAVE, BLOCK,
+        s = _euler_forward(s, beta, drive_b, drive_w, weight_u, scratch, eta,
+                           saved + t * K * plane, size // 2, offsets, mask, K, COUPLED,
+                           SIGMOID, SCALE_OUT, SAVE, BLOCK,
                            (size, plane, steps * K * plane))
         tl.store(y + t * plane + offsets, s, mask=mask)
         t += 1
@@ -141,7 +145,8 @@ def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor
     _forward_kernel[grid](
         inputs.contiguous(), s0.contiguous(), resets.contiguous().view(torch.uint8),
         weight_s_t.t().contiguous(), weight_u_t.t().contiguous(), eta.contiguous(), y,
-        beta_all, euler, batch, size, steps=steps, K=len(eta), COUPLED=coupled,
+        beta_all, euler, scratch_rows(y, batch, size), batch, size, steps=steps, K=len(eta),
+        COUPLED=coupled,
         SIGMOID=inner_kind == 0, SCALE_OUT=float(scale_out), SAVE=save, **LAUNCH,
         BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
 
@@ -158,16 +163,14 @@ def _check_slabs(euler: Tensor, inner_all: Tensor, targets: Tensor) -> None:
 
 
 @triton.jit
-def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, eta: tl.tensor,
-                    saved: tl.tensor, grad_pre: tl.tensor, eta_terms: tl.tensor, half: tl.tensor,
-                    offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr, COUPLED: tl.constexpr,
-                    SIGMOID: tl.constexpr, BLOCK: tl.constexpr, STRIDE: tl.tensor) -> tl.tensor:
+def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, scratch: tl.tensor,
+                    eta: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor, eta_terms: tl.tensor,
+                    half: tl.tensor, offsets: tl.tensor, mask: tl.tensor, K: tl.constexpr,
+                    COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK: tl.constexpr,
+                    STRIDE: tl.tensor) -> tl.tensor:
     r"""The K Euler steps of one time step in reverse, from :math:`\bar z_K`: returns
     :math:`\bar z_0`, :math:`\bar\beta`, :math:`\sum_k q_k` and :math:`\sum_k \bar a_k`; writes
     each :math:`\bar a_k` and adds :math:`\beta \odot F_k \odot \bar z_{k+1}` to η's terms."""
-    weight = square(weight_u, STRIDE[0], BLOCK, False)
-    if COUPLED:
-        shift = _shift(half, BLOCK, grad_z.dtype, False)
     grad_beta = tl.zeros_like(grad_z)
     sum_q = tl.zeros_like(grad_z)
     sum_pre = tl.zeros_like(grad_z)
@@ -189,8 +192,8 @@ def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, eta
         sum_pre += pre
         carried = grad_z - q
         if COUPLED:
-            carried += dot(q, shift)
-        grad_z = carried + dot(pre, weight)
+            carried += _shifted(q, scratch, half, False)
+        grad_z = carried + product(pre, weight_u, scratch, STRIDE[0], False)
     return grad_z, grad_beta, sum_q, sum_pre
 
 
@@ -198,20 +201,21 @@ def _euler_backward(grad_z: tl.tensor, beta: tl.tensor, weight_u: tl.tensor, eta
 def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, weight_u: tl.tensor,
                      eta: tl.tensor, beta_all: tl.tensor, saved: tl.tensor, grad_pre: tl.tensor,
                      grad_gates: tl.tensor, grad_next: tl.tensor, eta_terms: tl.tensor,
-                     batch: tl.tensor, size: tl.tensor, steps: tl.tensor, K: tl.constexpr,
-                     COUPLED: tl.constexpr, SIGMOID: tl.constexpr, BLOCK_B: tl.constexpr,
-                     BLOCK: tl.constexpr) -> None:
+                     scratch: tl.tensor, batch: tl.tensor, size: tl.tensor, steps: tl.tensor,
+                     K: tl.constexpr, COUPLED: tl.constexpr, SIGMOID: tl.constexpr,
+                     BLOCK_B: tl.constexpr, BLOCK: tl.constexpr) -> None:
     """One program: rows ``[pid·BLOCK_B, …)`` through every step of the chunk, in reverse."""
     rows, row_in, mask, offsets = block_rows(batch, size, BLOCK_B, BLOCK)
     gate_offsets = offsets + rows[:, None] * (2 * size)  # rows of (B, 3D)
     plane = batch * size
+    scratch += tl.program_id(0) * BLOCK_B * BLOCK  # this program's rows
     carried = tl.zeros([BLOCK_B, BLOCK], dtype=grad_y.dtype.element_ty)
     t = steps - 1
     while t >= 0:
         beta = tl.load(beta_all + t * plane + offsets, mask=mask, other=0.0)
         grad_z = tl.load(grad_y + t * plane + offsets, mask=mask, other=0.0) + carried
         grad_z, grad_beta, sum_q, sum_pre = _euler_backward(
-            grad_z, beta, weight_u, eta, saved + t * K * plane, grad_pre + t * K * plane,
+            grad_z, beta, weight_u, scratch, eta, saved + t * K * plane, grad_pre + t * K * plane,
             eta_terms, size // 2, offsets, mask, K, COUPLED, SIGMOID, BLOCK,
             (size, plane, steps * K * plane, plane))
         grad_beta_pre = grad_beta * (beta - beta * beta)
@@ -219,9 +223,9 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, 
         tl.store(gates_t, grad_beta_pre, mask=mask)
         tl.store(gates_t + size, sum_q, mask=mask)
         tl.store(gates_t + 2 * size, sum_pre, mask=mask)
-        carried = (grad_z + dot(grad_beta_pre, square(weight_s, size, BLOCK, False))
-                   + dot(sum_q, square(weight_s + size * size, size, BLOCK, False))
-                   + dot(sum_pre, square(weight_s + 2 * size * size, size, BLOCK, False)))
+        carried = (grad_z + product(grad_beta_pre, weight_s, scratch, size, False)
+                   + product(sum_q, weight_s + size * size, scratch, size, False)
+                   + product(sum_pre, weight_s + 2 * size * size, scratch, size, False))
         reset = tl.load(resets + t * batch + rows, mask=row_in, other=0) != 0
         carried = tl.where(reset[:, None], 0.0, carried)
         t -= 1
@@ -251,7 +255,8 @@ def tarnn_backward(grad_y: Tensor, resets: Tensor, weight_s: Tensor, weight_u: T
     _backward_kernel[grid](
         grad_y.contiguous(), resets.contiguous().view(torch.uint8), weight_s.contiguous(),
         weight_u.contiguous(), eta.contiguous(), beta_all.contiguous(), euler, grad_pre,
-        grad_gates, grad_next, eta_terms, batch, size, steps=steps, K=len(eta), COUPLED=coupled,
+        grad_gates, grad_next, eta_terms, scratch_rows(grad_y, batch, size), batch, size,
+        steps=steps, K=len(eta), COUPLED=coupled,
         SIGMOID=inner_kind == 0, **LAUNCH, BLOCK_B=BLOCK_BATCH, BLOCK=block_size(size))
     grad_weight_u = grad_pre.view(-1, size).T @ euler.reshape(-1, size)
     return grad_gates, grad_next, grad_weight_u, eta_terms
