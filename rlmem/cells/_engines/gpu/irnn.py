@@ -13,11 +13,11 @@ state :math:`b` and a start :math:`g_0`, with :math:`z_i = g_i + b`:
   :math:`h_t = g_K` (:mod:`.ernn` calls these kernels so).
 
 A program owns a block of :data:`BLOCK_BATCH` batch rows and walks every step of the chunk
-with the state in registers; :math:`A z` is a ``tl.dot`` with a tile of :math:`A^\top` read
-from the cache. The product :math:`A h_{t-1}` that the first Euler step reads is the one the
-residual trace of step t - 1 needs (:math:`\phi(A h_t + \dots)`): computed once, at the end of
-step t - 1 (the engines' sharing). A reset zeroes the incoming state and that product
-(:math:`A \cdot 0 = 0`), and cuts the gradient.
+with the state in registers; :math:`A z` is a ``tl.dot`` over slices of :math:`A^\top` read
+from the cache (:func:`product`). The product :math:`A h_{t-1}` that the first Euler step
+reads is the one the residual trace of step t - 1 needs (:math:`\phi(A h_t + \dots)`):
+computed once, at the end of step t - 1 (the engines' sharing). A reset zeroes the incoming
+state and that product (:math:`A \cdot 0 = 0`), and cuts the gradient.
 
 The backward pass walks the steps in reverse, with :math:`\bar a_i = \phi'_i \odot \eta_i
 \bar g_{i+1}`: :math:`\bar z_i = \bar a_i A - \alpha \eta_i \bar g_{i+1}`,
@@ -108,18 +108,6 @@ def block_rows(batch: tl.tensor, size: tl.tensor, BLOCK_B: tl.constexpr,
     row_in = rows < batch
     mask = row_in[:, None] & (cols < size)[None, :]
     return rows, row_in, mask, rows[:, None] * size + cols[None, :]
-
-
-@triton.jit
-def square(pointer: tl.tensor, size: tl.tensor, BLOCK: tl.constexpr,
-            TRANSPOSE: tl.constexpr) -> tl.tensor:
-    """A row-major ``(size, size)`` matrix as a zero-padded ``(BLOCK, BLOCK)`` tile."""
-    rows = tl.arange(0, BLOCK)[:, None]
-    cols = tl.arange(0, BLOCK)[None, :]
-    mask = (rows < size) & (cols < size)
-    if TRANSPOSE:
-        return tl.load(pointer + cols * size + rows, mask=mask, other=0.0)
-    return tl.load(pointer + rows * size + cols, mask=mask, other=0.0)
 
 
 CHUNK = tl.constexpr(16)
