@@ -14,7 +14,7 @@ scratch rows shifted by D/2 (exact).
 What sums over time (U's and the state weights' gradients) is left to cuBLAS after the loop,
 from the buffers the loop writes: ``grad_pre`` (:math:`\bar a_k`) and the saved :math:`z_k`.
 
-Register pressure bounds the hidden size: a tile of the weights is ``(D, D)``; above
+Register pressure bounds the hidden size: a program holds several ``(16, D)`` blocks; above
 :data:`MAX_SIZE` the engine runs its Python loops (:func:`~rlmem.cells._engines.gpu.fallback`).
 """
 
