@@ -192,7 +192,7 @@ ENGINES: list[Row] = [
     Row("gtrxl", {"heads": 2, "window": 3}, R, GTrXL.fast_scan),
     # Stacks: layer after layer over the chunk, each layer through its own engine.
     Row("lstm", {}, T, Stacked.fast_scan, layers=2),
-    Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2),
+    Row("relstm", NU2_RHO2, T, Stacked.fast_scan, layers=2, triton=True),
     Row("sarnn", {}, T, Stacked.fast_scan, layers=2),
     Row("memlstm", {"capacity": 16}, R, Stacked.fast_scan, layers=2),
 ]

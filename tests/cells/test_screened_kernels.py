@@ -137,3 +137,29 @@ def test_kernels_equal_the_python_loops_on_cuda(name: str, dtype: torch.dtype,
     tolerance = 1e-9 if dtype == torch.float64 else 2e-4
     for kernel, loop in zip(*results, strict=True):
         torch.testing.assert_close(kernel, loop, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn"])
+def test_short_chunks_without_grad_take_the_kernels(name: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without autograd, the chunks too short for the engine on the CPU still take the
+    kernels where they run (:func:`kernels_take_short_chunk`): a rollout's steps under
+    normalised screening, and chunks of 2 and 3 steps under Algorithm 1's."""
+    from rlmem.cells._engines.gpu import screened as kernels
+
+    use_loops("triton", monkeypatch)
+    forward_loop, chunks = kernels.forward_loop, []
+
+    def counted(*args: Any, **options: Any) -> Any:
+        chunks.append(args[0].shape[0])
+        return forward_loop(*args, **options)
+
+    monkeypatch.setattr(kernels, "forward_loop", counted)
+    for chunk, screening in ((1, Screening.normalised), (2, Screening.algorithm1),
+                             (3, Screening.normalised)):
+        fast, step = _pair(name, 5, short_term=2, relevant=2, screening=screening)
+        monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+        chunks.clear()
+        calls = assert_matches_without_grad(fast, step, chunk=chunk, steps=5, warmup=1,
+                                            batch=3)
+        assert len(chunks) == calls and max(chunks) == chunk, (chunk, chunks)

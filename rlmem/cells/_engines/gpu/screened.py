@@ -68,18 +68,24 @@ def uncovered(hidden: int, slots: int) -> str | None:
     return None
 
 
+def step_blocks(hidden: int, slots: int, batch_block: int) -> dict[str, int]:
+    """The block sizes and warps of a step's kernels for ``hidden`` and ``slots`` (``ν + ρ``),
+    ``batch_block`` items a program."""
+    block_h = max(16, triton.next_power_of_2(hidden))
+    block_k = min(block_h, KEY_CHUNK)
+    # Warps enough that a thread holds some 8 values of a key product's chunk.
+    warps = min(16, max(4, block_h * block_k // (32 * 8)))
+    return {"BLOCK_B": batch_block, "BLOCK_H": block_h,
+            "BLOCK_N": triton.next_power_of_2(slots + 1), "BLOCK_K": block_k,
+            "num_warps": warps}
+
+
 def _launch(like: Tensor, batch: int, hidden: int,
             slots: int) -> tuple[tuple[int], dict[str, int]]:
     """The grid and the block sizes of a step's kernel."""
     block_b = 1 if like.device.type == "cuda" else min(INTERPRETER_BATCH_BLOCK,
                                                        triton.next_power_of_2(batch))
-    block_h = max(16, triton.next_power_of_2(hidden))
-    block_k = min(block_h, KEY_CHUNK)
-    # Warps enough that a thread holds some 8 values of a key product's chunk.
-    warps = min(16, max(4, block_h * block_k // (32 * 8)))
-    return (triton.cdiv(batch, block_b),), {
-        "BLOCK_B": block_b, "BLOCK_H": block_h, "BLOCK_N": triton.next_power_of_2(slots + 1),
-        "BLOCK_K": block_k, "num_warps": warps}
+    return (triton.cdiv(batch, block_b),), step_blocks(hidden, slots, block_b)
 
 
 @triton.jit
@@ -96,12 +102,14 @@ def _key_product(key_ptr, vector_ptr, items, item_ok, cols, col_ok, H: tl.conste
         part_ok = part < H
         vector = tl.load(vector_ptr + items[:, None] * H + part[None, :],
                          mask=item_ok[:, None] & part_ok[None, :], other=0.0)
-        tile_ok = col_ok[:, None] & part_ok[None, :]
-        if TRANSPOSED:  # K[part, cols], laid out as (cols, part)
-            key = tl.load(key_ptr + part[None, :] * H + cols[:, None], mask=tile_ok, other=0.0)
+        if TRANSPOSED:  # K[part, cols], its rows read whole
+            key = tl.load(key_ptr + part[:, None] * H + cols[None, :],
+                          mask=part_ok[:, None] & col_ok[None, :], other=0.0)
+            total += tl.sum(key[None, :, :] * vector[:, :, None], axis=1)
         else:  # K[cols, part]
-            key = tl.load(key_ptr + cols[:, None] * H + part[None, :], mask=tile_ok, other=0.0)
-        total += tl.sum(key[None, :, :] * vector[:, None, :], axis=2)
+            key = tl.load(key_ptr + cols[:, None] * H + part[None, :],
+                          mask=col_ok[:, None] & part_ok[None, :], other=0.0)
+            total += tl.sum(key[None, :, :] * vector[:, None, :], axis=2)
     return total
 
 
