@@ -79,10 +79,20 @@ def compiled_module(name: str) -> ModuleType:
     return module
 
 
+def ptxas() -> str | None:
+    """The path of the ptxas Triton uses (its wheel ships one), or ``None`` where there is
+    none: without it nothing compiles to a cubin, and registers and spills are unknown."""
+    from triton import knobs
+
+    try:
+        return str(knobs.nvidia.ptxas.path)
+    except RuntimeError:
+        return None
+
+
 def _ptxas_report(ptx: str) -> tuple[int, int, int]:
     """Registers, spill stores and spill loads (bytes) of ``ptx`` compiled by ptxas for
     sm_90a, as Triton compiles it (``ptxas -v``)."""
-    from triton import knobs
     from triton.backends.nvidia.compiler import sm_arch_from_capability
 
     with tempfile.TemporaryDirectory() as folder:
@@ -90,7 +100,7 @@ def _ptxas_report(ptx: str) -> tuple[int, int, int]:
         with open(source, "w") as file:
             file.write(ptx)
         result = subprocess.run(
-            [knobs.nvidia.ptxas.path, "-v", f"--gpu-name={sm_arch_from_capability(CAPABILITY)}",
+            [str(ptxas()), "-v", f"--gpu-name={sm_arch_from_capability(CAPABILITY)}",
              source, "-o", os.path.join(folder, "kernel.cubin")],
             capture_output=True, text=True, check=True)
     log = result.stderr

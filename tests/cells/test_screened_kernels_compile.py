@@ -14,7 +14,9 @@ import pytest
 
 pytest.importorskip("triton")
 
-from kernels_for_sm90 import SHARED_LIMIT, Compiled, compile_for_sm90, compiled_module
+from kernels_for_sm90 import SHARED_LIMIT, Compiled, compile_for_sm90, compiled_module, ptxas
+
+pytestmark = pytest.mark.skipif(ptxas() is None, reason="no ptxas (it comes with Triton's wheel)")
 
 _INTEGERS = {"p": "i32", "batch": "i32", "target_ptr": "*i64"}
 _ROLLOUT_TYPES = {"batch": "i32", "reset_ptr": "*i1", "t_ptr": "*i64", "t_out_ptr": "*i64",
