@@ -13,8 +13,8 @@ is four: :func:`_attention_backward`, the key's gradient into :math:`h_k` (``mm`
 
 The attention kernels hold a window of ``BLOCK_W × BLOCK_H`` values in registers; a chunk whose
 widest window or hidden size exceeds :data:`MOST` runs the Python loops (:func:`fits` says
-why). They use no ``tl.dot`` (products and sums over blocks), so small shapes need no padding
-beyond the power-of-two blocks.
+why). They use no ``tl.dot`` (products and sums over blocks); the blocks are powers of two, at least
+16, the excess masked.
 
 Resets, by :mod:`rlmem.cells.resets`' rule: a step's kernels write the next step's incoming
 state zero where the env resets there, and zero ``c_{k-1}`` where it resets at step k; going
@@ -39,8 +39,9 @@ ELEMENTWISE = 512
 
 
 def blocks(widest: int, hidden: int) -> tuple[int, int]:
-    """``BLOCK_W, BLOCK_H``: powers of two that hold the widest window and the hidden units."""
-    return triton.next_power_of_2(max(widest, 1)), triton.next_power_of_2(hidden)
+    """``BLOCK_W, BLOCK_H``: powers of two that hold the widest window and the hidden units, at
+    least 16 (no block of a handful: the shapes every GPU compiler handles)."""
+    return (max(16, triton.next_power_of_2(widest)), max(16, triton.next_power_of_2(hidden)))
 
 
 def fits(widest: int, hidden: int) -> str | None:
