@@ -93,6 +93,19 @@ def _sigmoid(x):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
+def _sum(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    # tl.reduce with Triton's own combine rather than tl.sum (likewise _max): tl.sum is itself
+    # a jit function, which Triton's interpreter cannot call where Triton was imported before
+    # TRITON_INTERPRET=1 was set (a test process); the interpreter sums this one in numpy.
+    return tl.reduce(x, axis, tl.standard._sum_combine)
+
+
+@triton.jit
+def _max(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    return tl.reduce(x, axis, tl.standard._elementwise_max)
+
+
+@triton.jit
 def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
                   c_ptr, h_ptr, h_stride, numel, size, BLOCK: tl.constexpr):
     """The LSTM base of one step (``BaseRecurrence.forward``): ``act = σ(z)``, ``partner =
@@ -166,14 +179,14 @@ def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type
     score = tl.load(score_ptr + unit, mask=units, other=0.0)
     entries = tl.arange(0, BLOCK_W) < width
     penalty = tl.load(mask_ptr + b * columns + column, mask=entries, other=0.0)
-    logits = tl.where(entries, tl.sum(e * score[None, :], 1) + penalty, float("-inf"))
-    exp = tl.exp(logits - tl.max(logits, 0))
-    weights = exp / tl.sum(exp, 0)
+    logits = tl.where(entries, _sum(e * score[None, :], 1) + penalty, float("-inf"))
+    exp = tl.exp(logits - _max(logits, 0))
+    weights = exp / _sum(exp, 0)
     tl.store(weights_ptr + b * columns + column, weights, mask=entries)
     memory = (tl.load(memory_ptr + memory_rows, mask=is_in, other=0.0)
               + tl.load(chunk_ptr + chunk_rows, mask=is_chunk, other=0.0))
     h = tl.load(chunk_ptr + (b * steps + k) * size + unit, mask=units, other=0.0)
-    s = h + tl.sum(weights[:, None] * memory, 0)
+    s = h + _sum(weights[:, None] * memory, 0)
     tl.store(y_ptr + b * size + unit, s, mask=units)
     keep = tl.load(keep_next_ptr + b)
     tl.store(s_next_ptr + b * size + unit, tl.where(keep > 0.0, s, 0.0), mask=units)
@@ -204,18 +217,18 @@ def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # ty
     weights = tl.load(weights_ptr + b * columns + column, mask=entries, other=0.0)
     memory = (tl.load(memory_ptr + memory_rows, mask=is_in, other=0.0)
               + tl.load(chunk_ptr + chunk_rows, mask=is_chunk, other=0.0))
-    d_weights = tl.sum(memory * ds[None, :], 1)
-    d_logits = weights * (d_weights - tl.sum(weights * d_weights, 0))
+    d_weights = _sum(memory * ds[None, :], 1)
+    d_logits = weights * (d_weights - _sum(weights * d_weights, 0))
     keys = (tl.load(keys_ptr + memory_rows, mask=is_in, other=0.0)
             + tl.load(chunk_keys_ptr + chunk_rows, mask=is_chunk, other=0.0))
     query = tl.load(z_ptr + b * 5 * size + 4 * size + unit, mask=units, other=0.0)
     e = _sigmoid(query[None, :] + 2.0 * keys)
     d_score = tl.load(d_score_ptr + b * size + unit, mask=units, other=0.0)
-    tl.store(d_score_ptr + b * size + unit, d_score + tl.sum(d_logits[:, None] * e, 0),
+    tl.store(d_score_ptr + b * size + unit, d_score + _sum(d_logits[:, None] * e, 0),
              mask=units)
     d_pre = d_logits[:, None] * e * (1.0 - e)
     score = tl.load(score_ptr + unit, mask=units, other=0.0)
-    tl.store(dz_query_ptr + b * 5 * size + unit, tl.sum(d_pre, 0) * score, mask=units)
+    tl.store(dz_query_ptr + b * 5 * size + unit, _sum(d_pre, 0) * score, mask=units)
     d_key = 2.0 * d_pre * score[None, :]
     d_entry = weights[:, None] * ds[None, :]
     _accumulate(d_keys_ptr + memory_rows, d_key, is_in)
