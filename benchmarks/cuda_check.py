@@ -162,7 +162,7 @@ class CudnnSequence(nn.Module):
 
 
 def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device, batch_size: int,
-                    graph: bool = False) -> Callable[[], None]:
+                    graph: bool = False, seq_len: int = SEQ_LEN) -> Callable[[], None]:
     """The supervised trainer's step (``SupervisedTrainer.train_step``, less its metrics):
     sample, forward, loss, backward, clipping, the finiteness check, Adam; with ``graph``,
     the forward to clipping replayed from a CUDA graph (:mod:`rlmem.tasks.cuda_graph`)."""
@@ -171,7 +171,7 @@ def supervised_step(model: nn.Module, task: SequenceTask, device: torch.device, 
     graphed: list[GraphedLoss] = []
 
     def step() -> None:
-        batch = task.sample(batch_size, SEQ_LEN, generator)
+        batch = task.sample(batch_size, seq_len, generator)
         if isinstance(model, SequenceModel) and graph and not graphed:
             recorded, computed = GraphedLoss.capture(model, task, batch, 1.0)
             if recorded is None:

@@ -13,6 +13,11 @@
 #   benchmark  benchmarks/cuda_check.py: PPO frames/s CPU against CUDA, host syncs, supervised
 #              iterations/s against cuDNN, profiler tables ($BENCH_ARGS, default
 #              "--rounds 3 --profile $OUT/profile.md", are passed on);
+#   kernels    the engines' float64 equality tests on CUDA (Triton kernels and Python loops);
+#   cells      benchmarks/gpu_cells.py: every cell against cuDNN, kernels on and off
+#              ($CELLS_ARGS passed on, default "--budget 240");
+#   envs       the tensor envs' frames/s on CUDA (MiniGrid and POPGym);
+#   ppo        our PPO with the tensor envs on CUDA at the fast preset (lstm, relstm), frames/s;
 #   scaling    benchmarks/scaling.py on that machine's CPU cores (16 on the lent ones: the
 #              only machine of more than 2 cores this project has), $SCALING_ARGS passed on.
 # Logs and tables go to $OUT (default: build/cuda_check).
@@ -77,6 +82,26 @@ for part in $PARTS; do
         step benchmark 300 python3 benchmarks/cuda_check.py --out "$OUT/cuda_check.md" \
             ${BENCH_ARGS:---rounds 3 --profile $OUT/profile.md}
         cat "$OUT/cuda_check.md" ;;
+    kernels)
+        step kernels_cuda 150 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
+            tests/cells/test_engines.py -k cuda ;;
+    cells)
+        # shellcheck disable=SC2086  # CELLS_ARGS is a list of arguments
+        step gpu_cells 330 python3 benchmarks/gpu_cells.py --out "$OUT/gpu_cells.md" \
+            ${CELLS_ARGS:---budget 240}
+        cat "$OUT/gpu_cells.md" ;;
+    envs)
+        step tensor_envs_cuda 100 python3 benchmarks/tensor_env_speed.py --device cuda \
+            --num-envs 16 4096 65536 --max-reference-envs 16 --rounds 2 --block-seconds 0.5
+        step tensor_popgym_cuda 100 python3 benchmarks/tensor_popgym_speed.py --device cuda \
+            --sizes 16 4096 --rounds 2 --seconds 0.5 ;;
+    ppo)
+        for memory in lstm relstm; do
+            step "ppo_tensor_${memory}_cuda" 75 python3 -m rlmem.train env=DoorKey-5x5 \
+                "memory=$memory" env_backend=tensor device=cuda agent.preset=fast \
+                frames=1048576 "run_dir=$R/ppo_tensor_$memory"
+            tail -3 "$R/ppo_tensor_$memory/progress.csv"
+        done ;;
     scaling)
         # shellcheck disable=SC2086  # SCALING_ARGS is a list of arguments
         step scaling "${SCALING_LIMIT:-400}" python3 benchmarks/scaling.py \

@@ -18,7 +18,10 @@ chunks that carry the state across:
 
 Each row also checks that its engine function computed every call. It runs on the CPU with
 the compiled loops and with their Python fallback (:class:`Loops` says which the row needs),
-and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only).
+and on CUDA when torch has it (with the Python loops: the compiled ones are CPU-only). A row
+whose engine has Triton kernels (``triton=True``, :mod:`rlmem.cells._engines.gpu`) runs with
+them too: on the CPU through Triton's interpreter, and on CUDA; the row then checks that the
+kernels computed its chunks.
 """
 
 from __future__ import annotations
@@ -129,48 +132,49 @@ ENGINES: list[Row] = [
     Row("memlstm", {"capacity": 8}, R, MemLSTM.step, PYTHON, sharpen=SHARP),
     # ReLSTM and ReLRNN: the chunk engine (both screenings); the compiled rollout step
     # (Algorithm 1's); else the step, its weights built once per call.
-    Row("relstm", NU3_RHO2, T, screened.screened_scan),
-    Row("relstm", {"short_term": 1, "relevant": 1}, T, screened.screened_scan),
-    Row("relstm", NU2_RHO2, T, screened.screened_scan, sharpen=SHARP),
-    Row("relstm", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relstm", NU3_RHO2, T, screened.screened_scan, triton=True),
+    Row("relstm", {"short_term": 1, "relevant": 1}, T, screened.screened_scan, triton=True),
+    Row("relstm", NU2_RHO2, T, screened.screened_scan, sharpen=SHARP, triton=True),
+    Row("relstm", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relstm", {"short_term": 2, "relevant": 1} | NORMALISED, T, screened.screened_scan,
-        sharpen=SHARP),
-    Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP),
-    Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP),
+        sharpen=SHARP, triton=True),
+    Row("relstm", NU2_RHO2, E, screened.screened_scan, sharpen=SHARP, triton=True),
+    Row("relstm", NU3_RHO2 | NORMALISED, E, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relstm", NU2_RHO2, S, RelevancyScreening.step, sharpen=SHARP),
-    Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP),
+    Row("relstm", NU2_RHO2, R, screened.screened_step, COMPILED, sharpen=SHARP, triton=True),
     Row("relstm", NU2_RHO2, R, RelevancyScreening.step, PYTHON, sharpen=SHARP),
     Row("relstm", NU3_RHO2 | NORMALISED, R, RelevancyScreening.step, sharpen=SHARP),
     Row("relstm", NU2_RHO2 | AUTHORS, T, RelevancyScreening.step, sharpen=SHARP),
     Row("relstm", NU2_RHO2 | AUTHORS, R, RelevancyScreening.step, sharpen=SHARP),
-    Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP),
-    Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP),
+    Row("relrnn", {"short_term": 4, "relevant": 3}, T, screened.screened_scan, sharpen=SHARP,
+        triton=True),
+    Row("relrnn", NU3_RHO2 | NORMALISED, T, screened.screened_scan, sharpen=SHARP, triton=True),
     Row("relrnn", {"short_term": 4, "relevant": 3}, R, screened.screened_step, COMPILED,
-        sharpen=SHARP),
+        sharpen=SHARP, triton=True),
     Row("relrnn", {"short_term": 4, "relevant": 3}, R, RelevancyScreening.step, PYTHON,
         sharpen=SHARP),
     Row("relrnn", NU2_RHO2 | {"nonlinearity": BaseNonlinearity.modrelu}, T,
         RelevancyScreening.step, sharpen=SHARP),
     Row("relrnn", NU2_RHO2 | AUTHORS, T, RelevancyScreening.step, sharpen=SHARP),
     # TARNN and SA-RNN: the loop without autograd and its hand-written backward.
-    Row("tarnn", {}, T, tarnn.fast_scan),
+    Row("tarnn", {}, T, tarnn.fast_scan, triton=True),
     Row("tarnn", {"K": 2, "A": "coupled", "nonlinearity": "relu", "gamma1": 0.1,
-                  "gamma2": 0.2}, T, tarnn.fast_scan),
-    Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan),
-    Row("tarnn", {}, R, tarnn.fast_scan),
+                  "gamma2": 0.2}, T, tarnn.fast_scan, triton=True),
+    Row("tarnn", {"nonlinearity": "sigmoid"}, T, tarnn.fast_scan, triton=True),
+    Row("tarnn", {}, R, tarnn.fast_scan, triton=True),
     Row("sarnn", {}, T, sarnn.fast_scan, triton=True),
     Row("sarnn", {"lam": 1e-2}, T, sarnn.fast_scan, triton=True),
     Row("sarnn", {}, R, sarnn.fast_scan, triton=True),
     # iRNN and ERNN: the loop under autograd, products shared across steps.
-    Row("irnn", {}, T, irnn.fast_scan),
-    Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan),
-    Row("irnn", {"K": 2, "rank": 2}, T, irnn.fast_scan),
+    Row("irnn", {}, T, irnn.fast_scan, triton=True),
+    Row("irnn", {"K": 3, "eta": 0.3, "nonlinearity": "tanh"}, T, irnn.fast_scan, triton=True),
+    Row("irnn", {"K": 2, "rank": 2}, T, irnn.fast_scan, triton=True),
     Row("irnn", {"K": 2, "update_rule": IRNNUpdate.eq5, "learn_alpha": True}, T,
-        irnn.fast_scan),
-    Row("irnn", {"K": 2, "rank": 2}, R, irnn.fast_scan),
-    Row("ernn", {}, T, ernn.fast_scan),
-    Row("ernn", {"K": 3, "eta": 0.4, "nonlinearity": "tanh"}, T, ernn.fast_scan),
-    Row("ernn", {}, R, ernn.fast_scan),
+        irnn.fast_scan, triton=True),
+    Row("irnn", {"K": 2, "rank": 2}, R, irnn.fast_scan, triton=True),
+    Row("ernn", {}, T, ernn.fast_scan, triton=True),
+    Row("ernn", {"K": 3, "eta": 0.4, "nonlinearity": "tanh"}, T, ernn.fast_scan, triton=True),
+    Row("ernn", {}, R, ernn.fast_scan, triton=True),
     # LRU, FFM: the associative scan over the chunk.
     Row("lru", {}, T, LinearRecurrence.fast_scan),
     Row("lru", {"N": 4, "r_min": 0.9, "r_max": 0.999}, E, LinearRecurrence.fast_scan),

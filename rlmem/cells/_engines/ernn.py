@@ -3,16 +3,19 @@ shared between steps, under autograd.
 
 The residual of step t, a trace, needs :math:`M h_t`, which is also the first product of step
 t + 1: it is computed once, and the residuals of all steps in one batched pass at the end.
+Where :func:`.gpu.runs`, a chunk is one Triton kernel forward and one backward
+(:mod:`.gpu.ernn`) instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
+from rlmem.cells._engines import gpu
 from rlmem.cells.resets import reset_masks, reset_where
 from rlmem.cells.time_loop import S, ScanResult
 
@@ -35,6 +38,11 @@ def fast_scan(drives: Tensor, weights: ERNNWeights, state: S, resets: Tensor,
         - drives: ``(T, B, H)``, :math:`d_t` (the cell's ``project_input``); resets ``(T, B)``
         - state: a one-field NamedTuple, :math:`h` ``(B, H)``; returned of the same type
     """
+    kernels, phi_kind = _kernels(drives, phi)
+    if kernels is not None:
+        y, residual = kernels.scan(drives, state[0], weights.fixed_point_t, weights.eta, resets,
+                                   phi_kind)
+        return ScanResult(y, state._make([y[-1]]), {"residual": residual})
     weight_t = weights.fixed_point_t
     etas = weights.eta.unbind()
     masks = reset_masks(resets)
@@ -57,3 +65,14 @@ def fast_scan(drives: Tensor, weights: ERNNWeights, state: S, resets: Tensor,
         products.append(h @ weight_t)
         residual = (phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
     return ScanResult(y, state._make([h]), {"residual": residual})
+
+
+def _kernels(drives: Tensor, phi: Callable[[Tensor], Tensor]) -> tuple[Any, int]:
+    """The Triton kernels (:mod:`.gpu.ernn`) and φ's number where they compute this chunk,
+    else ``(None, -1)``."""
+    if not gpu.runs(drives, "ernn"):
+        return None, -1
+    from rlmem.cells._engines.gpu import ernn as kernels  # imports Triton: only here
+
+    kind = kernels.irnn.phi_kind(phi, drives.shape[-1], "ernn")
+    return (None, -1) if kind is None else (kernels, kind)

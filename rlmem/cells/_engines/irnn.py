@@ -4,17 +4,20 @@ A are shared between rounds, under autograd.
 Round k's first Euler step starts from :math:`g_0 = 0`, so it reads :math:`A h_{k-1}`. Its
 residual, a trace, needs :math:`A(g_K + h_{k-1}) = A h_k + A h_{k-1}`: both products are
 computed anyway (the first by round k + 1), so the residuals of all rounds cost one batched
-pass at the end, instead of one product per round.
+pass at the end, instead of one product per round. Where :func:`.gpu.runs`, a chunk is one
+Triton kernel forward and one backward (:mod:`.gpu.irnn`) instead, on the matrix of
+:math:`A^\top`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
+from rlmem.cells._engines import gpu
 from rlmem.cells.resets import reset_masks, reset_where
 from rlmem.cells.time_loop import S, ScanResult
 
@@ -41,6 +44,15 @@ def fast_scan(drives: Tensor, weights: IRNNWeights, state: S, resets: Tensor,
         - state: a one-field NamedTuple, :math:`h` ``(B, D)``; returned of the same type
     """
     transition, alpha = weights.transition, weights.alpha
+    kernels, phi_kind = _kernels(drives, phi)
+    if kernels is not None:
+        # A's matrix, transposed, from the map itself: z ↦ A z on the rows of I is Aᵀ (one
+        # product per call, under autograd; full or low-rank alike)
+        size = drives.shape[-1]
+        transition_t = transition(torch.eye(size, dtype=drives.dtype, device=drives.device))
+        y, residual = kernels.scan(drives, state[0], transition_t, weights.eta, alpha, resets,
+                                   phi_kind, incremental=True)
+        return ScanResult(y, state._make([y[-1]]), {"residual": residual})
     etas = weights.eta.unbind()
     masks = reset_masks(resets)
     h = state[0]
@@ -68,3 +80,14 @@ def fast_scan(drives: Tensor, weights: IRNNWeights, state: S, resets: Tensor,
         residual = (phi(torch.stack(products[1:]) + torch.stack(firsts))
                     - alpha * total).norm(dim=-1)
     return ScanResult(y, state._make([h]), {"residual": residual})
+
+
+def _kernels(drives: Tensor, phi: Callable[[Tensor], Tensor]) -> tuple[Any, int]:
+    """The Triton kernels (:mod:`.gpu.irnn`) and φ's number where they compute this chunk,
+    else ``(None, -1)``."""
+    if not gpu.runs(drives, "irnn"):
+        return None, -1
+    from rlmem.cells._engines.gpu import irnn as kernels  # imports Triton: only here
+
+    kind = kernels.phi_kind(phi, drives.shape[-1], "irnn")
+    return (None, -1) if kind is None else (kernels, kind)

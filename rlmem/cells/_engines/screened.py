@@ -6,7 +6,9 @@ step by step under autograd, dozens of small tensor ops and as many backward nod
 loop runs without autograd over preallocated buffers, records what the backward needs, and
 :class:`_Screened` runs the backward loop by hand; parameter gradients are summed over the
 chunk in a few large matmuls after the loop. The loops run compiled (``csrc/screened.h``)
-where :mod:`.compiled` can, else in Python.
+where :mod:`.compiled` can (the CPU), else through Triton kernels where :func:`.gpu.runs`
+(CUDA; :mod:`.gpu.screened`: a fused kernel per step forward and backward, and a rollout's
+step in one kernel), else in Python.
 
 The math is the step's (written there in textbook form), in the doubled form of
 :mod:`rlmem.cells.attention` (:math:`\tanh(x) = 2\sigma(2x) - 1`, the factors 2 folded into
@@ -25,13 +27,14 @@ Which one a chunk takes is the cell's choice
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from rlmem.cells._engines import compiled
+from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
@@ -85,6 +88,7 @@ class _ScreenedTape(NamedTuple):
     resets: Tensor
     reset_steps: list[bool]
     blocks: tuple[Tensor, ...]  # the WORKSPACE blocks the buffers above are carved from
+    kernels: bool  # whether the Triton kernels ran the forward (and so run the backward)
 
 
 _PAD = 16
@@ -296,7 +300,8 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                            xp.device)
     long_block, long_buffers = carve({"targets": (steps, batch)}, torch.long, xp.device)
     native = compiled.ops(xp)
-    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=native is None)
+    kernels = _triton_loops(xp, hidden, slots) if native is None else None
+    base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=not (native or kernels))
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
     slot_data = _fill_slots(buffers["slot_data"], key_t, short, short_score, short_valid,
                             short_time, relevant, relevant_score, relevant_valid, relevant_time,
@@ -304,7 +309,6 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     time = episode_time(t0, resets)
     entering = buffers["entering"].zero_()  # h_k's [score, mask, rank, episode step]
     entering[..., 3] = time
-
     y = xp.new_empty(steps, batch, hidden)
     attention, history, e, z = (buffers[name] for name in ("attention", "history", "e", "z"))
     evicted, candidate = buffers.get("evicted"), buffers["candidate"]
@@ -323,6 +327,9 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             uniform_share if uniform_share is not None else 0.0, save)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
+    elif kernels is not None:
+        before_reset = kernels.forward_loop(xp, s0, resets, any_reset, weights, buffers,
+                                            targets, y, nu, uniform_share)
     else:
         before_reset = _screened_loop(
             xp, s0, resets, any_reset, base, weights, slot_data, z_in, z, entering, e,
@@ -336,8 +343,21 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     assert evicted is not None
     tape = _ScreenedTape(nu, base, weights, y, s0, attention, slot_data, e, targets, evicted,
                          before_reset, torch.cat([short, relevant], dim=1), resets, any_reset,
-                         (block, long_block))
+                         (block, long_block), kernels is not None)
     return result, tape
+
+
+def _triton_loops(like: Tensor, hidden: int, slots: int) -> ModuleType | None:
+    """The Triton kernels' loops (:mod:`.gpu.screened`), if they run a chunk like ``like`` of
+    ``hidden`` and ``slots`` (``ν + ρ``); where they cannot, :func:`.gpu.fallback` says why."""
+    if not gpu.runs(like, "screened"):
+        return None
+    from rlmem.cells._engines.gpu import screened as triton_loops
+    reason = triton_loops.uncovered(hidden, slots)
+    if reason is not None:
+        gpu.fallback("screened", reason)
+        return None
+    return triton_loops
 
 
 def _attention_backward(d_weights: Tensor, weights: Tensor, e: Tensor, score_vector: Tensor,
@@ -501,6 +521,13 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
             base.act if base.lstm else empty, base.partner if base.lstm else empty, nu,
             base.lstm)
         dc = dc if dc.numel() else None
+    elif tape.kernels:
+        from rlmem.cells._engines.gpu import screened as triton_loops
+        ds, dc = triton_loops.backward_loop(
+            g_y, g_c, tape.resets, tape.before_reset, recurrent, key.contiguous(),
+            score_vector, tape.attention, tape.e, tape.targets, tape.evicted, tape.slot_data,
+            grad, dz, d_logits, d_keys_h, buffers["h"],
+            (base.act, base.partner) if base.lstm else None, nu)
     else:
         ds, dc = _screened_backward_loop(tape, g_y, g_c, grad, buffers)
         dc = dc.clone() if dc is not None else None  # not a view of the block given back
@@ -638,32 +665,50 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
                   relevant: Tensor, relevant_score: Tensor, relevant_valid: Tensor,
                   relevant_time: Tensor, t0: Tensor, resets: Tensor) -> ScreenedResult | None:
     """Relevancy screening's step for one rollout step without autograd, compiled
-    (``csrc/screened_step.h``): the cell's step, Algorithm 1's screening on a tanh or LSTM
-    base. ``None`` where it does not apply (more than one
-    step, autograd, another dtype, no compiled loops), for the caller to run the step in
-    Python.
+    (``csrc/screened_step.h``) on the CPU, a Triton kernel (:func:`.gpu.screened.rollout_step`)
+    on CUDA: the cell's step, Algorithm 1's screening on a tanh or LSTM
+    base. ``None`` where it does not apply (more than one step, autograd, another dtype,
+    neither compiled loops nor kernels), for the caller to run the step in Python.
 
     Shapes: as :func:`screened_scan`, with ``T = 1``.
     """
     native = compiled.ops(xp)
     tensors = (xp, *weights, s0, c0, short, short_score, relevant, relevant_score)
-    if (native is None or xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
+    if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
             or (torch.is_grad_enabled()
                 and any(t is not None and t.requires_grad for t in tensors))):
         return None
+    if native is None:  # on CUDA, the kernels' step
+        kernels = _triton_loops(xp, s0.shape[1], short.shape[1] + relevant.shape[1])
+        if kernels is None:
+            return None
+        y, c, t, memory, attention, slot_time = kernels.rollout_step(
+            xp[0], weights, s0, c0, (short, short_score, short_valid, short_time, relevant,
+                                     relevant_score, relevant_valid, relevant_time),
+            t0, resets[0])
+        return _step_result(y, c, t, memory, attention, slot_time)
     empty = xp.new_empty(0)
     fields = _ScreenedFields(s0, c0 if c0 is not None else s0, t0, short, short_score,
                              short_valid, short_time, relevant, relevant_score,
                              relevant_valid, relevant_time)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
         fields = _ScreenedFields(*reset_state(fields, resets[0]))
-    (y, c, t, short, short_score, short_valid, short_time, relevant, relevant_score,
-     relevant_valid, relevant_time, attention, slot_time) = native.screened_step(
+    y, c, t, *memory, attention, slot_time = native.screened_step(
         xp[0], fields.s, fields.c if c0 is not None else empty, *fields[2:], *weights)
+    return _step_result(y, c if c0 is not None else None, t, tuple(memory), attention,
+                        slot_time)
+
+
+def _step_result(y: Tensor, c: Tensor | None, t: Tensor, memory: tuple[Tensor, ...],
+                 attention: Tensor, slot_time: Tensor) -> ScreenedResult:
+    """A rollout step's result from the step's output ``(B, H)``, the new state's fields
+    (``memory``: S's content, score, valid and time, then R's) and its traces."""
+    short, short_score, short_valid, short_time, relevant, relevant_score, relevant_valid, \
+        relevant_time = memory
     traces = {"attention": attention, "slot_time": slot_time,
               "relevant_valid": relevant_valid, "relevant_score": relevant_score}
     return ScreenedResult(
-        y=y.unsqueeze(0), c=c if c0 is not None else None, t=t, short=short,
+        y=y.unsqueeze(0), c=c, t=t, short=short,
         short_score=short_score, short_valid=short_valid, short_time=short_time,
         relevant=relevant, relevant_score=relevant_score, relevant_valid=relevant_valid,
         relevant_time=relevant_time,

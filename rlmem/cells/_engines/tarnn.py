@@ -1,6 +1,7 @@
 r"""TARNN's engine: its time loop over a chunk, with a hand-written backward pass.
 
-The loop runs compiled (``csrc/tarnn.h``) where :mod:`.compiled` can, else in Python.
+The loop runs compiled (``csrc/tarnn.h``) where :mod:`.compiled` can, else as Triton kernels
+(:mod:`.gpu.tarnn`, the same loops) where :func:`.gpu.runs`, else in Python.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rlmem.cells._engines import compiled
+from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.fast_forms import FastForm
 from rlmem.cells._engines.workspace import WORKSPACE
 from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
@@ -82,7 +83,7 @@ class TARNNScan(torch.autograd.Function):
         inputs, weight_s_scaled, weight_u_scaled = _fold_scale_in(inputs, weight_s, weight_u,
                                                                   form)
         ctx.coupled, ctx.form = coupled, form
-        native = compiled.ops(inputs)
+        native = _loops(inputs, s0.shape[1])
         ctx.native = native
         if native is not None:
             batch, size = s0.shape
@@ -138,6 +139,19 @@ class TARNNScan(torch.autograd.Function):
                          grad_eta_terms, euler[:, 0])
         WORKSPACE.give(ctx.block)
         return result
+
+
+def _loops(inputs: Tensor, size: int) -> Any:
+    """The compiled loops, else the Triton kernels (same functions), else ``None`` (Python)."""
+    native = compiled.ops(inputs)
+    if native is not None or not gpu.runs(inputs, "tarnn"):
+        return native
+    from rlmem.cells._engines.gpu import tarnn as kernels  # imports Triton: only here
+
+    if size > kernels.MAX_SIZE:
+        gpu.fallback("tarnn", f"hidden size {size} is above the kernels' {kernels.MAX_SIZE}")
+        return None
+    return kernels
 
 
 def _fold_scale_in(inputs: Tensor, weight_s: Tensor, weight_u: Tensor,
