@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 
 MOST = 32768
@@ -88,12 +88,12 @@ class KernelTape(NamedTuple):
 
 
 @triton.jit
-def _sigmoid(x):  # type: ignore[no-untyped-def]
+def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
-def _sum(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+def _sum(x, axis: tl.constexpr):
     # tl.reduce with Triton's own combine rather than tl.sum (likewise _max): tl.sum is itself
     # a jit function, which Triton's interpreter cannot call where Triton was imported before
     # TRITON_INTERPRET=1 was set (a test process); the interpreter sums this one in numpy.
@@ -101,12 +101,12 @@ def _sum(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
-def _max(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+def _max(x, axis: tl.constexpr):
     return tl.reduce(x, axis, tl.standard._elementwise_max)
 
 
 @triton.jit
-def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
+def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,
                   c_ptr, h_ptr, h_stride, numel, size, BLOCK: tl.constexpr):
     """The LSTM base of one step (``BaseRecurrence.forward``): ``act = σ(z)``, ``partner =
     [g, c_{k-1}, 2i, tanh c_k]`` (``c_{k-1}`` zero where the env resets), ``c_k`` and
@@ -141,7 +141,7 @@ def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,  # type: i
 
 
 @triton.jit
-def _window(b, incoming, first, width, n_in, slots, steps, size,  # type: ignore[no-untyped-def]
+def _window(b, incoming, first, width, n_in, slots, steps, size,
             BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
     """A step's window for batch item ``b``: the offsets of its rows in the memory (``(B,
     slots, H)``, as its keys and their gradients) and in the chunk (``(B, T, H)``, likewise),
@@ -159,7 +159,7 @@ def _window(b, incoming, first, width, n_in, slots, steps, size,  # type: ignore
 
 
 @triton.jit(do_not_specialize=["k", "incoming", "first", "width"])
-def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type: ignore[no-untyped-def]
+def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,
                        chunk_ptr, chunk_keys_ptr, weights_ptr, y_ptr, s_next_ptr,
                        keep_next_ptr, k, incoming, first, width, n_in, slots, steps, size,
                        BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
@@ -193,7 +193,7 @@ def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type
 
 
 @triton.jit(do_not_specialize=["incoming", "first", "width"])
-def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # type: ignore[no-untyped-def]
+def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,
                         chunk_keys_ptr, weights_ptr, grad_y_ptr, carry_ptr, keep_next_ptr,
                         ds_ptr, dz_query_ptr, d_score_ptr, d_memory_ptr, d_keys_ptr,
                         d_chunk_ptr, d_chunk_keys_ptr, incoming, first, width, n_in, slots,
@@ -238,12 +238,12 @@ def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # ty
 
 
 @triton.jit
-def _accumulate(pointers, value, mask):  # type: ignore[no-untyped-def]
+def _accumulate(pointers, value, mask):
     tl.store(pointers, tl.load(pointers, mask=mask, other=0.0) + value, mask=mask)
 
 
 @triton.jit
-def _lstm_backward(ds_ptr, d_h_ptr, d_key_h_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
+def _lstm_backward(ds_ptr, d_h_ptr, d_key_h_ptr, act_ptr, partner_ptr,
                    reset_ptr, dc_ptr, dz_ptr, h_stride, numel, size, BLOCK: tl.constexpr):
     """The LSTM base of one step back (``BaseRecurrence.backward``): from ``dh = ds + d h_k +
     (d U_a h_k) U_a`` and ``dc`` (that of c_k), the gradient of the base's pre-activations

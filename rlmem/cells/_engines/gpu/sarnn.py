@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 
 BLOCK = 512
@@ -51,12 +51,12 @@ class SARNNSaved(NamedTuple):
 
 
 @triton.jit
-def _sigmoid(x):  # type: ignore[no-untyped-def]
+def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
-def _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask):  # type: ignore[no-untyped-def]
+def _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask):
     """The GRU's gates r, z, its candidate n and the recurrent n term, of one step, from the
     input terms and :math:`W_{hh} h` (the bias :math:`b_{hh}` added here)."""
     in_n = tl.load(inputs_ptr + row * 4 * size + col, mask=mask, other=0.0)
@@ -75,7 +75,7 @@ def _gates(inputs_ptr, hidden_ptr, bias_ptr, row, col, size, mask):  # type: ign
 
 
 @triton.jit
-def _probability(inputs_ptr, w_u_ptr, half_slope_ptr, h, row, col, size,  # type: ignore[no-untyped-def]
+def _probability(inputs_ptr, w_u_ptr, half_slope_ptr, h, row, col, size,
                  mask):
     """ũ, the coordinator's hard sigmoid of slope α."""
     in_u = tl.load(inputs_ptr + row * 4 * size + size + col, mask=mask, other=0.0)
@@ -85,7 +85,7 @@ def _probability(inputs_ptr, w_u_ptr, half_slope_ptr, h, row, col, size,  # type
 
 
 @triton.jit
-def _kept(reset_next_ptr, row, mask, value, HAS_NEXT: tl.constexpr):  # type: ignore[no-untyped-def]
+def _kept(reset_next_ptr, row, mask, value, HAS_NEXT: tl.constexpr):
     """``value`` where the env does not reset at the next step (if any), else 0."""
     if HAS_NEXT:
         reset = tl.load(reset_next_ptr + row, mask=mask, other=0)
@@ -94,7 +94,7 @@ def _kept(reset_next_ptr, row, mask, value, HAS_NEXT: tl.constexpr):  # type: ig
 
 
 @triton.jit
-def _forward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, reset_next_ptr,  # type: ignore[no-untyped-def]
+def _forward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, reset_next_ptr,
                   w_u_ptr, half_slope_ptr, y_ptr, probability_ptr, update_ptr, h_next_ptr,
                   numel, size, HAS_NEXT: tl.constexpr, BLOCK: tl.constexpr):
     """One step: ``y``, ũ, u, and the next step's incoming state (zero where it resets)."""
@@ -118,7 +118,7 @@ def _forward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, reset_next_ptr,  # ty
 
 
 @triton.jit
-def _backward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, probability_ptr,  # type: ignore[no-untyped-def]
+def _backward_step(inputs_ptr, hidden_ptr, bias_ptr, h_ptr, probability_ptr,
                    update_ptr, reset_next_ptr, w_u_ptr, half_slope_ptr, grad_y_ptr,
                    grad_probability_ptr, carry_ptr, grad_all_ptr, numel, size,
                    HAS_NEXT: tl.constexpr, BLOCK: tl.constexpr):
