@@ -368,3 +368,94 @@ def backward_loop(tape: KernelTape, recurrent: Tensor, key: Tensor, score: Tenso
                              hidden, BLOCK=ELEMENTWISE)
         torch.mm(grads.z[k], recurrent, out=carry)
     return carry.masked_fill_(tape.resets[0, :, None] > 0, 0.0), dc
+
+
+@triton.jit
+def _rollout_attention(z_ptr, h_ptr, key_h_ptr, reset_ptr, t_ptr, valid_ptr, memory_ptr,
+                       keys_ptr, score_ptr, y_ptr, t_out_ptr, valid_out_ptr, memory_out_ptr,
+                       keys_out_ptr, attention_ptr, slot_time_ptr, slots, size,
+                       BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
+    """A rollout's step of the attention for batch item ``b``, on the state's own layout: the
+    memory with h_k in slot ``t mod capacity`` (zero first where the env resets), the
+    attention over its valid slots, ``s_k = h_k + Σ_j w_j m_j``, and the step's traces."""
+    b = tl.program_id(0)
+    slot = tl.arange(0, BLOCK_W)
+    unit = tl.arange(0, BLOCK_H)
+    units = unit < size
+    slots_in = slot < slots
+    tile = slots_in[:, None] & units[None, :]
+    reset = tl.load(reset_ptr + b) != 0
+    t = tl.where(reset, 0, tl.load(t_ptr + b))
+    new = slot == (t % slots)
+    valid = ((tl.load(valid_ptr + b * slots + slot, mask=slots_in, other=0) != 0) & ~reset
+             | new) & slots_in
+    rows = (b * slots + slot[:, None]) * size + unit[None, :]
+    h = tl.load(h_ptr + b * size + unit, mask=units, other=0.0)
+    memory = tl.where(reset, 0.0, tl.load(memory_ptr + rows, mask=tile, other=0.0))
+    memory = tl.where(new[:, None], h[None, :], memory)
+    key_h = tl.load(key_h_ptr + b * size + unit, mask=units, other=0.0)
+    keys = tl.where(reset, 0.0, tl.load(keys_ptr + rows, mask=tile, other=0.0))
+    keys = tl.where(new[:, None], key_h[None, :], keys)
+    tl.store(memory_out_ptr + rows, memory, mask=tile)
+    tl.store(keys_out_ptr + rows, keys, mask=tile)
+    tl.store(valid_out_ptr + b * slots + slot, valid.to(tl.uint8), mask=slots_in)
+    query = tl.load(z_ptr + b * 5 * size + 4 * size + unit, mask=units, other=0.0)
+    e = _sigmoid(query[None, :] + 2.0 * keys)
+    score = tl.load(score_ptr + unit, mask=units, other=0.0)
+    logits = tl.where(valid, _sum(e * score[None, :], 1), float("-inf"))
+    exp = tl.exp(logits - _max(logits, 0))
+    weights = exp / _sum(exp, 0)
+    tl.store(y_ptr + b * size + unit, h + _sum(weights[:, None] * memory, 0), mask=units)
+    tl.store(attention_ptr + b * slots + slot, weights, mask=slots_in)
+    age = ((t - slot) % slots + slots) % slots  # t - j mod capacity, in [0, capacity)
+    tl.store(slot_time_ptr + b * slots + slot, tl.where(valid, t - age, -1), mask=slots_in)
+    tl.store(t_out_ptr + b, t + 1)
+
+
+class RolloutStep(NamedTuple):
+    """What :func:`rollout_step` returns: the output and the state's fields, with the traces."""
+
+    y: Tensor
+    c: Tensor
+    t: Tensor
+    memory: Tensor
+    keys: Tensor
+    valid: Tensor
+    attention: Tensor
+    slot_time: Tensor
+
+
+def rollout_step(xp: Tensor, recurrent: Tensor, key: Tensor, score: Tensor, query_bias: Tensor,
+                 s: Tensor, c: Tensor, t: Tensor, memory: Tensor, keys: Tensor, valid: Tensor,
+                 reset: Tensor) -> RolloutStep:
+    """One step without autograd (a rollout's), from the state's own layout: no chunk set-up,
+    no host read. The weights as :func:`forward_loop`'s.
+
+    Shapes: xp ``(B, 4H)``; s, c ``(B, H)``; t ``(B,)`` long; memory, keys ``(B, capacity,
+    H)``; valid ``(B, capacity)`` bool; reset ``(B,)`` bool; the fields returned likewise, y
+    ``(B, H)``, attention and slot_time ``(B, capacity)``.
+    """
+    batch, hidden = s.shape
+    capacity = memory.shape[1]
+    flags = reset.to(s.dtype)
+    z = torch.cat([xp, query_bias.expand(batch, hidden)], 1)
+    z.addmm_(s.masked_fill(reset[:, None], 0.0), recurrent.t())
+    act, partner = s.new_empty(batch, 4, hidden), s.new_empty(2, batch, 4, hidden)
+    partner[0, :, 1] = c
+    h = s.new_empty(batch, hidden)
+    _lstm_forward[(triton.cdiv(batch * hidden, ELEMENTWISE),)](
+        z, partner[0, :, 1], flags, act, partner[0], partner[1, :, 1], h, hidden,
+        batch * hidden, hidden, BLOCK=ELEMENTWISE)
+    key_h = h @ key.t()
+    out = RolloutStep(s.new_empty(batch, hidden), partner[1, :, 1].contiguous(),
+                      t.new_empty(batch), s.new_empty(memory.shape), s.new_empty(memory.shape),
+                      torch.empty(batch, capacity, dtype=torch.uint8, device=s.device),
+                      s.new_empty(batch, capacity), t.new_empty(batch, capacity))
+    block_w, block_h = blocks(capacity, hidden)
+    _rollout_attention[(batch,)](
+        z, h, key_h, reset.contiguous().view(torch.uint8), t, valid.contiguous().view(
+            torch.uint8), memory.contiguous(), keys.contiguous(), score, out.y, out.t,
+        out.valid, out.memory, out.keys, out.attention, out.slot_time, capacity, hidden,
+        BLOCK_W=block_w, BLOCK_H=block_h,
+        num_warps=min(16, max(4, triton.next_power_of_2(block_w * block_h // (32 * 32)))))
+    return out._replace(valid=out.valid.view(torch.bool))
