@@ -6,7 +6,9 @@ small tensor ops and as many backward nodes, and copies the whole memory on ever
 loop runs without autograd over preallocated buffers, each step reading only the entries it
 can attend to, records what the backward needs, and :class:`_Full` runs the backward loop by
 hand; parameter gradients are summed over the chunk in a few large matmuls after the loop. The
-loops run compiled (``csrc/full_attention.h``) where :mod:`.compiled` can, else in Python.
+loops run compiled (``csrc/full_attention.h``) where :mod:`.compiled` can; on CUDA through the
+Triton kernels of :mod:`.gpu.full_attention` (forward, backward and a rollout's step) where
+:func:`.gpu.runs` says they can and the windows fit them; else in Python.
 
 The math is the step's own, in the doubled form of :mod:`rlmem.cells.attention`; the softmax
 cancels the constant :math:`\sum v_a` that the doubled score adds (see :mod:`.screened`).
@@ -16,7 +18,8 @@ and the longest episode once per chunk before the loop, and nothing inside the l
 the device.
 
 Two engines, each a function of tensors that returns ``None`` for a chunk it does not take:
-the chunk engine (:func:`full_scan`) and the compiled rollout step (:func:`full_step`). Which
+the chunk engine (:func:`full_scan`) and the rollout step (:func:`full_step`: compiled, or
+the kernels' on CUDA). Which
 one a chunk takes is the cell's choice (:meth:`rlmem.cells.memlstm.MemLSTM.fast_scan`).
 """
 

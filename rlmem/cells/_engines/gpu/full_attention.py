@@ -11,10 +11,15 @@ A step forward is four launches: :math:`z = [x_p, 2b_a] + s W^\top` (``addmm_``)
 is four: :func:`_attention_backward`, the key's gradient into :math:`h_k` (``mm``),
 :func:`_lstm_backward`, and :math:`dz\,W` (``mm``), which the next step back reads.
 
+A rollout's step without autograd (:func:`rollout_step`) works on the state's own layout
+instead, with no chunk set-up: ``addmm_``, the LSTM base, the key (``mm``) and
+:func:`_rollout_attention`, which writes the new memory (h_k into slot ``t mod capacity``) and
+attends over its valid slots.
+
 The attention kernels hold a window of ``BLOCK_W × BLOCK_H`` values in registers; a chunk whose
 widest window or hidden size exceeds :data:`MOST` runs the Python loops (:func:`fits` says
-why). They use no ``tl.dot`` (products and sums over blocks); the blocks are powers of two, at least
-16, the excess masked.
+why). They use no ``tl.dot`` (products and sums over blocks); the blocks are powers of two,
+at least 16, the excess masked.
 
 Resets, by :mod:`rlmem.cells.resets`' rule: a step's kernels write the next step's incoming
 state zero where the env resets there, and zero ``c_{k-1}`` where it resets at step k; going
