@@ -52,7 +52,9 @@ class SARNNScan(torch.autograd.Function):
     :math:`\bar{\tilde u} = \bar u = -\bar h_t \odot d_t` (plus the budget's), through the
     clamp (read from :math:`\tilde u`, so none passes where :math:`\tilde u` is exactly 0 or 1,
     where autograd's clamp would pass it: a set of measure zero), and the weight gradients
-    summed over all steps in one matmul.
+    summed over all steps in one matmul. Where :func:`gpu.runs` says so (CUDA), both loops run
+    through the Triton kernels of :mod:`.gpu.sarnn` (two launches a step each way), which
+    compute the rearrangement themselves from the cell's own input terms.
 
     Shapes:
         - inputs: ``(T, B, 4H)`` from :meth:`~rlmem.cells.sarnn.SARNN.project_input`;
