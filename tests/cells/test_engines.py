@@ -208,15 +208,24 @@ def row_id(row: Row) -> str:
 
 
 def cases() -> list[Any]:
-    """Each row on the CPU with each implementation of the loops it runs with, and on CUDA."""
+    """Each row on the CPU with each implementation of the loops it runs with, and on CUDA.
+
+    Through Triton's interpreter a row takes seconds, so the default suite runs the
+    interpreter on each cell's first row of each kind (a chunk under autograd, a call without)
+    and the others under ``-m slow``; on CUDA every row runs."""
     params = []
+    interpreted: set[tuple[str, bool]] = set()
     for row in ENGINES:
         loops = ["compiled", "python"] if row.loops is Loops.ANY else [row.loops.value]
         params += [pytest.param(row, "cpu", kind, id=f"{row_id(row)}-cpu-{kind}")
                    for kind in loops]
         cuda = [] if row.loops is Loops.COMPILED else ["python"]
         if row.triton:
-            params.append(pytest.param(row, "cpu", "triton", id=f"{row_id(row)}-cpu-triton"))
+            kind_of_call = (row.cell, row.mode is Mode.TRAIN)
+            marks = [pytest.mark.slow] if kind_of_call in interpreted else []
+            interpreted.add(kind_of_call)
+            params.append(pytest.param(row, "cpu", "triton", id=f"{row_id(row)}-cpu-triton",
+                                       marks=marks))
             cuda.append("triton")
         params += [pytest.param(row, "cuda", kind, id=f"{row_id(row)}-cuda-{kind}",
                                 marks=pytest.mark.skipif(not torch.cuda.is_available(),
