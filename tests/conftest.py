@@ -17,3 +17,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     import torch
 
     torch.set_num_threads(1)
+
+if not os.environ.get("TRITON_INTERPRET"):
+    import torch
+
+    if not torch.cuda.is_available():
+        # Without a GPU the engines' Triton kernels run through Triton's interpreter
+        # (tests/cells/test_engines.py). Triton fixes each @jit function as interpreted or
+        # compiled when it is defined, its own tl.sum and tl.max included, so the variable must
+        # be set before any test imports Triton; set here, it is. A test that compiles the
+        # kernels for a GPU does so in a process of its own, without it.
+        os.environ["TRITON_INTERPRET"] = "1"

@@ -238,7 +238,9 @@ class RelevancyScreening(Cell):
         the parameters' dtype with autocast off; the chunk engine
         (:func:`~rlmem.cells._engines.screened.screened_scan`: chunks of
         :data:`~rlmem.cells._engines.attentive_paths.STEP_PATH_STEPS` steps or more, or under
-        autograd; float32 and float64; both screenings; :meth:`runs_engine`); the compiled
+        autograd, or any chunk the Triton kernels take but the rollout step's:
+        :func:`~rlmem.cells._engines.screened.kernels_take_short_chunk`; float32 and float64;
+        both screenings; :meth:`runs_engine`); the compiled
         rollout step (:func:`~rlmem.cells._engines.screened.screened_step`: one step without
         autograd, Algorithm 1's screening); else ``None``: :meth:`step` runs. With
         ``reset_rule=authors_code``, :meth:`authors_call`."""
@@ -256,7 +258,8 @@ class RelevancyScreening(Cell):
                   state.relevant_valid, state.relevant_time, state.t, resets)
         result = None
         normalised = self.screening is Screening.normalised
-        if wants_engine(x.shape[0], (xp, *weights, *state)):
+        if wants_engine(x.shape[0], (xp, *weights, *state)) or screened.kernels_take_short_chunk(
+                xp, state.s.shape[1], state.short.shape[1] + state.relevant.shape[1], normalised):
             result = screened.screened_scan(xp, weights, *fields,
                                             uniform_share=UNIFORM_SHARE if normalised else None)
         if result is None and not normalised:

@@ -116,14 +116,20 @@ def _run(cell: RelevancyScreening, x: torch.Tensor, resets: torch.Tensor) -> lis
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+@pytest.mark.parametrize("screening", list(Screening))
+@pytest.mark.parametrize("hidden", [128, 256])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["relstm", "relrnn"])
-def test_kernels_equal_the_python_loops_on_cuda(name: str, dtype: torch.dtype,
+def test_kernels_equal_the_python_loops_on_cuda(name: str, dtype: torch.dtype, hidden: int,
+                                                screening: Screening,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a GPU at the copy benchmark's size (hidden 128, ν = ρ = 10: the largest blocks),
-    the kernels against the Python loops, with resets, in both dtypes (attention not
-    sharpened: float32's rounding must not flip a near tie of the screening)."""
-    fast, _ = _pair(name, 128, sharpen=1.0, short_term=10, relevant=10)
+    """On a GPU at the copy benchmark's size (hidden 128, ν = ρ = 10: the largest blocks)
+    and at :data:`MAX_HIDDEN`, the kernels against the Python loops, with resets, in both
+    dtypes and both screenings (the rollout step of normalised screening through the chunk's
+    kernels); attention not sharpened: float32's rounding must not flip a near tie of the
+    screening."""
+    fast, _ = _pair(name, hidden, sharpen=1.0, short_term=10, relevant=10,
+                    screening=screening)
     fast = fast.to("cuda", dtype)
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(40, 16, 3, generator=generator).to("cuda", dtype)
@@ -137,3 +143,29 @@ def test_kernels_equal_the_python_loops_on_cuda(name: str, dtype: torch.dtype,
     tolerance = 1e-9 if dtype == torch.float64 else 2e-4
     for kernel, loop in zip(*results, strict=True):
         torch.testing.assert_close(kernel, loop, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn"])
+def test_short_chunks_without_grad_take_the_kernels(name: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without autograd, the chunks too short for the engine on the CPU still take the
+    kernels where they run (:func:`kernels_take_short_chunk`): a rollout's steps under
+    normalised screening, and chunks of 2 and 3 steps under Algorithm 1's."""
+    from rlmem.cells._engines.gpu import screened as kernels
+
+    use_loops("triton", monkeypatch)
+    forward_loop, chunks = kernels.forward_loop, []
+
+    def counted(*args: Any, **options: Any) -> Any:
+        chunks.append(args[0].shape[0])
+        return forward_loop(*args, **options)
+
+    monkeypatch.setattr(kernels, "forward_loop", counted)
+    for chunk, screening in ((1, Screening.normalised), (2, Screening.algorithm1),
+                             (3, Screening.normalised)):
+        fast, step = _pair(name, 5, short_term=2, relevant=2, screening=screening)
+        monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+        chunks.clear()
+        calls = assert_matches_without_grad(fast, step, chunk=chunk, steps=5, warmup=1,
+                                            batch=3)
+        assert len(chunks) == calls and max(chunks) == chunk, (chunk, chunks)

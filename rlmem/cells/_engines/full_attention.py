@@ -6,7 +6,9 @@ small tensor ops and as many backward nodes, and copies the whole memory on ever
 loop runs without autograd over preallocated buffers, each step reading only the entries it
 can attend to, records what the backward needs, and :class:`_Full` runs the backward loop by
 hand; parameter gradients are summed over the chunk in a few large matmuls after the loop. The
-loops run compiled (``csrc/full_attention.h``) where :mod:`.compiled` can, else in Python.
+loops run compiled (``csrc/full_attention.h``) where :mod:`.compiled` can; on CUDA through the
+Triton kernels of :mod:`.gpu.full_attention` (forward, backward and a rollout's step) where
+:func:`.gpu.runs` says they can and the windows fit them; else in Python.
 
 The math is the step's own, in the doubled form of :mod:`rlmem.cells.attention`; the softmax
 cancels the constant :math:`\sum v_a` that the doubled score adds (see :mod:`.screened`).
@@ -16,7 +18,8 @@ and the longest episode once per chunk before the loop, and nothing inside the l
 the device.
 
 Two engines, each a function of tensors that returns ``None`` for a chunk it does not take:
-the chunk engine (:func:`full_scan`) and the compiled rollout step (:func:`full_step`). Which
+the chunk engine (:func:`full_scan`) and the rollout step (:func:`full_step`: compiled, or
+the kernels' on CUDA). Which
 one a chunk takes is the cell's choice (:meth:`rlmem.cells.memlstm.MemLSTM.fast_scan`).
 """
 
@@ -627,8 +630,8 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     :meth:`rlmem.cells.memlstm.MemLSTM.step` (in the doubled form) attending over the slots
     ``[0, used)``, which must hold every state of every batch item. ``None`` where it does not
     apply (more than one step, autograd, another dtype, no compiled loops), for the caller to
-    run the step in Python. Where the Triton kernels run (:func:`gpu.runs`: on CUDA), the
-    chunk engine (:func:`full_scan`) computes the step through them instead.
+    run the step in Python. Where the Triton kernels run (:func:`gpu.runs`: on CUDA), they
+    compute the step instead (:func:`_kernel_step`), over every slot.
 
     Shapes: as :func:`full_scan`, with ``T = 1``.
     """
@@ -637,9 +640,8 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
             or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
         return None
-    if native is None:  # on CUDA, the chunk engine's Triton kernels over the one step
-        return (full_scan(xp, weights, s, c, memory, keys, valid, t, resets)
-                if gpu.runs(xp, "full_attention") else None)
+    if native is None:  # on CUDA, the Triton kernels' step
+        return _kernel_step(xp, weights, s, c, t, memory, keys, valid, resets)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
         s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
                                                    resets[0])
@@ -656,3 +658,24 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
                       traces={"attention": attention.unsqueeze(0),
                               "slot_time": slot_time.unsqueeze(0)})
 
+
+
+def _kernel_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, memory: Tensor,
+                 keys: Tensor, valid: Tensor, resets: Tensor) -> FullResult | None:
+    """:func:`full_step` through the Triton kernels (``gpu.full_attention.rollout_step``), on
+    the state's own layout; ``None`` where they do not run or the memory is too wide for
+    them."""
+    if not gpu.runs(xp, "full_attention"):
+        return None
+    from rlmem.cells._engines.gpu import full_attention as kernels
+    reason = kernels.fits(memory.shape[1], s.shape[1])
+    if reason is not None:
+        gpu.fallback("full_attention", reason)
+        return None
+    step = kernels.rollout_step(xp[0], weights.recurrent, weights.key * 0.5,
+                                weights.score.contiguous(), weights.query_bias, s, c, t, memory,
+                                keys, valid, resets[0])
+    return FullResult(y=step.y.unsqueeze(0), c=step.c, memory=step.memory, keys=step.keys,
+                      t=step.t, valid=step.valid,
+                      traces={"attention": step.attention.unsqueeze(0),
+                              "slot_time": step.slot_time.unsqueeze(0)})

@@ -52,7 +52,9 @@ class SARNNScan(torch.autograd.Function):
     :math:`\bar{\tilde u} = \bar u = -\bar h_t \odot d_t` (plus the budget's), through the
     clamp (read from :math:`\tilde u`, so none passes where :math:`\tilde u` is exactly 0 or 1,
     where autograd's clamp would pass it: a set of measure zero), and the weight gradients
-    summed over all steps in one matmul.
+    summed over all steps in one matmul. Where :func:`gpu.runs` says so (CUDA), both loops run
+    through the Triton kernels of :mod:`.gpu.sarnn` (two launches a step each way), which
+    compute the rearrangement themselves from the cell's own input terms.
 
     Shapes:
         - inputs: ``(T, B, 4H)`` from :meth:`~rlmem.cells.sarnn.SARNN.project_input`;
@@ -67,35 +69,33 @@ class SARNNScan(torch.autograd.Function):
     def forward(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor,
                 bias_hh: Tensor, w_u: Tensor, slope: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         half_slope = 0.5 * slope
-        inputs = _rearranged(inputs, half_slope)
-        w_u_scaled = w_u * half_slope
         ctx.kernels = gpu.runs(h0, "sarnn")
         if ctx.kernels:
             from rlmem.cells._engines.gpu import sarnn as kernels
-            y, ctx.saved = kernels.forward(inputs, h0, resets, weight_hh, bias_hh, w_u_scaled)
+            y, ctx.saved = kernels.forward(inputs, h0, resets, weight_hh, bias_hh, w_u,
+                                           half_slope)
             probability, update = ctx.saved.probability, ctx.saved.update
-            ctx.resets = resets
         else:
-            y, probability, update = _forward_loop(ctx, inputs, h0, resets, weight_hh, bias_hh,
-                                                   w_u_scaled)
+            y, probability, update = _forward_loop(ctx, _rearranged(inputs, half_slope), h0,
+                                                   resets, weight_hh, bias_hh, w_u * half_slope)
         ctx.mark_non_differentiable(update)
-        ctx.save_for_backward(weight_hh, w_u_scaled, half_slope)
+        ctx.save_for_backward(weight_hh, w_u, half_slope)
         return y, probability, update
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_y: Tensor, grad_probability: Tensor,
                  _grad_update: Tensor) -> tuple[Tensor | None, ...]:
-        weight_hh, w_u_scaled, half_slope = ctx.saved_tensors
+        weight_hh, w_u, half_slope = ctx.saved_tensors
         size = grad_y.shape[2]
         if ctx.kernels:
             from rlmem.cells._engines.gpu import sarnn as kernels
-            grad_all, grad_next = kernels.backward(ctx.saved, ctx.resets, grad_y,
-                                                   grad_probability, weight_hh, w_u_scaled)
+            grad_all, grad_next = kernels.backward(ctx.saved, grad_y, grad_probability,
+                                                   weight_hh)
             state_rows = ctx.saved.states[:-1].reshape(-1, size)
         else:
             grad_all, grad_next = _backward_loop(ctx, grad_y, grad_probability, weight_hh,
-                                                 w_u_scaled)
+                                                 w_u * half_slope)
             state_rows = torch.stack(ctx.saved[2]).view(-1, size)
         grad_inputs = grad_all[..., :4 * size]
         grad_inputs[..., size:2 * size] *= half_slope  # ā = α/2 · clamp'(·) ⊙ ũ̄

@@ -360,6 +360,17 @@ def _triton_loops(like: Tensor, hidden: int, slots: int) -> ModuleType | None:
     return triton_loops
 
 
+def kernels_take_short_chunk(xp: Tensor, hidden: int, slots: int, normalised: bool) -> bool:
+    """Whether a chunk too short for the engine on the CPU (``xp`` ``(T, B, G)``, no autograd:
+    :func:`.attentive_paths.wants_engine` said no) runs :func:`screened_scan` through the
+    Triton kernels: where they run, the cell's Python step costs dozens of launches a step and
+    the engine's set-up a few a chunk; Algorithm 1's single steps take
+    :func:`screened_step`'s one kernel instead. ``hidden`` and ``slots`` (``ν + ρ``)."""
+    if xp.shape[0] == 1 and not normalised:
+        return False
+    return _triton_loops(xp, hidden, slots) is not None
+
+
 def _attention_backward(d_weights: Tensor, weights: Tensor, e: Tensor, score_vector: Tensor,
                         d_logits: Tensor, d_pre: Tensor, dz_query: Tensor,
                         grad_keys: Tensor) -> None:

@@ -11,10 +11,15 @@ A step forward is four launches: :math:`z = [x_p, 2b_a] + s W^\top` (``addmm_``)
 is four: :func:`_attention_backward`, the key's gradient into :math:`h_k` (``mm``),
 :func:`_lstm_backward`, and :math:`dz\,W` (``mm``), which the next step back reads.
 
+A rollout's step without autograd (:func:`rollout_step`) works on the state's own layout
+instead, with no chunk set-up: ``addmm_``, the LSTM base, the key (``mm``) and
+:func:`_rollout_attention`, which writes the new memory (h_k into slot ``t mod capacity``) and
+attends over its valid slots.
+
 The attention kernels hold a window of ``BLOCK_W × BLOCK_H`` values in registers; a chunk whose
 widest window or hidden size exceeds :data:`MOST` runs the Python loops (:func:`fits` says
-why). They use no ``tl.dot`` (products and sums over blocks), so small shapes need no padding
-beyond the power-of-two blocks.
+why). They use no ``tl.dot`` (products and sums over blocks); the blocks are powers of two,
+at least 16, the excess masked.
 
 Resets, by :mod:`rlmem.cells.resets`' rule: a step's kernels write the next step's incoming
 state zero where the env resets there, and zero ``c_{k-1}`` where it resets at step k; going
@@ -27,8 +32,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton  # type: ignore[import-untyped]
-import triton.language as tl  # type: ignore[import-untyped]
+import triton
+import triton.language as tl
 from torch import Tensor
 
 MOST = 32768
@@ -39,8 +44,9 @@ ELEMENTWISE = 512
 
 
 def blocks(widest: int, hidden: int) -> tuple[int, int]:
-    """``BLOCK_W, BLOCK_H``: powers of two that hold the widest window and the hidden units."""
-    return triton.next_power_of_2(max(widest, 1)), triton.next_power_of_2(hidden)
+    """``BLOCK_W, BLOCK_H``: powers of two that hold the widest window and the hidden units, at
+    least 16 (no block of a handful: the shapes every GPU compiler handles)."""
+    return (max(16, triton.next_power_of_2(widest)), max(16, triton.next_power_of_2(hidden)))
 
 
 def fits(widest: int, hidden: int) -> str | None:
@@ -87,12 +93,25 @@ class KernelTape(NamedTuple):
 
 
 @triton.jit
-def _sigmoid(x):  # type: ignore[no-untyped-def]
+def _sigmoid(x):
     return 1.0 / (1.0 + tl.exp(-x))
 
 
 @triton.jit
-def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
+def _sum(x, axis: tl.constexpr):
+    # tl.reduce with Triton's own combine rather than tl.sum (likewise _max): tl.sum is itself
+    # a jit function, which Triton's interpreter cannot call where Triton was imported before
+    # TRITON_INTERPRET=1 was set (a test process); the interpreter sums this one in numpy.
+    return tl.reduce(x, axis, tl.standard._sum_combine)
+
+
+@triton.jit
+def _max(x, axis: tl.constexpr):
+    return tl.reduce(x, axis, tl.standard._elementwise_max)
+
+
+@triton.jit
+def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,
                   c_ptr, h_ptr, h_stride, numel, size, BLOCK: tl.constexpr):
     """The LSTM base of one step (``BaseRecurrence.forward``): ``act = σ(z)``, ``partner =
     [g, c_{k-1}, 2i, tanh c_k]`` (``c_{k-1}`` zero where the env resets), ``c_k`` and
@@ -127,7 +146,7 @@ def _lstm_forward(z_ptr, c_prev_ptr, reset_ptr, act_ptr, partner_ptr,  # type: i
 
 
 @triton.jit
-def _window(b, incoming, first, width, n_in, slots, steps, size,  # type: ignore[no-untyped-def]
+def _window(b, incoming, first, width, n_in, slots, steps, size,
             BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
     """A step's window for batch item ``b``: the offsets of its rows in the memory (``(B,
     slots, H)``, as its keys and their gradients) and in the chunk (``(B, T, H)``, likewise),
@@ -145,7 +164,7 @@ def _window(b, incoming, first, width, n_in, slots, steps, size,  # type: ignore
 
 
 @triton.jit(do_not_specialize=["k", "incoming", "first", "width"])
-def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type: ignore[no-untyped-def]
+def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,
                        chunk_ptr, chunk_keys_ptr, weights_ptr, y_ptr, s_next_ptr,
                        keep_next_ptr, k, incoming, first, width, n_in, slots, steps, size,
                        BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
@@ -165,21 +184,21 @@ def _attention_forward(z_ptr, mask_ptr, score_ptr, memory_ptr, keys_ptr,  # type
     score = tl.load(score_ptr + unit, mask=units, other=0.0)
     entries = tl.arange(0, BLOCK_W) < width
     penalty = tl.load(mask_ptr + b * columns + column, mask=entries, other=0.0)
-    logits = tl.where(entries, tl.sum(e * score[None, :], 1) + penalty, float("-inf"))
-    exp = tl.exp(logits - tl.max(logits, 0))
-    weights = exp / tl.sum(exp, 0)
+    logits = tl.where(entries, _sum(e * score[None, :], 1) + penalty, float("-inf"))
+    exp = tl.exp(logits - _max(logits, 0))
+    weights = exp / _sum(exp, 0)
     tl.store(weights_ptr + b * columns + column, weights, mask=entries)
     memory = (tl.load(memory_ptr + memory_rows, mask=is_in, other=0.0)
               + tl.load(chunk_ptr + chunk_rows, mask=is_chunk, other=0.0))
     h = tl.load(chunk_ptr + (b * steps + k) * size + unit, mask=units, other=0.0)
-    s = h + tl.sum(weights[:, None] * memory, 0)
+    s = h + _sum(weights[:, None] * memory, 0)
     tl.store(y_ptr + b * size + unit, s, mask=units)
     keep = tl.load(keep_next_ptr + b)
     tl.store(s_next_ptr + b * size + unit, tl.where(keep > 0.0, s, 0.0), mask=units)
 
 
 @triton.jit(do_not_specialize=["incoming", "first", "width"])
-def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # type: ignore[no-untyped-def]
+def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,
                         chunk_keys_ptr, weights_ptr, grad_y_ptr, carry_ptr, keep_next_ptr,
                         ds_ptr, dz_query_ptr, d_score_ptr, d_memory_ptr, d_keys_ptr,
                         d_chunk_ptr, d_chunk_keys_ptr, incoming, first, width, n_in, slots,
@@ -203,18 +222,18 @@ def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # ty
     weights = tl.load(weights_ptr + b * columns + column, mask=entries, other=0.0)
     memory = (tl.load(memory_ptr + memory_rows, mask=is_in, other=0.0)
               + tl.load(chunk_ptr + chunk_rows, mask=is_chunk, other=0.0))
-    d_weights = tl.sum(memory * ds[None, :], 1)
-    d_logits = weights * (d_weights - tl.sum(weights * d_weights, 0))
+    d_weights = _sum(memory * ds[None, :], 1)
+    d_logits = weights * (d_weights - _sum(weights * d_weights, 0))
     keys = (tl.load(keys_ptr + memory_rows, mask=is_in, other=0.0)
             + tl.load(chunk_keys_ptr + chunk_rows, mask=is_chunk, other=0.0))
     query = tl.load(z_ptr + b * 5 * size + 4 * size + unit, mask=units, other=0.0)
     e = _sigmoid(query[None, :] + 2.0 * keys)
     d_score = tl.load(d_score_ptr + b * size + unit, mask=units, other=0.0)
-    tl.store(d_score_ptr + b * size + unit, d_score + tl.sum(d_logits[:, None] * e, 0),
+    tl.store(d_score_ptr + b * size + unit, d_score + _sum(d_logits[:, None] * e, 0),
              mask=units)
     d_pre = d_logits[:, None] * e * (1.0 - e)
     score = tl.load(score_ptr + unit, mask=units, other=0.0)
-    tl.store(dz_query_ptr + b * 5 * size + unit, tl.sum(d_pre, 0) * score, mask=units)
+    tl.store(dz_query_ptr + b * 5 * size + unit, _sum(d_pre, 0) * score, mask=units)
     d_key = 2.0 * d_pre * score[None, :]
     d_entry = weights[:, None] * ds[None, :]
     _accumulate(d_keys_ptr + memory_rows, d_key, is_in)
@@ -224,12 +243,12 @@ def _attention_backward(z_ptr, score_ptr, memory_ptr, keys_ptr, chunk_ptr,  # ty
 
 
 @triton.jit
-def _accumulate(pointers, value, mask):  # type: ignore[no-untyped-def]
+def _accumulate(pointers, value, mask):
     tl.store(pointers, tl.load(pointers, mask=mask, other=0.0) + value, mask=mask)
 
 
 @triton.jit
-def _lstm_backward(ds_ptr, d_h_ptr, d_key_h_ptr, act_ptr, partner_ptr,  # type: ignore[no-untyped-def]
+def _lstm_backward(ds_ptr, d_h_ptr, d_key_h_ptr, act_ptr, partner_ptr,
                    reset_ptr, dc_ptr, dz_ptr, h_stride, numel, size, BLOCK: tl.constexpr):
     """The LSTM base of one step back (``BaseRecurrence.backward``): from ``dh = ds + d h_k +
     (d U_a h_k) U_a`` and ``dc`` (that of c_k), the gradient of the base's pre-activations
@@ -354,3 +373,94 @@ def backward_loop(tape: KernelTape, recurrent: Tensor, key: Tensor, score: Tenso
                              hidden, BLOCK=ELEMENTWISE)
         torch.mm(grads.z[k], recurrent, out=carry)
     return carry.masked_fill_(tape.resets[0, :, None] > 0, 0.0), dc
+
+
+@triton.jit
+def _rollout_attention(z_ptr, h_ptr, key_h_ptr, reset_ptr, t_ptr, valid_ptr, memory_ptr,
+                       keys_ptr, score_ptr, y_ptr, t_out_ptr, valid_out_ptr, memory_out_ptr,
+                       keys_out_ptr, attention_ptr, slot_time_ptr, slots, size,
+                       BLOCK_W: tl.constexpr, BLOCK_H: tl.constexpr):
+    """A rollout's step of the attention for batch item ``b``, on the state's own layout: the
+    memory with h_k in slot ``t mod capacity`` (zero first where the env resets), the
+    attention over its valid slots, ``s_k = h_k + Σ_j w_j m_j``, and the step's traces."""
+    b = tl.program_id(0)
+    slot = tl.arange(0, BLOCK_W)
+    unit = tl.arange(0, BLOCK_H)
+    units = unit < size
+    slots_in = slot < slots
+    tile = slots_in[:, None] & units[None, :]
+    reset = tl.load(reset_ptr + b) != 0
+    t = tl.where(reset, 0, tl.load(t_ptr + b))
+    new = slot == (t % slots)
+    valid = ((tl.load(valid_ptr + b * slots + slot, mask=slots_in, other=0) != 0) & ~reset
+             | new) & slots_in
+    rows = (b * slots + slot[:, None]) * size + unit[None, :]
+    h = tl.load(h_ptr + b * size + unit, mask=units, other=0.0)
+    memory = tl.where(reset, 0.0, tl.load(memory_ptr + rows, mask=tile, other=0.0))
+    memory = tl.where(new[:, None], h[None, :], memory)
+    key_h = tl.load(key_h_ptr + b * size + unit, mask=units, other=0.0)
+    keys = tl.where(reset, 0.0, tl.load(keys_ptr + rows, mask=tile, other=0.0))
+    keys = tl.where(new[:, None], key_h[None, :], keys)
+    tl.store(memory_out_ptr + rows, memory, mask=tile)
+    tl.store(keys_out_ptr + rows, keys, mask=tile)
+    tl.store(valid_out_ptr + b * slots + slot, valid.to(tl.uint8), mask=slots_in)
+    query = tl.load(z_ptr + b * 5 * size + 4 * size + unit, mask=units, other=0.0)
+    e = _sigmoid(query[None, :] + 2.0 * keys)
+    score = tl.load(score_ptr + unit, mask=units, other=0.0)
+    logits = tl.where(valid, _sum(e * score[None, :], 1), float("-inf"))
+    exp = tl.exp(logits - _max(logits, 0))
+    weights = exp / _sum(exp, 0)
+    tl.store(y_ptr + b * size + unit, h + _sum(weights[:, None] * memory, 0), mask=units)
+    tl.store(attention_ptr + b * slots + slot, weights, mask=slots_in)
+    age = ((t - slot) % slots + slots) % slots  # t - j mod capacity, in [0, capacity)
+    tl.store(slot_time_ptr + b * slots + slot, tl.where(valid, t - age, -1), mask=slots_in)
+    tl.store(t_out_ptr + b, t + 1)
+
+
+class RolloutStep(NamedTuple):
+    """What :func:`rollout_step` returns: the output and the state's fields, with the traces."""
+
+    y: Tensor
+    c: Tensor
+    t: Tensor
+    memory: Tensor
+    keys: Tensor
+    valid: Tensor
+    attention: Tensor
+    slot_time: Tensor
+
+
+def rollout_step(xp: Tensor, recurrent: Tensor, key: Tensor, score: Tensor, query_bias: Tensor,
+                 s: Tensor, c: Tensor, t: Tensor, memory: Tensor, keys: Tensor, valid: Tensor,
+                 reset: Tensor) -> RolloutStep:
+    """One step without autograd (a rollout's), from the state's own layout: no chunk set-up,
+    no host read. The weights as :func:`forward_loop`'s.
+
+    Shapes: xp ``(B, 4H)``; s, c ``(B, H)``; t ``(B,)`` long; memory, keys ``(B, capacity,
+    H)``; valid ``(B, capacity)`` bool; reset ``(B,)`` bool; the fields returned likewise, y
+    ``(B, H)``, attention and slot_time ``(B, capacity)``.
+    """
+    batch, hidden = s.shape
+    capacity = memory.shape[1]
+    flags = reset.to(s.dtype)
+    z = torch.cat([xp, query_bias.expand(batch, hidden)], 1)
+    z.addmm_(s.masked_fill(reset[:, None], 0.0), recurrent.t())
+    act, partner = s.new_empty(batch, 4, hidden), s.new_empty(2, batch, 4, hidden)
+    partner[0, :, 1] = c
+    h = s.new_empty(batch, hidden)
+    _lstm_forward[(triton.cdiv(batch * hidden, ELEMENTWISE),)](
+        z, partner[0, :, 1], flags, act, partner[0], partner[1, :, 1], h, hidden,
+        batch * hidden, hidden, BLOCK=ELEMENTWISE)
+    key_h = h @ key.t()
+    out = RolloutStep(s.new_empty(batch, hidden), partner[1, :, 1].contiguous(),
+                      t.new_empty(batch), s.new_empty(memory.shape), s.new_empty(memory.shape),
+                      torch.empty(batch, capacity, dtype=torch.uint8, device=s.device),
+                      s.new_empty(batch, capacity), t.new_empty(batch, capacity))
+    block_w, block_h = blocks(capacity, hidden)
+    _rollout_attention[(batch,)](
+        z, h, key_h, reset.contiguous().view(torch.uint8), t, valid.contiguous().view(
+            torch.uint8), memory.contiguous(), keys.contiguous(), score, out.y, out.t,
+        out.valid, out.memory, out.keys, out.attention, out.slot_time, capacity, hidden,
+        BLOCK_W=block_w, BLOCK_H=block_h,
+        num_warps=min(16, max(4, triton.next_power_of_2(block_w * block_h // (32 * 32)))))
+    return out._replace(valid=out.valid.view(torch.bool))

@@ -10,7 +10,8 @@ that everything before and after the loops is the engine's own. A step of the fo
   cell state and the memory emptied, as :func:`rlmem.cells.resets.reset_where` does); the
   screening (the oldest state of S moved into R by its rank: the first free slot, else the
   first lowest score, else the scratch slot); the base's gates and ``h_k``; its key
-  ``2 U_a h_k`` (an ``H × H`` product in registers); the attention (sigmoid of keys plus
+  ``2 U_a h_k`` (an ``H × H`` product, :data:`KEY_CHUNK` columns of ``h_k`` at a time,
+  read back from the output's row); the attention (sigmoid of keys plus
   query, scores, the masked softmax, the read, ``s_k = h_k + \text{read}``) and the attention
   received by S added to its scores.
 
@@ -40,8 +41,12 @@ from torch import Tensor
 
 from rlmem.cells.attention import Weights
 
-MAX_HIDDEN = 128
-"""The largest hidden size the kernels hold in registers (the ``H × H`` key product)."""
+MAX_HIDDEN = 256
+"""The largest hidden size the kernels hold in registers (the slots' ``(ν + ρ + 1) × H``
+tiles; the key product goes by chunks): compiled for sm_90, float32 at ``H = 256`` and
+``ν = ρ = 5`` spills no register (``tests/cells/test_screened_kernels_compile.py``)."""
+KEY_CHUNK = 32
+"""Columns of the vector a step of the key product (:func:`_key_product`) takes at a time."""
 MAX_SLOTS = 64
 """The most slots (``ν + ρ`` and the scratch slot) the kernels hold in registers."""
 PAD = 16
@@ -63,17 +68,49 @@ def uncovered(hidden: int, slots: int) -> str | None:
     return None
 
 
+def step_blocks(hidden: int, slots: int, batch_block: int) -> dict[str, int]:
+    """The block sizes and warps of a step's kernels for ``hidden`` and ``slots`` (``ν + ρ``),
+    ``batch_block`` items a program."""
+    block_h = max(16, triton.next_power_of_2(hidden))
+    block_k = min(block_h, KEY_CHUNK)
+    # Warps enough that a thread holds some 8 values of a key product's chunk.
+    warps = min(16, max(4, block_h * block_k // (32 * 8)))
+    return {"BLOCK_B": batch_block, "BLOCK_H": block_h,
+            "BLOCK_N": triton.next_power_of_2(slots + 1), "BLOCK_K": block_k,
+            "num_warps": warps}
+
+
 def _launch(like: Tensor, batch: int, hidden: int,
             slots: int) -> tuple[tuple[int], dict[str, int]]:
     """The grid and the block sizes of a step's kernel."""
     block_b = 1 if like.device.type == "cuda" else min(INTERPRETER_BATCH_BLOCK,
                                                        triton.next_power_of_2(batch))
-    block_h = max(16, triton.next_power_of_2(hidden))
-    # Warps enough that a thread holds some 32 values of the H × H key product's tile.
-    warps = min(16, max(4, block_h * block_h // (32 * 32)))
-    return (triton.cdiv(batch, block_b),), {
-        "BLOCK_B": block_b, "BLOCK_H": block_h, "BLOCK_N": triton.next_power_of_2(slots + 1),
-        "num_warps": warps}
+    return (triton.cdiv(batch, block_b),), step_blocks(hidden, slots, block_b)
+
+
+@triton.jit
+def _key_product(key_ptr, vector_ptr, items, item_ok, cols, col_ok, H: tl.constexpr,
+                 BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+                 TRANSPOSED: tl.constexpr):
+    """``v K^\top`` (or ``v K``, ``TRANSPOSED``) for the items' rows ``v`` ``(B, H)`` of
+    ``vector_ptr`` (stored by this program, behind a barrier) and ``K`` the ``H × H`` key
+    weights, a chunk of ``BLOCK_K`` columns of ``v`` at a time: the whole ``H × H`` tile
+    would take a thread's registers (ptxas spills it at ``H = 128`` in float64)."""
+    total = tl.zeros((BLOCK_B, BLOCK_H), key_ptr.dtype.element_ty)
+    for start in range(0, BLOCK_H, BLOCK_K):
+        part = start + tl.arange(0, BLOCK_K)
+        part_ok = part < H
+        vector = tl.load(vector_ptr + items[:, None] * H + part[None, :],
+                         mask=item_ok[:, None] & part_ok[None, :], other=0.0)
+        if TRANSPOSED:  # K[part, cols], its rows read whole
+            key = tl.load(key_ptr + part[:, None] * H + cols[None, :],
+                          mask=part_ok[:, None] & col_ok[None, :], other=0.0)
+            total += tl.sum(key[None, :, :] * vector[:, :, None], axis=1)
+        else:  # K[cols, part]
+            key = tl.load(key_ptr + cols[:, None] * H + part[None, :],
+                          mask=col_ok[:, None] & part_ok[None, :], other=0.0)
+            total += tl.sum(key[None, :, :] * vector[:, None, :], axis=2)
+    return total
 
 
 @triton.jit
@@ -253,7 +290,7 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
                   NU: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
                   NORMALISED: tl.constexpr, UNIFORM: tl.constexpr, SAVE: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Step ``k`` for a block of batch items (see the module's docstring); ``p`` is
     ``k mod ν``, the slot of S that holds its oldest state."""
     items, item_ok, cols, col_ok, ok, rows, row_ok = _block(batch, H, N, BLOCK_B, BLOCK_H,
@@ -266,9 +303,10 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
         item_ok, cols, col_ok, H, N, NU, SAVE)
     h = _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset, cols, H, G,
                LSTM)
-    key = tl.load(key_ptr + cols[:, None] * H + cols[None, :],
-                  mask=col_ok[:, None] & col_ok[None, :], other=0.0)
-    key_h = tl.sum(key[None, :, :] * h[:, None, :], axis=2)  # 2 U_a h_k
+    tl.store(y_ptr + items[:, None] * H + cols[None, :], h, mask=ok)  # read back by chunks
+    tl.debug_barrier()
+    key_h = _key_product(key_ptr, y_ptr, items, item_ok, cols, col_ok, H, BLOCK_B, BLOCK_H,
+                         BLOCK_K, False)  # 2 U_a h_k
     at = (rows == p)[None, :]  # h_k enters S in the slot just vacated
     content = tl.where(at[:, :, None], h[:, None, :], content)
     keys = tl.where(at[:, :, None], key_h[:, None, :], keys)
@@ -284,8 +322,7 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
     weights = _attend(content, keys, mask, query, score_ptr, e_ptr, attention_ptr, items,
                       item_ok, rows, cols, col_ok, H, N, SAVE)
     slot_ok = (rows < N)[None, :]
-    tl.store(y_ptr + items[:, None] * H + cols[None, :],
-             h + tl.sum(weights[:, :, None] * content, axis=1), mask=ok)
+    y = h + tl.sum(weights[:, :, None] * content, axis=1)
     received = weights
     if NORMALISED:  # relative to the uniform share 1/|M_t|, averaged over the ν steps
         held = tl.sum(tl.where(slot_ok & (mask == 0.0), 1.0, 0.0), axis=1)
@@ -300,7 +337,8 @@ def _forward_step(xp_ptr, z_ptr, reset_ptr, entering_ptr, slot_ptr, act_ptr, par
     tl.store(history + 2, rank, mask=seen)
     tl.store(history + 3, time, mask=seen)
     _store_slots(slot_ptr, items, content, keys, score, mask, rank, time, rows, row_ok, cols,
-                 col_ok, H, N)
+                 col_ok, H, N)  # behind a barrier: h_k's row of y is read
+    tl.store(y_ptr + items[:, None] * H + cols[None, :], y, mask=ok)
 
 
 def forward_loop(xp: Tensor, s0: Tensor, resets: Tensor, any_reset: list[bool],
@@ -422,7 +460,7 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
                    d_keys_ptr, h_ptr, target_ptr, evicted_ptr, act_ptr, partner_ptr, p, batch,
                    H: tl.constexpr, N: tl.constexpr, G: tl.constexpr, LSTM: tl.constexpr,
                    HAS_NEXT: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                   BLOCK_N: tl.constexpr):
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Step ``k``'s backward for a block of batch items: ``ds_ptr`` holds ``dz_{k+1} W``
     (unless ``k`` is the last step), ``grad_ptr`` the gradient of the slots'
     ``[m, 2 U_a m, score]`` after step ``k``, ``slot_ptr`` the slots after step ``k``; both
@@ -454,10 +492,9 @@ def _backward_step(ds_ptr, reset_next_ptr, g_y_ptr, reset_ptr, dc_in_ptr, dc_out
     at_p = at_p_row[:, :, None]
     d_key_h = tl.sum(tl.where(at_p, g_keys, 0.0), axis=1)
     tl.store(d_keys_ptr + vectors, d_key_h, mask=ok)
-    key = tl.load(key_ptr + cols[:, None] * H + cols[None, :],
-                  mask=col_ok[:, None] & col_ok[None, :], other=0.0)
-    dh = ds + tl.sum(tl.where(at_p, g_content, 0.0), axis=1) + tl.sum(
-        key[None, :, :] * d_key_h[:, :, None], axis=1)
+    tl.debug_barrier()  # d_key_h is read back by chunks
+    dh = ds + tl.sum(tl.where(at_p, g_content, 0.0), axis=1) + _key_product(
+        key_ptr, d_keys_ptr, items, item_ok, cols, col_ok, H, BLOCK_B, BLOCK_H, BLOCK_K, True)
     h = tl.sum(tl.where(at_p, content, 0.0), axis=1)
     tl.store(h_ptr + vectors, h, mask=ok)
     content, g_content, g_keys, g_score = _undo_screening(
@@ -603,7 +640,7 @@ def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_
                   score_ptr, bias_ptr, attention_ptr, slot_time_ptr, y_ptr, t_out_ptr, batch,
                   H: tl.constexpr, N: tl.constexpr, NU: tl.constexpr, G: tl.constexpr,
                   LSTM: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """One step of the cell (:meth:`RelevancyScreening.step`, Algorithm 1's screening) for a
     block of batch items, from the state's fields (``_in``: S's content, score, valid, time,
     then R's) to the new state's (``_out``)."""
@@ -618,12 +655,13 @@ def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_
         keys_in_ptr, items, item_ok, rows, cols, col_ok, keep, H, N, NU)
     h = _gates(xp_ptr, z_ptr, act_ptr, partner_ptr, c_next_ptr, items, ok, reset, cols, H, G,
                LSTM)
-    key = tl.load(key_ptr + cols[:, None] * H + cols[None, :],
-                  mask=col_ok[:, None] & col_ok[None, :], other=0.0)
+    tl.store(y_ptr + items[:, None] * H + cols[None, :], h, mask=ok)  # read back by chunks
+    tl.debug_barrier()
     at = (rows == NU - 1)[None, :]  # h_t enters S as its newest member
     content = tl.where(at[:, :, None], h[:, None, :], content)
-    keys = tl.where(at[:, :, None], tl.sum(key[None, :, :] * h[:, None, :], axis=2)[:, None, :],
-                    keys)
+    keys = tl.where(at[:, :, None], _key_product(
+        key_ptr, y_ptr, items, item_ok, cols, col_ok, H, BLOCK_B, BLOCK_H, BLOCK_K,
+        False)[:, None, :], keys)
     t = tl.where(reset, 0, tl.load(t_ptr + items, mask=item_ok, other=0))
     tl.store(t_out_ptr + items, t + 1, mask=item_ok)
     score = tl.where(at, 0.0, score)
@@ -634,6 +672,7 @@ def _rollout_step(xp_ptr, z_ptr, keys_in_ptr, reset_ptr, t_ptr, short_in, score_
         tl.load(z_ptr + items[:, None] * (G + H) + G + cols[None, :], mask=ok, other=0.0))
     weights = _attend(content, keys, tl.where(valid, 0.0, float("-inf")), query, score_ptr,
                       key_ptr, attention_ptr, items, item_ok, rows, cols, col_ok, H, N, False)
+    tl.debug_barrier()  # every thread has read h_t's row of y
     _rollout_store(h + tl.sum(weights[:, :, None] * content, axis=1), content, score, valid,
                    time, weights, y_ptr, short_out, score_s_out, valid_s_out, time_s_out,
                    relevant_out, score_r_out, valid_r_out, time_r_out, slot_time_ptr, items,
