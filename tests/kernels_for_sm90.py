@@ -2,7 +2,7 @@
 the hardware would be asked for: shared memory, registers per thread and register spills.
 
 Triton compiles ahead of time for a named target without a driver
-(``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 64))``, the stages TTIR →
+(``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))``, the stages TTIR →
 TTGIR → LLVM → PTX → cubin); ``ptxas`` (shipped with Triton's wheel) reports the registers and
 spills, which Triton itself reads only from a driver when it loads the cubin. So a kernel that
 needs more shared memory than a block may have, or that spills its register tiles to local

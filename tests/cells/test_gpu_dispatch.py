@@ -58,34 +58,3 @@ def test_without_triton_the_python_loops_run_and_say_so(
         assert not gpu.runs(torch.zeros(2), "sarnn")
     assert "Triton is not installed" in caplog.records[0].getMessage()
 
-
-def test_kernels_that_do_not_build_send_their_key_to_the_python_loops(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    pytest.importorskip("triton")
-    from triton.runtime.errors import OutOfResources
-
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(gpu, "_UNBUILDABLE", {})
-    attempts = []
-
-    def build() -> None:
-        attempts.append(1)
-        raise OutOfResources(532568, 232448, "shared memory")
-
-    with caplog.at_level(logging.WARNING, logger=gpu.__name__):
-        assert not gpu.builds("tarnn", ("float32", 128), build)
-        assert not gpu.builds("tarnn", ("float32", 128), build)  # not tried again
-        assert gpu.builds("tarnn", ("float32", 64), lambda: None)
-    assert len(attempts) == 1
-    [message] = [record.getMessage() for record in caplog.records]
-    assert "tarnn" in message and "shared memory" in message and "128" in message
-
-
-def test_the_interpreter_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(gpu, "_UNBUILDABLE", {})
-
-    def build() -> None:
-        raise AssertionError("nothing is compiled under the interpreter")
-
-    assert gpu.builds("sarnn", "key", build)

@@ -17,10 +17,11 @@ When they run, decided by :func:`runs` for each chunk an engine is given:
 - never with ``RLMEM_TRITON=0`` (the Python loops run on CUDA too, as before).
 
 A chunk the kernels cannot take (no Triton, another dtype, a shape an engine's kernels do not
-cover, kernels that Triton cannot build for this GPU: :func:`builds`) runs the Python loops,
-and :func:`fallback` says so once per engine and reason, never silently. Triton is imported
-only by the kernel modules and inside :func:`builds`, so that ``import rlmem`` never imports
-it.
+cover) runs the Python loops, and :func:`fallback` says so once per engine and reason, never
+silently. (A kernel that Triton cannot build for the GPU at hand raises Triton's error, naming
+the kernel; ``tests/kernels_for_sm90.py`` compiles the kernels for the H200 on a machine without
+a GPU, so that such a kernel shows in the tests first.) Triton is imported only by the kernel
+modules, so that ``import rlmem`` never imports it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import functools
 import importlib.util
 import logging
 import os
-from collections.abc import Callable, Hashable
 
 import torch
 from torch import Tensor
@@ -80,35 +80,3 @@ def runs(like: Tensor, engine: str) -> bool:
         return False
     return True
 
-
-_UNBUILDABLE: dict[tuple[str, Hashable], str] = {}
-"""The (engine, key) whose kernels Triton could not build on this machine, with the reason:
-process-wide, as Triton's own cache of built kernels is, since a build fails the same way each
-time it is tried."""
-
-
-def builds(engine: str, key: Hashable, build: Callable[[], object]) -> bool:
-    """Whether ``engine``'s kernels for ``key`` (the constants they are specialised on: dtype,
-    block sizes, options) build on this machine. ``build`` compiles every kernel a chunk of that
-    key will launch, forward and backward (Triton's ``kernel.warmup(...)``), before the chunk
-    starts, so that a kernel Triton cannot build (out of shared memory or registers, a
-    compiler failure) sends the whole chunk to the Python loops, with one line saying why,
-    instead of failing half-way through a forward or in its backward. Under the interpreter
-    nothing is compiled: ``build`` is not called."""
-    if (engine, key) in _UNBUILDABLE:
-        return False
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return True
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources, PTXASError
-
-    try:
-        build()
-    except (OutOfResources, PTXASError, CompilationError, RuntimeError) as error:
-        # RuntimeError: Triton's MLIR pipeline reports its failures so ("PassManager::run
-        # failed"); nothing else runs inside build().
-        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
-        _UNBUILDABLE[engine, key] = reason
-        fallback(engine, f"Triton could not build its kernels for {key} ({reason})")
-        return False
-    return True
