@@ -72,7 +72,7 @@ def test_float32_kernels_equal_the_python_loops(name: str, options: dict[str, An
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", [pytest.param("cpu", marks=pytest.mark.slow), *DEVICES[1:]])
 @pytest.mark.parametrize(("name", "options"), CELLS, ids=[name for name, _ in CELLS])
 def test_kernels_equal_the_step_at_a_realistic_size(name: str, options: dict[str, Any],
                                                     device: str,
