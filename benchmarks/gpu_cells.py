@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-from cell_speed import build, rollout_timer
+from cell_speed import build, load, rollout_timer
 from cuda_check import CudnnSequence, supervised_step
 from torch import nn
 
@@ -192,7 +192,8 @@ def main() -> None:
     started = time.perf_counter()
     print(f"# {torch.cuda.get_device_name()}", flush=True)
     lines = [f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-             f"Triton installed: {gpu.triton_installed()}"]
+             f"Triton installed: {gpu.triton_installed()}; host load average (1, 5, 15 min) "
+             f"{load()}"]
     tables: list[Callable[[], list[str]]] = [
         lambda: copy_table(["lstm", *args.cells], 128, 100, True, args.rounds, args.seconds),
         lambda: rollout_table(args.cells, 4096, 32, args.rounds),
@@ -210,7 +211,7 @@ def main() -> None:
             new = ["", *table()]
         except Exception as error:  # one table's failure leaves the others
             new = ["", f"(a table failed: {type(error).__name__}: {error})"]
-        new.append(f"<!-- {time.perf_counter() - started:.0f} s in -->")
+        new.append(f"<!-- {time.perf_counter() - started:.0f} s in; load average {load()} -->")
         lines += new
         print("\n".join(new), flush=True)
         if args.out is not None:

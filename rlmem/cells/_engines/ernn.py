@@ -10,7 +10,7 @@ Where :func:`.gpu.runs`, a chunk is one Triton kernel forward and one backward
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -38,10 +38,11 @@ def fast_scan(drives: Tensor, weights: ERNNWeights, state: S, resets: Tensor,
         - drives: ``(T, B, H)``, :math:`d_t` (the cell's ``project_input``); resets ``(T, B)``
         - state: a one-field NamedTuple, :math:`h` ``(B, H)``; returned of the same type
     """
-    kernels, phi_kind = _kernels(drives, phi)
+    kernels = gpu.kernels(drives, "ernn",
+                          lambda kernels: kernels.uncovered(drives.shape[-1], phi))
     if kernels is not None:
         y, residual = kernels.scan(drives, state[0], weights.fixed_point_t, weights.eta, resets,
-                                   phi_kind)
+                                   phi)
         return ScanResult(y, state._make([y[-1]]), {"residual": residual})
     weight_t = weights.fixed_point_t
     etas = weights.eta.unbind()
@@ -66,13 +67,3 @@ def fast_scan(drives: Tensor, weights: ERNNWeights, state: S, resets: Tensor,
         residual = (phi(torch.stack(products[1:]) + drives) - y).norm(dim=-1)
     return ScanResult(y, state._make([h]), {"residual": residual})
 
-
-def _kernels(drives: Tensor, phi: Callable[[Tensor], Tensor]) -> tuple[Any, int]:
-    """The Triton kernels (:mod:`.gpu.ernn`) and φ's number where they compute this chunk,
-    else ``(None, -1)``."""
-    if not gpu.runs(drives, "ernn"):
-        return None, -1
-    from rlmem.cells._engines.gpu import ernn as kernels  # imports Triton: only here
-
-    kind = kernels.irnn.phi_kind(phi, drives.shape[-1], "ernn")
-    return (None, -1) if kind is None else (kernels, kind)

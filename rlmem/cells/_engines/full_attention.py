@@ -228,13 +228,8 @@ def _final_state(memory: Tensor, keys: Tensor, valid: Tensor, chunk: Tensor, chu
 def _kernels_take(xp: Tensor, native: Any, widths: list[int], hidden: int) -> bool:
     """Whether the Triton kernels (:mod:`.gpu.full_attention`) compute a chunk: where the
     compiled loops do not, :func:`gpu.runs` says they can and its windows fit them."""
-    if native is not None or not gpu.runs(xp, "full_attention"):
-        return False
-    from rlmem.cells._engines.gpu import full_attention as kernels
-    reason = kernels.fits(max(widths), hidden)
-    if reason is not None:
-        gpu.fallback("full_attention", reason)
-    return reason is None
+    return native is None and gpu.kernels(
+        xp, "full_attention", lambda kernels: kernels.fits(max(widths), hidden)) is not None
 
 
 def _forward_shapes(xp: Tensor, hidden: int, n_in: int, widths: list[int], save: bool,
@@ -665,12 +660,9 @@ def _kernel_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, 
     """:func:`full_step` through the Triton kernels (``gpu.full_attention.rollout_step``), on
     the state's own layout; ``None`` where they do not run or the memory is too wide for
     them."""
-    if not gpu.runs(xp, "full_attention"):
-        return None
-    from rlmem.cells._engines.gpu import full_attention as kernels
-    reason = kernels.fits(memory.shape[1], s.shape[1])
-    if reason is not None:
-        gpu.fallback("full_attention", reason)
+    kernels = gpu.kernels(xp, "full_attention",
+                          lambda kernels: kernels.fits(memory.shape[1], s.shape[1]))
+    if kernels is None:
         return None
     step = kernels.rollout_step(xp[0], weights.recurrent, weights.key * 0.5,
                                 weights.score.contiguous(), weights.query_bias, s, c, t, memory,

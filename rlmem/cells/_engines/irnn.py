@@ -12,7 +12,7 @@ Triton kernel forward and one backward (:mod:`.gpu.irnn`) instead, on the matrix
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -44,14 +44,15 @@ def fast_scan(drives: Tensor, weights: IRNNWeights, state: S, resets: Tensor,
         - state: a one-field NamedTuple, :math:`h` ``(B, D)``; returned of the same type
     """
     transition, alpha = weights.transition, weights.alpha
-    kernels, phi_kind = _kernels(drives, phi)
+    kernels = gpu.kernels(drives, "irnn",
+                          lambda kernels: kernels.uncovered(drives.shape[-1], phi))
     if kernels is not None:
         # A's matrix, transposed, from the map itself: z ↦ A z on the rows of I is Aᵀ (one
         # product per call, under autograd; full or low-rank alike)
         size = drives.shape[-1]
         transition_t = transition(torch.eye(size, dtype=drives.dtype, device=drives.device))
         y, residual = kernels.scan(drives, state[0], transition_t, weights.eta, alpha, resets,
-                                   phi_kind, incremental=True)
+                                   phi, incremental=True)
         return ScanResult(y, state._make([y[-1]]), {"residual": residual})
     etas = weights.eta.unbind()
     masks = reset_masks(resets)
@@ -81,13 +82,3 @@ def fast_scan(drives: Tensor, weights: IRNNWeights, state: S, resets: Tensor,
                     - alpha * total).norm(dim=-1)
     return ScanResult(y, state._make([h]), {"residual": residual})
 
-
-def _kernels(drives: Tensor, phi: Callable[[Tensor], Tensor]) -> tuple[Any, int]:
-    """The Triton kernels (:mod:`.gpu.irnn`) and φ's number where they compute this chunk,
-    else ``(None, -1)``."""
-    if not gpu.runs(drives, "irnn"):
-        return None, -1
-    from rlmem.cells._engines.gpu import irnn as kernels  # imports Triton: only here
-
-    kind = kernels.phi_kind(phi, drives.shape[-1], "irnn")
-    return (None, -1) if kind is None else (kernels, kind)

@@ -69,10 +69,9 @@ class SARNNScan(torch.autograd.Function):
     def forward(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_hh: Tensor,
                 bias_hh: Tensor, w_u: Tensor, slope: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         half_slope = 0.5 * slope
-        ctx.kernels = gpu.runs(h0, "sarnn")
-        if ctx.kernels:
-            from rlmem.cells._engines.gpu import sarnn as kernels
-            y, ctx.saved = kernels.forward(inputs, h0, resets, weight_hh, bias_hh, w_u,
+        ctx.kernels = gpu.kernels(h0, "sarnn")  # the module, or None: the Python loops
+        if ctx.kernels is not None:
+            y, ctx.saved = ctx.kernels.forward(inputs, h0, resets, weight_hh, bias_hh, w_u,
                                            half_slope)
             probability, update = ctx.saved.probability, ctx.saved.update
         else:
@@ -88,10 +87,9 @@ class SARNNScan(torch.autograd.Function):
                  _grad_update: Tensor) -> tuple[Tensor | None, ...]:
         weight_hh, w_u, half_slope = ctx.saved_tensors
         size = grad_y.shape[2]
-        if ctx.kernels:
-            from rlmem.cells._engines.gpu import sarnn as kernels
-            grad_all, grad_next = kernels.backward(ctx.saved, grad_y, grad_probability,
-                                                   weight_hh)
+        if ctx.kernels is not None:
+            grad_all, grad_next = ctx.kernels.backward(ctx.saved, grad_y, grad_probability,
+                                                       weight_hh)
             state_rows = ctx.saved.states[:-1].reshape(-1, size)
         else:
             grad_all, grad_next = _backward_loop(ctx, grad_y, grad_probability, weight_hh,

@@ -350,14 +350,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
 def _triton_loops(like: Tensor, hidden: int, slots: int) -> ModuleType | None:
     """The Triton kernels' loops (:mod:`.gpu.screened`), if they run a chunk like ``like`` of
     ``hidden`` and ``slots`` (``ν + ρ``); where they cannot, :func:`.gpu.fallback` says why."""
-    if not gpu.runs(like, "screened"):
-        return None
-    from rlmem.cells._engines.gpu import screened as triton_loops
-    reason = triton_loops.uncovered(hidden, slots)
-    if reason is not None:
-        gpu.fallback("screened", reason)
-        return None
-    return triton_loops
+    return gpu.kernels(like, "screened", lambda loops: loops.uncovered(hidden, slots))
 
 
 def kernels_take_short_chunk(xp: Tensor, hidden: int, slots: int, normalised: bool) -> bool:

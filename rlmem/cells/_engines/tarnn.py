@@ -147,14 +147,10 @@ def _loops(inputs: Tensor, size: int) -> tuple[Any, bool]:
     """The compiled loops, else the Triton kernels (the same functions), else ``None`` (the
     Python loops); and whether they are the kernels."""
     native = compiled.ops(inputs)
-    if native is not None or not gpu.runs(inputs, "tarnn"):
+    if native is not None:
         return native, False
-    from rlmem.cells._engines.gpu import tarnn as kernels  # imports Triton: only here
-
-    if size > kernels.MAX_SIZE:
-        gpu.fallback("tarnn", f"hidden size {size} is above the kernels' {kernels.MAX_SIZE}")
-        return None, False
-    return kernels, True
+    kernels = gpu.kernels(inputs, "tarnn", lambda kernels: kernels.uncovered(size))
+    return kernels, kernels is not None
 
 
 def _fold_scale_in(inputs: Tensor, weight_s: Tensor, weight_u: Tensor,

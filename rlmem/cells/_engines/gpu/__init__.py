@@ -8,7 +8,8 @@ applied inside them by the one rule of :mod:`rlmem.cells.resets`. Each is proven
 cell's ``scan(step)`` in float64 by ``tests/cells/test_engines.py``: on the CPU through
 Triton's interpreter, on CUDA where a GPU is present.
 
-When they run, decided by :func:`runs` for each chunk an engine is given:
+When they run, decided by :func:`kernels` (through :func:`runs`) for each chunk an engine is
+given:
 
 - on CUDA, where Triton imports and the dtype is float32 or float64 (:data:`DTYPES`);
 - on the CPU only when asked for: ``RLMEM_TRITON=interpret`` with ``TRITON_INTERPRET=1`` set
@@ -27,9 +28,12 @@ modules, so that ``import rlmem`` never imports it.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import logging
 import os
+from collections.abc import Callable
+from types import ModuleType
 
 import torch
 from torch import Tensor
@@ -80,3 +84,19 @@ def runs(like: Tensor, engine: str) -> bool:
         return False
     return True
 
+
+
+def kernels(like: Tensor, engine: str,
+            uncovered: Callable[[ModuleType], str | None] | None = None) -> ModuleType | None:
+    """The module of ``engine``'s kernels (this package's module of the engine's name, which
+    imports Triton: only here, only when they run), where they compute a chunk like ``like``
+    (:func:`runs`) and ``uncovered`` (given the module: the chunk's shapes against its limits)
+    finds no reason they cannot; else ``None``, with :func:`fallback` saying why."""
+    if not runs(like, engine):
+        return None
+    module = importlib.import_module(f"{__name__}.{engine}")
+    reason = uncovered(module) if uncovered is not None else None
+    if reason is not None:
+        fallback(engine, reason)
+        return None
+    return module

@@ -42,8 +42,6 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rlmem.cells._engines import gpu
-
 MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
 
@@ -337,22 +335,21 @@ class EquilibriumScan(torch.autograd.Function):
                 None, None)
 
 
-def phi_kind(phi: Callable[[Tensor], Tensor], size: int, engine: str) -> int | None:
-    """The kernels' number for φ, or ``None`` (with :func:`~rlmem.cells._engines.gpu.fallback`
-    saying why) where they cannot compute a chunk of this hidden size with this φ."""
+def uncovered(size: int, phi: Callable[[Tensor], Tensor]) -> str | None:
+    """Why the kernels cannot compute a chunk of hidden ``size`` with ``phi``, or ``None``
+    (for :func:`~rlmem.cells._engines.gpu.kernels`)."""
     if size > MAX_SIZE:
-        gpu.fallback(engine, f"hidden size {size} is above the kernels' {MAX_SIZE}")
-        return None
-    kind = PHI_KINDS.get(phi)
-    if kind is None:
-        gpu.fallback(engine, f"the kernels compute tanh, relu or sigmoid, not {phi!r}")
-    return kind
+        return f"hidden size {size} is above the kernels' {MAX_SIZE}"
+    if phi not in PHI_KINDS:
+        return f"the kernels compute tanh, relu or sigmoid, not {phi!r}"
+    return None
 
 
 def scan(drives: Tensor, h0: Tensor, weight_t: Tensor, eta: Tensor, alpha: Tensor,
-         resets: Tensor, phi: int, *, incremental: bool) -> tuple[Tensor, Tensor]:
+         resets: Tensor, phi: Callable[[Tensor], Tensor], *, incremental: bool
+         ) -> tuple[Tensor, Tensor]:
     """The rounds of a chunk through :class:`EquilibriumScan`: y ``(T, B, D)`` and the
     residual norms ``(T, B)``; ``incremental`` picks iRNN's form, else ERNN's."""
     result: tuple[Tensor, Tensor] = EquilibriumScan.apply(drives, h0, weight_t, eta, alpha,
-                                                          resets, phi, incremental)
+                                                          resets, PHI_KINDS[phi], incremental)
     return result

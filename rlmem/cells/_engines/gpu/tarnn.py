@@ -37,6 +37,12 @@ from rlmem.cells._engines.gpu.irnn import (
 MAX_SIZE = 128
 """The largest hidden size the kernels hold in registers."""
 
+
+def uncovered(size: int) -> str | None:
+    """Why the kernels cannot compute a chunk of hidden ``size``, or ``None`` (for
+    :func:`~rlmem.cells._engines.gpu.kernels`)."""
+    return f"hidden size {size} is above the kernels' {MAX_SIZE}" if size > MAX_SIZE else None
+
 @triton.jit
 def _shifted(a: tl.tensor, scratch: tl.tensor, half: tl.tensor, UP: tl.constexpr) -> tl.tensor:
     """``a`` with column ``j + half`` moved to ``j`` (``UP``: :math:`A z`'s coupling), or
