@@ -129,39 +129,44 @@ class FFM(LinearRecurrence):
         return torch.complex(modulus * torch.cos(self.omega), modulus * torch.sin(self.omega))
 
     def project_input(self, x: Tensor) -> Tensor:
-        r"""Every step's :math:`[\ell_1(x_t), \ell_5(x_t), \ell_2(x_t), \ell_4(x_t)]`.
+        r"""Every step's :math:`[\ell_1(x_t), \ell_5(x_t), \ell_2(x_t), \ell_4(x_t)]`: one
+        matmul, whose columns are the :meth:`parts`.
 
         Shapes:
             - x: ``(T, B, input_size)``; returns ``(T, B, 2 m + 2 H)``
         """
         return self.pre(x)
 
-    def _split(self, features: Tensor) -> list[Tensor]:
-        """Features as :math:`[\\ell_1, \\ell_5, \\ell_2, \\ell_4]`."""
-        return features.split([self.memory_size, self.hidden_size, self.memory_size,
-                               self.hidden_size], -1)
+    def parts(self, x: Tensor) -> tuple[Tensor, ...]:
+        r""":math:`\ell_1(x_t), \ell_5(x_t), \ell_2(x_t), \ell_4(x_t)`, views of one matmul."""
+        return self.split(self.pre(x))
 
-    def gated_input(self, features: Tensor) -> Tensor:
+    def split(self, features: Tensor) -> tuple[Tensor, ...]:
+        return tuple(features.split([self.memory_size, self.hidden_size, self.memory_size,
+                                     self.hidden_size], -1))
+
+    def gated_input(self, parts: tuple[Tensor, ...]) -> Tensor:
         r""":math:`\tilde x_t \mathbf 1_c^\top`, complex: ``(*, m, c)``."""
-        value, _, gate, _ = self._split(features)
+        value, _, gate, _ = parts
         # In the parameters' precision: bf16 autocast gives bf16 features, which torch.complex
         # does not take.
         gated = (value * torch.sigmoid(gate)).to(self.alpha.dtype).unsqueeze(-1)
         gated = gated.expand(*gated.shape[:-1], self.context_size)
         return torch.complex(gated, torch.zeros_like(gated))
 
-    def transition(self, features: Tensor) -> Affine:
-        return Affine(self.gamma(), self.gated_input(features))
+    def transition(self, parts: tuple[Tensor, ...]) -> Affine:
+        return Affine(self.gamma(), self.gated_input(parts))
 
     def step(self, x_t: Tensor, state: FFMState) -> tuple[Tensor, FFMState, dict[str, Tensor]]:
         r""":math:`S_t = \gamma \odot S_{t-1} + \tilde x_t \mathbf 1_c^\top`, then the readout."""
-        S = self.gamma() * self.unpack(state) + self.gated_input(x_t)
-        return self.readout(x_t, S), self.pack(S), {}
+        parts = self.split(x_t)
+        S = self.gamma() * self.unpack(state) + self.gated_input(parts)
+        return self.readout(parts, S), self.pack(S), {}
 
-    def readout(self, features: Tensor, s: Tensor) -> Tensor:
+    def readout(self, parts: tuple[Tensor, ...], s: Tensor) -> Tensor:
         r""":math:`y_t = \mathrm{LN}(\ell_3([\mathrm{Re}\,S_t, \mathrm{Im}\,S_t])) \odot g_t +
         \ell_5(x_t) \odot (1 - g_t)`."""
-        _, through, _, out_gate = self._split(features)
+        _, through, _, out_gate = parts
         # ℓ3's columns are [Re S, Im S]; S read as (real, imaginary) pairs needs no copy, so
         # the columns are put in that order instead.
         pairs = self.mix.weight.unflatten(1, (2, -1)).transpose(1, 2).flatten(1)

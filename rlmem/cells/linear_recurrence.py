@@ -24,25 +24,48 @@ from rlmem.cells.base import Cell, ScanResult
 class LinearRecurrence(Cell, abc.ABC):
     """A :class:`~rlmem.cells.base.Cell` with an affine state update, run by an associative scan.
 
-    A subclass gives :meth:`transition`, :meth:`readout` and its ``step``; its state is
-    complex, held as two real fields (:meth:`pack`).
+    A subclass gives :meth:`parts`, :meth:`split`, :meth:`transition`, :meth:`readout` and its
+    ``step``; its state is complex, held as two real fields (:meth:`pack`). A chunk computes
+    its parts once and hands the same tensors to :meth:`transition` and :meth:`readout`: the
+    step's features, one tensor of them all (:meth:`project_input`), cost a copy forward and
+    a zero-filled copy backward for each reader, which the chunk does without.
     """
 
     @abc.abstractmethod
-    def transition(self, features: Tensor) -> Affine:
-        """The map :math:`(a_t, b_t)` of every step from :meth:`project_input`'s features.
+    def parts(self, x: Tensor) -> tuple[Tensor, ...]:
+        """What :meth:`transition` and :meth:`readout` read of every step's input.
 
         Shapes:
-            - features: ``(*, F)``; returns :math:`a` broadcastable to :math:`b`, and
+            - x: ``(*, input_size)``; returns tensors of shapes ``(*, F_i)``
+        """
+
+    @abc.abstractmethod
+    def split(self, features: Tensor) -> tuple[Tensor, ...]:
+        """:meth:`parts` from :meth:`project_input`'s features (their inverse)."""
+
+    def project_input(self, x: Tensor) -> Tensor:
+        """:meth:`parts` as one tensor, for the reference loop's :meth:`step`.
+
+        Shapes:
+            - x: ``(T, B, input_size)``; returns ``(T, B, sum F_i)``
+        """
+        return torch.cat(self.parts(x), -1)
+
+    @abc.abstractmethod
+    def transition(self, parts: tuple[Tensor, ...]) -> Affine:
+        """The map :math:`(a_t, b_t)` of every step from its :meth:`parts`.
+
+        Shapes:
+            - parts: each ``(*, F_i)``; returns :math:`a` broadcastable to :math:`b`, and
               :math:`b` of the state's shape with ``*`` leading
         """
 
     @abc.abstractmethod
-    def readout(self, features: Tensor, s: Tensor) -> Tensor:
-        """The output of every step from its features and its new state :math:`s_t`.
+    def readout(self, parts: tuple[Tensor, ...], s: Tensor) -> Tensor:
+        """The output of every step from its :meth:`parts` and its new state :math:`s_t`.
 
         Shapes:
-            - features: ``(*, F)``; s: ``(*, state)``; returns ``(*, output_size)``
+            - parts: each ``(*, F_i)``; s: ``(*, state)``; returns ``(*, output_size)``
         """
 
     def pack(self, s: Tensor) -> Any:
@@ -58,7 +81,7 @@ class LinearRecurrence(Cell, abc.ABC):
     def fast_scan(self, x: Tensor, state: Any, resets: Tensor) -> ScanResult:
         """The chunk through the associative scan
         (:func:`~rlmem.cells._engines.associative_scan.diagonal_scan`)."""
-        features = self.project_input(x)
-        a, b = self.transition(features)
+        parts = self.parts(x)
+        a, b = self.transition(parts)
         states = diagonal_scan(a, b, self.unpack(state), resets)
-        return ScanResult(self.readout(features, states), self.pack(states[-1]), {})
+        return ScanResult(self.readout(parts, states), self.pack(states[-1]), {})

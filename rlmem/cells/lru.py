@@ -123,40 +123,40 @@ class LRU(LinearRecurrence):
         phase = torch.exp(self.theta_log)
         return torch.complex(modulus * torch.cos(phase), modulus * torch.sin(phase))
 
-    def project_input(self, x: Tensor) -> Tensor:
-        r"""Every step's :math:`[u_t, z_t, \gamma \odot B z_t]`, the last as ``N`` (real,
-        imaginary) pairs.
+    def parts(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        r"""Every step's :math:`u_t`, :math:`z_t` and :math:`\gamma \odot B z_t`, the last as
+        ``N`` (real, imaginary) pairs.
 
         Shapes:
-            - x: ``(T, B, input_size)``; returns ``(T, B, 2 H + 2 N)``
+            - x: ``(*, input_size)``; returns ``(*, H)``, ``(*, H)``, ``(*, 2 N)``
         """
         u = self.encoder(x)
         z = self.norm(u)
-        # B's real and imaginary rows interleaved: one matmul gives γ B z as pairs, which
-        # view_as_complex reads without a copy.
-        B_pairs = torch.stack([self.B_re, self.B_im], 1).flatten(0, 1)
-        gamma = torch.exp(self.gamma_log).repeat_interleave(2)
-        return torch.cat([u, z, functional.linear(z, B_pairs) * gamma], dim=-1)
+        # B's real and imaginary rows interleaved, each scaled by its γ: one matmul gives
+        # γ ⊙ B z as pairs, which view_as_complex reads without a copy.
+        gamma = torch.exp(self.gamma_log).unsqueeze(1)
+        B_pairs = torch.stack([gamma * self.B_re, gamma * self.B_im], 1).flatten(0, 1)
+        return u, z, functional.linear(z, B_pairs)
 
-    def _split(self, features: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        r"""Features as :math:`u_t`, :math:`z_t` and the complex :math:`\gamma \odot B z_t`."""
-        u, z, pairs = features.split([self.hidden_size, self.hidden_size, 2 * self.N], -1)
-        return u, z, torch.view_as_complex(pairs.unflatten(-1, (self.N, 2)))
+    def split(self, features: Tensor) -> tuple[Tensor, ...]:
+        return tuple(features.split([self.hidden_size, self.hidden_size, 2 * self.N], -1))
 
-    def transition(self, features: Tensor) -> Affine:
-        return Affine(self.lam(), self._split(features)[2])
+    def transition(self, parts: tuple[Tensor, ...]) -> Affine:
+        return Affine(self.lam(), torch.view_as_complex(parts[2].unflatten(-1, (self.N, 2))))
 
     def step(self, x_t: Tensor, state: LRUState) -> tuple[Tensor, LRUState, dict[str, Tensor]]:
         r""":math:`h_t = \lambda \odot h_{t-1} + \gamma \odot (B z_t)`, then the readout."""
-        h = self.lam() * self.unpack(state) + self._split(x_t)[2]
-        return self.readout(x_t, h), self.pack(h), {}
+        parts = self.split(x_t)
+        h = self.lam() * self.unpack(state) + self.transition(parts).b
+        return self.readout(parts, h), self.pack(h), {}
 
-    def readout(self, features: Tensor, s: Tensor) -> Tensor:
+    def readout(self, parts: tuple[Tensor, ...], s: Tensor) -> Tensor:
         r""":math:`y_t = u_t + \mathrm{GLU}(\mathrm{GELU}(\mathrm{Re}(C h_t) + D \odot z_t))`."""
-        u, z, _ = self._split(features)
+        u, z, _ = parts
         # Re(C h) = C_re Re h − C_im Im h: one matmul over h's (real, imaginary) pairs.
         C_pairs = torch.stack([self.C_re, -self.C_im], -1).flatten(-2)
-        mixed = functional.linear(torch.view_as_real(s).flatten(-2), C_pairs) + self.D * z
+        mixed = torch.addcmul(functional.linear(torch.view_as_real(s).flatten(-2), C_pairs),
+                              self.D, z)
         value, gate = self.glu(functional.gelu(mixed)).chunk(2, -1)
         return u + value * torch.sigmoid(gate)
 

@@ -66,15 +66,12 @@ def assert_same_gradients(fast: list[Tensor], slow: list[Tensor], inputs: list[T
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("block", [1, 3, 16, 64, "one block, logarithmic rounds"])
+@pytest.mark.parametrize("order", ["step by step", "logarithmic rounds"])
 @pytest.mark.parametrize("kind", ["real", "complex"])
-def test_scan_equals_the_loop(kind: str, block: int | str,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forward and hand-written backward, both ways of composing a block (the step-by-step
-    blocks of the CPU, the accelerator's logarithmic rounds over the whole chunk)."""
-    if isinstance(block, int):
-        monkeypatch.setattr(associative_scan, "CPU_BLOCK", block)
-    else:
+def test_scan_equals_the_loop(kind: str, order: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forward and hand-written backward, both ways of running a chunk (the CPU's step by
+    step, the accelerator's logarithmic rounds over the whole chunk)."""
+    if order == "logarithmic rounds":
         monkeypatch.setattr(associative_scan, "STEP_BY_STEP_ON", ())
     generator = torch.Generator().manual_seed(0)
     steps, batch = 37, 4

@@ -8,11 +8,11 @@ Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
 
 A reset before step ``t`` sets the state to zero before :math:`(a_t, b_t)` applies, which is the
 map with :math:`a_t = 0` (:func:`reset_decay`): the scan needs no other change. On the CPU
-the chunk is cut into blocks of ``block`` steps: the prefixes run step by step within every
-block at once, then one multiply-add per block carries the state from block to block, so the
-work stays near :math:`3T` in about :math:`2\,\text{block} + T / \text{block}` operations
-(a Python-level round costs more here than its arithmetic). On an accelerator the chunk is one
-block, composed in :math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
+the recurrence runs as written, one multiply-add a step into the output (a step's arithmetic
+over the batch costs little more than the call, and every way of composing maps found so far,
+blocks of step-by-step prefixes included, moved several times the data: 4-7x slower at
+T=128, B=64, 128 complex units); on an accelerator the chunk's prefixes are composed in
+:math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
 
 The forward is out-of-place tensor algebra on any device and dtype torch's ``mul`` takes
 (complex included); the backward is the same scan run backwards in time
@@ -31,13 +31,9 @@ from torch import Tensor
 
 from rlmem.cells.resets import reset_where
 
-CPU_BLOCK = 16
-"""Steps per block where the prefixes run step by step (:data:`STEP_BY_STEP_ON`)."""
-
 STEP_BY_STEP_ON = ("cpu",)
-"""The device types whose chunks are cut into blocks of :data:`CPU_BLOCK` steps, composed step
-by step (:func:`_sequential_prefixes`); elsewhere a chunk is one block composed in
-logarithmic rounds (:func:`_block_prefixes`)."""
+"""The device types whose chunks run one multiply-add a step (:func:`_step_by_step`);
+elsewhere a chunk's prefixes are composed in logarithmic rounds (:func:`_logarithmic_prefixes`)."""
 
 
 class Affine(NamedTuple):
@@ -109,7 +105,7 @@ class _LinearRecurrence(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         a, state, states = ctx.saved_tensors
-        a_bar = a.conj()
+        a_bar = a.conj().resolve_conj()  # once, not at each step of the scan
         into_earlier = _scan(Affine(a_bar, a_bar * grad), torch.zeros_like(state), reverse=True)
         total = grad.clone()
         total[:-1] += into_earlier[1:]
@@ -120,77 +116,49 @@ class _LinearRecurrence(torch.autograd.Function):
 
 
 def _scan(steps: Affine, state: Tensor, reverse: bool = False) -> Tensor:
-    r"""Prefixes within blocks, then the state carried across them; ``reverse``: the maps
-    taken from the last step to the first (:math:`s_t = a_t \odot s_{t+1} + b_t`, ``state``
-    :math:`s_T`).
+    r"""Every state of the recurrence from ``state``; ``reverse``: the maps taken from the last
+    step to the first (:math:`s_t = a_t \odot s_{t+1} + b_t`, ``state`` :math:`s_T`).
 
-    On the CPU the prefixes run step by step within every block at once
-    (:func:`_sequential_prefixes`: about :math:`3T` multiply-adds in :math:`2 \cdot` ``block``
-    operations); on an accelerator the chunk is one block and the prefixes take
-    :math:`\lceil \log_2 T \rceil` rounds (:func:`_block_prefixes`), fewer launches for more
-    work.
+    On the CPU one multiply-add a step, written into the output (:func:`_step_by_step`); on an
+    accelerator the prefixes of the whole chunk in :math:`\lceil \log_2 T \rceil` rounds
+    (:func:`_logarithmic_prefixes`), fewer launches for more work.
     """
+    if steps.b.device.type in STEP_BY_STEP_ON:
+        return _step_by_step(steps, state, reverse)
+    return apply_diagonal(_logarithmic_prefixes(steps, reverse), state)
+
+
+def _step_by_step(steps: Affine, state: Tensor, reverse: bool) -> Tensor:
+    """The recurrence itself: each state from the one before, by one ``addcmul`` into the
+    output. On the CPU a step's multiply-add over ``(B, *)`` costs little more than the call,
+    and composing maps (prefix products, stacked prefixes) moves several times the data.
+
+    Shapes:
+        - steps' fields: ``(T, B, *)``; state: ``(B, *)``; returns ``(T, B, *)``
+    """
+    states = torch.empty_like(steps.b)
     length = steps.b.shape[0]
-    on_cpu = steps.b.device.type in STEP_BY_STEP_ON
-    block = min(CPU_BLOCK, length) if on_cpu else length
-    blocks = -(-length // block)
-    pad = blocks * block - length
-    if pad:  # zero maps after the last step taken: they change nothing before them
-        steps = Affine(*(_padded(value, pad, at_start=reverse) for value in steps))
-    in_blocks = Affine(*(value.view(blocks, block, *value.shape[1:]) for value in steps))
-    prefixes = (_sequential_prefixes if on_cpu else _block_prefixes)(in_blocks, reverse)
-    # The state entering each block, in the order taken: one multiply-add per block, from the
-    # composition of all the block's maps (its last prefix).
-    whole_a, whole_b = (value.unbind(1)[0 if reverse else -1].unbind(0) for value in prefixes)
-    entering = [state]
-    for index in range(blocks - 1, 0, -1) if reverse else range(blocks - 1):
-        entering.append(apply_diagonal(Affine(whole_a[index], whole_b[index]), entering[-1]))
-    entering = entering[::-1] if reverse else entering
-    states = apply_diagonal(prefixes, torch.stack(entering).unsqueeze(1)).flatten(0, 1)
-    if not pad:
-        return states
-    return states[pad:] if reverse else states[:length]
+    for t in range(length - 1, -1, -1) if reverse else range(length):
+        state = torch.addcmul(steps.b[t], steps.a[t], state, out=states[t])
+    return states
 
 
-def _padded(value: Tensor, pad: int, at_start: bool) -> Tensor:
-    """``value`` with ``pad`` zero steps before its first step or after its last."""
-    zeros = value.new_zeros(pad, *value.shape[1:])
-    return torch.cat([zeros, value] if at_start else [value, zeros])
-
-
-def _sequential_prefixes(steps: Affine, reverse: bool) -> Affine:
-    r"""Within every block at once, each step's map composed with all taken before it in its
-    block, one step after the other (:math:`O(\text{block})` operations, :math:`O(T)` work).
+def _logarithmic_prefixes(steps: Affine, reverse: bool) -> Affine:
+    """Each step's map composed with all taken before it (Hillis–Steele: round ``d`` composes
+    each map with the one ``d`` steps earlier); ``reverse``: taken from the last step.
 
     Shapes:
-        - steps' fields: ``(blocks, block, B, *)``; returns the same shapes
-    """
-    taken = list(zip(steps.a.unbind(1), steps.b.unbind(1), strict=True))
-    taken = taken[::-1] if reverse else taken
-    prefixes = [Affine(*taken[0])]
-    for a, b in taken[1:]:
-        prefixes.append(compose_diagonal(prefixes[-1], Affine(a, b)))
-    prefixes = prefixes[::-1] if reverse else prefixes
-    return Affine(torch.stack([prefix.a for prefix in prefixes], 1),
-                  torch.stack([prefix.b for prefix in prefixes], 1))
-
-
-def _block_prefixes(steps: Affine, reverse: bool) -> Affine:
-    """Within every block at once, each step's map composed with all taken before it in its
-    block (Hillis–Steele: round ``d`` composes each map with the one ``d`` steps earlier).
-
-    Shapes:
-        - steps' fields: ``(blocks, block, B, *)``; returns the same shapes
+        - steps' fields: ``(T, B, *)``; returns the same shapes
     """
     if reverse:
-        flipped = _block_prefixes(Affine(*(value.flip(1) for value in steps)), reverse=False)
-        return Affine(*(value.flip(1) for value in flipped))
+        flipped = _logarithmic_prefixes(Affine(*(value.flip(0) for value in steps)), False)
+        return Affine(*(value.flip(0) for value in flipped))
     shift = 1
-    while shift < steps.b.shape[1]:
-        earlier = Affine(steps.a[:, :-shift], steps.b[:, :-shift])
-        later = Affine(steps.a[:, shift:], steps.b[:, shift:])
+    while shift < steps.b.shape[0]:
+        earlier = Affine(steps.a[:-shift], steps.b[:-shift])
+        later = Affine(steps.a[shift:], steps.b[shift:])
         composed = compose_diagonal(earlier, later)
-        steps = Affine(*(torch.cat([value[:, :shift], new], dim=1)
+        steps = Affine(*(torch.cat([value[:shift], new])
                          for value, new in zip(steps, composed, strict=True)))
         shift *= 2
     return steps
