@@ -3,6 +3,7 @@ making ``env_backend=tensor`` the default.)
 
     python -m experiments.tensor_backend.compare              # train what is left, then compare
     python -m experiments.tensor_backend.compare --no-train   # compare the runs there are
+    python -m experiments.tensor_backend.compare --no-train --write   # ... into RESULTS.md
 
 lstm on DoorKey-5x5, MemoryS7 and RepeatFirstEasy, test seeds 3-7 (fixed before any run, none
 of them a seed a suite tuned on), each on both backends at the same frames and every other
@@ -30,6 +31,7 @@ from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
+RESULTS = HERE / "RESULTS.md"
 SEEDS = (3, 4, 5, 6, 7)
 """The test seeds, fixed in advance."""
 BACKENDS = ("gymnasium", "tensor")
@@ -59,12 +61,14 @@ def trained_frames(run: Path) -> int:
     return int(rows[-1].number("frames")) if rows else 0
 
 
-def final_return(run: Path) -> float | None:
-    """A run's last ``return_recent``; None when it has not trained, or ended no episode (a
-    smoke test's few frames)."""
+def final_return(run: Path, frames: int) -> float | None:
+    """A run's last ``return_recent`` once it has trained ``frames``; None before (a run still
+    training), or when it ended no episode (a smoke test's few frames)."""
     progress = run / "progress.csv"
     rows = read_progress(progress) if progress.exists() else []
-    value = rows[-1].number("return_recent") if rows else math.nan
+    if not rows or rows[-1].number("frames") < frames:
+        return None
+    value = rows[-1].number("return_recent")
     return None if math.isnan(value) else value
 
 
@@ -80,9 +84,10 @@ def train(root: Path, case: Case, backend: str, seed: int, frames: int,
                       "progress_bar=false", f"run_dir={where}", *extra])
 
 
-def compare(root: Path, case: Case) -> list[str]:
-    """The lines of one env's comparison."""
-    finals = {backend: [final_return(run_dir(root, case.env, backend, seed)) for seed in SEEDS]
+def compare(root: Path, case: Case, frames: int) -> list[str]:
+    """The lines of one env's comparison, of the runs that trained ``frames``."""
+    finals = {backend: [final_return(run_dir(root, case.env, backend, seed), frames)
+                        for seed in SEEDS]
               for backend in BACKENDS}
     done = {backend: [value for value in values if value is not None]
             for backend, values in finals.items()}
@@ -95,6 +100,22 @@ def compare(root: Path, case: Case) -> list[str]:
     return lines
 
 
+def results_page(lines: Sequence[str]) -> str:
+    """``RESULTS.md``: what was compared, how, and :func:`compare`'s lines."""
+    return "\n".join([
+        "# Our PPO on the tensor envs and on the gymnasium envs (issue 54)", "",
+        "Written by `python -m experiments.tensor_backend.compare --no-train --write`; the "
+        "runs are in `runs/<env>/<backend>/seed<k>/` (`config.yaml`, `progress.csv`).", "",
+        f"lstm, the test seeds {', '.join(map(str, SEEDS))} (fixed before any run), every "
+        "setting the default but `env_backend`; frames per run: "
+        + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ". The measure is "
+        "each run's last `return_recent` (the mean return of its last 100 training episodes); "
+        "IQM with its 95% stratified bootstrap interval; P(tensor ≥ gymnasium) with its 95% "
+        "bootstrap interval, ties counting one half (`rlmem.stats`). Learning is unchanged "
+        "within noise where that interval contains ½ or lies above it.", "",
+        "```", *lines, "```", ""])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
@@ -105,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         choices=[case.env for case in CASES], help="a part of the comparison")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
                         help="a part of the test seeds (smoke tests)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the comparison into {RESULTS.name} as well")
     parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
     args = parser.parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
@@ -117,8 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if code == INTERRUPTED:
                     return code
                 failed += code != 0
-    for case in cases:
-        print("\n".join(compare(args.runs, case)), flush=True)
+    lines = [line for case in cases
+             for line in compare(args.runs, case, args.frames or case.frames)]
+    print("\n".join(lines), flush=True)
+    if args.write:
+        RESULTS.write_text(results_page(lines))
     if failed:
         print(f"{failed} runs failed; running this again resumes them.", flush=True)
     return 1 if failed else 0
