@@ -14,7 +14,8 @@ TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar=
 
 
 def test_compare_trains_both_backends_and_reports(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["--runs", str(tmp_path), "--frames", "64", "--envs", "MemoryS7", "--seeds", "3",
             "--", *TINY]
     assert compare.main(argv) == 0
@@ -22,5 +23,8 @@ def test_compare_trains_both_backends_and_reports(tmp_path: Path,
         assert compare.trained_frames(tmp_path / "MemoryS7" / backend / "seed3") == 64
     out = capsys.readouterr().out
     assert "MemoryS7 gymnasium seed 3: training" in out and "P(tensor ≥ gymnasium)" in out
-    assert compare.main(argv) == 0  # nothing left to train
+    results = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(compare, "RESULTS", results)
+    assert compare.main(["--write", *argv]) == 0  # nothing left to train
     assert "training" not in capsys.readouterr().out
+    assert "MemoryS7 (lstm, seeds 3-7):" in results.read_text()
