@@ -1,4 +1,6 @@
-"""Running rlmem's CLIs in a subprocess, as a user would."""
+"""Running rlmem's CLIs as ``python -m`` does, as a user would: in a child of the zygote
+(:mod:`cli_zygote`, which has imported torch and the rest once), or in a fresh process with
+``RLMEM_TESTS_FRESH_PROCESSES=1``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cli_zygote import FRESH, Zygote
+
 from rlmem.runs import load_checkpoint
 from rlmem.runs.progress import read_progress
 
@@ -17,12 +21,27 @@ TINY_PPO = ["num_envs=2", "frames=64", "agent.frames_per_env=16", "agent.recurre
 """Overrides for a PPO run of two updates of 32 frames."""
 
 
+ZYGOTE = Zygote()
+"""This test process's zygote, started by its first CLI."""
+
+
+def run_module(module: str, args: list[str], cwd: Path, env: dict[str, str],
+               timeout: float = 300, umask: int | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` in ``cwd`` with exactly ``env`` (and ``umask``), output
+    captured, through the zygote (or a fresh process, :data:`cli_zygote.FRESH`)."""
+    if os.environ.get(FRESH) == "1":
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              preexec_fn=None if umask is None else lambda: os.umask(umask))
+    return ZYGOTE.run(module, list(args), cwd, env, timeout, umask)
+
+
 def run_cli(module: str, *args: str, cwd: Path,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m module args...`` in ``cwd``, single-threaded, output captured."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return run_module(module, list(args), cwd, env, timeout)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO, run_cli
+from cli_runner import TINY_PPO, run_cli, run_module
 
 TINY_SUPERVISED = ["seq_len=4", "batch_size=2", "iterations=2", "memory.hidden_size=8",
                    "eval_every=1", "eval_batch_size=2", "progress_bar=false", "figures=false"]
@@ -56,9 +55,7 @@ def one_paragraph(result: subprocess.CompletedProcess[str], program: str, *fragm
 def with_umask(mask: int, *command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m command...`` run under umask ``mask``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run([sys.executable, "-m", *command], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False,
-                          preexec_fn=lambda: os.umask(mask))
+    return run_module(command[0], list(command[1:]), cwd, env, umask=mask)
 
 
 def mode(path: Path) -> int:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_module
 from locations import REPO
 
 README = REPO / "README.md"
@@ -67,8 +67,7 @@ def test_readme_commands_run_in_order(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for words in readme_commands(README.read_text()):
         command = with_tiny_budget(words)
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = run_module(command[2], command[3:], tmp_path, env)
         if done.returncode:
             pytest.fail(f"`{shlex.join(words)}` failed (run as {shlex.join(command[1:])}):\n"
                         f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")

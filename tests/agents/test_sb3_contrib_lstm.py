@@ -56,7 +56,7 @@ POLICIES: dict[str, type[MemoryPolicy]] = {
 
 _SMALL_STACK = dict(lstm_hidden_size=4, lstm_kwargs=dict(dropout=0.5), n_lstm_layers=2)
 
-POLICY_KWARGS = [
+POLICY_KWARGS: list[dict[str, Any]] = [
     {},
     dict(shared_lstm=True, enable_critic_lstm=False),
     dict(enable_critic_lstm=True, **_SMALL_STACK),
@@ -64,7 +64,7 @@ POLICY_KWARGS = [
 ]
 """sb3-contrib's ``policy_kwargs`` cases for the MLP and Dict-observation policies."""
 
-CNN_POLICY_KWARGS = [
+CNN_POLICY_KWARGS: list[dict[str, Any]] = [
     {},
     {"share_features_extractor": False},
     *POLICY_KWARGS[1:],
@@ -75,6 +75,21 @@ CNN_POLICY_KWARGS = [
 
 def kwargs_id(kwargs: dict[str, Any]) -> str:
     return ",".join(f"{key}={value}" for key, value in kwargs.items()) or "default"
+
+
+EVERY_CASE_BY_DEFAULT = ("lstm", "relstm")
+"""Cells that run every ``policy_kwargs`` case in the default suite."""
+
+
+def cell_cases(cases: list[dict[str, Any]]) -> list[Any]:
+    """Every cell with every case of ``cases``: by default, each cell with the default case and
+    the small stack (hidden size 4, two layers, dropout: the case a cell's own shapes can trip
+    on), and :data:`EVERY_CASE_BY_DEFAULT` with all; the rest (the critic and sharing options,
+    which the policy handles alike for every cell) with ``-m slow``."""
+    return [pytest.param(cell, kwargs, id=f"{cell}-{kwargs_id(kwargs)}",
+                         marks=() if cell in EVERY_CASE_BY_DEFAULT or not kwargs
+                         or kwargs == POLICY_KWARGS[2] else pytest.mark.slow)
+            for cell in CELL_NAMES for kwargs in cases]
 
 
 def recurrent_ppo(policy: str, env: Env | VecEnv | str, cell: str,
@@ -89,8 +104,7 @@ def test_env() -> None:
     check_env(CartPoleNoVelEnv())
 
 
-@pytest.mark.parametrize("policy_kwargs", CNN_POLICY_KWARGS, ids=kwargs_id)
-@pytest.mark.parametrize("cell", CELL_NAMES)
+@pytest.mark.parametrize(("cell", "policy_kwargs"), cell_cases(CNN_POLICY_KWARGS))
 def test_cnn(cell: str, policy_kwargs: dict[str, Any]) -> None:
     model = recurrent_ppo(
         "CnnLstmPolicy", FakeImageEnv(screen_height=40, screen_width=40, n_channels=3), cell,
@@ -99,8 +113,7 @@ def test_cnn(cell: str, policy_kwargs: dict[str, Any]) -> None:
     model.learn(total_timesteps=32)
 
 
-@pytest.mark.parametrize("policy_kwargs", POLICY_KWARGS, ids=kwargs_id)
-@pytest.mark.parametrize("cell", CELL_NAMES)
+@pytest.mark.parametrize(("cell", "policy_kwargs"), cell_cases(POLICY_KWARGS))
 def test_policy_kwargs(cell: str, policy_kwargs: dict[str, Any]) -> None:
     model = recurrent_ppo("MlpLstmPolicy", "CartPole-v1", cell, policy_kwargs, n_steps=16, seed=0)
     model.learn(total_timesteps=32)
@@ -182,8 +195,7 @@ def test_run_sde(cell: str) -> None:
     model.learn(total_timesteps=200)
 
 
-@pytest.mark.parametrize("policy_kwargs", POLICY_KWARGS, ids=kwargs_id)
-@pytest.mark.parametrize("cell", CELL_NAMES)
+@pytest.mark.parametrize(("cell", "policy_kwargs"), cell_cases(POLICY_KWARGS))
 def test_dict_obs(cell: str, policy_kwargs: dict[str, Any]) -> None:
     env = make_vec_env("CartPole-v1", n_envs=1, wrapper_class=ToDictWrapper)
     model = recurrent_ppo("MultiInputLstmPolicy", env, cell, policy_kwargs, n_steps=32)

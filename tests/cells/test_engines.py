@@ -9,7 +9,8 @@ that it runs ``scan(step)``; under random per-env resets (several per env, one a
 discarding a non-zero incoming state, episodes of length 1), from a non-zero incoming state, in
 chunks that carry the state across:
 
-- :attr:`Mode.TRAIN`: chunks of 1, 15, 15 and 17 steps under autograd. Compared: outputs, aux
+- :attr:`Mode.TRAIN`: chunks of 1, 15, 15 and 17 steps under autograd (1, 7, 7 and 9 through
+  Triton's interpreter, which runs each program in Python). Compared: outputs, aux
   losses, final states, every chunk's traces and diagnostics, and the gradients of the inputs,
   of the incoming state and of every parameter.
 - :attr:`Mode.EVALUATE`, :attr:`Mode.SHORT`, :attr:`Mode.ROLLOUT`: calls of 8, 3 and 1 steps
@@ -294,7 +295,11 @@ def test_engine_equals_the_cells_step(row: Row, device: str, loops: str,
     results = count_results(row.engine, monkeypatch)
     kernels = count_kernel_chunks(monkeypatch)
     if row.mode is Mode.TRAIN:
-        calls = assert_matches_reference(engine, step, traces=True, device=device)
+        # Through the interpreter, half the steps: chunks of 1, 7, 7 and 9 still start at
+        # t = 0, carry the state across three boundaries and cross resets.
+        shorter: dict[str, Any] = ({"steps": 24, "chunks": (1, 8, 15)}
+                                   if device == "cpu" and loops == "triton" else {})
+        calls = assert_matches_reference(engine, step, traces=True, device=device, **shorter)
     else:
         calls = assert_matches_without_grad(engine, step, chunk=row.mode.value, device=device)
     assert len(results) >= calls, (f"{row.engine.__qualname__} computed {len(results)} of "
