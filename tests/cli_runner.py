@@ -29,8 +29,9 @@ def run_module(module: str, args: list[str], cwd: Path, env: dict[str, str],
                timeout: float = 300, umask: int | None = None
                ) -> subprocess.CompletedProcess[str]:
     """``python -m module args`` in ``cwd`` with exactly ``env`` (and ``umask``), output
-    captured, through the zygote (or a fresh process, :data:`cli_zygote.FRESH`)."""
-    if os.environ.get(FRESH) == "1":
+    captured, through the zygote; in a fresh process where it cannot serve ``env``
+    (:meth:`cli_zygote.Zygote.serves`) or :data:`cli_zygote.FRESH` asks for one."""
+    if os.environ.get(FRESH) == "1" or not ZYGOTE.serves(env):
         return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False,
                               preexec_fn=None if umask is None else lambda: os.umask(umask))

@@ -5,8 +5,8 @@ core each time, against 1-2 s of work), and the test suite runs the CLIs a few h
 The zygote imports those once, computes nothing, and forks a child per command. The child
 becomes what ``python -m module args`` would be: its own process group (and umask, where
 given), ``cwd`` (on
-``sys.path`` first, as ``-m`` puts it), the environment given (``PYTHONPATH``'s entries on
-``sys.path``), standard input from ``/dev/null``, output to the files given, ``sys.argv``, and the
+``sys.path`` first, as ``-m`` puts it), the environment given, standard input from
+``/dev/null``, output to the files given, ``sys.argv``, and the
 module run as ``__main__`` by :func:`runpy.run_module`; at the end, as the interpreter does: a
 ``SystemExit``'s code, a traceback and 1 for an uncaught exception, death by SIGINT for an
 uncaught ``KeyboardInterrupt``, non-daemon threads joined, ``atexit`` handlers run, output
@@ -15,9 +15,11 @@ flushed.
 What differs from a fresh interpreter: the modules imported here (:data:`PRELOADED`) were
 imported once, under the zygote's environment, so an environment variable read at import time
 would not be seen (rlmem reads its own at call time), and import-time side effects happened
-before the command. Tests about a fresh process itself (what ``import rlmem`` imports, signals
-sent to a running CLI) start real subprocesses; ``RLMEM_TESTS_FRESH_PROCESSES=1`` sends every
-CLI of the suite to one.
+before the command. A command whose ``PYTHONPATH`` is not the zygote's (a test that installs a
+plugin there: the cell registry read the installed entry points when it was imported) is not
+one the zygote can serve (:meth:`Zygote.serves`): it runs in a fresh process. Tests about a
+fresh process itself (what ``import rlmem`` imports, signals sent to a running CLI) start real
+subprocesses; ``RLMEM_TESTS_FRESH_PROCESSES=1`` sends every CLI of the suite to one.
 
 The protocol: one JSON request per line on the zygote's standard input, one JSON reply per line
 on its standard output (:class:`Zygote` is the client).
@@ -68,9 +70,6 @@ def _become(request: dict[str, Any]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.path[0] = request["cwd"]
-    for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
-        if entry and entry not in sys.path:
-            sys.path.insert(1, entry)
     for fd, (path, flags) in enumerate(((os.devnull, os.O_RDONLY),
                                         (request["out"], os.O_WRONLY),
                                         (request["err"], os.O_WRONLY))):
@@ -140,12 +139,15 @@ class Zygote:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[str] | None = None
+        self._pythonpath: str | None = None
+        """The ``PYTHONPATH`` the zygote was started with."""
         self._scratch = Path(tempfile.mkdtemp(prefix="rlmem-cli-zygote-"))
         """Where each command's output is written, then read back."""
 
     def _started(self) -> subprocess.Popen[str]:
         if self._process is None or self._process.poll() is not None:
             env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            self._pythonpath = env.get("PYTHONPATH")
             self._process = subprocess.Popen(
                 [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env=env, text=True)
@@ -153,6 +155,14 @@ class Zygote:
             assert json.loads(self._process.stdout.readline()) == {"ready": True}
             atexit.register(self.close)
         return self._process
+
+    def serves(self, env: dict[str, str]) -> bool:
+        """Whether a command with ``env`` runs here as in a fresh interpreter: its
+        ``PYTHONPATH`` is the zygote's (or the zygote's to be, before it starts), so the same
+        modules and entry points are found."""
+        started = self._process is not None and self._process.poll() is None
+        return (env.get("PYTHONPATH") == self._pythonpath if started
+                else env.get("PYTHONPATH") == os.environ.get("PYTHONPATH"))
 
     def run(self, module: str, args: list[str], cwd: Path, env: dict[str, str],
             timeout: float, umask: int | None = None) -> subprocess.CompletedProcess[str]:
