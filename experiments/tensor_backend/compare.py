@@ -1,7 +1,7 @@
 """Does our PPO learn on the tensor envs as on the gymnasium ones? (issue 54's condition for
 making ``env_backend=tensor`` the default.)
 
-    python -m experiments.tensor_backend.compare              # train what is left, then compare
+    python -m experiments.tensor_backend.compare   # train and evaluate what is left, then compare
     python -m experiments.tensor_backend.compare --no-train   # compare the runs there are
     python -m experiments.tensor_backend.compare --no-train --write   # ... into RESULTS.md
 
@@ -12,12 +12,16 @@ setting the defaults: 30 runs in ``runs/<env>/<backend>/seed<k>/``. A run whose
 measure is each run's last ``return_recent`` (the last 100 training episodes); per env the
 script prints each seed's final on both backends, their IQM with its 95% bootstrap interval
 and P(tensor ≥ gymnasium) with its interval (:mod:`rlmem.stats`, ties counting one half).
-Learning is unchanged within noise where that interval contains ½ or lies above it.
+Learning is unchanged within noise where that interval contains ½ or lies above it. A second
+measure, apart from each backend's own bookkeeping of its training episodes: every trained run
+evaluated on the same envs (``python -m rlmem.evaluate``, the original envs, :data:`EPISODES`
+episodes with sampled actions, seed 0), the same lines of its mean returns.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from experiments.common.report import improvement, iqm_ci, seeds, three
 from experiments.common.signal_relay import exit_passing_signals_on, run_child
+from rlmem.evaluate import report_path
 from rlmem.runs import INTERRUPTED
 from rlmem.runs.progress import read_progress
 
@@ -35,6 +40,8 @@ RESULTS = HERE / "RESULTS.md"
 SEEDS = (3, 4, 5, 6, 7)
 """The test seeds, fixed in advance."""
 BACKENDS = ("gymnasium", "tensor")
+EPISODES = 200
+"""Episodes of each run's evaluation."""
 
 
 @dataclass(frozen=True)
@@ -84,20 +91,50 @@ def train(root: Path, case: Case, backend: str, seed: int, frames: int,
                       "progress_bar=false", f"run_dir={where}", *extra])
 
 
-def compare(root: Path, case: Case, frames: int) -> list[str]:
-    """The lines of one env's comparison, of the runs that trained ``frames``."""
-    finals = {backend: [final_return(run_dir(root, case.env, backend, seed), frames)
-                        for seed in SEEDS]
-              for backend in BACKENDS}
+def evaluation(run: Path, env: str) -> Path:
+    """Where :func:`evaluate` writes a run's evaluation."""
+    return report_path(run, env, episodes=EPISODES)
+
+
+def evaluated_return(run: Path, env: str) -> float | None:
+    """A run's mean evaluated return; None before its evaluation."""
+    path = evaluation(run, env)
+    return float(json.loads(path.read_text())["return_mean"]) if path.exists() else None
+
+
+def evaluate(run: Path, env: str) -> int:
+    """Evaluate a trained run on its own env, unless done; the exit status."""
+    if evaluation(run, env).exists():
+        return 0
+    print(f"{run}: evaluating, {EPISODES} episodes", flush=True)
+    return run_child([sys.executable, "-m", "rlmem.evaluate", f"run={run}",
+                      f"episodes={EPISODES}", "progress_bar=false"])
+
+
+def compare_lines(env: str, finals: dict[str, list[float | None]], measure: str) -> list[str]:
+    """Each backend's seeds, IQM and P(tensor ≥ gymnasium) of one measure."""
     done = {backend: [value for value in values if value is not None]
             for backend, values in finals.items()}
-    lines = [f"{case.env} (lstm, seeds {SEEDS[0]}-{SEEDS[-1]}):"]
+    lines = [f"{env} (lstm, seeds {SEEDS[0]}-{SEEDS[-1]}), {measure}:"]
     for backend in BACKENDS:
-        lines.append(f"  {backend:9}  finals {seeds(finals[backend], three)}; "
+        lines.append(f"  {backend:9}  {seeds(finals[backend], three)}; "
                      f"IQM {iqm_ci(done[backend], three)}")
     lines.append("  P(tensor ≥ gymnasium) "
                  f"{improvement(done['tensor'], done['gymnasium'])}")
     return lines
+
+
+def compare(root: Path, case: Case, frames: int) -> list[str]:
+    """The lines of one env's comparison, of the runs that trained ``frames``: the last
+    ``return_recent``, then the evaluated return."""
+    runs = {backend: [run_dir(root, case.env, backend, seed) for seed in SEEDS]
+            for backend in BACKENDS}
+    finals = {backend: [final_return(run, frames) for run in backend_runs]
+              for backend, backend_runs in runs.items()}
+    evaluated = {backend: [evaluated_return(run, case.env) for run in backend_runs]
+                 for backend, backend_runs in runs.items()}
+    return [*compare_lines(case.env, finals, "last return_recent"),
+            *compare_lines(case.env, evaluated, f"evaluated ({EPISODES} episodes)")]
 
 
 def results_page(lines: Sequence[str]) -> str:
@@ -112,7 +149,9 @@ def results_page(lines: Sequence[str]) -> str:
         "each run's last `return_recent` (the mean return of its last 100 training episodes); "
         "IQM with its 95% stratified bootstrap interval; P(tensor ≥ gymnasium) with its 95% "
         "bootstrap interval, ties counting one half (`rlmem.stats`). Learning is unchanged "
-        "within noise where that interval contains ½ or lies above it.", "",
+        "within noise where that interval contains ½ or lies above it. The second measure of "
+        f"each env: every run evaluated on the original envs, {EPISODES} episodes with sampled "
+        "actions (`python -m rlmem.evaluate run=<run> episodes=200`).", "",
         "```", *lines, "```", ""])
 
 
@@ -135,8 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases if not args.no_train else ():
         for seed in args.seeds:
             for backend in BACKENDS:
-                code = train(args.runs, case, backend, seed, args.frames or case.frames,
-                             args.extra)
+                frames = args.frames or case.frames
+                where = run_dir(args.runs, case.env, backend, seed)
+                code = train(args.runs, case, backend, seed, frames, args.extra)
+                if code == 0 and final_return(where, frames) is not None:
+                    code = evaluate(where, case.env)
                 if code == INTERRUPTED:
                     return code
                 failed += code != 0
