@@ -17,7 +17,7 @@ from rlmem.agents.base import AgentConfig
 from rlmem.agents.registry import AGENTS
 from rlmem.agents.run_config import RunConfig
 from rlmem.envs import resolve_backend, resolve_vectorization, resolved_mission
-from rlmem.envs.backend import GYMNASIUM
+from rlmem.envs.backend import AUTO, GYMNASIUM
 
 
 def with_derived_values(config: Mapping[str, Any],
@@ -25,18 +25,25 @@ def with_derived_values(config: Mapping[str, Any],
     """A run's config (resolved, or as a checkpoint recorded it) with every derived value
     decided: a null ``mission`` becomes whether the env's mission varies, ``vectorization=auto``
     sync or async by the machine's cores, ``env_backend=auto`` tensor or gymnasium by the env
-    (absent, as in runs before the key: gymnasium). A run records what was decided, so this is
-    idempotent: reading a recorded config decides nothing anew.
+    (gymnasium where ``vectorization`` is set, which only gymnasium's envs have), or as
+    ``recorded`` decided it (absent, as in runs before the key: gymnasium). A run records what
+    was decided, so this is idempotent: reading a recorded config decides nothing anew.
 
     The agent decides what its section leaves null
     (:meth:`~rlmem.agents.base.AgentConfig.decided`: our PPO's presets), keeping the decisions
     of ``recorded``, the config of the checkpoint a run resumes."""
     derived = dict(config)
     derived["mission"] = resolved_mission(derived)
-    # Runs before this key stepped gymnasium envs.
+    # Runs before this key stepped gymnasium envs; auto keeps a resumed run's backend, and
+    # takes gymnasium's envs where the run asks how they step (vectorization sync or async).
+    backend = derived.get("env_backend", GYMNASIUM)
+    if backend == AUTO and recorded is not None:
+        backend = recorded.get("env_backend", GYMNASIUM)
+    if backend == AUTO and derived.get("vectorization", AUTO) != AUTO:
+        backend = GYMNASIUM
     derived["env_backend"] = resolve_backend(
-        derived.get("env_backend", GYMNASIUM), str(derived["env"]),
-        wrappers=derived.get("wrappers") or (), env_kwargs=derived.get("env_kwargs") or {})
+        backend, str(derived["env"]), wrappers=derived.get("wrappers") or (),
+        env_kwargs=derived.get("env_kwargs") or {})
     derived = with_decided_agent(derived, recorded)
     # By the cores of the machine that starts the run (runs before this key stepped in sync).
     derived["vectorization"] = resolve_vectorization(derived.get("vectorization", "sync"),

@@ -96,21 +96,23 @@ class TrainConfig(RunFolderConfig):
     """Parallel envs. null: the agent's (agent=ppo: its preset's, 16 but for agent.preset=fast's
     256; agent=sb3: 16). The run records what was decided."""
     vectorization: str = "auto"
-    """How the envs step: sync (all in this process; the reference, reproduced bit for bit),
+    """How gymnasium's envs step (setting it asks for them under env_backend=auto): sync (all in
+    this process; the reference, reproduced bit for bit),
     async (agent=ppo: in worker processes, one group of envs stepping while the policy acts for
     the other, so every core is used; agent=sb3: SubprocVecEnv), or auto: async on at least 4
     usable cores with at least 8 envs, else sync (rlmem.envs.vectorization). The run records
     what was chosen."""
-    env_backend: str = "gymnasium"
+    env_backend: str = "auto"
     """Which envs step the run: gymnasium (any env, one Python object per copy), tensor (the
     batched torch envs of rlmem.envs.tensor: MiniGrid's DoorKey, Memory, Fetch, GoToObject,
     GoToDoor and RedBlueDoors, the POPGym suite's envs; steps on the run's device) or auto
     (tensor where the env has a tensor version and its wrappers and env_kwargs allow it, else
-    gymnasium). The run records what was chosen, resumes
-    with it, and runs without the key resume as gymnasium. The default stays gymnasium until
-    learning on the tensor envs is measured unchanged over 5 seeds (issue 54;
-    experiments/tensor_backend/compare.py). agent=ppo only; rlmem.evaluate plays the gymnasium
-    envs, which the tensor envs equal."""
+    gymnasium; learning on both was measured the same over 5 test seeds,
+    experiments/tensor_backend/RESULTS.md). The run records what was chosen and resumes with it
+    (auto keeps a resumed run's backend; runs without the key resume as gymnasium). auto takes
+    gymnasium's envs where vectorization is set (sync or async: how those envs step), so
+    vectorization=sync stays the bit-exact reference. rlmem.evaluate plays the gymnasium envs,
+    which the tensor envs equal."""
     mission: bool | None = None
     """Encode the mission text; null does so when the env's mission varies between episodes.
     The run records what was decided (true or false)."""

@@ -1,4 +1,5 @@
-"""``vectorization=sync`` learns exactly as the start of issue 32 (commit 69447d9) did.
+"""``vectorization=sync`` learns exactly as the start of issue 32 (commit 69447d9) did (it steps
+gymnasium's envs, which ``env_backend=auto`` takes wherever ``vectorization`` is set).
 
 Tiny in-process runs of our PPO (lstm and relstm, short episodes so that truncations are
 bootstrapped) must write the same ``progress.csv`` numbers, every column but the wall-clock

@@ -56,9 +56,35 @@ def test_a_run_without_the_key_resumes_as_gymnasium() -> None:
     recorded = {"env": "DoorKey-5x5", "mission": False, "num_envs": 2,
                 "vectorization": "sync"}
     assert with_derived_values(recorded)["env_backend"] == "gymnasium"
-    assert with_derived_values({**recorded, "env_backend": "auto"})["env_backend"] == "tensor"
-    cartpole = {**recorded, "env": "CartPole-v1", "env_backend": "auto"}
+    new = {**recorded, "env_backend": "auto", "vectorization": "auto"}
+    assert with_derived_values(new)["env_backend"] == "tensor"
+    cartpole = {**new, "env": "CartPole-v1"}
     assert with_derived_values(cartpole)["env_backend"] == "gymnasium"
+
+
+def test_auto_keeps_the_backend_of_the_run_it_resumes() -> None:
+    """``auto`` (the default) resuming a run decides as that run did: an older run on the
+    gymnasium envs (recorded, or from before the key) resumes on them, not on the tensor envs
+    that a new run of the same env would take."""
+    current = {"env": "DoorKey-5x5", "mission": False, "num_envs": 2, "vectorization": "sync",
+               "env_backend": "auto"}
+    before_the_key = {key: value for key, value in current.items() if key != "env_backend"}
+    for recorded, decided in (({**current, "env_backend": "gymnasium"}, "gymnasium"),
+                              (before_the_key, "gymnasium"),
+                              ({**current, "env_backend": "tensor"}, "tensor")):
+        assert with_derived_values(current, recorded)["env_backend"] == decided
+    assert with_derived_values({**current, "env_backend": "tensor"},
+                               before_the_key)["env_backend"] == "tensor"
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_auto_takes_gymnasium_where_vectorization_is_set(vectorization: str) -> None:
+    """``vectorization`` says how gymnasium's envs step: setting it asks for them (so
+    ``vectorization=sync`` stays the bit-exact reference); left ``auto``, the tensor envs."""
+    config = {"env": "DoorKey-5x5", "mission": False, "num_envs": 2, "env_backend": "auto"}
+    assert with_derived_values({**config, "vectorization": vectorization}
+                               )["env_backend"] == "gymnasium"
+    assert with_derived_values({**config, "vectorization": "auto"})["env_backend"] == "tensor"
 
 
 @pytest.mark.parametrize(("name", "family"), [("DoorKey-5x5", DoorKey), ("MemoryS7", Memory),
