@@ -14,8 +14,9 @@ script prints each seed's final on both backends, their IQM with its 95% bootstr
 and P(tensor ≥ gymnasium) with its interval (:mod:`rlmem.stats`, ties counting one half).
 Learning is unchanged within noise where that interval contains ½ or lies above it. A second
 measure, apart from each backend's own bookkeeping of its training episodes: every trained run
-evaluated on the same envs (``python -m rlmem.evaluate``, the original envs, :data:`EPISODES`
-episodes with sampled actions, seed 0), the same lines of its mean returns.
+evaluated on its training env (``python -m rlmem.evaluate run=<run> env=<env>``: the original
+envs, :data:`EPISODES` episodes with sampled actions, seed 0), the same lines of its mean
+returns.
 """
 
 from __future__ import annotations
@@ -103,11 +104,12 @@ def evaluated_return(run: Path, env: str) -> float | None:
 
 
 def evaluate(run: Path, env: str) -> int:
-    """Evaluate a trained run on its own env, unless done; the exit status."""
+    """Evaluate a trained run on its training env (not the transfer env, ``rlmem.evaluate``'s
+    default), unless done; the exit status."""
     if evaluation(run, env).exists():
         return 0
     print(f"{run}: evaluating, {EPISODES} episodes", flush=True)
-    return run_child([sys.executable, "-m", "rlmem.evaluate", f"run={run}",
+    return run_child([sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
                       f"episodes={EPISODES}", "progress_bar=false"])
 
 
@@ -151,7 +153,7 @@ def results_page(lines: Sequence[str]) -> str:
         "bootstrap interval, ties counting one half (`rlmem.stats`). Learning is unchanged "
         "within noise where that interval contains ½ or lies above it. The second measure of "
         f"each env: every run evaluated on the original envs, {EPISODES} episodes with sampled "
-        "actions (`python -m rlmem.evaluate run=<run> episodes=200`).", "",
+        "actions (`python -m rlmem.evaluate run=<run> env=<env> episodes=200`).", "",
         "```", *lines, "```", ""])
 
 
