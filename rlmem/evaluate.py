@@ -45,7 +45,7 @@ from rlmem.envs import (
     refuse_untrusted_code,
     transfer_target,
 )
-from rlmem.envs.backend import TENSOR
+from rlmem.envs.backend import GYMNASIUM
 from rlmem.envs.recording import write_gif
 from rlmem.runs import (
     CHECKPOINT_NAME,
@@ -117,7 +117,11 @@ def load_run(run: Path, *, trusted: bool = False) -> Checkpoint:
         raise ValueError(f"run={run} was trained by agent={config['agent']['name']}; "
                          f"rlmem.evaluate evaluates {', '.join(AGENTS)} runs")
     refuse_untrusted_code(config, source=str(path), trusted=trusted)
-    return dataclasses.replace(checkpoint, config=with_derived_values(config))
+    # An evaluation steps the original envs, whatever the run trained on: the tensor envs
+    # equal them step for step (rlmem.envs.tensor), and only the originals exist for every
+    # transfer target and draw the GIFs.
+    return dataclasses.replace(
+        checkpoint, config=with_derived_values({**config, "env_backend": GYMNASIUM}))
 
 
 def evaluation_env(requested: str | None, config: dict[str, Any]) -> str:
@@ -195,8 +199,6 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     torch.set_num_threads(cfg.torch_threads)
 
     options = EnvOptions.from_config(config)
-    if config.get("env_backend") == TENSOR:
-        print(TENSOR_EVALUATION, flush=True)
     probe = check_interface(run, name, config, options)
     eval_memory = {**full_attention_on(name, config["memory"], probe.episode_limit,
                                        given=cfg.eval_memory), **cfg.eval_memory}
@@ -283,14 +285,6 @@ def same_run(run: Path, identity: tuple[int, int] | None) -> bool:
           "trained.", file=sys.stderr, flush=True)
     return False
 
-
-TENSOR_EVALUATION = (
-    "The run trained on the tensor backend; it is evaluated on the gymnasium envs, which the "
-    "tensor envs equal step for step, so that every env (a transfer target too) is playable "
-    "and its GIFs are drawn by the env itself.")
-"""What :func:`evaluate` says of a run trained with ``env_backend=tensor``: evaluation always
-steps the original envs (:mod:`rlmem.envs.tensor` proves the tensor envs equal to them), which
-render and exist for every env a run can transfer to."""
 
 def full_attention_on(env: str, memory: dict[str, Any], steps: int | None,
                       given: Mapping[str, Any]) -> dict[str, int]:

@@ -67,6 +67,7 @@ from rlmem.agents.registry import AGENTS
 from rlmem.cells import cell_config, get_cell_class, hyperparameters, make_cell
 from rlmem.cells.irnn import IncrementalRNN, IRNNUpdate
 from rlmem.envs import refuse_untrusted_code
+from rlmem.envs.backend import GYMNASIUM
 from rlmem.runs.checkpoint import (
     FORMAT,
     checkpoint_from_payload,
@@ -258,8 +259,13 @@ def format_3_to_4(payload: Mapping[str, Any], source: str) -> Payload:
 
 def format_4_to_5(payload: Mapping[str, Any], source: str) -> Payload:
     """``flush_denormal``: every run before it computed with subnormal floats kept, which is
-    the key's default, so only the format changes (the completion writes the key)."""
-    return {**payload, "format": 5}
+    the key's default (the completion writes the key). ``env_backend``: every RL run before it
+    stepped gymnasium's envs, which today's default (``auto``: the tensor envs where an env has
+    them) would not, so the config says so."""
+    config = dict(payload["config"])
+    if "agent" in config:
+        config.setdefault("env_backend", GYMNASIUM)
+    return {**payload, "config": config, "format": 5}
 
 
 Step = Callable[[Mapping[str, Any], str], Payload]

@@ -27,4 +27,4 @@ def test_compare_trains_both_backends_and_reports(tmp_path: Path,
     monkeypatch.setattr(compare, "RESULTS", results)
     assert compare.main(["--write", *argv]) == 0  # nothing left to train
     assert "training" not in capsys.readouterr().out
-    assert "MemoryS7 (lstm, seeds 3-7):" in results.read_text()
+    assert "MemoryS7 (lstm, seeds 3-7), last return_recent:" in results.read_text()
