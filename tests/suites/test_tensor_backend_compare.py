@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_runner import TINY_PPO
+from cli_runner import TINY_PPO, run_cli
 
 from experiments.tensor_backend import compare
 
@@ -16,6 +16,9 @@ TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar=
 def test_compare_trains_both_backends_and_reports(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # The runs through the tests' zygote (cli_runner), not a fresh interpreter each.
+    monkeypatch.setattr(compare, "run_child", lambda command: run_cli(
+        command[2], *command[3:], cwd=tmp_path).returncode)
     argv = ["--runs", str(tmp_path), "--frames", "64", "--envs", "MemoryS7", "--seeds", "3",
             "--", *TINY]
     assert compare.main(argv) == 0
