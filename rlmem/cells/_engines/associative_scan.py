@@ -9,9 +9,10 @@ Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
 A reset before step ``t`` sets the state to zero before :math:`(a_t, b_t)` applies, which is the
 map with :math:`a_t = 0` (:func:`reset_decay`): the scan needs no other change. On the CPU
 the recurrence runs as written, one multiply-add a step into the output (a step's arithmetic
-over the batch costs little more than the call, and every way of composing maps found so far,
-blocks of step-by-step prefixes included, moved several times the data: 4-7x slower at
-T=128, B=64, 128 complex units); on an accelerator the chunk's prefixes are composed in
+over the batch costs little more than the call, and every way of composing maps tried so far,
+blocks of step-by-step prefixes included, moves several times the data: LRU's training step
+went from 1.42x to 1.17x our lstm's, benchmarks/results/cell_speed.md); on an accelerator the
+chunk's prefixes are composed in
 :math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
 
 The forward is out-of-place tensor algebra on any device and dtype torch's ``mul`` takes
