@@ -110,6 +110,21 @@ class PPOConfig(PPOHyperparameters):
     of 64, which learnt more slowly, no bonus had done worse; this round was run after the
     suite's first seeds showed RecurrentPPO ahead on RepeatPreviousEasy."""
 
+    update_threads: int | None = None
+    """Threads that compute each minibatch's gradient on the CPU, each on a part of its chunks
+    (:mod:`rlmem.agents.ppo.gradient_parts`): the same gradient, summed in another order, so
+    a second core shortens the update where the parts are large enough to outweigh the
+    threads' hand-overs (``docs/performance.md#update-threads``). null: decided when the run
+    starts, and recorded: 1 where ``vectorization`` is set (``sync`` is the bit-exact
+    reference), where the device is ``cuda`` (a GPU's kernels queue on one stream, so parts
+    gain nothing there) or where a minibatch has fewer than
+    :data:`MIN_FRAMES_PER_THREAD` frames per thread; else the usable cores, at most
+    :data:`MAX_UPDATE_THREADS`: so the fast preset's minibatches of 512 take 2 threads on a
+    machine of 2 cores or more, the minigrid and generic presets' 256 take 1. A resumed run
+    keeps its recorded value (1 for runs from before this key). On a CUDA device
+    (``device=auto`` on a GPU machine included) the update runs in one thread whatever this
+    says. Running several runs side by side on a machine, give each 1."""
+
     supports_stop_return: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -122,6 +137,9 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.recurrence must be positive, got {self.recurrence}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"agent.reward_scale must be positive, got {self.reward_scale}")
+        if self.update_threads is not None and self.update_threads < 1:
+            raise ValueError(f"agent.update_threads must be at least 1, got "
+                             f"{self.update_threads}")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"agent.entropy_coef must be non-negative, got {self.entropy_coef}")
         candidates = ([(self.recurrence, "")] if self.recurrence is not None else
@@ -152,8 +170,10 @@ class PPOConfig(PPOHyperparameters):
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
-        for the run's env)."""
-        return decide_presets(agent, config["env"], recorded)
+        for the run's env), and ``update_threads`` (:func:`decided_update_threads`)."""
+        decided = decide_presets(agent, config["env"], recorded)
+        decided["update_threads"] = decided_update_threads(decided, config, recorded)
+        return decided
 
     @classmethod
     def memory_size(cls, agent: Mapping[str, Any]) -> int | None:
@@ -176,6 +196,42 @@ class PPOConfig(PPOHyperparameters):
                          config.discrete_encoding)
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
+
+
+MAX_UPDATE_THREADS = 2
+"""The most threads a null ``update_threads`` takes: measured on 2 cores only."""
+
+MIN_FRAMES_PER_THREAD = 256
+"""The fewest frames of a minibatch per thread for a null ``update_threads`` to take more than
+one. Measured on this project's 2-core machine, whole updates (rollout and PPO update) taking
+turns in one process (``python benchmarks/update_threads.py``,
+``benchmarks/results/update_threads.md``): with two threads the fast preset's minibatches of
+512 frames ran at 1.00-1.27x the frames/s of one thread (lstm 1.14-1.27x, relstm 1.00-1.16x),
+the minigrid preset's 256 at 0.95-1.01x, where each part's many small kernels cost about what
+the second core gains."""
+
+
+def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
+                           recorded: Mapping[str, Any] | None = None) -> int:
+    """``agent.update_threads`` as the run takes it (see :attr:`PPOConfig.update_threads`):
+    a value given is kept; a resumed run keeps its recorded one (1 where it recorded none);
+    else 1 with ``vectorization`` set, ``device=cuda`` or minibatches of fewer than
+    :data:`MIN_FRAMES_PER_THREAD` frames a thread, and the usable cores, at most
+    :data:`MAX_UPDATE_THREADS`, otherwise. ``agent`` has its preset's ``batch_size``
+    decided."""
+    # Here, not at the top: rlmem.envs imports torch, which composing a config must not.
+    from rlmem.envs.vectorization import AUTO, usable_cores
+
+    if agent.get("update_threads") is not None:
+        return int(agent["update_threads"])
+    if recorded is not None:
+        return int(recorded.get("update_threads") or 1)
+    if (config.get("vectorization", AUTO) != AUTO
+            or str(config.get("device", "auto")).startswith("cuda")):
+        return 1
+    threads = min(MAX_UPDATE_THREADS, usable_cores(),
+                  int(agent["batch_size"]) // MIN_FRAMES_PER_THREAD)
+    return max(1, threads)
 
 
 def decided_value(agent: PPOConfig, key: str) -> Any:

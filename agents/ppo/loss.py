@@ -33,15 +33,28 @@ from rlmem.agents.ppo.model import PolicyOutput
 from rlmem.agents.ppo.rollout import ChunkBatch
 
 
-def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch,
-             config: PPOConfig) -> tuple[Tensor, dict[str, Tensor | float]]:
-    """The loss to minimise (module docstring) and its parts, for logging.
+def loss_advantages(batch: ChunkBatch, config: PPOConfig) -> Tensor:
+    r""":math:`\hat A_t` as the loss weighs them: the batch's advantages, standardised over it
+    when ``config.normalize_advantage``."""
+    advantage = batch.advantages
+    if config.normalize_advantage:
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    return advantage
+
+
+def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch, config: PPOConfig, *,
+             advantages: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor | float]]:
+    r"""The loss to minimise (module docstring) and its parts, for logging.
 
     Args:
         outputs: the model run over ``batch``'s chunks from their start states.
         batch: whole chunks of the rollout (:meth:`ChunkBatch.minibatches`).
         config: ``clip``, ``clip_value``, ``normalize_advantage``, ``value_coef`` and
             ``entropy_coef`` are read.
+        advantages: :math:`\hat A_t` of ``batch``'s frames, already as
+            :func:`loss_advantages` makes them (standardised over a larger minibatch that
+            ``batch`` is a part of, :mod:`rlmem.agents.ppo.gradient_parts`); default: those
+            of ``batch`` itself.
 
     Returns:
         the scalar loss, and ``loss/policy`` (:math:`-L^{CLIP}`), ``loss/value``
@@ -50,9 +63,7 @@ def ppo_loss(outputs: PolicyOutput, batch: ChunkBatch,
     """
     log_probs, entropies = outputs.head.log_prob_entropy(outputs.action_params, batch.actions)
     entropy = entropies.mean()
-    advantage = batch.advantages
-    if config.normalize_advantage:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    advantage = loss_advantages(batch, config) if advantages is None else advantages
     log_ratio = log_probs - batch.old_log_probs
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1.0 - config.clip, 1.0 + config.clip)

@@ -11,6 +11,9 @@ rl-starter-files), on a rollout from :class:`~rlmem.agents.ppo.collector.Rollout
    episode.
 3. ``epochs`` passes over the chunks in random minibatches of ``batch_size`` frames each take
    one Adam step on :func:`~rlmem.agents.ppo.loss.ppo_loss`, after clipping the gradient norm.
+   With ``update_threads`` above 1 (on the CPU), a minibatch's gradient is computed in parts,
+   one thread each (:mod:`~rlmem.agents.ppo.gradient_parts`): the same gradient, rounded
+   otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from torch import Tensor
 
 from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.gae import compute_gae
+from rlmem.agents.ppo.gradient_parts import GradientInParts
 from rlmem.agents.ppo.loss import ppo_loss
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.rollout import ChunkBatch, Rollout
@@ -45,6 +49,10 @@ class PPO:
         # those of the default loop bit for bit (tests/agents/test_ppo_sync_fixture.py).
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
                                           foreach=True)
+        threads = int(config.update_threads or 1)
+        on_cpu = all(parameter.device.type == "cpu" for parameter in model.parameters())
+        self.in_parts = GradientInParts(model, config, threads) if threads > 1 and on_cpu else None
+        """The minibatch's gradient in parts, one thread each; None: in one piece, here."""
 
     def update(self, rollout: Rollout) -> dict[str, float]:
         """One PPO update on ``rollout``; returns the means of the losses and diagnostics over
@@ -80,15 +88,19 @@ class PPO:
     def step(self, batch: ChunkBatch) -> dict[str, Tensor | float]:
         """One optimizer step on the PPO loss of ``batch``; returns the loss's parts and the
         gradient norm before clipping."""
-        out = self.model(batch.observations, batch.start_state, batch.resets)
-        loss, stats = ppo_loss(out, batch, self.config)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.in_parts is not None:
+            loss, stats = self.in_parts(batch)
+        else:
+            out = self.model(batch.observations, batch.start_state, batch.resets)
+            loss, stats = ppo_loss(out, batch, self.config)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"the PPO loss is {loss.item()} (policy {_number(stats['loss/policy'])}, value "
                 f"{_number(stats['loss/value'])}, entropy {_number(stats['loss/entropy'])}, "
                 f"memory aux {_number(stats['loss/memory_aux'])}); stopping before applying it.")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.in_parts is None:
+            loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                    self.config.max_grad_norm, foreach=True)
         self.optimizer.step()

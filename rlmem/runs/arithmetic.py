@@ -45,6 +45,12 @@ def _flushes_everywhere(probe: torch.Tensor) -> tuple[bool, bool]:
     return bool(flushed.all()), bool(flushed.any())
 
 
+def flushing_subnormals() -> bool:
+    """Whether the calling thread flushes subnormal floats to zero now (one product, computed
+    on this thread alone)."""
+    return bool(torch.tensor([SMALLEST_NORMAL / 4]) * 1.5 == 0)
+
+
 @contextmanager
 def subnormal_floats(flush: bool) -> Iterator[None]:
     """Compute the block's CPU arithmetic with subnormal floats flushed to zero (``flush``) or

@@ -25,6 +25,7 @@ import logging
 import os
 import platform
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,10 @@ def announce(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+_BUILDING = threading.Lock()
+"""Held while :func:`_build` runs or returns its cached result: one build, one load."""
+
+
 @functools.cache
 def _build() -> Any | None:
     """Compile (or load from the cache) ``csrc/`` once per process; ``None`` if it fails."""
@@ -133,4 +138,5 @@ def ops(like: Tensor) -> Any | None:
     disabled, off the CPU, or when the build failed."""
     if like.device.type != "cpu" or not enabled():
         return None
-    return _build()
+    with _BUILDING:  # the first calls may come from several threads (a PPO update's parts)
+        return _build()

@@ -61,6 +61,18 @@ def fallback(engine: str, reason: str) -> None:
     _LOG.warning("rlmem: %s runs its Python loops, not its Triton kernels: %s", engine, reason)
 
 
+INTERPRET = "interpret"
+"""The :data:`VARIABLE` setting that runs the kernels on the CPU, through Triton's interpreter."""
+
+
+def interpreting() -> bool:
+    """Whether CPU tensors may run the kernels through Triton's interpreter
+    (``RLMEM_TRITON=interpret``). The interpreter patches Triton's language module while a
+    kernel runs, so it runs one kernel at a time: callers that would run the cells in several
+    threads run them in one."""
+    return os.environ.get(VARIABLE, "auto") == INTERPRET
+
+
 def runs(like: Tensor, engine: str) -> bool:
     """Whether ``engine``'s Triton kernels compute a chunk whose tensors are like ``like``
     (device, dtype); where they cannot, :func:`fallback` says why."""
@@ -68,7 +80,7 @@ def runs(like: Tensor, engine: str) -> bool:
     if setting == "0":
         return False
     if like.device.type == "cpu":
-        if setting != "interpret":
+        if setting != INTERPRET:
             return False
         if os.environ.get("TRITON_INTERPRET") != "1":
             fallback(engine, f"{VARIABLE}=interpret needs TRITON_INTERPRET=1 in the "

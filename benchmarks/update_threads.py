@@ -1,0 +1,50 @@
+"""Frames per second of our PPO's whole update (rollout, then the PPO update) with the
+minibatch's gradient in one thread and in two (``agent.update_threads``,
+:mod:`rlmem.agents.ppo.gradient_parts`), taking turns update by update in one process, so that
+the load of a shared machine hits both alike; the load average is printed before and after.
+
+    OMP_NUM_THREADS=1 python benchmarks/update_threads.py --updates 4
+
+Each row is a preset's shape of the work (envs, rollout, epochs, minibatch) on the tensor envs,
+lstm and relstm, DoorKey-5x5 and MemoryS7. The measure behind
+:data:`rlmem.agents.ppo.config.MIN_FRAMES_PER_THREAD`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rlmem.agents.ppo.presets import PRESETS, Preset
+
+REPO = Path(__file__).resolve().parents[1]
+ROWS = [(preset, env, memory) for preset in (Preset.fast, Preset.minigrid)
+        for env in ("DoorKey-5x5", "MemoryS7") for memory in ("lstm", "relstm")]
+"""(preset, env, cell) of each row."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--updates", type=int, default=4, help="timed updates of each")
+    args = parser.parse_args()
+    if str(REPO) not in sys.path:  # run as python benchmarks/update_threads.py
+        sys.path.insert(0, str(REPO))
+    from experiments.fast_trainer.speed import SHAPE_KEYS, alternating_fps
+
+    print("| preset (minibatch) | env | cell | 1 thread (frames/s) | 2 threads (frames/s) "
+          "| ratio | load before → after |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for preset, env, memory in ROWS:
+        shape = {key: getattr(PRESETS[preset], key) for key in SHAPE_KEYS}
+        before = os.getloadavg()[0]
+        fps = alternating_fps(env, memory, {str(threads): {**shape, "update_threads": threads}
+                                            for threads in (1, 2)}, args.updates)
+        print(f"| {preset.name} ({shape['batch_size']}) | {env} | {memory} | {fps['1']:.0f} | "
+              f"{fps['2']:.0f} | {fps['2'] / fps['1']:.2f} | {before:.2f} → "
+              f"{os.getloadavg()[0]:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
