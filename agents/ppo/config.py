@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rlmem.agents.base import EnvProbe
 from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
 from rlmem.agents.ppo.presets import PRESETS, Preset, decide_presets
+from rlmem.schema.ranges import check_torch_threads
 
 if TYPE_CHECKING:
     from rlmem.agents.run_config import RunConfig
@@ -137,9 +138,9 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.recurrence must be positive, got {self.recurrence}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"agent.reward_scale must be positive, got {self.reward_scale}")
-        if self.update_threads is not None and self.update_threads < 1:
-            raise ValueError(f"agent.update_threads must be at least 1, got "
-                             f"{self.update_threads}")
+        if self.update_threads is not None:
+            check_torch_threads(self.update_threads, "agent.update_threads",
+                                "null lets the run decide (docs/performance.md).")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"agent.entropy_coef must be non-negative, got {self.entropy_coef}")
         candidates = ([(self.recurrence, "")] if self.recurrence is not None else
@@ -188,14 +189,22 @@ class PPOConfig(PPOHyperparameters):
         return PRESETS[Preset[str(agent["preset"])]].num_envs
 
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
-        """The model must encode every observation field and have a head for the actions."""
-        from rlmem.agents.ppo.model import check_spaces  # torch only when a run is checked
+        """The model must encode every observation field and have a head for the actions, and
+        the rollout must fit the run's device
+        (:func:`~rlmem.agents.ppo.rollout_footprint.check_rollout_fits`)."""
+        # torch only when a run is checked
+        from rlmem.agents.ppo.model import check_spaces
+        from rlmem.agents.ppo.rollout_footprint import check_rollout_fits
+        from rlmem.runs.device import resolve_device
 
         try:
             check_spaces(env.observation_space, env.action_space, config.grid_encoding,
                          config.discrete_encoding)
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
+        check_rollout_fits(env.observation_space, config.num_envs,
+                           int(decided_value(self, "frames_per_env")),
+                           resolve_device(str(config.device)))
 
 
 MAX_UPDATE_THREADS = 2

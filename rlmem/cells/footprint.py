@@ -71,9 +71,9 @@ def check_cell_fits(config: Any) -> None:
     if needed > available:
         raise ValueError(
             f"{_describe(config)} has {parameters:.3g} parameters: training it holds at least "
-            f"{_bytes(needed)} (weights, gradients and Adam's two moments, in float32), more "
-            f"than this machine's {_bytes(available)} of memory. Nothing was started; choose "
-            "a smaller memory.hidden_size (or fewer memory.num_layers).")
+            f"{readable_bytes(needed)} (weights, gradients and Adam's two moments, in "
+            f"float32), more than this machine's {readable_bytes(available)} of memory. Nothing "
+            "was started; choose a smaller memory.hidden_size (or fewer memory.num_layers).")
 
 
 def _describe(config: Any) -> str:
@@ -82,7 +82,8 @@ def _describe(config: Any) -> str:
             f"{values.get('hidden_size')}")
 
 
-def _bytes(count: int) -> str:
+def readable_bytes(count: int) -> str:
+    """``count`` bytes in binary units, three significant digits (``137 GiB``)."""
     units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
     value, unit = float(count), 0
     while value >= 1024 and unit < len(units) - 1:
