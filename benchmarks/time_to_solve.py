@@ -14,10 +14,12 @@ start-up, env making and checkpoints, as a researcher's does. The reference runs
 the env, cell, seed, frames and ``stop_return`` given; the new side runs this checkout. For
 each seed the two run one after the other, the first of the pair alternating from seed to
 seed, so that the load of a shared machine hits both alike; the load average before and after
-each run is recorded. Runs are kept (``--runs``, each with its ``solve.json``) and a stopped
-benchmark resumes. The report gives, per env and cell, every seed's seconds and frames, their
-IQM with a 95% stratified bootstrap interval (:mod:`rlmem.stats`), k of n solved, and the
-ratio of the IQMs of seconds. A run that did not reach the threshold counts at its cap (its
+each run is recorded. The new side, too, runs a ``git archive`` of a commit (``--new``, default
+the checkout's ``HEAD``, named in the report), so that editing the checkout while the benchmark
+runs changes nothing it measures. Runs are kept (``--runs``, each with its ``solve.json``) and
+a stopped benchmark resumes. The report gives, per env and cell, every seed's seconds and
+frames, their IQM with a 95% stratified bootstrap interval (:mod:`rlmem.stats`), k of n solved,
+and the ratio of the IQMs of seconds. A run that did not reach the threshold counts at its cap (its
 seconds and frames are then lower bounds, marked ``+``).
 
 Run the test seeds (3-7) only for a measurement: the fast preset was tuned on 0-2
@@ -27,6 +29,7 @@ Run the test seeds (3-7) only for a measurement: the fast preset was tuned on 0-
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,13 +54,13 @@ def _modules() -> tuple[Any, Any, Any]:
 
 
 def run_pair(args: argparse.Namespace, env: str, memory: str, seed: int, index: int,
-             reference_code: Path) -> dict[str, Any]:
+             code: dict[str, Path]) -> dict[str, Any]:
     """The reference's and the new run of one env, cell and seed, the first of the two
-    alternating with ``index``."""
+    alternating with ``index``; ``code`` holds each side's packaged commit."""
     solve_runs, _, _ = _modules()
     base = [f"env={env}", f"memory={memory}", f"seed={seed}", f"frames={args.frames}",
             f"stop_return={args.threshold}"]
-    plans = {"reference": (base, reference_code), "new": ([*base, *NEW], None)}
+    plans = {"reference": (base, code["reference"]), "new": ([*base, *NEW], code["new"])}
     order = SIDES if index % 2 == 0 else SIDES[::-1]
     return {side: solve_runs.train_to_threshold(
         plans[side][0], args.runs / side / env / memory / f"seed{seed}", plans[side][1])
@@ -107,18 +110,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=2_000_000, help="each run's cap")
     parser.add_argument("--threshold", type=float, default=0.9, help="stop_return")
     parser.add_argument("--reference", default="f7a96db", help="the reference commit")
+    parser.add_argument("--new", default="HEAD", help="the commit of the new side")
     parser.add_argument("--runs", type=Path, default=REPO / "benchmarks" / "time_to_solve_runs")
     parser.add_argument("--output", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
     solve_runs, _, _ = _modules()
-    code = solve_runs.packaged_commit(REPO, args.reference, args.runs / "reference_code")
+    new = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.new],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    code = {"reference": solve_runs.packaged_commit(REPO, args.reference,
+                                                    args.runs / "reference_code"),
+            "new": solve_runs.packaged_commit(REPO, new, args.runs / f"new_code_{new}")}
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for env in args.envs:
         for memory in args.memories:
             results[env, memory] = [run_pair(args, env, memory, seed, index, code)
                                     for index, seed in enumerate(args.seeds)]
             print(f"{env} {memory}: {results[env, memory]}", flush=True)
-    text = (f"Reference {args.reference} (its defaults) against this checkout with "
+    text = (f"Reference {args.reference} (its defaults) against {new} with "
             f"{' '.join(NEW)}; stop_return={args.threshold}, cap {args.frames} frames, seeds "
             f"{', '.join(map(str, args.seeds))}.\n\n" + table(results))
     print(text)
