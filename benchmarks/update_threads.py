@@ -5,8 +5,9 @@ the load of a shared machine hits both alike; the load average is printed before
 
     OMP_NUM_THREADS=1 python benchmarks/update_threads.py --updates 4
 
-Each row is a preset's shape of the work (envs, rollout, epochs, minibatch) on the tensor envs,
-lstm and relstm, DoorKey-5x5 and MemoryS7. The measure behind
+Each row is a shape of the work (envs, rollout, epochs, minibatch) on the tensor envs, lstm and
+relstm, DoorKey-5x5 and MemoryS7: the presets', and minibatches of 512 (256 envs, rollouts of
+16, 2 epochs: the fast preset's shape before it took 4 epochs of 256). The measure behind
 :data:`rlmem.agents.ppo.config.MIN_FRAMES_PER_THREAD`.
 """
 
@@ -20,9 +21,18 @@ from pathlib import Path
 from rlmem.agents.ppo.presets import PRESETS, Preset
 
 REPO = Path(__file__).resolve().parents[1]
-ROWS = [(preset, env, memory) for preset in (Preset.fast, Preset.minigrid)
-        for env in ("DoorKey-5x5", "MemoryS7") for memory in ("lstm", "relstm")]
-"""(preset, env, cell) of each row."""
+LARGE_MINIBATCH = {"num_envs": 256, "frames_per_env": 16, "epochs": 2, "batch_size": 512}
+"""Minibatches of 512 frames: the fast preset's shape before it took 4 epochs of 256."""
+
+SHAPES = {"large minibatch": LARGE_MINIBATCH,
+          **{f"{preset.name} preset": {key: getattr(PRESETS[preset], key) for key in
+                                       ("num_envs", "frames_per_env", "epochs", "batch_size")}
+             for preset in (Preset.fast, Preset.minigrid)}}
+"""The shapes of the work measured, by name."""
+
+ROWS = [(shape, env, memory) for shape in SHAPES for env in ("DoorKey-5x5", "MemoryS7")
+        for memory in ("lstm", "relstm")]
+"""(shape, env, cell) of each row."""
 
 
 def main() -> None:
@@ -31,17 +41,17 @@ def main() -> None:
     args = parser.parse_args()
     if str(REPO) not in sys.path:  # run as python benchmarks/update_threads.py
         sys.path.insert(0, str(REPO))
-    from experiments.fast_trainer.speed import SHAPE_KEYS, alternating_fps
+    from experiments.fast_trainer.speed import alternating_fps
 
-    print("| preset (minibatch) | env | cell | 1 thread (frames/s) | 2 threads (frames/s) "
+    print("| shape (minibatch) | env | cell | 1 thread (frames/s) | 2 threads (frames/s) "
           "| ratio | load before → after |")
     print("|---|---|---|---:|---:|---:|---|")
-    for preset, env, memory in ROWS:
-        shape = {key: getattr(PRESETS[preset], key) for key in SHAPE_KEYS}
+    for name, env, memory in ROWS:
+        shape = SHAPES[name]
         before = os.getloadavg()[0]
         fps = alternating_fps(env, memory, {str(threads): {**shape, "update_threads": threads}
                                             for threads in (1, 2)}, args.updates)
-        print(f"| {preset.name} ({shape['batch_size']}) | {env} | {memory} | {fps['1']:.0f} | "
+        print(f"| {name} ({shape['batch_size']}) | {env} | {memory} | {fps['1']:.0f} | "
               f"{fps['2']:.0f} | {fps['2'] / fps['1']:.2f} | {before:.2f} → "
               f"{os.getloadavg()[0]:.2f} |", flush=True)
 

@@ -37,13 +37,16 @@ class PPOConfig(PPOHyperparameters):
       minigrid 64, generic 256; where ``num_envs`` is null, 16 envs for both.
 
     The fast preset (``agent.preset=fast``, never chosen by an env's family) keeps minigrid's
-    learning values and memory, and shapes the work for throughput: 256 envs, rollouts of 16
-    frames per env (one BPTT chunk), two epochs of minibatches of 512 frames (after
-    XLand-MiniGrid's and purejaxrl's recipes), chosen by wall-clock time to a return of 0.9 on
-    tuning seeds 0-2 (``experiments/fast_trainer/TUNING.md``; provisionally on DoorKey-5x5
-    alone: on MemoryS7 its first tuning run, seed 0, learnt no memory within 800k frames, where
-    minigrid's takes 184k-623k). It is meant for the tensor envs
-    (``env_backend=tensor``), where 256 envs step as one batch.
+    learning values, memory and gradient steps per frame (4 epochs of minibatches of 256
+    frames), and acts in 256 envs with rollouts of 16 frames per env (one BPTT chunk), chosen
+    by wall-clock time to a return of 0.9 on tuning seeds 0-2 of DoorKey-5x5 and MemoryS7
+    (``experiments/fast_trainer/TUNING.md``): it was the only candidate of five that learnt
+    MemoryS7 on every tuning seed (286k-393k frames); those with fewer gradient steps per frame
+    (XLand-MiniGrid's and purejaxrl's recipes: 1-2 epochs of large minibatches) ran 1.7-4x
+    as many frames a second but learnt no memory within 800k frames on tuning seed 0. On this
+    CPU its update costs what minigrid's does per frame, so it saves only the acting: about
+    2.6k frames/s against minigrid's 1.4-1.7k on the tensor envs, one thread. It is meant for
+    the tensor envs (``env_backend=tensor``), where 256 envs step as one batch.
 
     minigrid is rl-starter-files' recipe, unchanged (MiniGrid runs are what they were). generic
     was measured on POPGym 1.0.7's RepeatPreviousEasy with an LSTM of 64 (80k frames, seeds
@@ -120,8 +123,8 @@ class PPOConfig(PPOHyperparameters):
     reference), where the device is ``cuda`` (a GPU's kernels queue on one stream, so parts
     gain nothing there) or where a minibatch has fewer than
     :data:`MIN_FRAMES_PER_THREAD` frames per thread; else the usable cores, at most
-    :data:`MAX_UPDATE_THREADS`: so the fast preset's minibatches of 512 take 2 threads on a
-    machine of 2 cores or more, the minigrid and generic presets' 256 take 1. A resumed run
+    :data:`MAX_UPDATE_THREADS`: so minibatches of 512 frames or more take 2 threads on a
+    machine of 2 cores or more, the presets' minibatches of 256 take 1. A resumed run
     keeps its recorded value (1 for runs from before this key). On a CUDA device
     (``device=auto`` on a GPU machine included) the update runs in one thread whatever this
     says. Running several runs side by side on a machine, give each 1."""

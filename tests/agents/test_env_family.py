@@ -132,7 +132,7 @@ def test_the_fast_preset_decides_the_envs_and_the_shape_of_the_work() -> None:
 
 def test_a_preset_whose_rollout_does_not_fill_its_minibatches_is_refused() -> None:
     with pytest.raises(ValueError, match=r"num_envs × frames_per_env=1520 must be a positive "
-                                         r"multiple of 512"):
+                                         r"multiple of 256"):
         dataclasses.replace(presets.PRESETS[Preset.fast], num_envs=95)
 
 

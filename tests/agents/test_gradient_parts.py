@@ -209,12 +209,13 @@ def test_update_threads_are_decided_by_the_run(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_a_run_records_its_update_threads() -> None:
-    fast = PPOConfig.decided({"name": "ppo", "preset": "fast"}, {"env": "DoorKey-5x5"})
+    large = PPOConfig.decided({"name": "ppo", "preset": "fast", "batch_size": 512},
+                              {"env": "DoorKey-5x5"})
     minigrid = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
-    exact = PPOConfig.decided({"name": "ppo", "preset": "fast"},
-                           {"env": "DoorKey-5x5", "vectorization": "sync"})
+    exact = PPOConfig.decided({"name": "ppo", "preset": "fast", "batch_size": 512},
+                              {"env": "DoorKey-5x5", "vectorization": "sync"})
     assert minigrid["update_threads"] == exact["update_threads"] == 1
-    assert fast["update_threads"] == min(2, len(os.sched_getaffinity(0)))
+    assert large["update_threads"] == min(2, len(os.sched_getaffinity(0)))
 
 
 def test_fewer_than_two_parts_are_refused() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from experiments.fast_trainer.tune import CANDIDATES, choose
+import json
+
+from experiments.fast_trainer.tune import CANDIDATES, CAPS, OUTPUT, SPEED, choose, scores
 from rlmem.agents.ppo.presets import PRESETS, Preset
 
 
@@ -21,8 +23,12 @@ def test_without_an_eligible_candidate_all_are_scored_and_none_finished_is_none(
     assert choose({}) is None
 
 
-def test_the_fast_preset_holds_a_candidates_values() -> None:
+def test_the_fast_preset_holds_the_candidate_the_committed_runs_choose() -> None:
+    speed = json.loads(SPEED.read_text())
+    chosen = choose(scores(speed["fps"], list(CAPS)))
+    assert chosen is not None
     fast = PRESETS[Preset.fast]
     shape = {key: getattr(fast, key) for key in ("num_envs", "frames_per_env", "epochs",
                                                  "batch_size")}
-    assert shape in [vars(candidate) for candidate in CANDIDATES.values()]
+    assert shape == vars(CANDIDATES[chosen])
+    assert f"Chosen: **{chosen}**." in OUTPUT.read_text()
