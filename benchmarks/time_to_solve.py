@@ -19,7 +19,8 @@ the checkout's ``HEAD``, named in the report), so that editing the checkout whil
 runs changes nothing it measures. Runs are kept (``--runs``, each with its ``solve.json``) and
 a stopped benchmark resumes. The report gives, per env and cell, every seed's seconds and
 frames, their IQM with a 95% stratified bootstrap interval (:mod:`rlmem.stats`), k of n solved,
-and the ratio of the IQMs of seconds. A run that did not reach the threshold counts at its cap (its
+the ratio of the IQMs of seconds, and the probability that a new run solves faster than a
+reference run, with its interval. A run that did not reach the threshold counts at its cap (its
 seconds and frames are then lower bounds, marked ``+``).
 
 Run the test seeds (3-7) only for a measurement: the fast preset was tuned on 0-2
@@ -87,7 +88,8 @@ def table(results: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
     _, report, stats = _modules()
     header = ["env", "cell"] + [f"{side} {what}" for side in SIDES for what in
                                 ("seconds per seed", "seconds IQM [95% CI]",
-                                 "frames IQM [95% CI]", "solved")] + ["speed-up (IQM seconds)"]
+                                 "frames IQM [95% CI]", "solved")] + [
+        "speed-up (IQM seconds)", "P(new faster) [95% CI]"]
     rows = []
     for (env, memory), pairs in results.items():
         cells = [env, memory]
@@ -95,7 +97,9 @@ def table(results: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
             cells += _side_cells([pair[side] for pair in pairs], report)
         ratio = (stats.iqm([pair["reference"].wall_s for pair in pairs])
                  / stats.iqm([pair["new"].wall_s for pair in pairs]))
-        rows.append([*cells, f"{ratio:.2f}×"])
+        faster = report.improvement([pair["reference"].wall_s for pair in pairs],
+                                    [pair["new"].wall_s for pair in pairs])
+        rows.append([*cells, f"{ratio:.2f}×", faster])
     loads = [value for pairs in results.values() for pair in pairs for solve in pair.values()
              for value in (solve.load_before, solve.load_after)]
     return ("\n".join(report.table(header, rows)) + "\n\nLoad average (1 minute) before "

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from benchmark_scripts import load_benchmark
 
+from experiments.common.report import improvement
 from experiments.fast_trainer.solve_runs import Solve
 from rlmem.stats import iqm
 
@@ -36,6 +37,7 @@ def test_the_report_has_every_seed_and_the_ratio_of_the_iqms(bench: ModuleType) 
     assert cells[5] == "2 of 3" and cells[9] == "3 of 3"
     ratio = iqm([100.0, 140.0, 90.0]) / iqm([20.0, 35.0, 25.0])
     assert cells[10] == f"{ratio:.2f}×"
+    assert cells[11] == improvement([100.0, 140.0, 90.0], [20.0, 35.0, 25.0])  # P(new faster)
     assert "1.00 to 2.50" in text
 
 
