@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rlmem.agents.base import EnvProbe
 from rlmem.agents.ppo.hyperparameters import PPOHyperparameters
 from rlmem.agents.ppo.presets import PRESETS, Preset, decide_presets
-from rlmem.schema.ranges import check_torch_threads
 
 if TYPE_CHECKING:
     from rlmem.agents.run_config import RunConfig
@@ -141,9 +140,9 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.recurrence must be positive, got {self.recurrence}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"agent.reward_scale must be positive, got {self.reward_scale}")
-        if self.update_threads is not None:
-            check_torch_threads(self.update_threads, "agent.update_threads",
-                                "null lets the run decide (docs/performance.md).")
+        if self.update_threads is not None and self.update_threads < 1:
+            raise ValueError(f"agent.update_threads must be at least 1, got "
+                             f"{self.update_threads}; null lets the run decide")
         if self.entropy_coef is not None and self.entropy_coef < 0:
             raise ValueError(f"agent.entropy_coef must be non-negative, got {self.entropy_coef}")
         candidates = ([(self.recurrence, "")] if self.recurrence is not None else

@@ -32,14 +32,11 @@ def thread_limit() -> int:
     return THREADS_PER_CORE * (os.cpu_count() or 1)
 
 
-def check_torch_threads(value: int, key: str = "torch_threads",
-                        advice: str = "1 is fastest for the small batched ops of a rollout."
-                        ) -> None:
-    """Raise a :class:`ValueError` naming ``key`` (and ending with ``advice``) unless
-    ``1 <= value <= thread_limit()``."""
+def check_torch_threads(value: int, key: str = "torch_threads") -> None:
+    """Raise a :class:`ValueError` naming ``key`` unless ``1 <= value <= thread_limit()``."""
     limit = thread_limit()
     if not 1 <= value <= limit:
         raise ValueError(
             f"{key}={value} is out of range: use 1 to {limit} ({THREADS_PER_CORE} per core of "
             f"this machine's {os.cpu_count() or 1}); more threads only contend for the cores. "
-            f"Nothing was started; {advice}")
+            f"Nothing was started; 1 is fastest for the small batched ops of a rollout.")

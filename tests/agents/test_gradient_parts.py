@@ -222,5 +222,5 @@ def test_fewer_than_two_parts_are_refused() -> None:
     model, _ = _rollout_batch("gru")
     with pytest.raises(ValueError, match="at least 2 parts"):
         GradientInParts(model, _config(False), 1)
-    with pytest.raises(ValueError, match=r"agent\.update_threads=0 is out of range: use 1 to"):
+    with pytest.raises(ValueError, match="update_threads must be at least 1, got 0"):
         PPOConfig(update_threads=0)
