@@ -48,7 +48,7 @@ def _flushes_everywhere(probe: torch.Tensor) -> tuple[bool, bool]:
 def flushing_subnormals() -> bool:
     """Whether the calling thread flushes subnormal floats to zero now (one product, computed
     on this thread alone)."""
-    return bool(torch.tensor([SMALLEST_NORMAL / 4]) * 1.5 == 0)
+    return _flushes_everywhere(torch.full((1,), SMALLEST_NORMAL / 4))[0]
 
 
 @contextmanager
