@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from rlmem.cells._engines.delta_rule import delta_rule_scan
+from rlmem.cells._engines.delta_rule import compiled_scan, delta_rule_scan
 from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
 
@@ -42,9 +42,10 @@ class DeltaNet(Cell):
 
     with :math:`\phi` = SiLU and the norms per head. The reference loop is
     :func:`~rlmem.cells.base.scan` over :meth:`step` (the delta rule as first written); a
-    chunk runs in blocks through the chunkwise (WY) form of Yang et al. (2024), one triangular
-    solve per block (:mod:`~rlmem.cells._engines.delta_rule`), which the second form (linear
-    in :math:`S`) allows.
+    chunk runs on the CPU as that recurrence compiled, with a backward written out, and
+    elsewhere in blocks through the chunkwise (WY) form of Yang et al. (2024), one triangular
+    solve per block, which the second form (linear in :math:`S`) allows
+    (:mod:`~rlmem.cells._engines.delta_rule`).
 
     Which paper: the update is Schlag et al.'s delta rule with one learned
     :math:`\beta_t` per head; the feature map and normalisation are Yang et al.'s DeltaNet
@@ -98,7 +99,8 @@ class DeltaNet(Cell):
 
     def _split(self, features: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """:meth:`project_input`'s features as q, k, v ``(*, heads, d)`` and β
-        ``(*, heads, 1)``."""
+        ``(*, heads, 1)``: the feature map, which the compiled chunk (``csrc/delta_rule.h``)
+        applies inside its loop, proved equal in the tests."""
         width = self.heads * self.head_size
         q, k, v, beta = features.split([width, width, width, self.heads], -1)
         q, k, v = (part.unflatten(-1, (self.heads, self.head_size)) for part in (q, k, v))
@@ -119,11 +121,14 @@ class DeltaNet(Cell):
         return self.out((s @ q.unsqueeze(-1)).flatten(-3))
 
     def fast_scan(self, x: Tensor, state: DeltaNetState, resets: Tensor) -> ScanResult:
-        """The chunk through the chunkwise form
-        (:func:`~rlmem.cells._engines.delta_rule.delta_rule_scan`)."""
+        """The chunk step by step, compiled, on the CPU
+        (:func:`~rlmem.cells._engines.delta_rule.compiled_scan`); else through the chunkwise
+        form (:func:`~rlmem.cells._engines.delta_rule.delta_rule_scan`)."""
         # In the state's precision: bf16 autocast gives bf16 features, and no bf16 solve.
-        q, k, v, beta = self._split(self.project_input(x).to(state.S.dtype))
-        o, S = delta_rule_scan(q, k, v, beta, state.S, resets)
+        features = self.project_input(x).to(state.S.dtype)
+        result = compiled_scan(features, state.S, resets, self.heads)
+        o, S = result if result is not None else delta_rule_scan(*self._split(features),
+                                                                 state.S, resets)
         return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S), {})
 
     def extra_repr(self) -> str:

@@ -5,7 +5,8 @@ papers say.
 here the engines run over longer chunks, which the CPU's engines cut into several blocks (and
 pad), and the engine functions themselves are checked against a plain loop in
 float64, forwards and backwards, for every block size (the associative scan against the
-elementwise loop, DeltaNet's chunkwise form against the delta rule's loop).
+elementwise loop, DeltaNet's chunkwise form against the delta rule's loop, its compiled chunk
+against the chunkwise form).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from reference.equivalence import assert_matches_reference, random_resets
 from torch import Tensor
 
 from rlmem.cells import gtrxl, make_cell
-from rlmem.cells._engines import associative_scan, delta_rule
+from rlmem.cells._engines import associative_scan, compiled, delta_rule
 from rlmem.cells._engines.associative_scan import diagonal_scan
 from rlmem.cells._engines.delta_rule import delta_rule_scan
 from rlmem.cells.deltanet import DeltaNet, DeltaNetState
@@ -111,6 +112,37 @@ def test_delta_rule_blocks_equal_the_loop(block: int, monkeypatch: pytest.Monkey
     for got, want in zip(fast, slow, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
     assert_same_gradients(list(fast), list(slow), inputs, generator)
+
+
+@pytest.mark.parametrize("head_size", [3, 16, 32])
+def test_compiled_delta_rule_equals_the_blocks(head_size: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeltaNet's compiled chunk (the CPU's: feature map and delta rule step by step,
+    ``csrc/delta_rule.h``) against the chunkwise form in float64: outputs, final state and the
+    gradients of input, state and weights, with resets, at a head size read at run time and at
+    two compiled in as constants; a step whose input is zero takes the feature map's clamped
+    norm (q = k = 0)."""
+    if compiled.ops(torch.zeros(1)) is None:
+        pytest.skip("the compiled loops cannot be built here")
+    torch.manual_seed(0)
+    cell = make_cell("deltanet", input_size=5, hidden_size=7, heads=3,
+                     head_size=head_size).double()
+    steps, batch = 41, 4
+    x = torch.randn(steps, batch, 5, dtype=torch.float64)
+    x[6, 1] = 0.0
+    resets = random_resets(steps, batch, torch.Generator().manual_seed(1))
+    state = torch.randn(batch, 3, head_size, head_size, dtype=torch.float64)
+    weights = torch.randn(steps, batch, 7, dtype=torch.float64)
+    results = []
+    for disabled in ("0", "1"):
+        monkeypatch.setenv(compiled.DISABLE_VARIABLE, disabled)
+        inputs = [x.clone().requires_grad_(), state.clone().requires_grad_()]
+        result = cell.fast_scan(inputs[0], DeltaNetState(inputs[1]), resets)
+        loss = (result.output * weights).sum() + result.state.S.square().sum()
+        results.append([result.output, result.state.S,
+                        *torch.autograd.grad(loss, [*inputs, *cell.parameters()])])
+    for got, want in zip(*results, strict=True):  # rtol: the clamped norm's 1/ε gradients
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-11)
 
 
 @pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])

@@ -25,13 +25,25 @@ block and head :math:`O(C^2 d + C d^2)`, against the step's :math:`O(C d^2)` in 
 steps.
 
 Tensor functions on any device; autograd gives the gradients.
+
+On the CPU, in float32 and float64, DeltaNet's chunk runs instead as the recurrence itself, step
+by step, compiled with the cell's feature map (:func:`compiled_scan`, ``csrc/delta_rule.h``,
+built by :mod:`.compiled`), its backward written out: a head's :math:`d \times d` fast weights
+stay in the core's cache for the whole chunk, where the blocks move :math:`O(C^2)` matrices
+through a dozen ATen calls each (DeltaNet's training step at batch 64, T = 128 took 1.79x our
+lstm's that way). Both are proved equal to the cell's ``step`` in float64
+(``tests/cells/test_modern_cells.py``, ``tests/cells/test_engines.py``, each with the
+compiled loops and without).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
+from rlmem.cells._engines import compiled
 from rlmem.cells.resets import reset_where
 
 CPU_BLOCK = 16
@@ -39,6 +51,10 @@ CPU_BLOCK = 16
 
 DEVICE_BLOCK = 64
 """Steps per block on an accelerator."""
+
+COMPILED_DTYPES = (torch.float32, torch.float64)
+"""The dtypes of the compiled loop (``csrc/delta_rule.h``, :func:`compiled_scan`); others
+run the blocks."""
 
 
 def _blocks(value: Tensor, count: int, size: int) -> Tensor:
@@ -93,3 +109,45 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
         state = keep_i[..., -1:, :] * state + (delta * last).mT @ K_i
     o = torch.stack(outputs).movedim(-2, 1).reshape(count * size, *q.shape[1:])
     return (o[:steps] if count * size > steps else o), state
+
+
+
+def compiled_scan(features: Tensor, state: Tensor, resets: Tensor,
+                  heads: int) -> tuple[Tensor, Tensor] | None:
+    """DeltaNet's chunk from its projected features, feature map included, through the
+    compiled loop (``csrc/delta_rule.h``); ``None`` where that cannot run (off the CPU,
+    disabled, a failed build, a dtype other than float32 and float64): then
+    :func:`delta_rule_scan` runs the chunk.
+
+    Shapes:
+        - features: ``(T, B, 3 h d + h)``, :meth:`~rlmem.cells.deltanet.DeltaNet.project_input`'s;
+          state: ``(B, h, d, d)``; resets: ``(T, B)`` bool
+        - returns o ``(T, B, h, d)`` and the final state ``(B, h, d, d)``
+    """
+    native = compiled.ops(features)
+    if native is None or features.dtype not in COMPILED_DTYPES:
+        return None
+    o, final = _CompiledDeltaNet.apply(features, state, resets, heads, native)
+    return o, final
+
+
+class _CompiledDeltaNet(torch.autograd.Function):
+    """The chunk step by step in C++ (``delta_forward``), and its backward
+    (``delta_backward``: each head's forward replayed to hold its states, then the gradients
+    back in time; the equations are in ``csrc/delta_rule.h``)."""
+
+    @staticmethod
+    def forward(ctx: Any, features: Tensor, state: Tensor, resets: Tensor, heads: int,
+                native: Any) -> tuple[Tensor, Tensor]:
+        ctx.native, ctx.heads = native, heads
+        ctx.save_for_backward(features, state, resets)
+        o, final = native.delta_forward(features, state, resets, heads)
+        return o, final
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_o: Tensor, grad_final: Tensor) -> tuple[Tensor | None, ...]:
+        features, state, resets = ctx.saved_tensors
+        grad_features, grad_state = ctx.native.delta_backward(grad_o, grad_final, features,
+                                                              state, resets, ctx.heads)
+        return grad_features, grad_state, None, None, None

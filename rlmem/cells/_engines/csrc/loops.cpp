@@ -1,6 +1,7 @@
 // The time loops of rlmem's research cells, compiled: the same ATen calls as their engines'
 // Python loops (rlmem/cells/_engines/tarnn.py, screened.py, full_attention.py), without an
-// interpreter between them. At batch 16 a small op costs about as much to call from Python as to
+// interpreter between them; and DeltaNet's delta rule step by step (delta_rule.h), where the
+// Python engine composes blocks. At batch 16 a small op costs about as much to call from Python as to
 // run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
 // falls back to the Python loops when it cannot be built. CPU only: the caller checks the device.
 //
@@ -57,6 +58,7 @@ using at::Tensor;
 #include "full_attention.h"
 #include "screened_step.h"
 #include "full_step.h"
+#include "delta_rule.h"
 
 // How many tensors share the storage of this one (1: only this one).
 int64_t storage_use_count(const Tensor& tensor) {
@@ -75,5 +77,7 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("full_traces", &full_traces);
   m.def("full_step", &full_step);
   m.def("screened_step", &screened_step);
+  m.def("delta_forward", &delta_forward);
+  m.def("delta_backward", &delta_backward);
   m.def("storage_use_count", &storage_use_count);
 }

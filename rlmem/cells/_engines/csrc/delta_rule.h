@@ -1,0 +1,293 @@
+// DeltaNet's chunk (rlmem.cells.deltanet, rlmem.cells._engines.delta_rule) step by step, and
+// its backward: one head of one batch item at a time, its d × d fast weights in a buffer that
+// stays in the core's cache for the whole chunk, DeltaNet's feature map applied on the way in.
+//
+// Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
+// namespace after the ATen headers (one unit, as before the split, so that the compiler sees
+// and optimises the code as it did); not a standalone header.
+//
+// The input is DeltaNet.project_input's features, per step and batch item [W_q x (h·d),
+// W_k x (h·d), W_v x (h·d), W_β x + b_β (h)]; per head, the feature map of DeltaNet._split:
+//   q = φ(W_q x) / max(‖φ(W_q x)‖, ε), the same for k, φ = SiLU, ε = 1e-12;  β = σ(W_β x + b_β).
+// Per step t of a head (S is d_v × d_k, row i holds what the keys map to value unit i):
+//   S ← 0 if the batch item resets at t;  e = v - S k;  u = β e;  S ← S + u kᵀ;  o = S q.
+// Each row i of S needs only e_i, so a step is one pass over the rows.
+// The backward replays the forward to hold every S_{t-1} (d² numbers a step, for one head at a
+// time), then runs back in time with G = ∂L/∂S_t:
+//   G += go qᵀ;  dq = S_tᵀ go;  du = G k;  dk = Gᵀ u - S_{t-1}ᵀ de;  dβ = du · e;
+//   de = β du;  dv = de;  G ← G - de kᵀ (then ∂L/∂S_{t-1}), and G ← 0 past a reset;
+// then through the feature map: ∂/∂s = (g - y (g·y)) / ‖s‖ (g / ε where ‖s‖ ≤ ε), SiLU's
+// slope σ(x)(1 + x(1 - σ(x))), σ's β(1 - β).
+
+// D: a head's features d as a compile-time constant, so that a row's loops unroll into a few
+// vector instructions (sized_loop picks 16, 32 or 64), or 0 for d read at run time.
+
+constexpr double kDeltaEpsilon = 1e-12;  // torch.nn.functional.normalize's default eps
+
+template <typename T, int D>
+T delta_dot(const T* a, const T* b, int64_t d) {
+  const int64_t n = D > 0 ? D : d;
+  T total = 0;
+  #pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < n; ++j) {
+    total += a[j] * b[j];
+  }
+  return total;
+}
+
+// The feature map of a query or key: y = φ(x) / max(‖φ(x)‖, ε), φ(x) = x σ(x) = SiLU, and
+// σ(x) into sigma (for the backward); returns ‖φ(x)‖. σ vectorised like ATen's (at::vec; AVX2
+// where the build has it): its exp is most of the map's cost.
+template <typename T, int D>
+T delta_feature(const T* x, T* y, T* sigma, int64_t d) {
+  using V = at::vec::Vectorized<T>;
+  const int64_t n = D > 0 ? D : d;
+  const V one(T(1));
+  int64_t j = 0;
+  for (; j + V::size() <= n; j += V::size()) {
+    const V x_j = V::loadu(x + j);
+    const V sigma_j = one / (one + x_j.neg().exp());
+    sigma_j.store(sigma + j);
+    (x_j * sigma_j).store(y + j);
+  }
+  for (; j < n; ++j) {
+    sigma[j] = T(1) / (T(1) + std::exp(-x[j]));
+    y[j] = x[j] * sigma[j];
+  }
+  const T norm = std::sqrt(delta_dot<T, D>(y, y, n));
+  const T denominator = std::max(norm, T(kDeltaEpsilon));
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] /= denominator;
+  }
+  return norm;
+}
+
+// The gradient dx of the feature map's input from that of its output g (y, sigma and norm:
+// what delta_feature gave for x).
+template <typename T, int D>
+void delta_feature_backward(const T* g, const T* x, const T* y, const T* sigma, T norm, T* dx,
+                            int64_t d) {
+  const int64_t n = D > 0 ? D : d;
+  const bool clamped = norm <= T(kDeltaEpsilon);
+  const T gy = clamped ? T(0) : delta_dot<T, D>(g, y, n);
+  const T scale = T(1) / (clamped ? T(kDeltaEpsilon) : norm);
+  #pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    dx[j] = (g[j] - y[j] * gy) * scale * sigma[j] * (T(1) + x[j] * (T(1) - sigma[j]));
+  }
+}
+
+// One step's update from S_in (S_{t-1}, d × d, rows contiguous) into S_out (may be S_in):
+// writes e (d) and, when q is given, the output o = S_t q = S_{t-1} q + u (k·q), read off each
+// row of S_{t-1} in the same pass as S_{t-1} k. The forward and the backward's replay share
+// it, so the replayed states are the forward's to the bit.
+template <typename T, int D>
+void delta_step(const T* S_in, T* S_out, const T* k, const T* v, T beta, T* e, const T* q,
+                T* o, int64_t d) {
+  const int64_t n = D > 0 ? D : d;
+  const T kq = q != nullptr ? delta_dot<T, D>(k, q, n) : T(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = S_in + i * n;
+    T* out = S_out + i * n;
+    T sk = 0, sq = 0;
+    if (q != nullptr) {
+      #pragma omp simd reduction(+ : sk, sq)
+      for (int64_t j = 0; j < n; ++j) {
+        sk += row[j] * k[j];
+        sq += row[j] * q[j];
+      }
+    } else {
+      sk = delta_dot<T, D>(row, k, n);
+    }
+    e[i] = v[i] - sk;
+    const T u = beta * e[i];
+    #pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      out[j] = row[j] + u * k[j];
+    }
+    if (q != nullptr) {
+      o[i] = sq + u * kq;
+    }
+  }
+}
+
+// Where one head's parts of a step's features start: q, k, v (d each) and β's logit.
+template <typename T>
+struct DeltaParts {
+  const T *q, *k, *v, *beta;
+  DeltaParts(const T* features, int64_t heads, int64_t h, int64_t d)
+      : q(features + h * d), k(features + (heads + h) * d),
+        v(features + (2 * heads + h) * d), beta(features + 3 * heads * d + h) {}
+};
+
+template <typename T>
+T delta_sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// The forward over a chunk (see delta_forward); S holds the initial states and ends holding
+// the final ones.
+template <typename T, int D>
+void delta_forward_loop(const T* features, const bool* reset, T* o, T* S_all, int64_t steps,
+                        int64_t batch, int64_t heads, int64_t size) {
+  const int64_t d = D > 0 ? D : size, width = 3 * heads * d + heads;
+  std::vector<T> e(d), q(d), k(d), sigma(d);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      T* S = S_all + (b * heads + h) * d * d;
+      for (int64_t t = 0; t < steps; ++t) {
+        if (reset[t * batch + b]) {
+          std::fill_n(S, d * d, T(0));
+        }
+        const DeltaParts<T> part(features + (t * batch + b) * width, heads, h, d);
+        delta_feature<T, D>(part.q, q.data(), sigma.data(), d);
+        delta_feature<T, D>(part.k, k.data(), sigma.data(), d);
+        delta_step<T, D>(S, S, k.data(), part.v, delta_sigmoid(*part.beta), e.data(),
+                         q.data(), o + ((t * batch + b) * heads + h) * d, d);
+      }
+    }
+  }
+}
+
+// What the backward holds of one head's forward, replayed: every S_{t-1} after its reset
+// (slot t of states), e_t, the feature map's q_t, k_t, their σ and norms, and β_t.
+template <typename T>
+struct DeltaReplay {
+  std::vector<T> states, errors, q, k, q_sigma, k_sigma, q_norm, k_norm, beta;
+  DeltaReplay(int64_t steps, int64_t d)
+      : states((steps + 1) * d * d), errors(steps * d), q(steps * d), k(steps * d),
+        q_sigma(steps * d), k_sigma(steps * d), q_norm(steps), k_norm(steps), beta(steps) {}
+};
+
+// The backward of every head (see delta_backward): each head's forward replayed, then the
+// gradients back in time. G holds ∂L/∂S_T and ends holding ∂L/∂S_{-1}.
+template <typename T, int D>
+void delta_backward_loop(const T* features, const T* grad_o, const T* S0, const bool* reset,
+                         T* G_all, T* grad_features, int64_t steps, int64_t batch,
+                         int64_t heads, int64_t size) {
+  const int64_t d = D > 0 ? D : size, width = 3 * heads * d + heads;
+  DeltaReplay<T> replay(steps, d);
+  std::vector<T> dq(d), dk(d);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      std::copy_n(S0 + (b * heads + h) * d * d, d * d, replay.states.data());
+      for (int64_t t = 0; t < steps; ++t) {
+        T* S = replay.states.data() + t * d * d;
+        if (reset[t * batch + b]) {
+          std::fill_n(S, d * d, T(0));
+        }
+        const DeltaParts<T> part(features + (t * batch + b) * width, heads, h, d);
+        replay.q_norm[t] = delta_feature<T, D>(part.q, replay.q.data() + t * d,
+                                               replay.q_sigma.data() + t * d, d);
+        replay.k_norm[t] = delta_feature<T, D>(part.k, replay.k.data() + t * d,
+                                               replay.k_sigma.data() + t * d, d);
+        replay.beta[t] = delta_sigmoid(*part.beta);
+        delta_step<T, D>(S, S + d * d, replay.k.data() + t * d, part.v, replay.beta[t],
+                         replay.errors.data() + t * d, static_cast<const T*>(nullptr),
+                         static_cast<T*>(nullptr), d);
+      }
+      T* G = G_all + (b * heads + h) * d * d;
+      for (int64_t t = steps - 1; t >= 0; --t) {
+        const int64_t row = t * batch + b;
+        const T *q_t = replay.q.data() + t * d, *k_t = replay.k.data() + t * d;
+        const T *go = grad_o + (row * heads + h) * d, *e = replay.errors.data() + t * d;
+        const T* S_prev = replay.states.data() + t * d * d;
+        const T beta_t = replay.beta[t];
+        std::fill(dq.begin(), dq.end(), T(0));
+        std::fill(dk.begin(), dk.end(), T(0));
+        T dbeta = 0, go_u = 0;  // go_u = Σ_i go_i u_i: dq's share of u kᵀ
+        T* dv = grad_features + row * width + (2 * heads + h) * d;
+        for (int64_t i = 0; i < d; ++i) {
+          T* G_i = G + i * d;
+          const T* S_i = S_prev + i * d;
+          const T go_i = go[i], u_i = beta_t * e[i];
+          go_u += go_i * u_i;
+          T du_i = 0;
+          #pragma omp simd reduction(+ : du_i)
+          for (int64_t j = 0; j < d; ++j) {
+            dq[j] += go_i * S_i[j];
+            G_i[j] += go_i * q_t[j];
+            du_i += G_i[j] * k_t[j];
+          }
+          const T de_i = beta_t * du_i;
+          dbeta += du_i * e[i];
+          dv[i] = de_i;
+          #pragma omp simd
+          for (int64_t j = 0; j < d; ++j) {
+            dk[j] += u_i * G_i[j] - de_i * S_i[j];
+            G_i[j] -= de_i * k_t[j];
+          }
+        }
+        #pragma omp simd
+        for (int64_t j = 0; j < d; ++j) {
+          dq[j] += go_u * k_t[j];
+        }
+        const DeltaParts<T> part(features + row * width, heads, h, d);
+        T* grad_row = grad_features + row * width;
+        delta_feature_backward<T, D>(dq.data(), part.q, q_t, replay.q_sigma.data() + t * d,
+                                     replay.q_norm[t], grad_row + h * d, d);
+        delta_feature_backward<T, D>(dk.data(), part.k, k_t, replay.k_sigma.data() + t * d,
+                                     replay.k_norm[t], grad_row + (heads + h) * d, d);
+        grad_row[3 * heads * d + h] = dbeta * beta_t * (T(1) - beta_t);
+        if (reset[row]) {  // no gradient crosses into the episode before
+          std::fill_n(G, d * d, T(0));
+        }
+      }
+    }
+  }
+}
+
+// The loop compiled for d (16, 32 or 64), else the one that reads d at run time.
+template <typename Loop>
+Loop* sized_loop(int64_t d, Loop* any, Loop* d16, Loop* d32, Loop* d64) {
+  switch (d) {
+    case 16: return d16;
+    case 32: return d32;
+    case 64: return d64;
+    default: return any;
+  }
+}
+
+// The chunk: features (T, B, 3 h d + h) of DeltaNet.project_input, state (B, h, d, d), resets
+// (T, B) bool; returns the outputs o = S_t q_t (T, B, h, d) and the final state (B, h, d, d).
+std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor& state,
+                                         const Tensor& resets_in, int64_t heads) {
+  const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
+  const int64_t steps = features.size(0), batch = features.size(1), d = state.size(-1);
+  TORCH_CHECK(features.size(2) == 3 * heads * d + heads, "delta_forward: features of ",
+              features.size(2), " for ", heads, " heads of ", d);
+  Tensor S = state.clone(at::MemoryFormat::Contiguous);
+  Tensor o = at::empty({steps, batch, heads, d}, features.options());
+  AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_forward", [&] {
+    const auto loop = sized_loop(d, delta_forward_loop<scalar_t, 0>,
+                                 delta_forward_loop<scalar_t, 16>,
+                                 delta_forward_loop<scalar_t, 32>,
+                                 delta_forward_loop<scalar_t, 64>);
+    loop(features.data_ptr<scalar_t>(), resets.data_ptr<bool>(), o.data_ptr<scalar_t>(),
+         S.data_ptr<scalar_t>(), steps, batch, heads, d);
+  });
+  return {o, S};
+}
+
+// The gradients of delta_forward's features and state from those of its outputs, grad_o
+// (T, B, h, d) and grad_final (B, h, d, d).
+std::tuple<Tensor, Tensor> delta_backward(const Tensor& grad_o_in, const Tensor& grad_final,
+                                          const Tensor& features_in, const Tensor& state_in,
+                                          const Tensor& resets_in, int64_t heads) {
+  const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
+  const Tensor grad_o = grad_o_in.contiguous(), state = state_in.contiguous();
+  const int64_t steps = features.size(0), batch = features.size(1), d = state.size(-1);
+  Tensor G = grad_final.clone(at::MemoryFormat::Contiguous);
+  Tensor grad_features = at::empty_like(features);
+  AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_backward", [&] {
+    const auto loop = sized_loop(d, delta_backward_loop<scalar_t, 0>,
+                                 delta_backward_loop<scalar_t, 16>,
+                                 delta_backward_loop<scalar_t, 32>,
+                                 delta_backward_loop<scalar_t, 64>);
+    loop(features.data_ptr<scalar_t>(), grad_o.data_ptr<scalar_t>(),
+         state.data_ptr<scalar_t>(), resets.data_ptr<bool>(), G.data_ptr<scalar_t>(),
+         grad_features.data_ptr<scalar_t>(), steps, batch, heads, d);
+  });
+  return {grad_features, G};
+}
