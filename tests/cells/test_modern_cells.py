@@ -127,6 +127,7 @@ def test_compiled_delta_rule_equals_the_blocks(head_size: int,
     torch.manual_seed(0)
     cell = make_cell("deltanet", input_size=5, hidden_size=7, heads=3,
                      head_size=head_size).double()
+    assert isinstance(cell, DeltaNet)
     steps, batch = 41, 4
     x = torch.randn(steps, batch, 5, dtype=torch.float64)
     x[6, 1] = 0.0
