@@ -5,8 +5,8 @@ papers say.
 here the engines run over longer chunks, which the CPU's engines cut into several blocks (and
 pad), and the engine functions themselves are checked against a plain loop in
 float64, forwards and backwards, for every block size (the associative scan against the
-elementwise loop, DeltaNet's chunkwise form against the delta rule's loop, its compiled chunk
-against the chunkwise form).
+elementwise loop, compiled where it has one map for every step; DeltaNet's chunkwise form
+against the delta rule's loop, its compiled chunk against the chunkwise form).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def loop(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor:
     """The elementwise recurrence one step at a time: the specification of the scan."""
     states = []
     for t in range(b.shape[0]):
-        state = torch.where(resets[t].view(-1, 1), torch.zeros_like(state), state)
+        state = torch.where(resets[t].view(-1, *(1,) * (state.dim() - 1)),
+                            torch.zeros_like(state), state)
         state = a[t] * state + b[t]
         states.append(state)
     return torch.stack(states)
@@ -88,6 +89,38 @@ def test_scan_equals_the_loop(kind: str, order: str, monkeypatch: pytest.MonkeyP
     resets = random_resets(steps, batch, generator)
     fast = diagonal_scan(a, b, state, resets)
     slow = loop(a, b, state, resets)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+    assert_same_gradients([fast], [slow], [a, b, state], generator)
+
+
+@pytest.mark.parametrize("a_shape", [(4, 3), (1, 3)], ids=["whole", "broadcast"])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+@pytest.mark.parametrize("loops", ["compiled", "python"])
+def test_one_map_for_every_step_equals_the_loop(loops: str, kind: str, a_shape: tuple[int, ...],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The map FFM and LRU give (the same ``a`` at every step and for every batch item, here
+    broadcast over the state's trailing dims too), which the CPU runs compiled
+    (``csrc/diagonal.h``): states and the gradients of a, b and the state, with a reset at
+    the first step of one batch item and others later."""
+    if loops == "compiled" and compiled.ops(torch.zeros(1)) is None:
+        pytest.skip("the compiled loops cannot be built here")
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "0" if loops == "compiled" else "1")
+    generator = torch.Generator().manual_seed(0)
+    steps, batch = 37, 4
+
+    def draw(*size: int, scale: float = 0.5) -> Tensor:
+        value = torch.randn(*size, generator=generator, dtype=torch.float64)
+        if kind == "complex":
+            value = torch.complex(value, torch.randn(*size, generator=generator,
+                                                     dtype=torch.float64))
+        return (scale * value).requires_grad_()
+
+    # |a| mostly below 1, as the cells' decays are: the states stay of order 1
+    a, b, state = draw(*a_shape, scale=0.3), draw(steps, batch, 4, 3), draw(batch, 4, 3)
+    resets = random_resets(steps, batch, generator)
+    resets[0, 1] = True
+    fast = diagonal_scan(a, b, state, resets)
+    slow = loop(a.expand_as(b), b, state, resets)
     torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
     assert_same_gradients([fast], [slow], [a, b, state], generator)
 

@@ -8,12 +8,13 @@ Blelloch, 1990; as S5, Smith et al., 2023, and FFM run).
 
 A reset before step ``t`` sets the state to zero before :math:`(a_t, b_t)` applies, which is the
 map with :math:`a_t = 0` (:func:`reset_decay`): the scan needs no other change. On the CPU
-the recurrence runs as written, one multiply-add a step into the output (a step's arithmetic
-over the batch costs little more than the call, and every way of composing maps tried so far,
-blocks of step-by-step prefixes included, moves several times the data: LRU's training step
-went from 1.42x to 1.17x our lstm's, benchmarks/results/cell_speed.md); on an accelerator the
-chunk's prefixes are composed in
-:math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
+the recurrence runs as written, one multiply-add a step (a step's arithmetic over the batch
+costs little more than the call, and every way of composing maps tried so far, blocks of
+step-by-step prefixes included, moves several times the data): compiled
+(``csrc/diagonal.h``) where one map holds for every step and batch item, as FFM's and LRU's
+does, so that it is never written out over the chunk (LRU's training step went from 1.17x to
+0.78x our lstm's), else one ``addcmul`` a step into the output. On an accelerator the chunk's
+prefixes are composed in :math:`\lceil \log_2 T \rceil` rounds (more work, fewer launches).
 
 The forward is out-of-place tensor algebra on any device and dtype torch's ``mul`` takes
 (complex included); the backward is the same scan run backwards in time
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from rlmem.cells._engines import compiled
 from rlmem.cells.resets import reset_where
 
 STEP_BY_STEP_ON = ("cpu",)
@@ -49,7 +51,8 @@ class Affine(NamedTuple):
 
 def reset_decay(a: Tensor, resets: Tensor) -> Tensor:
     """``a`` with the steps that reset set to the zero map, so that the state before them is
-    dropped: the one place the engines of this module apply a reset.
+    dropped: the one place this module's Python engines apply a reset (the compiled loop,
+    ``csrc/diagonal.h``, applies the same rule to its state and its gradient).
 
     :func:`~rlmem.cells.resets.reset_where` passes no gradient to the filled entries, so none
     crosses a reset.
@@ -78,8 +81,40 @@ def diagonal_scan(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor
         - a: ``(T, B, *)`` or broadcastable to b; b: ``(T, B, *)``; state: ``(B, *)``;
           resets: ``(T, B)``; returns ``(T, B, *)``, the states after each step
     """
+    native = compiled.ops(b)
+    if native is not None and a.dim() <= b.dim() - 2:  # one map for every step and batch item
+        states: Tensor = _CompiledRecurrence.apply(a, b, state, resets, native)
+        return states
     a = reset_decay(a.expand_as(b), resets)
     return _LinearRecurrence.apply(a, b, state)
+
+
+class _CompiledRecurrence(torch.autograd.Function):
+    """The scan with one map ``a`` for every step, compiled (``csrc/diagonal.h``): forward
+    and backward each one pass over the chunk, the map never written out over it, its
+    gradient summed over the steps and batch items in the same pass. The equations are
+    :class:`_LinearRecurrence`'s."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor, state: Tensor, resets: Tensor,
+                native: Any) -> Tensor:
+        steps, batch = b.shape[:2]
+        a_full = a.expand(b.shape[2:]).reshape(-1)
+        flat_b, flat_state = b.reshape(steps, batch, -1), state.reshape(batch, -1)
+        states = native.diagonal_forward(a_full, flat_b, flat_state, resets)
+        ctx.native, ctx.a_shape = native, a.shape
+        ctx.save_for_backward(a_full, flat_state, states, resets)
+        return states.view(b.shape)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        a_full, state, states, resets = ctx.saved_tensors
+        grad_a, grad_b, grad_state = ctx.native.diagonal_backward(
+            grad.reshape(states.shape), a_full, state, states, resets)
+        shape = grad.shape
+        return (grad_a.view(shape[2:]).sum_to_size(ctx.a_shape), grad_b.view(shape),
+                grad_state.view(shape[1:]), None, None)
 
 
 class _LinearRecurrence(torch.autograd.Function):
