@@ -56,3 +56,10 @@ def test_check_exits_non_zero_above_a_bound(bench: ModuleType, monkeypatch: pyte
     out = capsys.readouterr().out
     assert out.count("Forward + backward") == 2 and out.count("Rollout step") == 2
     assert "load average at start" in out and "load average at end" in out
+
+
+def test_gtrxl_rollout_is_reported_not_checked(bench: ModuleType) -> None:
+    rows = {row.cell: row for row in bench.measure_rollout(["lstm", "gtrxl", "lru"], 2, 8, 3, 1,
+                                                           torch.device("cpu"))}
+    assert rows["gtrxl"].bound is None and rows["gtrxl"].seconds > 0
+    assert rows["lru"].bound == bench.ROLLOUT_BOUND
