@@ -82,6 +82,14 @@ whether to listen or answer), which our encoders do not take: gymnasium's
 (:func:`experiments.popgym.sb3_reference.make_env`)."""
 
 
+TRAINER = ("vectorization=sync",)
+"""How our PPO's runs step and update, pinned: gymnasium's POPGym envs in one process, in
+sync, the trainer's exact reference path (one update thread). Every row of the suite was made
+that way, before the tensor envs became the default (``env_backend=auto``, which such a run
+now takes); they equal gymnasium's step for step but draw other episodes from a seed, and the
+default trainer may change the update's arithmetic. Pinned, the rows stay one measurement, the
+cells added later (ffm, lru, deltanet, gtrxl) included."""
+
 FRAMES = 163_840
 """Frames per run: 80 updates of our PPO's 16 envs × 128 frames (and of RecurrentPPO's, matched),
 whole updates for any of 1, 2, 4, 8, 16 or 32 envs × 128 frames too. Measured on
@@ -146,8 +154,8 @@ def runs_again(run: PlannedRun) -> bool:
 
 def command(root: Path, env: str, agent: str, seed: int, frames: int,
             extra: Sequence[str] = ()) -> list[str]:
-    """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell (the
-    env's :data:`ENV_OVERRIDES`, then ``extra`` Hydra overrides appended),
+    """The command that trains (or resumes) one run: ``python -m rlmem.train`` for a cell
+    (:data:`TRAINER`, the env's :data:`ENV_OVERRIDES`, then ``extra`` Hydra overrides appended),
     :mod:`experiments.popgym.sb3_reference` for :data:`REFERENCE`."""
     where = run_dir(root, env, agent, seed)
     if agent == REFERENCE:
@@ -155,7 +163,7 @@ def command(root: Path, env: str, agent: str, seed: int, frames: int,
                 "--seed", str(seed), "--frames", str(frames), "--run-dir", str(where)]
     return ["python", "-m", "rlmem.train", f"env={env_argument(env)}", f"memory={agent}",
             f"seed={seed}", f"frames={frames}", "progress_bar=false", f"run_dir={where}",
-            *ENV_OVERRIDES.get(env, ()), *extra]
+            *TRAINER, *ENV_OVERRIDES.get(env, ()), *extra]
 
 
 def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Sequence[int],

@@ -50,13 +50,14 @@ def test_the_dry_run_lists_every_planned_run_and_comments_out_a_finished_one(
             f"frames={suite.FRAMES}") in out
     lstm = suite.run_dir(tmp_path, "RepeatPreviousEasy", "lstm", 0)
     assert (f"\npython -m rlmem.train env=RepeatPreviousEasy memory=lstm "
-            f"seed=0 frames={suite.FRAMES} progress_bar=false run_dir={lstm}\n") in out
+            f"seed=0 frames={suite.FRAMES} progress_bar=false run_dir={lstm} "
+            f"vectorization=sync\n") in out
     sb3 = suite.run_dir(tmp_path, "BattleshipEasy", suite.REFERENCE, 4)
     assert (f"\npython -m experiments.popgym.sb3_reference --env BattleshipEasy --seed 4 "
             f"--frames {suite.FRAMES} --run-dir {sb3}\n") in out
     autoencode = suite.run_dir(tmp_path, "AutoencodeEasy", "relstm", 1)
-    assert (f"run_dir={autoencode} wrappers=[gymnasium.wrappers:FlattenObservation]\n"
-            in out)
+    assert (f"run_dir={autoencode} vectorization=sync "
+            f"wrappers=[gymnasium.wrappers:FlattenObservation]\n" in out)
     assert set(suite.AGENTS) == {*CELLS, suite.REFERENCE}  # every registered cell, and sb3
 
 
