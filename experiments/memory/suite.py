@@ -70,7 +70,16 @@ EPISODES = 200
 """Evaluation episodes per env, with sampled actions."""
 
 HEADLINE = ("lstm", "gru", "memlstm", "relstm")
-""":data:`SEEDS` seeds each; the other cells get one."""
+""":data:`SEEDS` seeds each, as :data:`MODERN`'s; the other cells get one."""
+MODERN = ("ffm", "lru", "deltanet", "gtrxl")
+"""The memories the field compares against (issue 56), :data:`SEEDS` seeds each: whether each
+solves MemoryS7 (0.9) within the 1M frames in at least 3 of 5 seeds."""
+TRAINER = ("vectorization=sync",)
+"""How every run steps and updates, pinned: MiniGrid's envs in one process, in sync, the
+trainer's exact reference path. Every run of the suite before the tensor envs became the
+default (``env_backend=auto``) was made that way; they equal MiniGrid's step for step but draw
+other episodes from a seed, and the default trainer may change the update's arithmetic.
+Pinned, the runs added later are measured as the others were."""
 SEEDS = 5
 """Seeds of a headline cell (0 to 4): a claim is "k of n seeds" with n at least 5. Seeds 0-2 ran
 first; 3 and 4 were added (issue 33) without changing anything else."""
@@ -173,9 +182,9 @@ LABELS = [*HEADLINE, *sorted(set(CELLS) - set(HEADLINE)), REFERENCE, *ABLATIONS]
 
 
 def seeds_of(memory: str, seeds: int) -> list[int]:
-    """The seeds of a label: ``seeds`` for the headline cells, an ablation's own count (at most
-    ``seeds``), one for the rest."""
-    if memory in HEADLINE:
+    """The seeds of a label: ``seeds`` for the headline and modern cells, an ablation's own
+    count (at most ``seeds``), one for the rest."""
+    if memory in HEADLINE or memory in MODERN:
         return list(range(seeds))
     return list(range(min(ABLATIONS[memory].seeds, seeds) if memory in ABLATIONS else 1))
 
@@ -193,17 +202,18 @@ class Sweep(NamedTuple):
 
 
 def sweep_of(memory: str, extra: list[str]) -> Sweep:
-    """How the label ``memory`` (a cell, the reference or an ablation) trains, with the
-    suite's ``extra`` overrides."""
+    """How the label ``memory`` (a cell, the reference or an ablation) trains, with
+    :data:`TRAINER` and the suite's ``extra`` overrides."""
     if memory == REFERENCE:
-        return Sweep("lstm", FRAMES, None, ["agent=sb3", "agent.policy=sb3_lstm", *extra],
-                     REFERENCE)
+        return Sweep("lstm", FRAMES, None,
+                     ["agent=sb3", "agent.policy=sb3_lstm", *TRAINER, *extra], REFERENCE)
     if memory in ABLATIONS:
         ablation = ABLATIONS[memory]
         stop = [] if ablation.stop_return is None else [f"stop_return={ablation.stop_return}"]
         return Sweep(ablation.memory, ablation.frames, ablation.stop_return,
-                     [*stop, *ablation.overrides, *extra], memory)
-    return Sweep(memory, FRAMES, STOP_RETURN, [f"stop_return={STOP_RETURN}", *extra], None)
+                     [*stop, *TRAINER, *ablation.overrides, *extra], memory)
+    return Sweep(memory, FRAMES, STOP_RETURN,
+                 [f"stop_return={STOP_RETURN}", *TRAINER, *extra], None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,10 +36,11 @@ def test_a_cell_stops_at_the_suite_return_and_an_ablation_keeps_its_own_rule(
         fake_run(runs / "relstm_view3" / f"seed{seed}", 3)
     suite.train("relstm_view3_no_stop", suite.seeds_of("relstm_view3_no_stop", 3), 1, [])
     cell, stopped, unstopped = sweeps
-    assert cell["overrides"] == [f"stop_return={suite.STOP_RETURN}", "extra=1"]
-    assert stopped["overrides"] == [f"stop_return={suite.STOP_RETURN}", suite.VIEW3]
+    assert cell["overrides"] == [f"stop_return={suite.STOP_RETURN}", *suite.TRAINER, "extra=1"]
+    assert stopped["overrides"] == [f"stop_return={suite.STOP_RETURN}", *suite.TRAINER,
+                                    suite.VIEW3]
     assert stopped["label"] == "relstm_view3" and stopped["frames"] == 3 * suite.FRAMES
-    assert unstopped["overrides"] == [suite.VIEW3]
+    assert unstopped["overrides"] == [*suite.TRAINER, suite.VIEW3]
     assert unstopped["memories"] == ["relstm"] and unstopped["seeds"] == [0, 1, 2]
     assert unstopped["label"] == "relstm_view3_no_stop"
 

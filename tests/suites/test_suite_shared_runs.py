@@ -78,7 +78,7 @@ def test_the_memory_suite_dry_run_shows_each_run_and_runs_nothing(
         f"# sb3_lstm seed 0: finished: {memory_suite.FRAMES} frames",
         f"# python -m rlmem.train env=MemoryS7 memory=lstm seed=0 frames={memory_suite.FRAMES} "
         f"progress_bar=false run_dir={runs / 'seed0'} agent=sb3 agent.policy=sb3_lstm "
-        "device=cpu",
+        "vectorization=sync device=cpu",
         *(f"python -m rlmem.evaluate run={runs / 'seed0'} env={env} episodes=200"
           for env in ("MemoryS7", "MemoryS13")),
         f"# relstm_view3 seed 0: not started, running now (PID {os.getpid()})"]
@@ -86,7 +86,7 @@ def test_the_memory_suite_dry_run_shows_each_run_and_runs_nothing(
         f"# python -m rlmem.train env=MemoryS7 memory=relstm seed=0 frames="
         f"{3 * memory_suite.FRAMES} progress_bar=false run_dir="
         f"{tmp_path / 'MemoryS7' / 'relstm_view3' / 'seed0'} stop_return=0.94 "
-        f"{memory_suite.VIEW3} device=cpu")
+        f"vectorization=sync {memory_suite.VIEW3} device=cpu")
     after = files(tmp_path)
     del after["MemoryS7/relstm_view3/seed0/.lock"], after["MemoryS7/relstm_view3/seed0/.rlmem-run"]
     assert after == before  # nothing was written
