@@ -186,6 +186,12 @@ ROWS: tuple[Row, ...] = (
         Task.transfer_copy, "relstm", HEADLINE_SEEDS,
         variant="normalised screening, curriculum: T = 20 first",
         after="kerg2020_table1_transfer_copy_relstm_normalised_screening_curriculum_T20"),
+    # Not in the papers: the memories the field compares against (issue 56), each at its
+    # defaults on transfer copy and on adding at T = 200, at the LSTM rows' settings; GTrXL
+    # last, the slowest to train here by about ten times.
+    *(Row(f"modern_{task}_{cell}{suffix}", Task[task], cell)
+      for cell in ("ffm", "lru", "deltanet", "gtrxl")
+      for task, suffix in (("adding", "_T200"), ("transfer_copy", ""))),
 )
 """Every row, in the order the suite runs them."""
 
