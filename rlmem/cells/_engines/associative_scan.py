@@ -82,7 +82,8 @@ def diagonal_scan(a: Tensor, b: Tensor, state: Tensor, resets: Tensor) -> Tensor
           resets: ``(T, B)``; returns ``(T, B, *)``, the states after each step
     """
     native = compiled.ops(b)
-    if native is not None and a.dim() <= b.dim() - 2:  # one map for every step and batch item
+    # one map for every step and batch item, all in one dtype (the compiled loop promotes none)
+    if native is not None and a.dim() <= b.dim() - 2 and a.dtype == b.dtype == state.dtype:
         states: Tensor = _CompiledRecurrence.apply(a, b, state, resets, native)
         return states
     a = reset_decay(a.expand_as(b), resets)

@@ -111,7 +111,6 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
     return (o[:steps] if count * size > steps else o), state
 
 
-
 def compiled_scan(features: Tensor, state: Tensor, resets: Tensor,
                   heads: int) -> tuple[Tensor, Tensor] | None:
     """DeltaNet's chunk from its projected features, feature map included, through the
