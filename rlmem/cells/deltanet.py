@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.delta_rule import compiled_scan, delta_rule_scan
+from rlmem.cells._engines.short_convolution import convolve_chunk, convolve_step, slide_window
 from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
 
@@ -22,6 +23,10 @@ from rlmem.cells.registry import register
 class DeltaNetState(NamedTuple):
     S: Annotated[Tensor, Dims("heads", "head_size", "head_size")]
     r"""The fast weights :math:`S_{t-1}` of every head, ``(B, heads, d_v, d_k)``."""
+    window: Annotated[Tensor, Dims("conv_size", 3, "heads", "head_size")]
+    r"""The projections :math:`W_q x, W_k x, W_v x` of the episode's last ``conv_size`` steps,
+    oldest first (zeros before its start), which the short convolution reads,
+    ``(B, conv_size, 3, heads, head_size)``."""
 
 
 @register("deltanet")
@@ -33,14 +38,19 @@ class DeltaNet(Cell):
     that the query reads:
 
     .. math::
-        q_t &= \frac{\phi(W_q x_t)}{\lVert \phi(W_q x_t) \rVert} \qquad
-        k_t = \frac{\phi(W_k x_t)}{\lVert \phi(W_k x_t) \rVert} \qquad
-        v_t = W_v x_t \qquad \beta_t = \sigma(W_\beta x_t + b_\beta) \\
+        \tilde q_t &= \phi(\mathrm{conv}_q(W_q x)_t) \qquad
+        \tilde k_t = \phi(\mathrm{conv}_k(W_k x)_t) \qquad
+        v_t = \phi(\mathrm{conv}_v(W_v x)_t) \\
+        q_t &= \tilde q_t / \lVert \tilde q_t \rVert \qquad
+        k_t = \tilde k_t / \lVert \tilde k_t \rVert \qquad
+        \beta_t = \sigma(W_\beta x_t + b_\beta) \\
         S_t &= S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top
              = S_{t-1} (I - \beta_t k_t k_t^\top) + \beta_t v_t k_t^\top \\
         o_t &= S_t q_t \qquad y_t = W_o [o_t^{(1)}; \dots; o_t^{(h)}] + b_o
 
-    with :math:`\phi` = SiLU and the norms per head. The reference loop is
+    with :math:`\phi` = SiLU, the norms per head, and :math:`\mathrm{conv}` a causal
+    depthwise convolution over the last ``conv_size`` steps of the episode, one filter per
+    channel (:mod:`~rlmem.cells._engines.short_convolution`). The reference loop is
     :func:`~rlmem.cells.base.scan` over :meth:`step` (the delta rule as first written); a
     chunk runs on the CPU as that recurrence compiled, with a backward written out, and
     elsewhere in blocks through the chunkwise (WY) form of Yang et al. (2024), one triangular
@@ -48,13 +58,17 @@ class DeltaNet(Cell):
     (:mod:`~rlmem.cells._engines.delta_rule`).
 
     Which paper: the update is Schlag et al.'s delta rule with one learned
-    :math:`\beta_t` per head; the feature map and normalisation are Yang et al.'s DeltaNet
-    (SiLU, then :math:`L_2`-normalised queries and keys, which keeps
-    :math:`\lVert I - \beta k k^\top \rVert \le 1`: Schlag et al. use DPFP features with sum
-    normalisation). Ungated, as both (a decay gate is Gated DeltaNet, Yang et al., 2025).
-    Departures: no short convolution before :math:`q, k, v`, no SiLU on :math:`v` and no
-    output normalisation (Yang et al.'s full layer has them), and :math:`W_q, W_k, W_v` have
-    no bias.
+    :math:`\beta_t` per head; the layer around it is Yang et al.'s DeltaNet: the short
+    convolution (kernel 4, no bias, SiLU after it, on queries, keys and values alike), then
+    :math:`L_2`-normalised queries and keys, which keeps
+    :math:`\lVert I - \beta k k^\top \rVert \le 1` (Schlag et al. use DPFP features with
+    sum normalisation). The convolution is what lets the keys tell steps apart by their
+    recent past: without it a query finds only what was written under its own input, and a
+    task such as recalling the input of four steps ago cannot be learnt. Ungated, as both (a
+    decay gate is Gated DeltaNet, Yang et al., 2025). Departures: no output normalisation
+    (Yang et al.'s full layer has an RMSNorm before :math:`W_o`), and :math:`\beta`'s
+    projection has a bias. Initialisation: the maps torch's default, the convolution's
+    filters as :class:`torch.nn.Conv1d`'s (uniform on :math:`\pm 1/\sqrt{\text{conv\_size}}`).
 
     Args:
         input_size: features of each input.
@@ -63,32 +77,45 @@ class DeltaNet(Cell):
         head_size: :math:`d_k = d_v`, features per head (None: :math:`\lceil` hidden_size
             / heads :math:`\rceil`); :math:`W_o` maps the heads' ``heads · head_size``
             features to ``hidden_size``.
+        conv_size: the short convolution's width, in steps (1: each channel scaled, no
+            reach into the past).
 
     Shapes:
         - x: ``(T, B, input_size)``; resets: ``(T, B)``
         - output: ``(T, B, hidden_size)``; state: :class:`DeltaNetState`,
-          ``(B, heads, head_size, head_size)``
+          ``(B, heads, head_size, head_size)`` and ``(B, conv_size, 3, heads, head_size)``
     """
 
     state_type = DeltaNetState
 
     def __init__(self, input_size: int, hidden_size: int, *, heads: int = 4,
-                 head_size: int | None = None) -> None:
+                 head_size: int | None = None, conv_size: int = 4) -> None:
         super().__init__(input_size, hidden_size)
-        if heads <= 0 or (head_size is not None and head_size <= 0):
-            raise ValueError(f"DeltaNet: heads and head_size must be positive, got {heads}, "
-                             f"{head_size}")
-        self.heads = heads
+        if heads <= 0 or (head_size is not None and head_size <= 0) or conv_size <= 0:
+            raise ValueError(f"DeltaNet: heads, head_size and conv_size must be positive, got "
+                             f"{heads}, {head_size}, {conv_size}")
+        self.heads, self.conv_size = heads, conv_size
         self.head_size = head_size if head_size is not None else -(-hidden_size // heads)
         width = heads * self.head_size
         self.qkv = nn.Linear(input_size, 3 * width, bias=False)
+        self.conv = nn.Parameter(torch.empty(3 * width, conv_size))
+        """The short convolution's filters, one per channel of ``[W_q x, W_k x, W_v x]``,
+        oldest tap first (:class:`torch.nn.Conv1d`'s order)."""
         self.beta = nn.Linear(input_size, heads)
         self.out = nn.Linear(width, hidden_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        r"""The maps torch's default; the filters :class:`torch.nn.Conv1d`'s, uniform on
+        :math:`\pm 1/\sqrt{\text{conv\_size}}` (its fan-in, one input channel per filter)."""
+        for linear in (self.qkv, self.beta, self.out):
+            linear.reset_parameters()
+        bound = self.conv_size ** -0.5
+        nn.init.uniform_(self.conv, -bound, bound)
 
     def project_input(self, x: Tensor) -> Tensor:
         r"""Every step's :math:`[W_q x_t, W_k x_t, W_v x_t, W_\beta x_t + b_\beta]`, one
-        matmul (the feature map, the norms and σ are applied by :meth:`_split`, so nothing is
-        copied into a joint tensor).
+        matmul (the convolution, the feature map, the norms and σ come after).
 
         Shapes:
             - x: ``(T, B, input_size)``; returns ``(T, B, 3 heads d + heads)``
@@ -97,23 +124,44 @@ class DeltaNet(Cell):
         bias = torch.cat([self.beta.bias.new_zeros(self.qkv.out_features), self.beta.bias])
         return functional.linear(x, weight, bias)
 
+    def _convolved(self, features: Tensor, window: Tensor,
+                   resets: Tensor | None) -> tuple[Tensor, Tensor]:
+        """:meth:`project_input`'s features with :math:`W_q x, W_k x, W_v x` convolved, and the
+        window after them: one step (``features`` ``(B, F)``, ``resets`` None: the state is
+        already reset) or a chunk (``(T, B, F)``).
+
+        Shapes:
+            - window: ``(B, conv_size, 3 heads head_size)``; returns the features' shape and
+              the window's
+        """
+        projected, beta = features.split([window.shape[2], self.heads], -1)
+        if resets is None:
+            convolved, window = convolve_step(projected, window, self.conv)
+        else:
+            convolved, window = convolve_chunk(projected, window, self.conv, resets)
+        return torch.cat([convolved, beta], -1), window
+
     def _split(self, features: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """:meth:`project_input`'s features as q, k, v ``(*, heads, d)`` and β
-        ``(*, heads, 1)``: the feature map, which the compiled chunk (``csrc/delta_rule.h``)
-        applies inside its loop, proved equal in the tests."""
+        """:meth:`_convolved`'s features as q, k, v ``(*, heads, d)`` and β ``(*, heads, 1)``:
+        the feature map, which the compiled chunk (``csrc/delta_rule.h``) applies inside its
+        loop, proved equal in the tests."""
         width = self.heads * self.head_size
         q, k, v, beta = features.split([width, width, width, self.heads], -1)
-        q, k, v = (part.unflatten(-1, (self.heads, self.head_size)) for part in (q, k, v))
-        q, k = (functional.normalize(functional.silu(part), dim=-1) for part in (q, k))
+        q, k, v = (functional.silu(part.unflatten(-1, (self.heads, self.head_size)))
+                   for part in (q, k, v))
+        q, k = (functional.normalize(part, dim=-1) for part in (q, k))
         return q, k, v, torch.sigmoid(beta).unsqueeze(-1)
 
     def step(self, x_t: Tensor, state: DeltaNetState
              ) -> tuple[Tensor, DeltaNetState, dict[str, Tensor]]:
-        r""":math:`S_t = S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top`, then the readout."""
-        _, k, v, beta = self._split(x_t)
+        r"""The convolution over the window, then
+        :math:`S_t = S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top` and the readout."""
+        features, window = self._convolved(x_t, state.window.flatten(1, -1).unflatten(
+            1, (self.conv_size, -1)), None)
+        _, k, v, beta = self._split(features)
         error = v - (state.S @ k.unsqueeze(-1)).squeeze(-1)
         S = state.S + (beta * error).unsqueeze(-1) * k.unsqueeze(-2)
-        return self.readout(x_t, S), DeltaNetState(S), {}
+        return self.readout(features, S), DeltaNetState(S, window.view_as(state.window)), {}
 
     def readout(self, features: Tensor, s: Tensor) -> Tensor:
         r""":math:`y_t = W_o [S_t q_t]_{heads} + b_o`."""
@@ -126,10 +174,17 @@ class DeltaNet(Cell):
         form (:func:`~rlmem.cells._engines.delta_rule.delta_rule_scan`)."""
         # In the state's precision: bf16 autocast gives bf16 features, and no bf16 solve.
         features = self.project_input(x).to(state.S.dtype)
-        result = compiled_scan(features, state.S, resets, self.heads)
-        o, S = result if result is not None else delta_rule_scan(*self._split(features),
-                                                                 state.S, resets)
-        return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S), {})
+        window = state.window.flatten(2)
+        result = compiled_scan(features, window, self.conv, state.S, resets, self.heads)
+        if result is None:
+            convolved, window = self._convolved(features, window, resets)
+            o, S = delta_rule_scan(*self._split(convolved), state.S, resets)
+        else:
+            (o, S), window = result, slide_window(window, features[..., :window.shape[2]],
+                                                  resets)
+        return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S, window.view_as(state.window)),
+                          {})
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, heads={self.heads}, head_size={self.head_size}"
+        return (f"{super().extra_repr()}, heads={self.heads}, head_size={self.head_size}, "
+                f"conv_size={self.conv_size}")

@@ -150,11 +150,12 @@ def test_delta_rule_blocks_equal_the_loop(block: int, monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("head_size", [3, 16, 32])
 def test_compiled_delta_rule_equals_the_blocks(head_size: int,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """DeltaNet's compiled chunk (the CPU's: feature map and delta rule step by step,
-    ``csrc/delta_rule.h``) against the chunkwise form in float64: outputs, final state and the
-    gradients of input, state and weights, with resets, at a head size read at run time and at
-    two compiled in as constants; a step whose input is zero takes the feature map's clamped
-    norm (q = k = 0)."""
+    """DeltaNet's compiled chunk (the CPU's: short convolution, feature map and delta rule step
+    by step, ``csrc/delta_rule.h``) against the Python convolution and the chunkwise form in
+    float64: outputs, final state (fast weights and window) and the gradients of input, state
+    and weights (the filters included), with resets, from a window that holds numbers, at a
+    head size read at run time and at two compiled in as constants; a step whose input is zero
+    takes the feature map's clamped norm (q = k = 0)."""
     if compiled.ops(torch.zeros(1)) is None:
         pytest.skip("the compiled loops cannot be built here")
     torch.manual_seed(0)
@@ -165,14 +166,16 @@ def test_compiled_delta_rule_equals_the_blocks(head_size: int,
     x = torch.randn(steps, batch, 5, dtype=torch.float64)
     x[6, 1] = 0.0
     resets = random_resets(steps, batch, torch.Generator().manual_seed(1))
-    state = torch.randn(batch, 3, head_size, head_size, dtype=torch.float64)
+    state = DeltaNetState(torch.randn(batch, 3, head_size, head_size, dtype=torch.float64),
+                          torch.randn(batch, 4, 3, 3, head_size, dtype=torch.float64))
     weights = torch.randn(steps, batch, 7, dtype=torch.float64)
     results = []
     for disabled in ("0", "1"):
         monkeypatch.setenv(compiled.DISABLE_VARIABLE, disabled)
-        inputs = [x.clone().requires_grad_(), state.clone().requires_grad_()]
-        result = cell.fast_scan(inputs[0], DeltaNetState(inputs[1]), resets)
-        loss = (result.output * weights).sum() + result.state.S.square().sum()
+        inputs = [x.clone().requires_grad_(), *(field.clone().requires_grad_() for field in state)]
+        result = cell.fast_scan(inputs[0], DeltaNetState(*inputs[1:]), resets)
+        loss = ((result.output * weights).sum() + result.state.S.square().sum()
+                + result.state.window.sin().sum())
         results.append([result.output, result.state.S,
                         *torch.autograd.grad(loss, [*inputs, *cell.parameters()])])
     for got, want in zip(*results, strict=True):  # rtol: the clamped norm's 1/ε gradients
@@ -227,19 +230,23 @@ def test_ffm_traces_decay_and_rotate_as_initialised() -> None:
 def test_deltanet_overwrites_where_linear_attention_would_add() -> None:
     """β = 1: writing a new value under the same key replaces the old one (the delta rule),
     and a query equal to the key reads it back exactly."""
-    cell = make_cell("deltanet", input_size=3, hidden_size=4, heads=1).double()
+    cell = make_cell("deltanet", input_size=3, hidden_size=4, heads=1, conv_size=1).double()
     assert isinstance(cell, DeltaNet)
-    # The step's features are pre-activation (q and k before SiLU and the norm, β before σ):
-    # the key the cell writes under is normalize(silu(pre)), and σ(1000) = 1 in float64.
+    with torch.no_grad():
+        cell.conv.fill_(1.0)  # the convolution passes each step's projection on unchanged
+    # The step's features are pre-activation (q, k and v before SiLU, q and k before the norm,
+    # β before σ): the key the cell writes under is normalize(silu(pre)), the value silu(v),
+    # and σ(1000) = 1 in float64.
     pre = torch.tensor([[1.0, 2.0, -1.0, 0.5]], dtype=torch.float64)
     key = torch.nn.functional.normalize(torch.nn.functional.silu(pre), dim=-1)
-    state = DeltaNetState(torch.zeros(1, 1, 4, 4, dtype=torch.float64))
+    state = cell.initial_state(1)
     for value in (torch.tensor([[3.0, 0.0, 1.0, 2.0]]), torch.tensor([[-1.0, 4.0, 0.0, 1.0]])):
         features = torch.cat([pre, pre, value.double(),
                               torch.full((1, 1), 1e3, dtype=torch.float64)], -1)
         _, state, _ = cell.step(features, state)
         read = (state.S[0, 0] @ key[0])
-        torch.testing.assert_close(read, value[0].double(), rtol=0, atol=1e-12)
+        torch.testing.assert_close(read, torch.nn.functional.silu(value[0].double()), rtol=0,
+                                   atol=1e-12)
 
 
 def test_gtrxl_sees_layers_times_window_steps_and_no_further() -> None:

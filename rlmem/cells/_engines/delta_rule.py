@@ -27,7 +27,8 @@ steps.
 Tensor functions on any device; autograd gives the gradients.
 
 On the CPU, in float32 and float64, DeltaNet's chunk runs instead as the recurrence itself, step
-by step, compiled with the cell's feature map (:func:`compiled_scan`, ``csrc/delta_rule.h``,
+by step, compiled with the cell's short convolution and feature map (:func:`compiled_scan`,
+``csrc/delta_rule.h``,
 built by :mod:`.compiled`), its backward written out: a head's :math:`d \times d` fast weights
 stay in the core's cache for the whole chunk, where the blocks move :math:`O(C^2)` matrices
 through a dozen ATen calls each (DeltaNet's training step at batch 64, T = 128 took 1.79x our
@@ -111,22 +112,25 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
     return (o[:steps] if count * size > steps else o), state
 
 
-def compiled_scan(features: Tensor, state: Tensor, resets: Tensor,
-                  heads: int) -> tuple[Tensor, Tensor] | None:
-    """DeltaNet's chunk from its projected features, feature map included, through the
-    compiled loop (``csrc/delta_rule.h``); ``None`` where that cannot run (off the CPU,
-    disabled, a failed build, a dtype other than float32 and float64): then
-    :func:`delta_rule_scan` runs the chunk.
+def compiled_scan(features: Tensor, window: Tensor, weight: Tensor, state: Tensor,
+                  resets: Tensor, heads: int) -> tuple[Tensor, Tensor] | None:
+    """DeltaNet's chunk from its projected features, short convolution and feature map
+    included, through the compiled loop (``csrc/delta_rule.h``); ``None`` where that cannot
+    run (off the CPU, disabled, a failed build, a dtype other than float32 and float64): then
+    the cell convolves in Python and :func:`delta_rule_scan` runs the chunk.
 
     Shapes:
         - features: ``(T, B, 3 h d + h)``, :meth:`~rlmem.cells.deltanet.DeltaNet.project_input`'s;
-          state: ``(B, h, d, d)``; resets: ``(T, B)`` bool
+          window: ``(B, K, 3 h d)``, the projections of the last K steps, oldest first; weight:
+          ``(3 h d, K)``, the filters (:class:`torch.nn.Conv1d`'s order); state:
+          ``(B, h, d, d)``; resets: ``(T, B)`` bool
         - returns o ``(T, B, h, d)`` and the final state ``(B, h, d, d)``
     """
     native = compiled.ops(features)
     if native is None or features.dtype not in COMPILED_DTYPES:
         return None
-    o, final = _CompiledDeltaNet.apply(features, state, resets, heads, native)
+    taps = weight.flip(1).t()  # tap j reaches j steps back
+    o, final = _CompiledDeltaNet.apply(features, window, taps, state, resets, heads, native)
     return o, final
 
 
@@ -136,17 +140,18 @@ class _CompiledDeltaNet(torch.autograd.Function):
     back in time; the equations are in ``csrc/delta_rule.h``)."""
 
     @staticmethod
-    def forward(ctx: Any, features: Tensor, state: Tensor, resets: Tensor, heads: int,
-                native: Any) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, features: Tensor, window: Tensor, taps: Tensor, state: Tensor,
+                resets: Tensor, heads: int, native: Any) -> tuple[Tensor, Tensor]:
+        taps = taps.contiguous()
         ctx.native, ctx.heads = native, heads
-        ctx.save_for_backward(features, state, resets)
-        o, final = native.delta_forward(features, state, resets, heads)
+        ctx.save_for_backward(features, window, taps, state, resets)
+        o, final = native.delta_forward(features, window, taps, state, resets, heads)
         return o, final
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_o: Tensor, grad_final: Tensor) -> tuple[Tensor | None, ...]:
-        features, state, resets = ctx.saved_tensors
-        grad_features, grad_state = ctx.native.delta_backward(grad_o, grad_final, features,
-                                                              state, resets, ctx.heads)
-        return grad_features, grad_state, None, None, None
+        features, window, taps, state, resets = ctx.saved_tensors
+        grad_features, grad_window, grad_taps, grad_state = ctx.native.delta_backward(
+            grad_o, grad_final, features, window, taps, state, resets, ctx.heads)
+        return grad_features, grad_window, grad_taps, grad_state, None, None, None

@@ -6,9 +6,10 @@
 // namespace after the ATen headers (one unit, as before the split, so that the compiler sees
 // and optimises the code as it did); not a standalone header.
 //
-// The input is DeltaNet.project_input's features, per step and batch item [W_q x (h·d),
-// W_k x (h·d), W_v x (h·d), W_β x + b_β (h)]; per head, the feature map of DeltaNet._split:
-//   q = φ(W_q x) / max(‖φ(W_q x)‖, ε), the same for k, φ = SiLU, ε = 1e-12;  β = σ(W_β x + b_β).
+// The input is DeltaNet's features after its short convolution (DeltaNet._convolved), per step
+// and batch item [c_q (h·d), c_k (h·d), c_v (h·d), W_β x + b_β (h)]; per head, the feature map
+// of DeltaNet._split: q = φ(c_q) / max(‖φ(c_q)‖, ε), the same for k, v = φ(c_v), φ = SiLU,
+// ε = 1e-12;  β = σ(W_β x + b_β).
 // Per step t of a head (S is d_v × d_k, row i holds what the keys map to value unit i):
 //   S ← 0 if the batch item resets at t;  e = v - S k;  u = β e;  S ← S + u kᵀ;  o = S q.
 // Each row i of S needs only e_i, so a step is one pass over the rows.
@@ -16,8 +17,8 @@
 // time), then runs back in time with G = ∂L/∂S_t:
 //   G += go qᵀ;  dq = S_tᵀ go;  du = G k;  dk = Gᵀ u - S_{t-1}ᵀ de;  dβ = du · e;
 //   de = β du;  dv = de;  G ← G - de kᵀ (then ∂L/∂S_{t-1}), and G ← 0 past a reset;
-// then through the feature map: ∂/∂s = (g - y (g·y)) / ‖s‖ (g / ε where ‖s‖ ≤ ε), SiLU's
-// slope σ(x)(1 + x(1 - σ(x))), σ's β(1 - β).
+// then through the feature map: the norm's ∂/∂s = (g - y (g·y)) / ‖s‖ (g / ε where ‖s‖ ≤ ε),
+// SiLU's slope σ(x)(1 + x(1 - σ(x))), σ's β(1 - β).
 
 // D: a head's features d as a compile-time constant, so that a row's loops unroll into a few
 // vector instructions (sized_loop picks 16, 32 or 64), or 0 for d read at run time.
@@ -35,11 +36,10 @@ T delta_dot(const T* a, const T* b, int64_t d) {
   return total;
 }
 
-// The feature map of a query or key: y = φ(x) / max(‖φ(x)‖, ε), φ(x) = x σ(x) = SiLU, and
-// σ(x) into sigma (for the backward); returns ‖φ(x)‖. σ vectorised like ATen's (at::vec; AVX2
-// where the build has it): its exp is most of the map's cost.
+// SiLU over n numbers, y = x σ(x), and σ(x) into sigma (for the backward); σ vectorised like
+// ATen's (at::vec; AVX2 where the build has it): its exp is most of the feature map's cost.
 template <typename T, int D>
-T delta_feature(const T* x, T* y, T* sigma, int64_t d) {
+void delta_silu(const T* x, T* y, T* sigma, int64_t d) {
   using V = at::vec::Vectorized<T>;
   const int64_t n = D > 0 ? D : d;
   const V one(T(1));
@@ -54,6 +54,24 @@ T delta_feature(const T* x, T* y, T* sigma, int64_t d) {
     sigma[j] = T(1) / (T(1) + std::exp(-x[j]));
     y[j] = x[j] * sigma[j];
   }
+}
+
+// The gradient dx of SiLU's input from that of its output g, scaled by scale; sigma: σ(x).
+template <typename T, int D>
+void delta_silu_backward(const T* g, T scale, const T* x, const T* sigma, T* dx, int64_t d) {
+  const int64_t n = D > 0 ? D : d;
+  #pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    dx[j] = g[j] * scale * sigma[j] * (T(1) + x[j] * (T(1) - sigma[j]));
+  }
+}
+
+// The feature map of a query or key: y = φ(x) / max(‖φ(x)‖, ε), φ = SiLU, and σ(x) into sigma;
+// returns ‖φ(x)‖.
+template <typename T, int D>
+T delta_feature(const T* x, T* y, T* sigma, int64_t d) {
+  const int64_t n = D > 0 ? D : d;
+  delta_silu<T, D>(x, y, sigma, n);
   const T norm = std::sqrt(delta_dot<T, D>(y, y, n));
   const T denominator = std::max(norm, T(kDeltaEpsilon));
   #pragma omp simd
@@ -64,18 +82,18 @@ T delta_feature(const T* x, T* y, T* sigma, int64_t d) {
 }
 
 // The gradient dx of the feature map's input from that of its output g (y, sigma and norm:
-// what delta_feature gave for x).
+// what delta_feature gave for x); g is overwritten.
 template <typename T, int D>
-void delta_feature_backward(const T* g, const T* x, const T* y, const T* sigma, T norm, T* dx,
+void delta_feature_backward(T* g, const T* x, const T* y, const T* sigma, T norm, T* dx,
                             int64_t d) {
   const int64_t n = D > 0 ? D : d;
   const bool clamped = norm <= T(kDeltaEpsilon);
   const T gy = clamped ? T(0) : delta_dot<T, D>(g, y, n);
-  const T scale = T(1) / (clamped ? T(kDeltaEpsilon) : norm);
   #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    dx[j] = (g[j] - y[j] * gy) * scale * sigma[j] * (T(1) + x[j] * (T(1) - sigma[j]));
+    g[j] -= y[j] * gy;
   }
+  delta_silu_backward<T, D>(g, T(1) / (clamped ? T(kDeltaEpsilon) : norm), x, sigma, dx, n);
 }
 
 // One step's update from S_in (S_{t-1}, d × d, rows contiguous) into S_out (may be S_in):
@@ -112,14 +130,66 @@ void delta_step(const T* S_in, T* S_out, const T* k, const T* v, T beta, T* e, c
   }
 }
 
-// Where one head's parts of a step's features start: q, k, v (d each) and β's logit.
+// DeltaNet's short convolution over one chunk: each channel c of [W_q x, W_k x, W_v x] at step
+// t is Σ_j taps[j][c] x_{t-j, c} over the taps j that stay within the episode; x_s is a step of
+// the chunk (features, s ≥ 0) or of the window before it (s < 0; its last K - 1 slots).
 template <typename T>
-struct DeltaParts {
-  const T *q, *k, *v, *beta;
-  DeltaParts(const T* features, int64_t heads, int64_t h, int64_t d)
-      : q(features + h * d), k(features + (heads + h) * d),
-        v(features + (2 * heads + h) * d), beta(features + 3 * heads * d + h) {}
+struct DeltaConvolution {
+  const T* features;  // (T, B, width): [W_q x, W_k x, W_v x] (channels), then β's logits
+  const T* window;    // (B, K, channels), oldest first
+  const T* taps;      // (K, channels): tap j reaches j steps back
+  int64_t batch, width, channels, K;
+
+  const T* at(int64_t s, int64_t b) const {
+    return s >= 0 ? features + (s * batch + b) * width : window + (b * K + K + s) * channels;
+  }
+
+  // Channels [c0, c0 + n) at step t of item b, whose episode started at first (-1: before the
+  // chunk, so the window's steps are its own), into out.
+  void convolve(int64_t t, int64_t b, int64_t first, int64_t c0, T* out, int64_t n) const {
+    std::fill_n(out, n, T(0));
+    for (int64_t j = 0; j < K && (first < 0 || t - j >= first); ++j) {
+      const T* x = at(t - j, b) + c0;
+      const T* tap = taps + j * channels + c0;
+      #pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] += tap[i] * x[i];
+      }
+    }
+  }
+
+  // The backward of convolve for the gradient g of its output: into grad_features (a step of
+  // the chunk), grad_window (of the window) and grad_taps.
+  void convolve_backward(int64_t t, int64_t b, int64_t first, int64_t c0, const T* g,
+                         T* grad_features, T* grad_window, T* grad_taps, int64_t n) const {
+    for (int64_t j = 0; j < K && (first < 0 || t - j >= first); ++j) {
+      const int64_t s = t - j;
+      const T* x = at(s, b) + c0;
+      T* dx = (s >= 0 ? grad_features + (s * batch + b) * width
+                      : grad_window + (b * K + K + s) * channels) + c0;
+      const T* tap = taps + j * channels + c0;
+      T* dtap = grad_taps + j * channels + c0;
+      #pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        dx[i] += tap[i] * g[i];
+        dtap[i] += x[i] * g[i];
+      }
+    }
+  }
 };
+
+// Each step's episode start within the chunk for batch item b: the last step ≤ t that resets,
+// or -1.
+inline void episode_starts(const bool* reset, int64_t steps, int64_t batch, int64_t b,
+                           int64_t* first) {
+  int64_t last = -1;
+  for (int64_t t = 0; t < steps; ++t) {
+    if (reset[t * batch + b]) {
+      last = t;
+    }
+    first[t] = last;
+  }
+}
 
 template <typename T>
 T delta_sigmoid(T x) {
@@ -129,47 +199,58 @@ T delta_sigmoid(T x) {
 // The forward over a chunk (see delta_forward); S holds the initial states and ends holding
 // the final ones.
 template <typename T, int D>
-void delta_forward_loop(const T* features, const bool* reset, T* o, T* S_all, int64_t steps,
-                        int64_t batch, int64_t heads, int64_t size) {
-  const int64_t d = D > 0 ? D : size, width = 3 * heads * d + heads;
-  std::vector<T> e(d), q(d), k(d), sigma(d);
+void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o, T* S_all,
+                        int64_t steps, int64_t heads, int64_t size) {
+  const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
+  std::vector<T> e(d), pre(3 * d), q(d), k(d), v(d), sigma(d);
+  std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
+    episode_starts(reset, steps, batch, b, first.data());
     for (int64_t h = 0; h < heads; ++h) {
       T* S = S_all + (b * heads + h) * d * d;
       for (int64_t t = 0; t < steps; ++t) {
         if (reset[t * batch + b]) {
           std::fill_n(S, d * d, T(0));
         }
-        const DeltaParts<T> part(features + (t * batch + b) * width, heads, h, d);
-        delta_feature<T, D>(part.q, q.data(), sigma.data(), d);
-        delta_feature<T, D>(part.k, k.data(), sigma.data(), d);
-        delta_step<T, D>(S, S, k.data(), part.v, delta_sigmoid(*part.beta), e.data(),
-                         q.data(), o + ((t * batch + b) * heads + h) * d, d);
+        for (int64_t part = 0; part < 3; ++part) {
+          conv.convolve(t, b, first[t], part * width + h * d, pre.data() + part * d, d);
+        }
+        delta_feature<T, D>(pre.data(), q.data(), sigma.data(), d);
+        delta_feature<T, D>(pre.data() + d, k.data(), sigma.data(), d);
+        delta_silu<T, D>(pre.data() + 2 * d, v.data(), sigma.data(), d);
+        const T beta = delta_sigmoid(conv.features[(t * batch + b) * conv.width + 3 * width + h]);
+        delta_step<T, D>(S, S, k.data(), v.data(), beta, e.data(), q.data(),
+                         o + ((t * batch + b) * heads + h) * d, d);
       }
     }
   }
 }
 
 // What the backward holds of one head's forward, replayed: every S_{t-1} after its reset
-// (slot t of states), e_t, the feature map's q_t, k_t, their σ and norms, and β_t.
+// (slot t of states), e_t, the convolved q, k, v before the feature map (pre, 3 d a step),
+// the feature map's q_t, k_t, v_t, their σ, the norms, and β_t.
 template <typename T>
 struct DeltaReplay {
-  std::vector<T> states, errors, q, k, q_sigma, k_sigma, q_norm, k_norm, beta;
+  std::vector<T> states, errors, pre, q, k, v, q_sigma, k_sigma, v_sigma, q_norm, k_norm, beta;
   DeltaReplay(int64_t steps, int64_t d)
-      : states((steps + 1) * d * d), errors(steps * d), q(steps * d), k(steps * d),
-        q_sigma(steps * d), k_sigma(steps * d), q_norm(steps), k_norm(steps), beta(steps) {}
+      : states((steps + 1) * d * d), errors(steps * d), pre(steps * 3 * d), q(steps * d),
+        k(steps * d), v(steps * d), q_sigma(steps * d), k_sigma(steps * d),
+        v_sigma(steps * d), q_norm(steps), k_norm(steps), beta(steps) {}
 };
 
 // The backward of every head (see delta_backward): each head's forward replayed, then the
-// gradients back in time. G holds ∂L/∂S_T and ends holding ∂L/∂S_{-1}.
+// gradients back in time. G holds ∂L/∂S_T and ends holding ∂L/∂S_{-1}; grad_features (its
+// channels zero), grad_window and grad_taps (zero) are added to.
 template <typename T, int D>
-void delta_backward_loop(const T* features, const T* grad_o, const T* S0, const bool* reset,
-                         T* G_all, T* grad_features, int64_t steps, int64_t batch,
-                         int64_t heads, int64_t size) {
-  const int64_t d = D > 0 ? D : size, width = 3 * heads * d + heads;
+void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o, const T* S0,
+                         const bool* reset, T* G_all, T* grad_features, T* grad_window,
+                         T* grad_taps, int64_t steps, int64_t heads, int64_t size) {
+  const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
   DeltaReplay<T> replay(steps, d);
-  std::vector<T> dq(d), dk(d);
+  std::vector<T> dq(d), dk(d), dv(d), grad_pre(3 * d);
+  std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
+    episode_starts(reset, steps, batch, b, first.data());
     for (int64_t h = 0; h < heads; ++h) {
       std::copy_n(S0 + (b * heads + h) * d * d, d * d, replay.states.data());
       for (int64_t t = 0; t < steps; ++t) {
@@ -177,15 +258,21 @@ void delta_backward_loop(const T* features, const T* grad_o, const T* S0, const 
         if (reset[t * batch + b]) {
           std::fill_n(S, d * d, T(0));
         }
-        const DeltaParts<T> part(features + (t * batch + b) * width, heads, h, d);
-        replay.q_norm[t] = delta_feature<T, D>(part.q, replay.q.data() + t * d,
+        T* pre = replay.pre.data() + t * 3 * d;
+        for (int64_t part = 0; part < 3; ++part) {
+          conv.convolve(t, b, first[t], part * width + h * d, pre + part * d, d);
+        }
+        replay.q_norm[t] = delta_feature<T, D>(pre, replay.q.data() + t * d,
                                                replay.q_sigma.data() + t * d, d);
-        replay.k_norm[t] = delta_feature<T, D>(part.k, replay.k.data() + t * d,
+        replay.k_norm[t] = delta_feature<T, D>(pre + d, replay.k.data() + t * d,
                                                replay.k_sigma.data() + t * d, d);
-        replay.beta[t] = delta_sigmoid(*part.beta);
-        delta_step<T, D>(S, S + d * d, replay.k.data() + t * d, part.v, replay.beta[t],
-                         replay.errors.data() + t * d, static_cast<const T*>(nullptr),
-                         static_cast<T*>(nullptr), d);
+        delta_silu<T, D>(pre + 2 * d, replay.v.data() + t * d, replay.v_sigma.data() + t * d,
+                         d);
+        replay.beta[t] = delta_sigmoid(
+            conv.features[(t * batch + b) * conv.width + 3 * width + h]);
+        delta_step<T, D>(S, S + d * d, replay.k.data() + t * d, replay.v.data() + t * d,
+                         replay.beta[t], replay.errors.data() + t * d,
+                         static_cast<const T*>(nullptr), static_cast<T*>(nullptr), d);
       }
       T* G = G_all + (b * heads + h) * d * d;
       for (int64_t t = steps - 1; t >= 0; --t) {
@@ -197,7 +284,6 @@ void delta_backward_loop(const T* features, const T* grad_o, const T* S0, const 
         std::fill(dq.begin(), dq.end(), T(0));
         std::fill(dk.begin(), dk.end(), T(0));
         T dbeta = 0, go_u = 0;  // go_u = Σ_i go_i u_i: dq's share of u kᵀ
-        T* dv = grad_features + row * width + (2 * heads + h) * d;
         for (int64_t i = 0; i < d; ++i) {
           T* G_i = G + i * d;
           const T* S_i = S_prev + i * d;
@@ -223,13 +309,19 @@ void delta_backward_loop(const T* features, const T* grad_o, const T* S0, const 
         for (int64_t j = 0; j < d; ++j) {
           dq[j] += go_u * k_t[j];
         }
-        const DeltaParts<T> part(features + row * width, heads, h, d);
-        T* grad_row = grad_features + row * width;
-        delta_feature_backward<T, D>(dq.data(), part.q, q_t, replay.q_sigma.data() + t * d,
-                                     replay.q_norm[t], grad_row + h * d, d);
-        delta_feature_backward<T, D>(dk.data(), part.k, k_t, replay.k_sigma.data() + t * d,
-                                     replay.k_norm[t], grad_row + (heads + h) * d, d);
-        grad_row[3 * heads * d + h] = dbeta * beta_t * (T(1) - beta_t);
+        const T* pre = replay.pre.data() + t * 3 * d;
+        delta_feature_backward<T, D>(dq.data(), pre, q_t, replay.q_sigma.data() + t * d,
+                                     replay.q_norm[t], grad_pre.data(), d);
+        delta_feature_backward<T, D>(dk.data(), pre + d, k_t, replay.k_sigma.data() + t * d,
+                                     replay.k_norm[t], grad_pre.data() + d, d);
+        delta_silu_backward<T, D>(dv.data(), T(1), pre + 2 * d, replay.v_sigma.data() + t * d,
+                                  grad_pre.data() + 2 * d, d);
+        for (int64_t part = 0; part < 3; ++part) {
+          conv.convolve_backward(t, b, first[t], part * width + h * d,
+                                 grad_pre.data() + part * d, grad_features, grad_window,
+                                 grad_taps, d);
+        }
+        grad_features[row * conv.width + 3 * width + h] = dbeta * beta_t * (T(1) - beta_t);
         if (reset[row]) {  // no gradient crosses into the episode before
           std::fill_n(G, d * d, T(0));
         }
@@ -249,45 +341,60 @@ Loop* sized_loop(int64_t d, Loop* any, Loop* d16, Loop* d32, Loop* d64) {
   }
 }
 
-// The chunk: features (T, B, 3 h d + h) of DeltaNet.project_input, state (B, h, d, d), resets
-// (T, B) bool; returns the outputs o = S_t q_t (T, B, h, d) and the final state (B, h, d, d).
-std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor& state,
+// The chunk: features (T, B, 3 h d + h) of DeltaNet.project_input, the window before it
+// (B, K, 3 h d), the convolution's taps (K, 3 h d; tap j reaches j steps back), state
+// (B, h, d, d), resets (T, B) bool; returns the outputs o = S_t q_t (T, B, h, d) and the final
+// state (B, h, d, d).
+std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor& window_in,
+                                         const Tensor& taps_in, const Tensor& state,
                                          const Tensor& resets_in, int64_t heads) {
   const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
+  const Tensor window = window_in.contiguous(), taps = taps_in.contiguous();
   const int64_t steps = features.size(0), batch = features.size(1), d = state.size(-1);
-  TORCH_CHECK(features.size(2) == 3 * heads * d + heads, "delta_forward: features of ",
-              features.size(2), " for ", heads, " heads of ", d);
+  TORCH_CHECK(features.size(2) == 3 * heads * d + heads && window.size(2) == 3 * heads * d &&
+              taps.size(1) == 3 * heads * d && taps.size(0) == window.size(1),
+              "delta_forward: features, window or taps do not fit ", heads, " heads of ", d);
   Tensor S = state.clone(at::MemoryFormat::Contiguous);
   Tensor o = at::empty({steps, batch, heads, d}, features.options());
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_forward", [&] {
+    const DeltaConvolution<scalar_t> conv{
+        features.data_ptr<scalar_t>(), window.data_ptr<scalar_t>(),
+        taps.data_ptr<scalar_t>(), batch, features.size(2), window.size(2), window.size(1)};
     const auto loop = sized_loop(d, delta_forward_loop<scalar_t, 0>,
                                  delta_forward_loop<scalar_t, 16>,
                                  delta_forward_loop<scalar_t, 32>,
                                  delta_forward_loop<scalar_t, 64>);
-    loop(features.data_ptr<scalar_t>(), resets.data_ptr<bool>(), o.data_ptr<scalar_t>(),
-         S.data_ptr<scalar_t>(), steps, batch, heads, d);
+    loop(conv, resets.data_ptr<bool>(), o.data_ptr<scalar_t>(), S.data_ptr<scalar_t>(),
+         steps, heads, d);
   });
   return {o, S};
 }
 
-// The gradients of delta_forward's features and state from those of its outputs, grad_o
-// (T, B, h, d) and grad_final (B, h, d, d).
-std::tuple<Tensor, Tensor> delta_backward(const Tensor& grad_o_in, const Tensor& grad_final,
-                                          const Tensor& features_in, const Tensor& state_in,
-                                          const Tensor& resets_in, int64_t heads) {
+// The gradients of delta_forward's features, window, taps and state from those of its
+// outputs, grad_o (T, B, h, d) and grad_final (B, h, d, d).
+std::tuple<Tensor, Tensor, Tensor, Tensor> delta_backward(
+    const Tensor& grad_o_in, const Tensor& grad_final, const Tensor& features_in,
+    const Tensor& window_in, const Tensor& taps_in, const Tensor& state_in,
+    const Tensor& resets_in, int64_t heads) {
   const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
+  const Tensor window = window_in.contiguous(), taps = taps_in.contiguous();
   const Tensor grad_o = grad_o_in.contiguous(), state = state_in.contiguous();
-  const int64_t steps = features.size(0), batch = features.size(1), d = state.size(-1);
+  const int64_t batch = features.size(1), d = state.size(-1);
   Tensor G = grad_final.clone(at::MemoryFormat::Contiguous);
-  Tensor grad_features = at::empty_like(features);
+  Tensor grad_features = at::zeros_like(features), grad_window = at::zeros_like(window);
+  Tensor grad_taps = at::zeros_like(taps);
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_backward", [&] {
+    const DeltaConvolution<scalar_t> conv{
+        features.data_ptr<scalar_t>(), window.data_ptr<scalar_t>(),
+        taps.data_ptr<scalar_t>(), batch, features.size(2), window.size(2), window.size(1)};
     const auto loop = sized_loop(d, delta_backward_loop<scalar_t, 0>,
                                  delta_backward_loop<scalar_t, 16>,
                                  delta_backward_loop<scalar_t, 32>,
                                  delta_backward_loop<scalar_t, 64>);
-    loop(features.data_ptr<scalar_t>(), grad_o.data_ptr<scalar_t>(),
-         state.data_ptr<scalar_t>(), resets.data_ptr<bool>(), G.data_ptr<scalar_t>(),
-         grad_features.data_ptr<scalar_t>(), steps, batch, heads, d);
+    loop(conv, grad_o.data_ptr<scalar_t>(), state.data_ptr<scalar_t>(),
+         resets.data_ptr<bool>(), G.data_ptr<scalar_t>(), grad_features.data_ptr<scalar_t>(),
+         grad_window.data_ptr<scalar_t>(), grad_taps.data_ptr<scalar_t>(), features.size(0),
+         heads, d);
   });
-  return {grad_features, G};
+  return {grad_features, grad_window, grad_taps, G};
 }

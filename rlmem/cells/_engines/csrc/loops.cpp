@@ -36,6 +36,7 @@
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <ATen/ops/arange.h>
