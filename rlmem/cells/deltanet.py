@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.delta_rule import compiled_scan, delta_rule_scan
-from rlmem.cells._engines.short_convolution import convolve_chunk, convolve_step, slide_window
+from rlmem.cells._engines.short_convolution import convolve_chunk, convolve_step
 from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
 
@@ -180,8 +180,7 @@ class DeltaNet(Cell):
             convolved, window = self._convolved(features, window, resets)
             o, S = delta_rule_scan(*self._split(convolved), state.S, resets)
         else:
-            (o, S), window = result, slide_window(window, features[..., :window.shape[2]],
-                                                  resets)
+            o, S, window = result
         return ScanResult(self.out(o.flatten(-2)), DeltaNetState(S, window.view_as(state.window)),
                           {})
 

@@ -113,7 +113,7 @@ def delta_rule_scan(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, state: Tensor
 
 
 def compiled_scan(features: Tensor, window: Tensor, weight: Tensor, state: Tensor,
-                  resets: Tensor, heads: int) -> tuple[Tensor, Tensor] | None:
+                  resets: Tensor, heads: int) -> tuple[Tensor, Tensor, Tensor] | None:
     """DeltaNet's chunk from its projected features, short convolution and feature map
     included, through the compiled loop (``csrc/delta_rule.h``); ``None`` where that cannot
     run (off the CPU, disabled, a failed build, a dtype other than float32 and float64): then
@@ -124,14 +124,16 @@ def compiled_scan(features: Tensor, window: Tensor, weight: Tensor, state: Tenso
           window: ``(B, K, 3 h d)``, the projections of the last K steps, oldest first; weight:
           ``(3 h d, K)``, the filters (:class:`torch.nn.Conv1d`'s order); state:
           ``(B, h, d, d)``; resets: ``(T, B)`` bool
-        - returns o ``(T, B, h, d)`` and the final state ``(B, h, d, d)``
+        - returns o ``(T, B, h, d)``, the final state ``(B, h, d, d)`` and the window after
+          the chunk ``(B, K, 3 h d)``
     """
     native = compiled.ops(features)
     if native is None or features.dtype not in COMPILED_DTYPES:
         return None
     taps = weight.flip(1).t()  # tap j reaches j steps back
-    o, final = _CompiledDeltaNet.apply(features, window, taps, state, resets, heads, native)
-    return o, final
+    o, final, after = _CompiledDeltaNet.apply(features, window, taps, state, resets, heads,
+                                              native)
+    return o, final, after
 
 
 class _CompiledDeltaNet(torch.autograd.Function):
@@ -141,17 +143,18 @@ class _CompiledDeltaNet(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, features: Tensor, window: Tensor, taps: Tensor, state: Tensor,
-                resets: Tensor, heads: int, native: Any) -> tuple[Tensor, Tensor]:
+                resets: Tensor, heads: int, native: Any) -> tuple[Tensor, Tensor, Tensor]:
         taps = taps.contiguous()
         ctx.native, ctx.heads = native, heads
         ctx.save_for_backward(features, window, taps, state, resets)
-        o, final = native.delta_forward(features, window, taps, state, resets, heads)
-        return o, final
+        o, final, after = native.delta_forward(features, window, taps, state, resets, heads)
+        return o, final, after
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, grad_o: Tensor, grad_final: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, grad_o: Tensor, grad_final: Tensor,
+                 grad_after: Tensor) -> tuple[Tensor | None, ...]:
         features, window, taps, state, resets = ctx.saved_tensors
         grad_features, grad_window, grad_taps, grad_state = ctx.native.delta_backward(
-            grad_o, grad_final, features, window, taps, state, resets, ctx.heads)
+            grad_o, grad_final, grad_after, features, window, taps, state, resets, ctx.heads)
         return grad_features, grad_window, grad_taps, grad_state, None, None, None

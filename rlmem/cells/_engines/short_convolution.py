@@ -39,7 +39,8 @@ def convolve_step(x: Tensor, window: Tensor, weight: Tensor) -> tuple[Tensor, Te
 def convolve_chunk(x: Tensor, window: Tensor, weight: Tensor,
                    resets: Tensor) -> tuple[Tensor, Tensor]:
     """Every step of a chunk, each tap zeroed where it reaches before its episode's start, and
-    the window after the chunk (its steps before the chunk's last reset emptied).
+    the window after the chunk (its steps before the chunk's last reset emptied), as the steps
+    of :func:`convolve_step` with their resets would leave it.
 
     Shapes:
         - x: ``(T, B, C)``; window: ``(B, K, C)``, the last K inputs before the chunk, oldest
@@ -57,27 +58,8 @@ def convolve_chunk(x: Tensor, window: Tensor, weight: Tensor,
         source = padded[size - back:size - back + steps]
         y = torch.addcmul(y, torch.where(reaches.unsqueeze(-1), source, zero),
                           weight[:, size - 1 - back])
-    return y, slide_window(window, x, resets, padded, start)
-
-
-def slide_window(window: Tensor, x: Tensor, resets: Tensor, padded: Tensor | None = None,
-                 start: Tensor | None = None) -> Tensor:
-    """The window after a chunk: its last K inputs, those before the chunk's last reset
-    emptied (zeros), as K steps of :func:`convolve_step` with their resets would leave it.
-    ``padded`` and ``start``, when :func:`convolve_chunk` has them: the window and the chunk
-    as one sequence, and :func:`~rlmem.cells._engines.windowed_attention.last_reset`.
-
-    Shapes:
-        - window: ``(B, K, C)``; x: ``(T, B, C)``; resets: ``(T, B)`` bool; returns ``(B, K, C)``
-    """
-    steps, size = x.shape[0], window.shape[1]
-    if padded is not None:
-        last = padded[steps:]
-    else:  # the last K steps of window and chunk, without copying the chunk
-        last = x[steps - size:] if steps >= size else torch.cat([window.transpose(0, 1)[steps:],
-                                                                 x])
-    first = (last_reset(resets) if start is None else start)[-1]  # (B,)
+    # the window's slot i holds step steps - K + i, emptied if before the chunk's last reset
+    first = start[-1]  # (B,)
     slot_step = torch.arange(steps - size, steps, device=x.device).unsqueeze(1)  # (K, 1)
-    held = (first < 0) | (slot_step >= first)  # slot i holds step steps - K + i
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    return torch.where(held.unsqueeze(-1), last, zero).transpose(0, 1)
+    held = (first < 0) | (slot_step >= first)
+    return y, torch.where(held.unsqueeze(-1), padded[steps:], zero).transpose(0, 1)

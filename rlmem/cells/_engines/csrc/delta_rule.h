@@ -6,10 +6,12 @@
 // namespace after the ATen headers (one unit, as before the split, so that the compiler sees
 // and optimises the code as it did); not a standalone header.
 //
-// The input is DeltaNet's features after its short convolution (DeltaNet._convolved), per step
-// and batch item [c_q (h·d), c_k (h·d), c_v (h·d), W_β x + b_β (h)]; per head, the feature map
-// of DeltaNet._split: q = φ(c_q) / max(‖φ(c_q)‖, ε), the same for k, v = φ(c_v), φ = SiLU,
-// ε = 1e-12;  β = σ(W_β x + b_β).
+// The input is DeltaNet.project_input's features, per step and batch item [W_q x, W_k x,
+// W_v x (h·d each), W_β x + b_β (h)], the window of the last K steps' projections before the
+// chunk and the short convolution's taps (DeltaConvolution: c = Σ_j tap_j x_{t-j} within the
+// episode); per head, the feature map of DeltaNet._split: q = φ(c_q) / max(‖φ(c_q)‖, ε), the
+// same for k, v = φ(c_v), φ = SiLU, ε = 1e-12;  β = σ(W_β x + b_β). The window after the chunk
+// is an output too (its last K steps, zeros before the last reset).
 // Per step t of a head (S is d_v × d_k, row i holds what the keys map to value unit i):
 //   S ← 0 if the batch item resets at t;  e = v - S k;  u = β e;  S ← S + u kᵀ;  o = S q.
 // Each row i of S needs only e_i, so a step is one pass over the rows.
@@ -18,7 +20,8 @@
 //   G += go qᵀ;  dq = S_tᵀ go;  du = G k;  dk = Gᵀ u - S_{t-1}ᵀ de;  dβ = du · e;
 //   de = β du;  dv = de;  G ← G - de kᵀ (then ∂L/∂S_{t-1}), and G ← 0 past a reset;
 // then through the feature map: the norm's ∂/∂s = (g - y (g·y)) / ‖s‖ (g / ε where ‖s‖ ≤ ε),
-// SiLU's slope σ(x)(1 + x(1 - σ(x))), σ's β(1 - β).
+// SiLU's slope σ(x)(1 + x(1 - σ(x))), σ's β(1 - β); then through the convolution to the
+// features, the window and the taps.
 
 // D: a head's features d as a compile-time constant, so that a row's loops unroll into a few
 // vector instructions (sized_loop picks 16, 32 or 64), or 0 for d read at run time.
@@ -158,6 +161,38 @@ struct DeltaConvolution {
     }
   }
 
+  // The window after the chunk, into out (B, K, channels): slot i holds step T - K + i, or
+  // zeros where that step came before item b's last reset (first, -1: none in the chunk).
+  void slide(int64_t steps, int64_t b, int64_t first, T* out) const {
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t s = steps - K + i;
+      T* slot = out + (b * K + i) * channels;
+      if (first >= 0 && s < first) {
+        std::fill_n(slot, channels, T(0));
+      } else {
+        std::copy_n(at(s, b), channels, slot);
+      }
+    }
+  }
+
+  // The backward of slide for the gradient g of its output (B, K, channels).
+  void slide_backward(int64_t steps, int64_t b, int64_t first, const T* g, T* grad_features,
+                      T* grad_window) const {
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t s = steps - K + i;
+      if (first >= 0 && s < first) {
+        continue;
+      }
+      const T* g_i = g + (b * K + i) * channels;
+      T* dx = s >= 0 ? grad_features + (s * batch + b) * width
+                     : grad_window + (b * K + K + s) * channels;
+      #pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) {
+        dx[c] += g_i[c];
+      }
+    }
+  }
+
   // The backward of convolve for the gradient g of its output: into grad_features (a step of
   // the chunk), grad_window (of the window) and grad_taps.
   void convolve_backward(int64_t t, int64_t b, int64_t first, int64_t c0, const T* g,
@@ -200,12 +235,13 @@ T delta_sigmoid(T x) {
 // the final ones.
 template <typename T, int D>
 void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o, T* S_all,
-                        int64_t steps, int64_t heads, int64_t size) {
+                        T* window_out, int64_t steps, int64_t heads, int64_t size) {
   const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
   std::vector<T> e(d), pre(3 * d), q(d), k(d), v(d), sigma(d);
   std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
     episode_starts(reset, steps, batch, b, first.data());
+    conv.slide(steps, b, steps > 0 ? first[steps - 1] : -1, window_out);
     for (int64_t h = 0; h < heads; ++h) {
       T* S = S_all + (b * heads + h) * d * d;
       for (int64_t t = 0; t < steps; ++t) {
@@ -242,15 +278,18 @@ struct DeltaReplay {
 // gradients back in time. G holds ∂L/∂S_T and ends holding ∂L/∂S_{-1}; grad_features (its
 // channels zero), grad_window and grad_taps (zero) are added to.
 template <typename T, int D>
-void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o, const T* S0,
-                         const bool* reset, T* G_all, T* grad_features, T* grad_window,
-                         T* grad_taps, int64_t steps, int64_t heads, int64_t size) {
+void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
+                         const T* grad_window_out, const T* S0, const bool* reset, T* G_all,
+                         T* grad_features, T* grad_window, T* grad_taps, int64_t steps,
+                         int64_t heads, int64_t size) {
   const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
   DeltaReplay<T> replay(steps, d);
   std::vector<T> dq(d), dk(d), dv(d), grad_pre(3 * d);
   std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
     episode_starts(reset, steps, batch, b, first.data());
+    conv.slide_backward(steps, b, steps > 0 ? first[steps - 1] : -1, grad_window_out,
+                        grad_features, grad_window);
     for (int64_t h = 0; h < heads; ++h) {
       std::copy_n(S0 + (b * heads + h) * d * d, d * d, replay.states.data());
       for (int64_t t = 0; t < steps; ++t) {
@@ -343,11 +382,12 @@ Loop* sized_loop(int64_t d, Loop* any, Loop* d16, Loop* d32, Loop* d64) {
 
 // The chunk: features (T, B, 3 h d + h) of DeltaNet.project_input, the window before it
 // (B, K, 3 h d), the convolution's taps (K, 3 h d; tap j reaches j steps back), state
-// (B, h, d, d), resets (T, B) bool; returns the outputs o = S_t q_t (T, B, h, d) and the final
-// state (B, h, d, d).
-std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor& window_in,
-                                         const Tensor& taps_in, const Tensor& state,
-                                         const Tensor& resets_in, int64_t heads) {
+// (B, h, d, d), resets (T, B) bool; returns the outputs o = S_t q_t (T, B, h, d), the final
+// state (B, h, d, d) and the window after the chunk (B, K, 3 h d).
+std::tuple<Tensor, Tensor, Tensor> delta_forward(const Tensor& features_in,
+                                                 const Tensor& window_in, const Tensor& taps_in,
+                                                 const Tensor& state, const Tensor& resets_in,
+                                                 int64_t heads) {
   const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
   const Tensor window = window_in.contiguous(), taps = taps_in.contiguous();
   const int64_t steps = features.size(0), batch = features.size(1), d = state.size(-1);
@@ -356,6 +396,7 @@ std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor
               "delta_forward: features, window or taps do not fit ", heads, " heads of ", d);
   Tensor S = state.clone(at::MemoryFormat::Contiguous);
   Tensor o = at::empty({steps, batch, heads, d}, features.options());
+  Tensor window_out = at::empty_like(window);
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_forward", [&] {
     const DeltaConvolution<scalar_t> conv{
         features.data_ptr<scalar_t>(), window.data_ptr<scalar_t>(),
@@ -365,20 +406,22 @@ std::tuple<Tensor, Tensor> delta_forward(const Tensor& features_in, const Tensor
                                  delta_forward_loop<scalar_t, 32>,
                                  delta_forward_loop<scalar_t, 64>);
     loop(conv, resets.data_ptr<bool>(), o.data_ptr<scalar_t>(), S.data_ptr<scalar_t>(),
-         steps, heads, d);
+         window_out.data_ptr<scalar_t>(), steps, heads, d);
   });
-  return {o, S};
+  return {o, S, window_out};
 }
 
 // The gradients of delta_forward's features, window, taps and state from those of its
-// outputs, grad_o (T, B, h, d) and grad_final (B, h, d, d).
+// outputs, grad_o (T, B, h, d), grad_final (B, h, d, d) and grad_window_out (B, K, 3 h d).
 std::tuple<Tensor, Tensor, Tensor, Tensor> delta_backward(
-    const Tensor& grad_o_in, const Tensor& grad_final, const Tensor& features_in,
+    const Tensor& grad_o_in, const Tensor& grad_final, const Tensor& grad_window_out_in,
+    const Tensor& features_in,
     const Tensor& window_in, const Tensor& taps_in, const Tensor& state_in,
     const Tensor& resets_in, int64_t heads) {
   const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
   const Tensor window = window_in.contiguous(), taps = taps_in.contiguous();
   const Tensor grad_o = grad_o_in.contiguous(), state = state_in.contiguous();
+  const Tensor grad_window_out = grad_window_out_in.contiguous();
   const int64_t batch = features.size(1), d = state.size(-1);
   Tensor G = grad_final.clone(at::MemoryFormat::Contiguous);
   Tensor grad_features = at::zeros_like(features), grad_window = at::zeros_like(window);
@@ -391,8 +434,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> delta_backward(
                                  delta_backward_loop<scalar_t, 16>,
                                  delta_backward_loop<scalar_t, 32>,
                                  delta_backward_loop<scalar_t, 64>);
-    loop(conv, grad_o.data_ptr<scalar_t>(), state.data_ptr<scalar_t>(),
-         resets.data_ptr<bool>(), G.data_ptr<scalar_t>(), grad_features.data_ptr<scalar_t>(),
+    loop(conv, grad_o.data_ptr<scalar_t>(), grad_window_out.data_ptr<scalar_t>(),
+         state.data_ptr<scalar_t>(), resets.data_ptr<bool>(), G.data_ptr<scalar_t>(), grad_features.data_ptr<scalar_t>(),
          grad_window.data_ptr<scalar_t>(), grad_taps.data_ptr<scalar_t>(), features.size(0),
          heads, d);
   });
