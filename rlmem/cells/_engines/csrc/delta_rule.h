@@ -369,6 +369,14 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
   }
 }
 
+// The convolution of a chunk over the tensors given to delta_forward and delta_backward.
+template <typename T>
+DeltaConvolution<T> chunk_convolution(const Tensor& features, const Tensor& window,
+                                      const Tensor& taps) {
+  return {features.data_ptr<T>(), window.data_ptr<T>(), taps.data_ptr<T>(), features.size(1),
+          features.size(2), window.size(2), window.size(1)};
+}
+
 // The loop compiled for d (16, 32 or 64), else the one that reads d at run time.
 template <typename Loop>
 Loop* sized_loop(int64_t d, Loop* any, Loop* d16, Loop* d32, Loop* d64) {
@@ -398,9 +406,7 @@ std::tuple<Tensor, Tensor, Tensor> delta_forward(const Tensor& features_in,
   Tensor o = at::empty({steps, batch, heads, d}, features.options());
   Tensor window_out = at::empty_like(window);
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_forward", [&] {
-    const DeltaConvolution<scalar_t> conv{
-        features.data_ptr<scalar_t>(), window.data_ptr<scalar_t>(),
-        taps.data_ptr<scalar_t>(), batch, features.size(2), window.size(2), window.size(1)};
+    const auto conv = chunk_convolution<scalar_t>(features, window, taps);
     const auto loop = sized_loop(d, delta_forward_loop<scalar_t, 0>,
                                  delta_forward_loop<scalar_t, 16>,
                                  delta_forward_loop<scalar_t, 32>,
@@ -415,29 +421,26 @@ std::tuple<Tensor, Tensor, Tensor> delta_forward(const Tensor& features_in,
 // outputs, grad_o (T, B, h, d), grad_final (B, h, d, d) and grad_window_out (B, K, 3 h d).
 std::tuple<Tensor, Tensor, Tensor, Tensor> delta_backward(
     const Tensor& grad_o_in, const Tensor& grad_final, const Tensor& grad_window_out_in,
-    const Tensor& features_in,
-    const Tensor& window_in, const Tensor& taps_in, const Tensor& state_in,
-    const Tensor& resets_in, int64_t heads) {
+    const Tensor& features_in, const Tensor& window_in, const Tensor& taps_in,
+    const Tensor& state_in, const Tensor& resets_in, int64_t heads) {
   const Tensor features = features_in.contiguous(), resets = resets_in.contiguous();
   const Tensor window = window_in.contiguous(), taps = taps_in.contiguous();
   const Tensor grad_o = grad_o_in.contiguous(), state = state_in.contiguous();
   const Tensor grad_window_out = grad_window_out_in.contiguous();
-  const int64_t batch = features.size(1), d = state.size(-1);
+  const int64_t d = state.size(-1);
   Tensor G = grad_final.clone(at::MemoryFormat::Contiguous);
   Tensor grad_features = at::zeros_like(features), grad_window = at::zeros_like(window);
   Tensor grad_taps = at::zeros_like(taps);
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_backward", [&] {
-    const DeltaConvolution<scalar_t> conv{
-        features.data_ptr<scalar_t>(), window.data_ptr<scalar_t>(),
-        taps.data_ptr<scalar_t>(), batch, features.size(2), window.size(2), window.size(1)};
+    const auto conv = chunk_convolution<scalar_t>(features, window, taps);
     const auto loop = sized_loop(d, delta_backward_loop<scalar_t, 0>,
                                  delta_backward_loop<scalar_t, 16>,
                                  delta_backward_loop<scalar_t, 32>,
                                  delta_backward_loop<scalar_t, 64>);
     loop(conv, grad_o.data_ptr<scalar_t>(), grad_window_out.data_ptr<scalar_t>(),
-         state.data_ptr<scalar_t>(), resets.data_ptr<bool>(), G.data_ptr<scalar_t>(), grad_features.data_ptr<scalar_t>(),
-         grad_window.data_ptr<scalar_t>(), grad_taps.data_ptr<scalar_t>(), features.size(0),
-         heads, d);
+         state.data_ptr<scalar_t>(), resets.data_ptr<bool>(), G.data_ptr<scalar_t>(),
+         grad_features.data_ptr<scalar_t>(), grad_window.data_ptr<scalar_t>(),
+         grad_taps.data_ptr<scalar_t>(), features.size(0), heads, d);
   });
   return {grad_features, grad_window, grad_taps, G};
 }
