@@ -46,7 +46,15 @@ def rows(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
-@pytest.mark.parametrize("cell", sorted(CELLS))
+CELLS_BY_DEFAULT = ("lstm", "relstm", "memlstm", "gtrxl")
+"""Cells whose CLI run is in the default suite: the class swap, a screened cell, the cell with
+an evaluation capacity, the windowed transformer. The others run with ``-m slow``; every cell
+already trains in RecurrentPPO by default (``test_sb3_contrib_lstm.py``, ``test_sb3.py``)."""
+
+
+@pytest.mark.parametrize("cell", [cell if cell in CELLS_BY_DEFAULT
+                                  else pytest.param(cell, marks=pytest.mark.slow)
+                                  for cell in sorted(CELLS)])
 def test_run_writes_the_run_directory_of_agent_ppo(cell: str, tmp_path: Path) -> None:
     extra = ("memory.capacity=16",) if cell == "memlstm" else ()
     train(config(f"memory={cell}", "frames=64", f"run_dir={tmp_path}", *extra), tmp_path)
