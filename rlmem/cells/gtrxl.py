@@ -17,6 +17,8 @@ from torch.nn import functional
 
 from rlmem.cells._engines.windowed_attention import (
     QUERY_BLOCK,
+    folded_relative_attention,
+    folds_keys,
     last_reset,
     relative_attention,
     slide_window,
@@ -110,12 +112,17 @@ class GatedLayer(nn.Module):
         split = (self.heads, self.head_size)
         width = self.heads * self.head_size
         normed = self.norm_attention(context)
-        q = functional.linear(normed[:, -steps:], self.qkv.weight[:width])
-        k, v = functional.linear(normed, self.qkv.weight[width:]).chunk(2, -1)
-        r = self.position(sinusoid(context.shape[1] - steps + 1, size, e))
-        attended = relative_attention(
-            q.view(batch, steps, *split), k.view(batch, -1, *split), v.view(batch, -1, *split),
-            r.view(-1, *split), self.u, self.w, allowed)
+        q = functional.linear(normed[:, -steps:], self.qkv.weight[:width]).view(
+            batch, steps, *split)
+        r = self.position(sinusoid(context.shape[1] - steps + 1, size, e)).view(-1, *split)
+        if folds_keys(steps, context.shape[1], size, self.heads):
+            key_weight, value_weight = self.qkv.weight[width:].view(2, *split, size).unbind()
+            attended = folded_relative_attention(q, normed, key_weight, value_weight, r,
+                                                 self.u, self.w, allowed)
+        else:
+            k, v = functional.linear(normed, self.qkv.weight[width:]).chunk(2, -1)
+            attended = relative_attention(q, k.view(batch, -1, *split),
+                                          v.view(batch, -1, *split), r, self.u, self.w, allowed)
         e = self.gate_attention(e, functional.relu(self.out(attended.flatten(2))))
         return self.gate_mlp(e, functional.relu(self.mlp(self.norm_mlp(e))))
 
@@ -141,7 +148,11 @@ class GTrXL(Cell):
 
     The reference loop is :func:`~rlmem.cells.base.scan` over :meth:`step`; a chunk runs every
     layer once over all its steps, each query attending over the window and the chunk through
-    one mask (:mod:`~rlmem.cells._engines.windowed_attention`).
+    one mask (:mod:`~rlmem.cells._engines.windowed_attention`). Where few queries attend over
+    many keys (the acting step: one query over the window), each layer folds its key and
+    value maps into the query and the read instead of projecting every slot
+    (:func:`~rlmem.cells._engines.windowed_attention.folded_relative_attention`; the choice,
+    by multiplications, is :func:`~rlmem.cells._engines.windowed_attention.folds_keys`).
 
     Initialisation: the gates' :math:`b_g` = ``gate_bias`` (the paper's 2: each layer starts
     near the identity, so the agent starts as a Markovian policy), :math:`u, w` zero, the

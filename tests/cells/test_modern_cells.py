@@ -202,6 +202,42 @@ def test_gtrxl_query_blocks_equal_the_step(monkeypatch: pytest.MonkeyPatch) -> N
     test_long_chunks_equal_the_step("gtrxl", {"heads": 2, "window": 6}, monkeypatch)
 
 
+@pytest.mark.parametrize("chunk", [1, 5, 23])
+def test_gtrxl_folded_keys_equal_the_projected_ones(chunk: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attention with W_k and W_v folded into the queries and the read equals the one that
+    projects every key and value, in float64: outputs, window and the gradients of the input,
+    the window and every weight, over a chunk with resets, from a window with empty slots,
+    with heads that do not divide the width (padded heads)."""
+    torch.manual_seed(0)
+    cell = make_cell("gtrxl", input_size=3, hidden_size=6, heads=4, window=5).double()
+    assert isinstance(cell, gtrxl.GTrXL)
+    batch = 3
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(chunk, batch, 3, dtype=torch.float64)
+    resets = random_resets(chunk, batch, generator)
+    memory = torch.randn(batch, 2, 5, 6, dtype=torch.float64)
+    valid = torch.rand(batch, 5, generator=generator) < 0.6
+    memory = memory * valid[:, None, :, None]
+    results = []
+    for fold in (True, False):
+        monkeypatch.setattr(gtrxl, "folds_keys", lambda *sizes, fold=fold: fold)
+        inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
+        result = cell.fast_scan(inputs[0], gtrxl.GTrXLState(inputs[1], valid), resets)
+        loss = result.output.sin().sum() + result.state.memory.square().sum()
+        results.append([result.output, result.state.memory, result.state.valid,
+                        *torch.autograd.grad(loss, [*inputs, *cell.parameters()])])
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+def test_gtrxl_folds_the_acting_step_and_projects_long_chunks() -> None:
+    """The choice by multiplications: one query over a window of 32 (acting) folds; a chunk
+    of 128 queries projects its keys once."""
+    assert gtrxl.folds_keys(1, 33, 256, 4)
+    assert not gtrxl.folds_keys(128, 160, 256, 4)
+
+
 def test_lru_initialisation_is_the_papers_ring() -> None:
     torch.manual_seed(0)
     cell = make_cell("lru", input_size=3, hidden_size=200, r_min=0.4, r_max=0.9,

@@ -80,6 +80,26 @@ def slide_window(memory: Tensor, inputs: Tensor, valid: Tensor,
     return torch.where(since_reset[:, None, :, None], slots, zero), held
 
 
+def relative_weights(content: Tensor, q: Tensor, r: Tensor, w: Tensor,
+                     allowed: Tensor) -> Tensor:
+    r"""The attention weights :math:`\mathrm{softmax}_p(A_{tp})` of :func:`relative_attention`
+    from its content term :math:`(q_t + u)^\top k_p`, adding the position term and masking.
+
+    Shapes:
+        - content: ``(B, h, T, M + T)``; q: ``(B, T, h, d)``; r: ``(M + 1, h, d)``; w:
+          ``(h, d)``; allowed: ``(B, T, M + T)`` bool; returns ``(B, h, T, M + T)``
+    """
+    batch, steps, heads, size = q.shape
+    window = content.shape[3] - steps
+    by_distance = torch.einsum("bthd,mhd->bhtm", q + w, r)
+    t = torch.arange(steps, device=q.device).unsqueeze(1)
+    p = torch.arange(window + steps, device=q.device).unsqueeze(0)
+    distance = (window + t - p).clamp(0, window).expand(batch, heads, steps, window + steps)
+    scores = (content + by_distance.gather(3, distance)) * size ** -0.5
+    scores = scores.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    return torch.softmax(scores, dim=3)
+
+
 def relative_attention(q: Tensor, k: Tensor, v: Tensor, r: Tensor, u: Tensor, w: Tensor,
                        allowed: Tensor) -> Tensor:
     r"""Multi-head attention with Transformer-XL's relative positions (Dai et al., 2019, §3.3).
@@ -96,13 +116,40 @@ def relative_attention(q: Tensor, k: Tensor, v: Tensor, r: Tensor, u: Tensor, w:
         - q: ``(B, T, h, d)``; k, v: ``(B, M + T, h, d)``; r: ``(M + 1, h, d)``; u, w:
           ``(h, d)``; allowed: ``(B, T, M + T)`` bool; returns ``(B, T, h, d)``
     """
-    batch, steps, heads, size = q.shape
-    window = k.shape[1] - steps
     content = torch.einsum("bthd,bphd->bhtp", q + u, k)
-    by_distance = torch.einsum("bthd,mhd->bhtm", q + w, r)
-    t = torch.arange(steps, device=q.device).unsqueeze(1)
-    p = torch.arange(window + steps, device=q.device).unsqueeze(0)
-    distance = (window + t - p).clamp(0, window).expand(batch, heads, steps, window + steps)
-    scores = (content + by_distance.gather(3, distance)) * size ** -0.5
-    scores = scores.masked_fill(~allowed.unsqueeze(1), float("-inf"))
-    return torch.einsum("bhtp,bphd->bthd", torch.softmax(scores, dim=3), v)
+    return torch.einsum("bhtp,bphd->bthd", relative_weights(content, q, r, w, allowed), v)
+
+
+def folded_relative_attention(q: Tensor, context: Tensor, key_weight: Tensor,
+                              value_weight: Tensor, r: Tensor, u: Tensor, w: Tensor,
+                              allowed: Tensor) -> Tensor:
+    r""":func:`relative_attention` with the keys :math:`k_p = W_k c_p` and values
+    :math:`v_p = W_v c_p` never formed: per head, :math:`(q_t + u)^\top W_k c_p =
+    (W_k^\top (q_t + u))^\top c_p` and :math:`\sum_p a_{tp} W_v c_p = W_v \sum_p a_{tp} c_p`.
+
+    The same numbers in another order of products: projecting every key and value costs
+    :math:`2 (M + T) D^2` multiplications, folding :math:`2 T D^2` plus an attention over
+    ``D`` features per head instead of ``d``; :func:`folds_keys` says which is fewer. A query
+    at a time over a window of steps (the acting step) folds.
+
+    Shapes:
+        - q: ``(B, T, h, d)``; context: ``(B, M + T, D)``, what the keys and values are maps of;
+          key_weight, value_weight: ``(h, d, D)``; r: ``(M + 1, h, d)``; u, w: ``(h, d)``;
+          allowed: ``(B, T, M + T)`` bool; returns ``(B, T, h, d)``
+    """
+    batch, steps, heads, _ = q.shape
+    folded = torch.einsum("bthd,hdf->bthf", q + u, key_weight).reshape(batch, steps * heads, -1)
+    content = torch.bmm(folded, context.transpose(1, 2))  # (B, T h, M + T)
+    content = content.view(batch, steps, heads, -1).transpose(1, 2)
+    weights = relative_weights(content, q, r, w, allowed)  # (B, h, T, M + T)
+    read = torch.bmm(weights.transpose(1, 2).reshape(batch, steps * heads, -1), context)
+    return torch.einsum("bthf,hdf->bthd", read.view(batch, steps, heads, -1), value_weight)
+
+
+def folds_keys(queries: int, keys: int, size: int, heads: int) -> bool:
+    """Whether :func:`folded_relative_attention` takes fewer multiplications than projecting
+    the ``keys`` keys and values of width ``size`` for ``queries`` queries with ``heads``
+    heads (the query's own projection, the positions and the softmax are common to both)."""
+    projected = 2 * keys * size * size + 2 * queries * keys * size
+    folded = 2 * queries * size * size + 2 * queries * keys * size * heads
+    return folded < projected
