@@ -128,6 +128,15 @@ class PPOConfig(PPOHyperparameters):
     (``device=auto`` on a GPU machine included) the update runs in one thread whatever this
     says. Running several runs side by side on a machine, give each 1."""
 
+    fused_adam: bool | None = None
+    """Whether Adam updates each weight in one fused kernel (torch's ``fused=True``) instead of
+    a sequence of ``foreach`` operations over all of them: the same update in another order of
+    roundings (equal in float64: ``tests/agents/test_fused_adam.py``), its optimizer step
+    about 5x faster on the CPU (``docs/performance.md#fused-adam``). null: decided when the
+    run starts, and recorded: off where ``vectorization`` is set (``sync`` is the bit-exact
+    reference), on otherwise. A resumed run keeps its recorded value (off for runs from before
+    this key, whose arithmetic it continues)."""
+
     supports_stop_return: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -173,9 +182,11 @@ class PPOConfig(PPOHyperparameters):
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
-        for the run's env), and ``update_threads`` (:func:`decided_update_threads`)."""
+        for the run's env), ``update_threads`` (:func:`decided_update_threads`) and
+        ``fused_adam`` (:func:`decided_fused_adam`)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
+        decided["fused_adam"] = decided_fused_adam(decided, config, recorded)
         return decided
 
     @classmethod
@@ -231,18 +242,39 @@ def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
     :data:`MAX_UPDATE_THREADS`, otherwise. ``agent`` has its preset's ``batch_size``
     decided."""
     # Here, not at the top: rlmem.envs imports torch, which composing a config must not.
-    from rlmem.envs.vectorization import AUTO, usable_cores
+    from rlmem.envs.vectorization import usable_cores
 
     if agent.get("update_threads") is not None:
         return int(agent["update_threads"])
     if recorded is not None:
         return int(recorded.get("update_threads") or 1)
-    if (config.get("vectorization", AUTO) != AUTO
-            or str(config.get("device", "auto")).startswith("cuda")):
+    if exact_reference(config) or str(config.get("device", "auto")).startswith("cuda"):
         return 1
     threads = min(MAX_UPDATE_THREADS, usable_cores(),
                   int(agent["batch_size"]) // MIN_FRAMES_PER_THREAD)
     return max(1, threads)
+
+
+def decided_fused_adam(agent: Mapping[str, Any], config: Mapping[str, Any],
+                       recorded: Mapping[str, Any] | None = None) -> bool:
+    """``agent.fused_adam`` as the run takes it (see :attr:`PPOConfig.fused_adam`): a value
+    given is kept; a resumed run keeps its recorded one (off where it recorded none); else off
+    on the exact reference (:func:`exact_reference`), on otherwise."""
+    if agent.get("fused_adam") is not None:
+        return bool(agent["fused_adam"])
+    if recorded is not None:
+        return bool(recorded.get("fused_adam") or False)
+    return not exact_reference(config)
+
+
+def exact_reference(config: Mapping[str, Any]) -> bool:
+    """Whether the run is the trainer's bit-exact reference: ``vectorization`` is set
+    (``sync``: ``tests/agents/test_ppo_sync_fixture.py``), so every choice that changes only
+    the rounding keeps the reference's."""
+    # Here, not at the top: rlmem.envs imports torch, which composing a config must not.
+    from rlmem.envs.vectorization import AUTO
+
+    return bool(config.get("vectorization", AUTO) != AUTO)
 
 
 def decided_value(agent: PPOConfig, key: str) -> Any:

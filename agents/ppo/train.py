@@ -174,7 +174,7 @@ def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,
         return 0, 0, EpisodeLog()
     load_state(model, start, "model", path, ON_RESUME)
     load_state(ppo.optimizer, start, "optimizer", path, ON_RESUME)
-    ppo.use_foreach()
+    ppo.use_the_runs_kernels()
     restore_rng(torch.default_generator, start, "torch", path, ON_RESUME)
     return (start.count("frames"), start.count("updates"),
             EpisodeLog(start.extras.get("recent_returns", [])))

@@ -44,11 +44,13 @@ class PPO:
     def __init__(self, model: ActorCritic, config: PPOConfig) -> None:
         self.model = model
         self.config = config
+        # fused: one kernel per weight, the same update rounded otherwise (config.fused_adam).
         # foreach: one call per operation over every parameter instead of a Python loop over
         # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
         # those of the default loop bit for bit (tests/agents/test_ppo_sync_fixture.py).
+        fused = bool(config.fused_adam)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
-                                          foreach=True)
+                                          fused=fused or None, foreach=not fused or None)
         threads = int(config.update_threads or 1)
         on_cpu = all(parameter.device.type == "cpu" for parameter in model.parameters())
         self.in_parts = GradientInParts(model, config, threads) if threads > 1 and on_cpu else None
@@ -113,13 +115,15 @@ class PPO:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.optimizer.load_state_dict(state["optimizer"])
-        self.use_foreach()
+        self.use_the_runs_kernels()
 
-    def use_foreach(self) -> None:
-        """Step with ``foreach`` again after loading an optimizer state, which brings the
-        checkpoint's own choice (older ones: the default loop)."""
+    def use_the_runs_kernels(self) -> None:
+        """Step with the run's kernels (``fused`` or ``foreach``, ``config.fused_adam``) again
+        after loading an optimizer state, which brings the checkpoint's own choice (older
+        ones: the default loop)."""
+        fused = bool(self.config.fused_adam)
         for group in self.optimizer.param_groups:
-            group["foreach"] = True
+            group["fused"], group["foreach"] = fused or None, not fused or None
 
 
 def _float64(value: Tensor | float, device: torch.device) -> Tensor:

@@ -38,14 +38,17 @@ class ShapedUpdate:
     call returns the frames it trained."""
 
     def __init__(self, env: str, memory: str, shape: Mapping[str, int],
-                 backend: str = TENSOR) -> None:
+                 backend: str = TENSOR, hidden_size: int | None = None) -> None:
         torch.manual_seed(0)
         values: dict[str, Any] = {**agent_values(Preset.minigrid), **shape}
         self.num_envs = int(values.pop("num_envs"))
         envs = EnvOptions().make_vector(env, self.num_envs, backend=backend, device="cpu")
         self.config = OmegaConf.structured(PPOConfig(**values))
+        memory_config = OmegaConf.structured(cell_config(memory))
+        if hidden_size is not None:
+            memory_config.hidden_size = hidden_size
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            OmegaConf.structured(cell_config(memory)))
+                            memory_config)
         self.ppo = PPO(model, self.config)
         self.collector = (
             TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
@@ -59,12 +62,14 @@ class ShapedUpdate:
 
 
 def alternating_fps(env: str, memory: str, shapes: Mapping[str, Mapping[str, int]],
-                    updates: int, backends: Mapping[str, str] | None = None
-                    ) -> dict[str, float]:
+                    updates: int, backends: Mapping[str, str] | None = None,
+                    hidden_size: int | None = None) -> dict[str, float]:
     """Each shape's frames/s over ``updates`` timed updates, the shapes taking turns (after
-    one untimed warm-up update each); ``backends`` names a shape's envs (default: tensor)."""
+    one untimed warm-up update each); ``backends`` names a shape's envs (default: tensor),
+    ``hidden_size`` the memory's (default: the cell's)."""
     torch.set_num_threads(1)
-    steps = {name: ShapedUpdate(env, memory, shape, (backends or {}).get(name, TENSOR))
+    steps = {name: ShapedUpdate(env, memory, shape, (backends or {}).get(name, TENSOR),
+                                hidden_size)
              for name, shape in shapes.items()}
     for step in steps.values():
         step()

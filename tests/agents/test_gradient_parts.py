@@ -7,17 +7,14 @@ rule that decides the threads."""
 from __future__ import annotations
 
 import copy
-import functools
 import os
 from typing import Any
 
-import gymnasium as gym
 import pytest
 import torch
-from omegaconf import OmegaConf
+from ppo_minibatch import as_dtype, minibatch_config, rollout_batch
 from torch import Tensor
 
-from rlmem.agents.minigrid_encoders import GRID_VOCABULARY
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.config import decided_update_threads
 from rlmem.agents.ppo.gradient_parts import GradientInParts
@@ -25,79 +22,10 @@ from rlmem.agents.ppo.loss import ppo_loss
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.rollout import ChunkBatch
 from rlmem.agents.ppo.update import PPO
-from rlmem.cells import CELLS, cell_config
+from rlmem.cells import CELLS
 from rlmem.cells._engines.gpu import VARIABLE as TRITON_VARIABLE
-from rlmem.envs import make_env
 from rlmem.runs import NonFiniteLossError
 from rlmem.runs.arithmetic import flushing_subnormals
-
-RECURRENCE = 8
-
-
-def _config(normalize_advantage: bool, **values: Any) -> Any:
-    return OmegaConf.structured(PPOConfig(
-        recurrence=RECURRENCE, batch_size=48, epochs=1, entropy_coef=0.01,
-        normalize_advantage=normalize_advantage, **values))
-
-
-CHUNKS = 6
-"""Chunks of the minibatch: 4 parts of them are 2, 2, 1, 1 (unequal weights)."""
-
-
-@functools.cache
-def _spaces() -> tuple[gym.spaces.Dict, int]:
-    env = make_env("DoorKey-5x5")
-    assert isinstance(env.action_space, gym.spaces.Discrete)
-    spaces = env.observation_space, int(env.action_space.n)
-    env.close()
-    assert isinstance(spaces[0], gym.spaces.Dict)
-    return spaces[0], spaces[1]
-
-
-@functools.cache
-def _rollout_batch(name: str) -> tuple[ActorCritic, ChunkBatch]:
-    """A float64 model of ``name`` and a minibatch of :data:`CHUNKS` chunks of random
-    DoorKey-5x5 views, an episode starting inside most chunks, each chunk
-    replayed from a state the model reached on other observations (not the initial one)."""
-    observation_space, actions = _spaces()
-    assert list(observation_space.spaces) == ["image"]
-    torch.manual_seed(0)
-    memory = OmegaConf.structured(cell_config(name))
-    memory.hidden_size = 16
-    model = ActorCritic(observation_space, actions, memory).double()
-
-    def observations(steps: int) -> dict[str, Tensor]:
-        """MiniGrid views of random (object, colour, state) indices."""
-        image = torch.stack([torch.randint(0, size, (steps, CHUNKS, 7, 7))
-                             for size in GRID_VOCABULARY], dim=-1)
-        return {"image": image.to(torch.uint8)}
-
-    resets = torch.rand(RECURRENCE, CHUNKS) < 0.2
-    resets[0, 0] = True  # a chunk that starts an episode
-    with torch.no_grad():
-        start = model(observations(3), model.initial_state(CHUNKS),
-                      torch.zeros(3, CHUNKS, dtype=torch.bool)).state
-        seen = observations(RECURRENCE)
-        out = model(seen, start, resets)
-        actions_taken = torch.distributions.Categorical(logits=out.action_params).sample()
-        old_log_probs = torch.log_softmax(out.action_params, -1).gather(
-            -1, actions_taken.unsqueeze(-1)).squeeze(-1) + 0.1 * torch.randn(RECURRENCE, CHUNKS)
-        old_values = out.value + 0.1 * torch.randn(RECURRENCE, CHUNKS)
-    advantages = torch.randn(RECURRENCE, CHUNKS, dtype=torch.float64)
-    return model, ChunkBatch(seen, resets, start, actions_taken, old_log_probs.double(),
-                             old_values.double(), advantages, advantages + old_values)
-
-
-def _as(batch: ChunkBatch, dtype: torch.dtype) -> ChunkBatch:
-    """``batch`` with its floating-point tensors (the start states' too) in ``dtype``."""
-    def cast(value: Tensor) -> Tensor:
-        return value.to(dtype) if value.is_floating_point() else value
-
-    return ChunkBatch(
-        {key: cast(value) for key, value in batch.observations.items()}, batch.resets,
-        batch.start_state._make(cast(value) for value in batch.start_state),
-        batch.actions, *(cast(value) for value in (batch.old_log_probs, batch.old_values,
-                                                   batch.advantages, batch.returns)))
 
 
 def _one_piece(model: ActorCritic, batch: ChunkBatch,
@@ -124,9 +52,9 @@ def _in_parts(model: ActorCritic, batch: ChunkBatch, config: Any,
     *((name, False) for name in sorted(CELLS)), ("lstm", True), ("sarnn", True)])
 def test_the_gradient_in_parts_is_the_minibatchs_in_float64(name: str,
                                                             normalize_advantage: bool) -> None:
-    model, batch = _rollout_batch(name)
+    model, batch = rollout_batch(name)
     assert batch.resets[1:].any(), "the chunks must hold resets"
-    config = _config(normalize_advantage)
+    config = minibatch_config(normalize_advantage)
     loss, stats, gradients = _one_piece(model, batch, config)
     for parts in (2, 4):
         part_loss, part_stats, part_gradients = _in_parts(model, batch, config, parts)
@@ -147,9 +75,9 @@ def test_the_gradient_in_parts_is_the_minibatchs_in_float64(name: str,
 
 def test_threads_or_one_thread_the_parts_sum_to_the_same_bits(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    model, batch = _rollout_batch("relstm")
-    model, batch = copy.deepcopy(model).float(), _as(batch, torch.float32)
-    config = _config(True)
+    model, batch = rollout_batch("relstm")
+    model, batch = copy.deepcopy(model).float(), as_dtype(batch, torch.float32)
+    config = minibatch_config(True)
     threaded = [_in_parts(model, batch, config, 2)[2] for _ in range(3)]
     monkeypatch.setenv(TRITON_VARIABLE, "interpret")  # the parts in turn, on this thread
     in_turn = _in_parts(model, batch, config, 2)[2]
@@ -160,9 +88,9 @@ def test_threads_or_one_thread_the_parts_sum_to_the_same_bits(
 
 
 def test_a_non_finite_part_stops_the_step_before_it_is_applied() -> None:
-    model, batch = _rollout_batch("lstm")
-    model, bad = copy.deepcopy(model).float(), _as(batch, torch.float32)
-    ppo = PPO(model, _config(False, update_threads=2))
+    model, batch = rollout_batch("lstm")
+    model, bad = copy.deepcopy(model).float(), as_dtype(batch, torch.float32)
+    ppo = PPO(model, minibatch_config(False, update_threads=2))
     assert ppo.in_parts is not None
     bad.returns[0, -1] = float("nan")  # in the last part only
     before = [p.detach().clone() for p in model.parameters()]
@@ -172,16 +100,16 @@ def test_a_non_finite_part_stops_the_step_before_it_is_applied() -> None:
 
 
 def test_the_threads_flush_subnormals_as_the_caller_does() -> None:
-    model, _ = _rollout_batch("gru")
+    model, _ = rollout_batch("gru")
     if not torch.set_flush_denormal(True):
         pytest.skip("this CPU has no flush-to-zero mode that PyTorch can set")
     try:
-        in_parts = GradientInParts(model, _config(False), 2)
+        in_parts = GradientInParts(model, minibatch_config(False), 2)
         assert in_parts._threads().submit(flushing_subnormals).result() is True
         in_parts.close()
     finally:
         torch.set_flush_denormal(False)
-    in_parts = GradientInParts(model, _config(False), 2)
+    in_parts = GradientInParts(model, minibatch_config(False), 2)
     assert in_parts._threads().submit(flushing_subnormals).result() is False
     in_parts.close()
 
@@ -219,8 +147,8 @@ def test_a_run_records_its_update_threads() -> None:
 
 
 def test_fewer_than_two_parts_are_refused() -> None:
-    model, _ = _rollout_batch("gru")
+    model, _ = rollout_batch("gru")
     with pytest.raises(ValueError, match="at least 2 parts"):
-        GradientInParts(model, _config(False), 1)
+        GradientInParts(model, minibatch_config(False), 1)
     with pytest.raises(ValueError, match="update_threads must be at least 1, got 0"):
         PPOConfig(update_threads=0)
