@@ -79,7 +79,7 @@ ROLLOUT_BOUND = 2.5
 
 ROLLOUT_UNCHECKED = ("gtrxl",)
 """Cells whose rollout step is reported, not checked: GTrXL, a stack of transformer layers
-attending over its window at every step (17-21x lstm's here), which no issue bounds on the
+attending over its window at every step (13-15x lstm's here), which no issue bounds on the
 CPU."""
 
 BASELINE = "lstm"
