@@ -14,7 +14,6 @@ grows with the model's weights and with the minibatches per frame.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -39,20 +38,12 @@ def main() -> None:
     args = parser.parse_args()
     if str(REPO) not in sys.path:  # run as python benchmarks/fused_adam.py
         sys.path.insert(0, str(REPO))
-    from experiments.fast_trainer.speed import alternating_fps
+    from experiments.fast_trainer.speed import print_variants_table
 
-    print("| shape (minibatch) | env | cell | foreach (frames/s) | fused (frames/s) | ratio "
-          "| load before → after |")
-    print("|---|---|---|---:|---:|---:|---|")
-    for name, env, memory in ROWS:
-        shape = SHAPES[name]
-        before = os.getloadavg()[0]
-        fps = alternating_fps(env, memory, {kernel: {**shape, "fused_adam": kernel == "fused"}
-                                            for kernel in ("foreach", "fused")}, args.updates,
-                              hidden_size=PRESETS[Preset[name.split()[0]]].memory_size)
-        print(f"| {name} ({shape['batch_size']}) | {env} | {memory} | {fps['foreach']:.0f} | "
-              f"{fps['fused']:.0f} | {fps['fused'] / fps['foreach']:.2f} | {before:.2f} → "
-              f"{os.getloadavg()[0]:.2f} |", flush=True)
+    print_variants_table(
+        ((name, SHAPES[name], env, memory, PRESETS[Preset[name.split()[0]]].memory_size)
+         for name, env, memory in ROWS),
+        {"foreach": {"fused_adam": False}, "fused": {"fused_adam": True}}, args.updates)
 
 
 if __name__ == "__main__":

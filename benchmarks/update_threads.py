@@ -14,7 +14,6 @@ relstm, DoorKey-5x5 and MemoryS7: the presets', and minibatches of 512 (256 envs
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -41,19 +40,11 @@ def main() -> None:
     args = parser.parse_args()
     if str(REPO) not in sys.path:  # run as python benchmarks/update_threads.py
         sys.path.insert(0, str(REPO))
-    from experiments.fast_trainer.speed import alternating_fps
+    from experiments.fast_trainer.speed import print_variants_table
 
-    print("| shape (minibatch) | env | cell | 1 thread (frames/s) | 2 threads (frames/s) "
-          "| ratio | load before → after |")
-    print("|---|---|---|---:|---:|---:|---|")
-    for name, env, memory in ROWS:
-        shape = SHAPES[name]
-        before = os.getloadavg()[0]
-        fps = alternating_fps(env, memory, {str(threads): {**shape, "update_threads": threads}
-                                            for threads in (1, 2)}, args.updates)
-        print(f"| {name} ({shape['batch_size']}) | {env} | {memory} | {fps['1']:.0f} | "
-              f"{fps['2']:.0f} | {fps['2'] / fps['1']:.2f} | {before:.2f} → "
-              f"{os.getloadavg()[0]:.2f} |", flush=True)
+    print_variants_table(((name, SHAPES[name], env, memory, None) for name, env, memory in ROWS),
+                         {"1 thread": {"update_threads": 1}, "2 threads": {"update_threads": 2}},
+                         args.updates)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -84,6 +84,27 @@ def alternating_fps(env: str, memory: str, shapes: Mapping[str, Mapping[str, int
 
 
 SHAPE_KEYS = ("num_envs", "frames_per_env", "epochs", "batch_size")
+
+
+def print_variants_table(rows: Iterable[tuple[str, Mapping[str, Any], str, str, int | None]],
+                         variants: Mapping[str, Mapping[str, Any]], updates: int) -> None:
+    """A markdown table of whole updates' frames/s: one line per row (its name, shape, env,
+    cell and memory size: None, the cell's), the ``variants`` (agent values over the shape,
+    by column name) taking turns (:func:`alternating_fps`), the last variant's ratio to the
+    first, and the load average before and after the row."""
+    names = list(variants)
+    print(f"| shape (minibatch) | env | cell | "
+          f"{' | '.join(f'{name} (frames/s)' for name in names)} | ratio | load before → after |")
+    print(f"|---|---|---|{'---:|' * len(names)}---:|---|")
+    for name, shape, env, memory, hidden_size in rows:
+        before = os.getloadavg()[0]
+        fps = alternating_fps(env, memory, {variant: {**shape, **values}
+                                            for variant, values in variants.items()},
+                              updates, hidden_size=hidden_size)
+        print(f"| {name} ({shape['batch_size']}) | {env} | {memory} | "
+              f"{' | '.join(f'{fps[variant]:.0f}' for variant in names)} | "
+              f"{fps[names[-1]] / fps[names[0]]:.2f} | {before:.2f} → "
+              f"{os.getloadavg()[0]:.2f} |", flush=True)
 
 
 def main() -> None:
