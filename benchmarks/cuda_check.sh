@@ -18,6 +18,9 @@
 #              ($CELLS_ARGS passed on, default "--budget 240");
 #   envs       the tensor envs' frames/s on CUDA (MiniGrid and POPGym);
 #   ppo        our PPO with the tensor envs on CUDA at the fast preset (lstm, relstm), frames/s;
+#   ppo_scale  issue 59's GPU rows: DoorKey-5x5 lstm and relstm at 4,096 envs (XLand-MiniGrid's
+#              single-task shape: rollouts of 16, one epoch, 16 minibatches), frames/s; and
+#              MemoryS7 lstm on the fast preset to stop_return=0.9, its wall time;
 #   scaling    benchmarks/scaling.py on that machine's CPU cores (16 on the lent ones: the
 #              only machine of more than 2 cores this project has), $SCALING_ARGS passed on.
 # Logs and tables go to $OUT (default: build/cuda_check).
@@ -102,6 +105,18 @@ for part in $PARTS; do
                 frames=1048576 "run_dir=$R/ppo_tensor_$memory"
             tail -3 "$R/ppo_tensor_$memory/progress.csv"
         done ;;
+    ppo_scale)
+        for memory in lstm relstm; do
+            step "ppo_4096_${memory}_cuda" 90 python3 -m rlmem.train env=DoorKey-5x5 \
+                "memory=$memory" env_backend=tensor device=cuda agent.preset=fast \
+                num_envs=4096 agent.frames_per_env=16 agent.epochs=1 agent.batch_size=4096 \
+                frames=6291456 "run_dir=$R/ppo_4096_$memory"
+            tail -3 "$R/ppo_4096_$memory/progress.csv"
+        done
+        step memorys7_solve_cuda 150 python3 -m rlmem.train env=MemoryS7 memory=lstm \
+            env_backend=tensor device=cuda agent.preset=fast stop_return=0.9 frames=4194304 \
+            "run_dir=$R/memorys7_solve"
+        tail -2 "$R/memorys7_solve/progress.csv" ;;
     scaling)
         # shellcheck disable=SC2086  # SCALING_ARGS is a list of arguments
         step scaling "${SCALING_LIMIT:-400}" python3 benchmarks/scaling.py \
