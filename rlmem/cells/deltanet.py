@@ -156,8 +156,7 @@ class DeltaNet(Cell):
              ) -> tuple[Tensor, DeltaNetState, dict[str, Tensor]]:
         r"""The convolution over the window, then
         :math:`S_t = S_{t-1} + \beta_t (v_t - S_{t-1} k_t) k_t^\top` and the readout."""
-        features, window = self._convolved(x_t, state.window.flatten(1, -1).unflatten(
-            1, (self.conv_size, -1)), None)
+        features, window = self._convolved(x_t, state.window.flatten(2), None)
         _, k, v, beta = self._split(features)
         error = v - (state.S @ k.unsqueeze(-1)).squeeze(-1)
         S = state.S + (beta * error).unsqueeze(-1) * k.unsqueeze(-2)
