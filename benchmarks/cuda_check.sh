@@ -3,7 +3,7 @@
 # the other dependencies carried as wheels in .whl/, see docs/performance.md):
 #   bash benchmarks/cuda_check.sh [parts...]      parts: tests commands tasks suite benchmark
 #                                                 (default: tests commands benchmark)
-#   tests      the engines' float64 equality tests and the CUDA-graph tests on CUDA;
+#   tests      the engines' float64 equality tests, the CUDA-graph tests and fused Adam on CUDA;
 #   commands   train, evaluate, supervised (copy, denoise, adding), sb3, MemLSTM's full
 #              attention on DoorKey-16x16 and POPGym's generic preset end to end with
 #              device=cuda;
@@ -54,7 +54,8 @@ for part in $PARTS; do
     case $part in
     tests)
         step tests_cuda 180 python3 -m pytest -p no:cacheprovider -o addopts= -q -n 8 \
-            tests/cells/test_engines.py tests/tasks/test_cuda_graph.py -k "cuda or graph" ;;
+            tests/cells/test_engines.py tests/tasks/test_cuda_graph.py \
+            tests/agents/test_fused_adam.py -k "cuda or graph" ;;
     commands)
         step train_cuda 150 python3 -m rlmem.train env=DoorKey-5x5 memory=relstm device=cuda \
             frames=8192 "run_dir=$R/ppo"

@@ -77,13 +77,16 @@ def rollout_batch(name: str) -> tuple[ActorCritic, ChunkBatch]:
                              old_values.double(), advantages, advantages + old_values)
 
 
-def as_dtype(batch: ChunkBatch, dtype: torch.dtype) -> ChunkBatch:
-    """``batch`` with its floating-point tensors (the start states' too) in ``dtype``."""
-    def cast(value: Tensor) -> Tensor:
-        return value.to(dtype) if value.is_floating_point() else value
+def converted(batch: ChunkBatch, dtype: torch.dtype | None = None,
+              device: torch.device | str | None = None) -> ChunkBatch:
+    """``batch`` with every tensor (the start states' too) on ``device`` and the floating-point
+    ones in ``dtype`` (None: as they are)."""
+    def convert(value: Tensor) -> Tensor:
+        return value.to(device=device, dtype=dtype if value.is_floating_point() else None)
 
     return ChunkBatch(
-        {key: cast(value) for key, value in batch.observations.items()}, batch.resets,
-        batch.start_state._make(cast(value) for value in batch.start_state),
-        batch.actions, *(cast(value) for value in (batch.old_log_probs, batch.old_values,
-                                                   batch.advantages, batch.returns)))
+        {key: convert(value) for key, value in batch.observations.items()},
+        convert(batch.resets), batch.start_state._make(convert(value) for value in
+                                                      batch.start_state),
+        convert(batch.actions), *(convert(value) for value in (
+            batch.old_log_probs, batch.old_values, batch.advantages, batch.returns)))

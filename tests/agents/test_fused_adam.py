@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from ppo_minibatch import minibatch_config, rollout_batch
+from ppo_minibatch import converted, minibatch_config, rollout_batch
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.config import decided_fused_adam
@@ -21,14 +21,22 @@ def _config(fused: bool) -> Any:
     return minibatch_config(True, fused_adam=fused)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))]
+"""Where the kernels are compared: the CPU, and CUDA where torch has it (on the lent GPU
+machine: ``benchmarks/cuda_check.sh tests``)."""
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cell", ["lstm", "relstm", "gtrxl"])
-def test_fused_steps_equal_the_foreach_steps_in_float64(cell: str) -> None:
+def test_fused_steps_equal_the_foreach_steps_in_float64(cell: str, device: str) -> None:
     """Five optimizer steps on one minibatch (so Adam's moments and bias corrections move):
     the weights, the moments and the reported gradient norms agree to rounding."""
     model, batch = rollout_batch(cell)
+    batch = converted(batch, device=device)
     runs = []
     for fused in (True, False):
-        ppo = PPO(copy.deepcopy(model), _config(fused))
+        ppo = PPO(copy.deepcopy(model).to(device), _config(fused))
         group = ppo.optimizer.param_groups[0]
         assert (group["fused"], group["foreach"]) == ((True, None) if fused else (None, True))
         norms = [ppo.step(batch)["ppo/grad_norm"] for _ in range(5)]

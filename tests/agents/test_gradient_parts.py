@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from ppo_minibatch import as_dtype, minibatch_config, rollout_batch
+from ppo_minibatch import converted, minibatch_config, rollout_batch
 from torch import Tensor
 
 from rlmem.agents.ppo import PPOConfig
@@ -76,7 +76,7 @@ def test_the_gradient_in_parts_is_the_minibatchs_in_float64(name: str,
 def test_threads_or_one_thread_the_parts_sum_to_the_same_bits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     model, batch = rollout_batch("relstm")
-    model, batch = copy.deepcopy(model).float(), as_dtype(batch, torch.float32)
+    model, batch = copy.deepcopy(model).float(), converted(batch, torch.float32)
     config = minibatch_config(True)
     threaded = [_in_parts(model, batch, config, 2)[2] for _ in range(3)]
     monkeypatch.setenv(TRITON_VARIABLE, "interpret")  # the parts in turn, on this thread
@@ -89,7 +89,7 @@ def test_threads_or_one_thread_the_parts_sum_to_the_same_bits(
 
 def test_a_non_finite_part_stops_the_step_before_it_is_applied() -> None:
     model, batch = rollout_batch("lstm")
-    model, bad = copy.deepcopy(model).float(), as_dtype(batch, torch.float32)
+    model, bad = copy.deepcopy(model).float(), converted(batch, torch.float32)
     ppo = PPO(model, minibatch_config(False, update_threads=2))
     assert ppo.in_parts is not None
     bad.returns[0, -1] = float("nan")  # in the last part only
