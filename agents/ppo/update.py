@@ -48,9 +48,9 @@ class PPO:
         # foreach: one call per operation over every parameter instead of a Python loop over
         # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
         # those of the default loop bit for bit (tests/agents/test_ppo_sync_fixture.py).
-        fused = bool(config.fused_adam)
+        fused, foreach = adam_kernels(config)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
-                                          fused=fused or None, foreach=not fused or None)
+                                          fused=fused, foreach=foreach)
         threads = int(config.update_threads or 1)
         on_cpu = all(parameter.device.type == "cpu" for parameter in model.parameters())
         self.in_parts = GradientInParts(model, config, threads) if threads > 1 and on_cpu else None
@@ -121,9 +121,15 @@ class PPO:
         """Step with the run's kernels (``fused`` or ``foreach``, ``config.fused_adam``) again
         after loading an optimizer state, which brings the checkpoint's own choice (older
         ones: the default loop)."""
-        fused = bool(self.config.fused_adam)
         for group in self.optimizer.param_groups:
-            group["fused"], group["foreach"] = fused or None, not fused or None
+            group["fused"], group["foreach"] = adam_kernels(self.config)
+
+
+def adam_kernels(config: PPOConfig) -> tuple[bool | None, bool | None]:
+    """Adam's ``fused`` and ``foreach`` options for ``config.fused_adam``: one of them on, the
+    other left to torch (None), as the constructor and a loaded state's groups take them."""
+    fused = bool(config.fused_adam)
+    return fused or None, not fused or None
 
 
 def _float64(value: Tensor | float, device: torch.device) -> Tensor:
