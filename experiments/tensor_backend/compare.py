@@ -22,121 +22,47 @@ returns.
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.common.report import improvement, iqm_ci, seeds, three
-from experiments.common.signal_relay import exit_passing_signals_on, run_child
-from rlmem.evaluate import report_path
+from experiments.common.arm_runs import (
+    Arm,
+    Case,
+    comparison_lines,
+    evaluate,
+    evaluated_return,
+    final_return,
+    train,
+)
+from experiments.common.signal_relay import exit_passing_signals_on
 from rlmem.runs import INTERRUPTED
-from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
 RESULTS = HERE / "RESULTS.md"
 SEEDS = (3, 4, 5, 6, 7)
 """The test seeds, fixed in advance."""
-BACKENDS = ("gymnasium", "tensor")
+ARMS = (Arm("gymnasium", ("env_backend=gymnasium",)), Arm("tensor", ("env_backend=tensor",)))
+"""The backends compared, every other setting the default; the second is the new one."""
 EPISODES = 200
 """Episodes of each run's evaluation."""
-
-
-@dataclass(frozen=True)
-class Case:
-    """One env of the comparison."""
-
-    env: str
-    frames: int
-    """Frames per run: the env's suite's budget (transfer: 500k; memory: 1M; POPGym: 163,840)."""
-
-
 CASES = (Case("DoorKey-5x5", 499_712), Case("MemoryS7", 999_424),
          Case("RepeatFirstEasy", 163_840))
-
-
-def run_dir(root: Path, env: str, backend: str, seed: int) -> Path:
-    return root / env / backend / f"seed{seed}"
-
-
-def trained_frames(run: Path) -> int:
-    """The frames a run's ``progress.csv`` reached (0 without one)."""
-    progress = run / "progress.csv"
-    rows = read_progress(progress) if progress.exists() else []
-    return int(rows[-1].number("frames")) if rows else 0
-
-
-def final_return(run: Path, frames: int) -> float | None:
-    """A run's last ``return_recent`` once it has trained ``frames``; None before (a run still
-    training), or when it ended no episode (a smoke test's few frames)."""
-    progress = run / "progress.csv"
-    rows = read_progress(progress) if progress.exists() else []
-    if not rows or rows[-1].number("frames") < frames:
-        return None
-    value = rows[-1].number("return_recent")
-    return None if math.isnan(value) else value
-
-
-def train(root: Path, case: Case, backend: str, seed: int, frames: int,
-          extra: Sequence[str]) -> int:
-    """Train (or resume) one run up to ``frames``; its exit status (0 when already done)."""
-    where = run_dir(root, case.env, backend, seed)
-    if trained_frames(where) >= frames:
-        return 0
-    print(f"{case.env} {backend} seed {seed}: training to {frames:,} frames", flush=True)
-    return run_child([sys.executable, "-m", "rlmem.train", f"env={case.env}", "memory=lstm",
-                      f"env_backend={backend}", f"seed={seed}", f"frames={frames}",
-                      "progress_bar=false", f"run_dir={where}", *extra])
-
-
-def evaluation(run: Path, env: str) -> Path:
-    """Where :func:`evaluate` writes a run's evaluation."""
-    return report_path(run, env, episodes=EPISODES)
-
-
-def evaluated_return(run: Path, env: str) -> float | None:
-    """A run's mean evaluated return; None before its evaluation."""
-    path = evaluation(run, env)
-    return float(json.loads(path.read_text())["return_mean"]) if path.exists() else None
-
-
-def evaluate(run: Path, env: str) -> int:
-    """Evaluate a trained run on its training env (not the transfer env, ``rlmem.evaluate``'s
-    default), unless done; the exit status."""
-    if evaluation(run, env).exists():
-        return 0
-    print(f"{run}: evaluating, {EPISODES} episodes", flush=True)
-    return run_child([sys.executable, "-m", "rlmem.evaluate", f"run={run}", f"env={env}",
-                      f"episodes={EPISODES}", "progress_bar=false"])
-
-
-def compare_lines(env: str, finals: dict[str, list[float | None]], measure: str) -> list[str]:
-    """Each backend's seeds, IQM and P(tensor ≥ gymnasium) of one measure."""
-    done = {backend: [value for value in values if value is not None]
-            for backend, values in finals.items()}
-    lines = [f"{env} (lstm, seeds {SEEDS[0]}-{SEEDS[-1]}), {measure}:"]
-    for backend in BACKENDS:
-        lines.append(f"  {backend:9}  {seeds(finals[backend], three)}; "
-                     f"IQM {iqm_ci(done[backend], three)}")
-    lines.append("  P(tensor ≥ gymnasium) "
-                 f"{improvement(done['tensor'], done['gymnasium'])}")
-    return lines
 
 
 def compare(root: Path, case: Case, frames: int) -> list[str]:
     """The lines of one env's comparison, of the runs that trained ``frames``: the last
     ``return_recent``, then the evaluated return."""
-    runs = {backend: [run_dir(root, case.env, backend, seed) for seed in SEEDS]
-            for backend in BACKENDS}
-    finals = {backend: [final_return(run, frames) for run in backend_runs]
-              for backend, backend_runs in runs.items()}
-    evaluated = {backend: [evaluated_return(run, case.env) for run in backend_runs]
-                 for backend, backend_runs in runs.items()}
-    return [*compare_lines(case.env, finals, "last return_recent"),
-            *compare_lines(case.env, evaluated, f"evaluated ({EPISODES} episodes)")]
+    runs = {arm.name: [arm.run_dir(root, case.env, seed) for seed in SEEDS] for arm in ARMS}
+    title = f"{case.env} (lstm, seeds {SEEDS[0]}-{SEEDS[-1]}), "
+    gymnasium, tensor = (arm.name for arm in ARMS)
+    return [
+        *comparison_lines(title + "last return_recent",
+                          {name: [final_return(run, frames) for run in arm_runs]
+                           for name, arm_runs in runs.items()}, tensor, gymnasium),
+        *comparison_lines(title + f"evaluated ({EPISODES} episodes)",
+                          {name: [evaluated_return(run, case.env, EPISODES) for run in arm_runs]
+                           for name, arm_runs in runs.items()}, tensor, gymnasium)]
 
 
 def results_page(lines: Sequence[str]) -> str:
@@ -175,12 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     for case in cases if not args.no_train else ():
         for seed in args.seeds:
-            for backend in BACKENDS:
+            for arm in ARMS:
                 frames = args.frames or case.frames
-                where = run_dir(args.runs, case.env, backend, seed)
-                code = train(args.runs, case, backend, seed, frames, args.extra)
+                where = arm.run_dir(args.runs, case.env, seed)
+                code = train(where, case.env, "lstm", seed, frames, arm, args.extra)
                 if code == 0 and final_return(where, frames) is not None:
-                    code = evaluate(where, case.env)
+                    code = evaluate(where, case.env, EPISODES)
                 if code == INTERRUPTED:
                     return code
                 failed += code != 0

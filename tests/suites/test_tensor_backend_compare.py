@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runner import TINY_PPO, run_cli
 
+from experiments.common import arm_runs
 from experiments.tensor_backend import compare
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
@@ -17,13 +18,13 @@ def test_compare_trains_both_backends_and_reports(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # The runs through the tests' zygote (cli_runner), not a fresh interpreter each.
-    monkeypatch.setattr(compare, "run_child", lambda command: run_cli(
+    monkeypatch.setattr(arm_runs, "run_child", lambda command: run_cli(
         command[2], *command[3:], cwd=tmp_path).returncode)
     argv = ["--runs", str(tmp_path), "--frames", "64", "--envs", "MemoryS7", "--seeds", "3",
             "--", *TINY]
     assert compare.main(argv) == 0
-    for backend in compare.BACKENDS:
-        assert compare.trained_frames(tmp_path / "MemoryS7" / backend / "seed3") == 64
+    for arm in compare.ARMS:
+        assert arm_runs.trained_frames(arm.run_dir(tmp_path, "MemoryS7", 3)) == 64
     out = capsys.readouterr().out
     assert "MemoryS7 gymnasium seed 3: training" in out and "P(tensor ≥ gymnasium)" in out
     results = tmp_path / "RESULTS.md"

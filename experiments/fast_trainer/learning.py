@@ -1,0 +1,163 @@
+"""Does the fast preset learn as the defaults issue 59 started from did? (issue 59's "learning
+unchanged or better", measured on the test seeds.)
+
+    python -m experiments.fast_trainer.learning                 # train and evaluate what is left
+    python -m experiments.fast_trainer.learning --no-train --write   # compare into RESULTS.md
+
+lstm on DoorKey-5x5 and MemoryS7 at their suites' budgets, test seeds 3-7 (the fast preset's
+shape was chosen on seeds 0-2, ``TUNING.md``), two arms:
+
+- ``reference``: the defaults of f7a96db, where issue 59 started: the minigrid preset on the
+  gymnasium envs stepped in the trainer's process, Adam's ``foreach`` loop, one update thread.
+  Its runs are :mod:`experiments.tensor_backend.compare`'s gymnasium runs, made with exactly
+  that arithmetic before ``agent.fused_adam`` existed (``tests/agents/test_ppo_sync_fixture.py``
+  holds this path bit-exact since issue 32); one missing there is trained there with
+  :data:`REFERENCE_OVERRIDES`, which keep it so.
+- ``fast``: ``agent.preset=fast`` and every other setting the default (the tensor envs, and
+  Adam's fused kernel as the run decides), in ``learning_runs/<env>/fast/seed<k>/``.
+
+Three measures per env, each with every seed, its IQM with a 95% bootstrap interval and
+P(fast ≥ reference) with its interval (:mod:`rlmem.stats`, ties counting one half): the last
+``return_recent`` at the same frames (the last 100 training episodes), the return evaluated on
+the training env (:data:`EPISODES` episodes), and zero-shot on its transfer env, DoorKey-16x16
+or MemoryS13 (:data:`TRANSFER_EPISODES` episodes): every evaluation ``python -m rlmem.evaluate
+run=<run> env=<env> episodes=<n>``, on the original envs with sampled actions, seed 0. Learning
+is unchanged within noise where P's interval contains ½, better where it lies above.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from experiments.common.arm_runs import (
+    Arm,
+    Case,
+    comparison_lines,
+    evaluate,
+    evaluated_return,
+    final_return,
+    train,
+    trained_frames,
+)
+from experiments.common.signal_relay import exit_passing_signals_on
+from experiments.tensor_backend import compare as tensor_backend
+from rlmem.envs import transfer_target
+from rlmem.runs import INTERRUPTED
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "learning_runs"
+RESULTS = HERE / "RESULTS.md"
+SEEDS = (3, 4, 5, 6, 7)
+"""The test seeds, fixed before any tuning."""
+MEMORY = "lstm"
+REFERENCE_OVERRIDES = ("env_backend=gymnasium", "vectorization=sync", "agent.fused_adam=false",
+                       "agent.update_threads=1")
+"""f7a96db's defaults on a machine of at most 3 cores (where its ``vectorization=auto`` steps
+the envs in the process), written out so that today's code runs them with its arithmetic."""
+FAST = Arm("fast", ("agent.preset=fast",))
+CASES = tuple(case for case in tensor_backend.CASES if case.env in ("DoorKey-5x5", "MemoryS7"))
+"""The MiniGrid envs of the tensor-backend comparison, at its frames (the transfer suite's
+500k, the memory suite's 1M): the reference runs are there."""
+EPISODES = tensor_backend.EPISODES
+"""Episodes of the evaluation on the training env (the reference runs' own)."""
+TRANSFER_EPISODES = 100
+"""Episodes of the zero-shot evaluation (the transfer suite's)."""
+
+
+def arms(reference_runs: Path) -> tuple[Arm, Arm]:
+    """The reference, whose runs are in ``reference_runs`` (``<env>/gymnasium/seed<k>/``), and
+    the fast preset."""
+    return Arm("reference", REFERENCE_OVERRIDES, root=reference_runs, directory="gymnasium"), FAST
+
+
+def compare(runs: Path, reference_runs: Path, case: Case, frames: int) -> list[str]:
+    """The lines of one env's three measures, of the runs that trained ``frames``."""
+    reference, fast = arms(reference_runs)
+    arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in SEEDS]
+                for arm in (reference, fast)}
+    title = f"{case.env} ({MEMORY}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
+    target = transfer_target(case.env)
+    measures = {
+        "last return_recent": lambda run: final_return(run, frames),
+        f"evaluated ({EPISODES} episodes)": lambda run: evaluated_return(
+            run, case.env, EPISODES),
+        f"zero-shot on {target} ({TRANSFER_EPISODES} episodes)": lambda run: evaluated_return(
+            run, target, TRANSFER_EPISODES)}
+    return [line for measure, value in measures.items()
+            for line in comparison_lines(title + measure,
+                                         {name: [value(run) for run in each]
+                                          for name, each in arm_runs.items()},
+                                         fast.name, reference.name)]
+
+
+def run_case(runs: Path, reference_runs: Path, case: Case, seed: int, frames: int,
+             extra: Sequence[str]) -> int:
+    """Train and evaluate both arms' runs of one env and seed (what is not done yet); the
+    number of failures, or :data:`INTERRUPTED`."""
+    failed = 0
+    for arm in arms(reference_runs):
+        where = arm.run_dir(runs, case.env, seed)
+        code = train(where, case.env, MEMORY, seed, frames, arm, extra)
+        if code == 0 and trained_frames(where) >= frames:
+            code = (evaluate(where, case.env, EPISODES)
+                    or evaluate(where, transfer_target(case.env), TRANSFER_EPISODES))
+        if code == INTERRUPTED:
+            return code
+        failed += code != 0
+    return failed
+
+
+def results_page(lines: Sequence[str]) -> str:
+    """``RESULTS.md``: what was compared, how, and :func:`compare`'s lines."""
+    return "\n".join([
+        "# The fast preset against issue 59's starting defaults: learning (issue 59)", "",
+        "Written by `python -m experiments.fast_trainer.learning --no-train --write`; the fast "
+        "preset's runs are in `learning_runs/<env>/fast/seed<k>/`, the reference's in "
+        "`../tensor_backend/runs/<env>/gymnasium/seed<k>/` (each with `config.yaml`, "
+        "`progress.csv` and `eval/`). How each arm was run and what each measure is: the "
+        "docstring of `experiments/fast_trainer/learning.py`.", "",
+        f"{MEMORY}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
+        + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
+        "```", *lines, "```", ""])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
+    parser.add_argument("--runs", type=Path, default=RUNS,
+                        help="where the fast preset's runs are")
+    parser.add_argument("--reference-runs", type=Path, default=tensor_backend.RUNS,
+                        help="where the reference's runs are")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="frames per run instead of each env's budget (smoke tests)")
+    parser.add_argument("--envs", nargs="+", default=[case.env for case in CASES],
+                        choices=[case.env for case in CASES], help="a part of the comparison")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
+                        help="a part of the test seeds (smoke tests)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the comparison into {RESULTS.name} as well")
+    parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
+    args = parser.parse_args(argv)
+    cases = [case for case in CASES if case.env in args.envs]
+    failed = 0
+    for case in cases if not args.no_train else ():
+        for seed in args.seeds:
+            code = run_case(args.runs, args.reference_runs, case, seed,
+                            args.frames or case.frames, args.extra)
+            if code == INTERRUPTED:
+                return code
+            failed += code
+    lines = [line for case in cases
+             for line in compare(args.runs, args.reference_runs, case, args.frames or case.frames)]
+    print("\n".join(lines), flush=True)
+    if args.write:
+        RESULTS.write_text(results_page(lines))
+    if failed:
+        print(f"{failed} runs failed; running this again resumes them.", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    exit_passing_signals_on(main)

@@ -1,0 +1,56 @@
+"""``experiments/fast_trainer/learning.py``: the reference arm read from the tensor-backend
+comparison's runs, and (slow) both arms trained, evaluated zero-shot and compared at tiny
+frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_runner import TINY_PPO, run_cli
+
+from experiments.common import arm_runs
+from experiments.fast_trainer import learning
+from experiments.tensor_backend import compare as tensor_backend
+
+TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
+
+
+def test_the_reference_is_the_tensor_backend_comparisons_gymnasium_arm(tmp_path: Path) -> None:
+    # The committed gymnasium runs are read where they are, with nothing of the fast arm yet.
+    case = learning.CASES[0]
+    lines = learning.compare(tmp_path, tensor_backend.RUNS, case, case.frames)
+    reference = next(line for line in lines if line.strip().startswith("reference"))
+    gymnasium = next(line for line in tensor_backend.compare(tensor_backend.RUNS, case,
+                                                             case.frames)
+                     if line.strip().startswith("gymnasium"))
+    assert reference.split()[1:] == gymnasium.split()[1:]
+    assert any(line.startswith(f"{case.env} (lstm, seeds 3-7), zero-shot on DoorKey-16x16")
+               for line in lines)
+    assert not list(tmp_path.iterdir())  # reading trained and wrote nothing
+
+
+@pytest.mark.slow  # two tiny runs and four evaluations, two of them on MemoryS13
+def test_learning_trains_both_arms_evaluates_zero_shot_and_reports(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arm_runs, "run_child", lambda command: run_cli(
+        command[2], *command[3:], cwd=tmp_path).returncode)
+    fast, reference = tmp_path / "fast", tmp_path / "reference"
+    argv = ["--runs", str(fast), "--reference-runs", str(reference), "--frames", "64",
+            "--envs", "MemoryS7", "--seeds", "3", "--", *TINY]
+    assert learning.main(argv) == 0
+    for run in (fast / "MemoryS7" / "fast" / "seed3",
+                reference / "MemoryS7" / "gymnasium" / "seed3"):
+        assert arm_runs.trained_frames(run) == 64
+        assert arm_runs.evaluation(run, "MemoryS13", learning.TRANSFER_EPISODES).exists()
+    assert "preset: fast" in (fast / "MemoryS7" / "fast" / "seed3" / "config.yaml").read_text()
+    reference_config = (reference / "MemoryS7" / "gymnasium" / "seed3" / "config.yaml").read_text()
+    assert "preset: minigrid" in reference_config and "env_backend: gymnasium" in reference_config
+    out = capsys.readouterr().out
+    assert "MemoryS7 fast seed 3: training" in out and "P(fast ≥ reference)" in out
+    results = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(learning, "RESULTS", results)
+    assert learning.main(["--write", *argv]) == 0  # nothing left to do
+    assert "training" not in capsys.readouterr().out
+    assert "zero-shot on MemoryS13 (100 episodes):" in results.read_text()
