@@ -2,18 +2,25 @@
 
     OMP_NUM_THREADS=1 python benchmarks/throughput.py                   # DoorKey-5x5, lstm
     OMP_NUM_THREADS=1 python benchmarks/throughput.py --memories lstm relstm tarnn --no-sb3
+    OMP_NUM_THREADS=1 python benchmarks/throughput.py --preset fast     # issue 59's shape
 
-Both train on the same envs (MiniGrid DoorKey-5x5, 16 envs stepped in this process, each
-making its view with :func:`rlmem.envs.minigrid_view.use_direct_view` as ``rlmem.envs`` does;
-``--sb3-minigrid-view`` gives sb3's envs MiniGrid's own, slower ``gen_obs``) with the
-same rollout length (``n_steps = 128`` frames per env per update). After one warm-up update
-each, the trainers take turns, one full update (rollout + optimisation) at a time, so that load
-from other processes on a shared machine hits all of them alike; frames/s is the total frames
-over the total time of each trainer's timed updates.
+Our PPO runs a preset (``--preset``: ``minigrid``, our defaults on MiniGrid, or ``fast``) with
+the keys a run decides for itself decided as ``python -m rlmem.train`` decides them
+(:meth:`rlmem.agents.ppo.PPOConfig.decided`, ``vectorization`` left to ``auto``: Adam's fused
+kernel, the update's threads), on the env backend a run of that preset takes by default
+(``--env-backend``: gymnasium for ``minigrid``, as before the tensor envs, which are faster;
+tensor for ``fast``). sb3-contrib's ``RecurrentPPO`` trains on gymnasium envs of the same env
+and number (``DummyVecEnv``, stepped in this process, each making its view with
+:func:`rlmem.envs.minigrid_view.use_direct_view` as ``rlmem.envs`` does;
+``--sb3-minigrid-view`` gives them MiniGrid's own, slower ``gen_obs``), with the preset's
+rollout length, epochs, minibatch, lr, entropy bonus, gradient clip and LSTM size
+(``MlpLstmPolicy``: it flattens the 7×7×3 view where ours embeds and convolves it). After one
+warm-up update each, the trainers take turns, one full update (rollout + optimisation) at a
+time, so that load from other processes on a shared machine hits all of them alike; frames/s
+is the total frames over the total time of each trainer's timed updates.
 
-sb3-contrib's ``MlpLstmPolicy`` runs with our hyperparameters (LSTM 64, 4 epochs, batch 256,
-lr 1e-3, ...), and with ``--sb3-defaults`` also with its own defaults (LSTM 256 for actor and
-critic, 10 epochs, batch 128), which is much slower still.
+With ``--sb3-defaults`` sb3-contrib also runs with its own defaults (LSTM 256 for actor and
+critic, 10 epochs, batch 128, the preset's envs and rollout), which is much slower still.
 """
 
 from __future__ import annotations
@@ -31,38 +38,61 @@ from omegaconf import OmegaConf
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.collector import RolloutCollector
+from rlmem.agents.ppo.config import decided_value
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.presets import Preset, agent_values
+from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
-from rlmem.envs import env_spec, make_vector_env
+from rlmem.envs import EnvOptions, env_spec
+from rlmem.envs.backend import GYMNASIUM, TENSOR
 from rlmem.envs.minigrid_view import use_direct_view
+from rlmem.envs.tensor import TensorVectorEnv
 
-N_STEPS = 128
-
-MATCHED = {"n_epochs": 4, "batch_size": 256, "learning_rate": 1e-3, "ent_coef": 0.01,
-           "max_grad_norm": 0.5, "policy_kwargs": {"lstm_hidden_size": 64}}
-"""sb3-contrib hyperparameters set to ours (rollout, epochs, batch, LSTM size)."""
+DEFAULT_BACKENDS = {Preset.minigrid: GYMNASIUM, Preset.fast: TENSOR}
+"""Each preset's envs unless ``--env-backend`` says otherwise."""
 
 
-def ours(env: str, num_envs: int, memory: str) -> Callable[[], None]:
+def decided_config(env: str, preset: Preset) -> PPOConfig:
+    """``preset``'s agent section with every key a run decides decided as ``rlmem.train``
+    decides it on this machine (``vectorization`` left to ``auto``)."""
+    agent = PPOConfig.decided({"preset": preset.value}, {"env": env})
+    config: PPOConfig = OmegaConf.structured(PPOConfig(**agent))
+    return config
+
+
+def matched(config: PPOConfig) -> dict[str, Any]:
+    """sb3-contrib's hyperparameters set to ``config``'s (rollout, epochs, minibatch, lr,
+    entropy bonus, gradient clip, LSTM size)."""
+    return {"n_steps": decided_value(config, "frames_per_env"),
+            "n_epochs": decided_value(config, "epochs"),
+            "batch_size": decided_value(config, "batch_size"), "learning_rate": config.lr,
+            "ent_coef": decided_value(config, "entropy_coef"),
+            "max_grad_norm": config.max_grad_norm,
+            "policy_kwargs": {"lstm_hidden_size": PRESETS[Preset(config.preset)].memory_size}}
+
+
+def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str
+         ) -> Callable[[], None]:
     """One update of our PPO (collect + update) per call."""
     torch.manual_seed(0)
-    envs = make_vector_env(env, num_envs)
-    config = OmegaConf.structured(PPOConfig(
-        **{**agent_values(Preset.minigrid), "frames_per_env": N_STEPS}))
+    torch.set_num_threads(max(torch.get_num_threads(), config.update_threads or 1))
+    envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory)))
     ppo = PPO(model, config)
-    collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
+    collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
+                 if isinstance(envs, TensorVectorEnv)
+                 else RolloutCollector(envs, model, torch.device("cpu"), seed=0))
 
     def update() -> None:
-        ppo.update(collector.collect(config.frames_per_env, config.recurrence))
+        ppo.update(collector.collect(decided_value(config, "frames_per_env"),
+                                     decided_value(config, "recurrence")))
 
     return update
 
 
-def sb3(env: str, num_envs: int, direct_view: bool = True, **kwargs: Any
+def sb3(env: str, num_envs: int, direct_view: bool = True, *, n_steps: int, **kwargs: Any
         ) -> Callable[[], None]:
     """One update of sb3-contrib's RecurrentPPO (MlpLstmPolicy) per call."""
     from sb3_contrib import RecurrentPPO
@@ -77,12 +107,12 @@ def sb3(env: str, num_envs: int, direct_view: bool = True, **kwargs: Any
         return ImgObsWrapper(made)
 
     vec = make_vec_env(make, n_envs=num_envs, seed=0)
-    model = RecurrentPPO("MlpLstmPolicy", vec, n_steps=N_STEPS, seed=0, device="cpu",
+    model = RecurrentPPO("MlpLstmPolicy", vec, n_steps=n_steps, seed=0, device="cpu",
                          verbose=0, **kwargs)
     first = [True]
 
     def update() -> None:
-        model.learn(total_timesteps=num_envs * N_STEPS, reset_num_timesteps=first[0])
+        model.learn(total_timesteps=num_envs * n_steps, reset_num_timesteps=first[0])
         first[0] = False
 
     return update
@@ -91,7 +121,12 @@ def sb3(env: str, num_envs: int, direct_view: bool = True, **kwargs: Any
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="DoorKey-5x5")
-    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--preset", type=Preset, default=Preset.minigrid,
+                        choices=[Preset.minigrid, Preset.fast], help="our PPO's recipe")
+    parser.add_argument("--env-backend", choices=[GYMNASIUM, TENSOR], default=None,
+                        help="our PPO's envs (default: the preset's, see the docstring)")
+    parser.add_argument("--num-envs", type=int, default=None,
+                        help="envs of every trainer (default: the preset's)")
     parser.add_argument("--memories", nargs="+", default=["lstm"],
                         help="our cells; ratios are against the first (sb3 runs its LSTM)")
     parser.add_argument("--no-sb3", action="store_true", help="time our PPO's cells only")
@@ -100,18 +135,23 @@ def main() -> None:
                         help="also time RecurrentPPO with its default hyperparameters")
     parser.add_argument("--sb3-minigrid-view", action="store_true",
                         help="sb3's envs make their view with MiniGrid's own gen_obs")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads for all")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for all (ours: at least its update's threads)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    config = decided_config(args.env, args.preset)
+    num_envs = args.num_envs or PRESETS[args.preset].num_envs
+    backend = args.env_backend or DEFAULT_BACKENDS[args.preset]
+    steps = int(decided_value(config, "frames_per_env"))
 
-    trainers = {f"ours ({memory})": ours(args.env, args.num_envs, memory)
+    trainers = {f"ours ({memory})": ours(args.env, num_envs, memory, config, backend)
                 for memory in args.memories}
     if not args.no_sb3:
-        trainers["sb3-contrib, our hparams"] = sb3(args.env, args.num_envs,
-                                                         not args.sb3_minigrid_view, **MATCHED)
+        trainers["sb3-contrib, our hparams"] = sb3(args.env, num_envs, not args.sb3_minigrid_view,
+                                                   **matched(config))
     if args.sb3_defaults:
-        trainers["sb3-contrib defaults"] = sb3(args.env, args.num_envs,
-                                                     not args.sb3_minigrid_view)
+        trainers["sb3-contrib defaults"] = sb3(args.env, num_envs, not args.sb3_minigrid_view,
+                                               n_steps=steps)
     for update in trainers.values():
         update()  # warm-up
     load_before = os.getloadavg()[0]
@@ -122,13 +162,15 @@ def main() -> None:
             update()
             seconds[name] += time.perf_counter() - start
         print(f"update {index + 1}/{args.updates}: " + ", ".join(
-            f"{name} {(index + 1) * args.num_envs * N_STEPS / seconds[name]:.0f}"
+            f"{name} {(index + 1) * num_envs * steps / seconds[name]:.0f}"
             for name in trainers), flush=True)
 
-    frames = args.updates * args.num_envs * N_STEPS
+    frames = args.updates * num_envs * steps
     fps = {name: frames / total for name, total in seconds.items()}
     first = f"ours ({args.memories[0]})"
-    print(f"\n{args.env}, {args.num_envs} envs, {N_STEPS} frames/env/update, "
+    print(f"\n{args.env}, {num_envs} envs, {steps} frames/env/update, {args.preset.value} "
+          f"preset (ours on {backend} envs; fused Adam {config.fused_adam}, "
+          f"{config.update_threads} update threads), "
           f"{args.updates} alternating updates each (frames/s); load average "
           f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after:")
     for name, value in fps.items():

@@ -29,6 +29,11 @@ def cuda_check() -> Iterator[ModuleType]:
     yield from load_benchmark("cuda_check")
 
 
+@pytest.fixture
+def throughput() -> Iterator[ModuleType]:
+    yield from load_benchmark("throughput")
+
+
 def test_the_agent_values_of_a_preset_build_a_config() -> None:
     config = PPOConfig(**agent_values(Preset.minigrid))
     assert {key: getattr(config, key) for key in PRESET_KEYS} == agent_values(Preset.minigrid)
@@ -61,3 +66,16 @@ def test_profile_update_times_rollouts_and_updates() -> None:
         env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
     assert done.stdout.startswith("one rollout ") and "(best of 2)" in done.stdout
     assert "ncalls" not in done.stdout
+
+
+def test_throughput_gives_ours_the_runs_decisions_and_sb3_the_same_hyperparameters(
+        throughput: ModuleType) -> None:
+    fast = throughput.decided_config("DoorKey-5x5", Preset.fast)
+    assert {key: getattr(fast, key) for key in PRESET_KEYS} == agent_values(Preset.fast)
+    assert fast.fused_adam is True  # vectorization left to auto: not the exact reference
+    assert throughput.matched(fast) == {
+        "n_steps": 16, "n_epochs": 4, "batch_size": 256, "learning_rate": fast.lr,
+        "ent_coef": 0.01, "max_grad_norm": fast.max_grad_norm,
+        "policy_kwargs": {"lstm_hidden_size": 64}}
+    minigrid = throughput.decided_config("DoorKey-5x5", Preset.minigrid)
+    throughput.ours("DoorKey-5x5", 2, "lstm", minigrid, "tensor")()  # 2 × 128 frames
