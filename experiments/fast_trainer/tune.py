@@ -49,20 +49,25 @@ class Candidate:
     frames_per_env: int
     epochs: int
     batch_size: int
+    lr: float = 1e-3
+    """The MiniGrid preset's, but for the second addendum's candidates."""
 
     def overrides(self) -> list[str]:
         """Its Hydra overrides, with the MiniGrid preset's learning values named."""
         return [f"num_envs={self.num_envs}", f"agent.frames_per_env={self.frames_per_env}",
                 f"agent.epochs={self.epochs}", f"agent.batch_size={self.batch_size}",
-                "agent.preset=minigrid", "env_backend=tensor",
-                # as every tuning run before the key existed: the candidates' arithmetic alike
-                "agent.update_threads=1"]
+                f"agent.lr={self.lr}", "agent.preset=minigrid", "env_backend=tensor",
+                # as every tuning run before these keys existed: the candidates' arithmetic
+                # alike
+                "agent.update_threads=1", "agent.fused_adam=false"]
 
 
 CANDIDATES = {"A": Candidate(256, 16, 1, 1024), "B": Candidate(256, 16, 1, 256),
               "C": Candidate(256, 16, 2, 512), "D": Candidate(64, 64, 2, 512),
-              "E": Candidate(256, 16, 4, 256)}
-"""The candidates of ``TUNING.md``, in the order they are run (D and E: its addendum)."""
+              "E": Candidate(256, 16, 4, 256), "F": Candidate(256, 16, 1, 256, lr=3e-3),
+              "G": Candidate(256, 16, 1, 1024, lr=4e-3), "H": Candidate(256, 16, 1, 256, lr=2e-3)}
+"""The candidates of ``TUNING.md``, in the order they are run (D and E: its addendum; F, G
+and H: its second addendum)."""
 
 
 def run_dir(name: str, env: str, seed: int) -> Path:
