@@ -10,16 +10,18 @@ started from). An arm's runs are ``<root>/<env>/<directory>/seed<k>/``; a run wh
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.common.report import improvement, iqm_ci, seeds, three
 from experiments.common.signal_relay import run_child
 from rlmem.evaluate import report_path
+from rlmem.runs import INTERRUPTED
 from rlmem.runs.progress import read_progress
 
 
@@ -83,6 +85,19 @@ def train(run: Path, env: str, memory: str, seed: int, frames: int, arm: Arm,
                       f"run_dir={run}", *extra])
 
 
+def trained_and_evaluated(run: Path, env: str, memory: str, seed: int, frames: int, arm: Arm,
+                          extra: Sequence[str], evaluations: Sequence[tuple[str, int]]) -> int:
+    """Train (or resume) one run of ``arm``, then evaluate it on each ``(env, episodes)`` of
+    ``evaluations`` that is not done; the first non-zero exit status, else 0. A run that
+    ended no episode in its frames (a smoke test's) is not evaluated."""
+    code = train(run, env, memory, seed, frames, arm, extra)
+    for target, episodes in evaluations:
+        if code != 0 or final_return(run, frames) is None:
+            break
+        code = evaluate(run, target, episodes)
+    return code
+
+
 def evaluation(run: Path, env: str, episodes: int) -> Path:
     """Where :func:`evaluate` writes a run's evaluation on ``env``."""
     return report_path(run, env, episodes=episodes)
@@ -116,3 +131,49 @@ def comparison_lines(title: str, values: Mapping[str, Sequence[float | None]], n
             *(f"  {name:{width}}  {seeds(arm_values, three)}; IQM {iqm_ci(done[name], three)}"
               for name, arm_values in values.items()),
             f"  P({new} ≥ {old}) {improvement(done[new], done[old])}"]
+
+
+def comparison_parser(description: str, runs: Path, cases: Sequence[Case], seeds: Sequence[int],
+                      results: Path) -> argparse.ArgumentParser:
+    """The command line every comparison takes: ``--no-train``, ``--runs``, ``--frames`` (smoke
+    tests), ``--envs`` and ``--seeds`` (a part of it), ``--write`` (into ``results``) and Hydra
+    overrides for every run after ``--``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
+    parser.add_argument("--runs", type=Path, default=runs, help="where the runs are")
+    parser.add_argument("--frames", type=int, default=None,
+                        help="frames per run instead of each env's budget (smoke tests)")
+    parser.add_argument("--envs", nargs="+", default=[case.env for case in cases],
+                        choices=[case.env for case in cases], help="a part of the comparison")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(seeds),
+                        help="a part of the test seeds (smoke tests)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the comparison into {results.name} as well")
+    parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
+    return parser
+
+
+def run_all(cases: Sequence[Case], seeds: Sequence[int], frames: int | None,
+            one: Callable[[Case, int, int], int]) -> int:
+    """``one(case, seed, frames)`` (the runs of every arm of one env and seed; its failures)
+    for every case and seed, ``frames`` or each case's own; the failures, or
+    :data:`~rlmem.runs.INTERRUPTED` as soon as one is interrupted."""
+    failed = 0
+    for case in cases:
+        for seed in seeds:
+            code = one(case, seed, frames or case.frames)
+            if code == INTERRUPTED:
+                return code
+            failed += code
+    return failed
+
+
+def reported(lines: Sequence[str], failed: int, results: Path | None, page: str) -> int:
+    """Print a comparison's ``lines``, write ``page`` into ``results`` (unless None), say how
+    many runs failed; the exit status."""
+    print("\n".join(lines), flush=True)
+    if results is not None:
+        results.write_text(page)
+    if failed:
+        print(f"{failed} runs failed; running this again resumes them.", flush=True)
+    return 1 if failed else 0

@@ -27,7 +27,6 @@ is unchanged within noise where P's interval contains ½, better where it lies a
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,11 +34,12 @@ from experiments.common.arm_runs import (
     Arm,
     Case,
     comparison_lines,
-    evaluate,
+    comparison_parser,
     evaluated_return,
     final_return,
-    train,
-    trained_frames,
+    reported,
+    run_all,
+    trained_and_evaluated,
 )
 from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.tensor_backend import compare as tensor_backend
@@ -97,12 +97,10 @@ def run_case(runs: Path, reference_runs: Path, case: Case, seed: int, frames: in
     """Train and evaluate both arms' runs of one env and seed (what is not done yet); the
     number of failures, or :data:`INTERRUPTED`."""
     failed = 0
+    evaluations = [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]
     for arm in arms(reference_runs):
-        where = arm.run_dir(runs, case.env, seed)
-        code = train(where, case.env, MEMORY, seed, frames, arm, extra)
-        if code == 0 and trained_frames(where) >= frames:
-            code = (evaluate(where, case.env, EPISODES)
-                    or evaluate(where, transfer_target(case.env), TRANSFER_EPISODES))
+        code = trained_and_evaluated(arm.run_dir(runs, case.env, seed), case.env, MEMORY, seed,
+                                     frames, arm, extra, evaluations)
         if code == INTERRUPTED:
             return code
         failed += code != 0
@@ -124,39 +122,20 @@ def results_page(lines: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
-    parser.add_argument("--runs", type=Path, default=RUNS,
-                        help="where the fast preset's runs are")
+    parser = comparison_parser(__doc__.split("\n\n")[0], RUNS, CASES, SEEDS, RESULTS)
     parser.add_argument("--reference-runs", type=Path, default=tensor_backend.RUNS,
-                        help="where the reference's runs are")
-    parser.add_argument("--frames", type=int, default=None,
-                        help="frames per run instead of each env's budget (smoke tests)")
-    parser.add_argument("--envs", nargs="+", default=[case.env for case in CASES],
-                        choices=[case.env for case in CASES], help="a part of the comparison")
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
-                        help="a part of the test seeds (smoke tests)")
-    parser.add_argument("--write", action="store_true",
-                        help=f"write the comparison into {RESULTS.name} as well")
-    parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
+                        help="where the reference's runs are (--runs: the fast preset's)")
     args = parser.parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
-    failed = 0
-    for case in cases if not args.no_train else ():
-        for seed in args.seeds:
-            code = run_case(args.runs, args.reference_runs, case, seed,
-                            args.frames or case.frames, args.extra)
-            if code == INTERRUPTED:
-                return code
-            failed += code
+    failed = 0 if args.no_train else run_all(
+        cases, args.seeds, args.frames,
+        lambda case, seed, frames: run_case(args.runs, args.reference_runs, case, seed, frames,
+                                            args.extra))
+    if failed == INTERRUPTED:
+        return failed
     lines = [line for case in cases
              for line in compare(args.runs, args.reference_runs, case, args.frames or case.frames)]
-    print("\n".join(lines), flush=True)
-    if args.write:
-        RESULTS.write_text(results_page(lines))
-    if failed:
-        print(f"{failed} runs failed; running this again resumes them.", flush=True)
-    return 1 if failed else 0
+    return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ returns.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,10 +28,12 @@ from experiments.common.arm_runs import (
     Arm,
     Case,
     comparison_lines,
-    evaluate,
+    comparison_parser,
     evaluated_return,
     final_return,
-    train,
+    reported,
+    run_all,
+    trained_and_evaluated,
 )
 from experiments.common.signal_relay import exit_passing_signals_on
 from rlmem.runs import INTERRUPTED
@@ -84,40 +85,27 @@ def results_page(lines: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--no-train", action="store_true", help="compare the runs there are")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="where the runs are")
-    parser.add_argument("--frames", type=int, default=None,
-                        help="frames per run instead of each env's budget (smoke tests)")
-    parser.add_argument("--envs", nargs="+", default=[case.env for case in CASES],
-                        choices=[case.env for case in CASES], help="a part of the comparison")
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS),
-                        help="a part of the test seeds (smoke tests)")
-    parser.add_argument("--write", action="store_true",
-                        help=f"write the comparison into {RESULTS.name} as well")
-    parser.add_argument("extra", nargs="*", help="Hydra overrides given to every run")
-    args = parser.parse_args(argv)
+    args = comparison_parser(__doc__.split("\n\n")[0], RUNS, CASES, SEEDS,
+                             RESULTS).parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
-    failed = 0
-    for case in cases if not args.no_train else ():
-        for seed in args.seeds:
-            for arm in ARMS:
-                frames = args.frames or case.frames
-                where = arm.run_dir(args.runs, case.env, seed)
-                code = train(where, case.env, "lstm", seed, frames, arm, args.extra)
-                if code == 0 and final_return(where, frames) is not None:
-                    code = evaluate(where, case.env, EPISODES)
-                if code == INTERRUPTED:
-                    return code
-                failed += code != 0
+
+    def one(case: Case, seed: int, frames: int) -> int:
+        failed = 0
+        for arm in ARMS:
+            code = trained_and_evaluated(arm.run_dir(args.runs, case.env, seed), case.env,
+                                         "lstm", seed, frames, arm, args.extra,
+                                         [(case.env, EPISODES)])
+            if code == INTERRUPTED:
+                return code
+            failed += code != 0
+        return failed
+
+    failed = 0 if args.no_train else run_all(cases, args.seeds, args.frames, one)
+    if failed == INTERRUPTED:
+        return failed
     lines = [line for case in cases
              for line in compare(args.runs, case, args.frames or case.frames)]
-    print("\n".join(lines), flush=True)
-    if args.write:
-        RESULTS.write_text(results_page(lines))
-    if failed:
-        print(f"{failed} runs failed; running this again resumes them.", flush=True)
-    return 1 if failed else 0
+    return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
 
 
 if __name__ == "__main__":
