@@ -183,7 +183,8 @@ def report(envs: Sequence[str]) -> str:
              + " | score (s) |", "|---|" + "---|---|" * len(CAPS) + "---:|"]
     scored = scores(fps, envs) if speed else {}
     for name in CANDIDATES:
-        cells = [f"{_frames_cell(name, env)} | {fps[env].get(name, float('nan')):.0f}"
+        cells = [f"{_frames_cell(name, env)} | "
+                 + (f"{fps[env][name]:.0f}" if name in fps[env] else "—")  # not measured
                  for env in CAPS]
         score = f"{scored[name][0]:.1f}" if name in scored else "—"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {score} |")
