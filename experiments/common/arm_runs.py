@@ -98,6 +98,20 @@ def trained_and_evaluated(run: Path, env: str, memory: str, seed: int, frames: i
     return code
 
 
+def seed_runs(runs: Path, arms: Sequence[Arm], case: Case, memory: str, seed: int, frames: int,
+              extra: Sequence[str], evaluations: Sequence[tuple[str, int]]) -> int:
+    """:func:`trained_and_evaluated` for every arm's run of one env and seed; the number that
+    failed, or :data:`~rlmem.runs.INTERRUPTED` as soon as one is interrupted."""
+    failed = 0
+    for arm in arms:
+        code = trained_and_evaluated(arm.run_dir(runs, case.env, seed), case.env, memory, seed,
+                                     frames, arm, extra, evaluations)
+        if code == INTERRUPTED:
+            return code
+        failed += code != 0
+    return failed
+
+
 def evaluation(run: Path, env: str, episodes: int) -> Path:
     """Where :func:`evaluate` writes a run's evaluation on ``env``."""
     return report_path(run, env, episodes=episodes)

@@ -39,7 +39,7 @@ from experiments.common.arm_runs import (
     final_return,
     reported,
     run_all,
-    trained_and_evaluated,
+    seed_runs,
 )
 from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.tensor_backend import compare as tensor_backend
@@ -92,21 +92,6 @@ def compare(runs: Path, reference_runs: Path, case: Case, frames: int) -> list[s
                                          fast.name, reference.name)]
 
 
-def run_case(runs: Path, reference_runs: Path, case: Case, seed: int, frames: int,
-             extra: Sequence[str]) -> int:
-    """Train and evaluate both arms' runs of one env and seed (what is not done yet); the
-    number of failures, or :data:`INTERRUPTED`."""
-    failed = 0
-    evaluations = [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]
-    for arm in arms(reference_runs):
-        code = trained_and_evaluated(arm.run_dir(runs, case.env, seed), case.env, MEMORY, seed,
-                                     frames, arm, extra, evaluations)
-        if code == INTERRUPTED:
-            return code
-        failed += code != 0
-    return failed
-
-
 def results_page(lines: Sequence[str]) -> str:
     """``RESULTS.md``: what was compared, how, and :func:`compare`'s lines."""
     return "\n".join([
@@ -129,8 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [case for case in CASES if case.env in args.envs]
     failed = 0 if args.no_train else run_all(
         cases, args.seeds, args.frames,
-        lambda case, seed, frames: run_case(args.runs, args.reference_runs, case, seed, frames,
-                                            args.extra))
+        lambda case, seed, frames: seed_runs(
+            args.runs, arms(args.reference_runs), case, MEMORY, seed, frames, args.extra,
+            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases

@@ -33,7 +33,7 @@ from experiments.common.arm_runs import (
     final_return,
     reported,
     run_all,
-    trained_and_evaluated,
+    seed_runs,
 )
 from experiments.common.signal_relay import exit_passing_signals_on
 from rlmem.runs import INTERRUPTED
@@ -89,18 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              RESULTS).parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
 
-    def one(case: Case, seed: int, frames: int) -> int:
-        failed = 0
-        for arm in ARMS:
-            code = trained_and_evaluated(arm.run_dir(args.runs, case.env, seed), case.env,
-                                         "lstm", seed, frames, arm, args.extra,
-                                         [(case.env, EPISODES)])
-            if code == INTERRUPTED:
-                return code
-            failed += code != 0
-        return failed
-
-    failed = 0 if args.no_train else run_all(cases, args.seeds, args.frames, one)
+    failed = 0 if args.no_train else run_all(
+        cases, args.seeds, args.frames,
+        lambda case, seed, frames: seed_runs(args.runs, ARMS, case, "lstm", seed, frames,
+                                             args.extra, [(case.env, EPISODES)]))
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases
