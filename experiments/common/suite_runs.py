@@ -196,18 +196,26 @@ def train_step(start: Callable[[], None]) -> Ending:
 
 
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
-                  jobs: int, first_to_end: bool = False) -> list[tuple[list[str], Ending]]:
-    """Evaluate every trained run of ``runs`` on every env of ``envs`` that lacks an up-to-date
-    JSON (:func:`~experiments.common.sweep.evaluation_command`; MemLSTM with the capacity of
+                  jobs: int, first_to_end: bool = False, *, budget: int,
+                  stop_return: float | None = None) -> list[tuple[list[str], Ending]]:
+    """Evaluate every run of ``runs`` finished against ``budget`` frames and ``stop_return``
+    (:class:`Standing`) on every env of ``envs`` that lacks an up-to-date JSON
+    (:func:`~experiments.common.sweep.evaluation_command`; MemLSTM with the capacity of
     :func:`~experiments.common.sweep.full_attention`; the episodes counted ``first_to_end``
-    if so), ``jobs`` at a time, and how each evaluation ended; the runs another process holds
-    now are left out."""
+    if so), ``jobs`` at a time, and how each evaluation ended. The runs another process holds
+    now, and those not finished (a sitting that ended, a training that failed), are left out,
+    saying so: an evaluation of a run part-way would be read as its result, and one at its last
+    frames marks a run without its checkpoint finished (:func:`evaluated_at`)."""
     free = []
     for run in runs:
-        holder = lock_holder(run)
-        if holder is not None:
-            print(f"[suite] {run}: running now (PID {holder}); not evaluated", flush=True)
-        elif (run / "checkpoint.pt").exists():
+        if not (run / "checkpoint.pt").exists():
+            continue
+        where = standing(run, budget, stop_return)
+        if where.holder is not None:
+            print(f"[suite] {run}: running now (PID {where.holder}); not evaluated", flush=True)
+        elif not where.finished:
+            print(f"[suite] {run}: {where.describe()}; not evaluated", flush=True)
+        else:
             free.append(run)
     commands = [command for run in free for env in envs
                 if (command := evaluation_command(

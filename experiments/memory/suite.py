@@ -247,10 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if outcome is Outcome.failed:  # its error is printed above; go on to the next
                 failed.append(memory)
                 break
-            if evaluate(memory, batch, args.jobs, root, failed) is Outcome.interrupted:
+            if evaluate(memory, batch, args.jobs, root, args.overrides,
+                        failed) is Outcome.interrupted:
                 return INTERRUPTED
         # the runs trained in an earlier sitting (or by hand), not yet evaluated
-        if memory not in failed and evaluate(memory, seeds, args.jobs, root,
+        if memory not in failed and evaluate(memory, seeds, args.jobs, root, args.overrides,
                                              failed) is Outcome.interrupted:
             return INTERRUPTED
     if failed:
@@ -267,12 +268,15 @@ def batches(seeds: list[int], jobs: int) -> list[list[int]]:
     return [seeds[start:start + jobs] for start in range(0, len(seeds), jobs)]
 
 
-def evaluate(memory: str, seeds: list[int], jobs: int, root: Path,
+def evaluate(memory: str, seeds: list[int], jobs: int, root: Path, extra: list[str],
              failed: list[str]) -> Outcome:
-    """Evaluate the trained runs of ``memory`` at ``seeds`` that have no up-to-date result,
+    """Evaluate the finished runs of ``memory`` at ``seeds`` (against its sweep's budget and
+    ``stop_return``, with the suite's ``extra`` overrides) that have no up-to-date result,
     adding ``memory`` to ``failed`` when one fails; interrupted when one was."""
+    sweep = sweep_of(memory, extra)
     for command, ended in evaluate_step(run_dirs(root, ENV, [memory], seeds),
-                                        [ENV, TARGET], EPISODES, jobs):
+                                        [ENV, TARGET], EPISODES, jobs, budget=sweep.frames,
+                                        stop_return=sweep.stop_return):
         outcome = reported(f"{memory}: {' '.join(command[3:5])}", ended)
         if outcome is Outcome.interrupted:
             return outcome
@@ -286,7 +290,7 @@ def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> l
     finished run without its checkpoint is not: :func:`~experiments.common.suite_runs.startable`),
     saying which it does not start."""
     sweep = sweep_of(memory, extra)
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
     left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
     return [seed for seed, run_dir in runs_of.items() if run_dir in left]
 
@@ -297,7 +301,7 @@ def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list
     return [PlannedRun(f"{memory} seed {seed}", run_dir, sweep.frames, sweep.stop_return,
                        train_command(root, ENV, sweep.memory, seed, sweep.frames,
                                      sweep.overrides, sweep.label))
-            for seed, run_dir in zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds),
+            for seed, run_dir in zip(seeds, run_dirs(root, ENV, [memory], seeds),
                                      strict=True)]
 
 

@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for first_to_end in (False, True):
             runs = run_dirs(root, ENV, [memory], args.seeds)
             for command, ended in suite_runs.evaluate_step(runs, envs, args.episodes,
-                                                           args.jobs, first_to_end):
+                                                           args.jobs, first_to_end,
+                                                           budget=args.frames):
                 outcome = suite_runs.reported(f"{memory}: {' '.join(command[3:])}", ended)
                 if outcome is Outcome.interrupted:
                     return INTERRUPTED

@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
         for command, ended in evaluate_step(run_dirs(root, env, args.memories, args.seeds),
                                             [env, transfer_target(env)], args.episodes,
-                                            args.jobs):
+                                            args.jobs, budget=args.frames or FRAMES[env]):
             outcome = reported(f"{env}: {' '.join(command[3:5])}", ended)
             if outcome is Outcome.interrupted:
                 return INTERRUPTED

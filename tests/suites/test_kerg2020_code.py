@@ -46,3 +46,24 @@ def test_the_table_keeps_the_authors_count_apart(tmp_path: Path,
     assert rows["relstm"][3:8] == ["0.100", "0.10", "10.0%", "0.400", "0.40"]
     assert rows["relstm"][9:] == ["—", "0.00 [0.00, 0.00]", "—", "1.00 [1.00, 1.00] |"]
     assert rows["lstm"][2] == "1 of 5" and rows["lstm"][6] == "0.300"
+
+
+@pytest.mark.parametrize("memory", list(kerg2020_code.RECIPES))
+def test_its_sweep_is_taken_by_the_front_door(tmp_path: Path, memory: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep each memory's recipe runs in passes ``rlmem.train``'s front door: a recipe
+    that named each job's folder (``hydra.sweep.subdir``) beside the suite's ``run_dir`` was
+    refused before any work, so the suite trained nothing."""
+    from experiments.common import sweep
+    from rlmem.schema.command_line import front_door
+    from rlmem.train import LINE
+
+    commands: list[list[str]] = []
+    monkeypatch.setattr(sweep, "run_child", lambda command: commands.append(command) or 0)
+    kerg2020_code.train(tmp_path, memory, [0, 1], 4096, 1, [])
+    [command] = commands
+    assert command[1:4] == ["-m", "rlmem.train", "-m"]
+    taken = front_door(LINE, command[3:])
+    assert f"run_dir={tmp_path}/${{env}}/${{memory.name}}/seed${{seed}}" in taken
+    assert kerg2020_code.RECIPES[memory] in taken
+    assert not any(argument.startswith("hydra.sweep.subdir=") for argument in taken)

@@ -146,7 +146,7 @@ def test_each_batch_of_seeds_is_evaluated_before_the_next_trains(
     steps: list[tuple[str, list[str]]] = []
 
     def evaluate(run_dirs: list[Path], envs: list[str], episodes: int,
-                 jobs: int) -> list[Any]:
+                 jobs: int, **limits: Any) -> list[Any]:
         steps.append(("evaluate", [run.name for run in run_dirs]))
         return []
 

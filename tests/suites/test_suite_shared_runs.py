@@ -21,6 +21,7 @@ import pytest
 from cli_runner import TINY_PPO
 from locations import REPO
 
+from experiments.common import suite_runs
 from experiments.memory import suite as memory_suite
 from experiments.supervised import suite as supervised_suite_module
 from experiments.transfer import suite as transfer_suite
@@ -189,6 +190,24 @@ def test_the_transfer_suite_starts_no_finished_run_kept_without_its_checkpoint(
     transfer_suite.train(tmp_path, "DoorKey-5x5", ["lstm", "relstm", "gru", "sarnn"], [0, 1],
                          4096, 1, [])
     assert calls == [(["relstm"], [1]), (["gru", "sarnn"], [0, 1])]
+
+
+def test_a_run_short_of_its_budget_is_not_evaluated(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A suite evaluates finished runs only: one whose training stopped part-way (a sitting
+    that ended, a sweep that failed) is said to be so and left alone, as an evaluation of it
+    would be read as its result."""
+    evaluated: list[list[str]] = []
+    monkeypatch.setattr(suite_runs, "run_recorded",
+                        lambda command: evaluated.append(command) or None)
+    short, finished = tmp_path / "seed0", tmp_path / "seed1"
+    fake_run(short, 2048)
+    fake_run(finished, 4096)
+    suite_runs.evaluate_step([short, finished], ["DoorKey-5x5"], 1, 1, budget=4096)
+    assert f"[suite] {short}: trained 2048 of 4096 frames; not evaluated" in \
+        capsys.readouterr().out
+    assert [command[3] for command in evaluated] == [f"run={finished}"]
 
 
 # --- supervised suite ---------------------------------------------------------------------------
