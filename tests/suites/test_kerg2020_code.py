@@ -59,7 +59,12 @@ def test_its_sweep_is_taken_by_the_front_door(tmp_path: Path, memory: str,
     from rlmem.train import LINE
 
     commands: list[list[str]] = []
-    monkeypatch.setattr(sweep, "run_child", lambda command: commands.append(command) or 0)
+
+    def run_child(command: list[str]) -> int:
+        commands.append(command)
+        return 0
+
+    monkeypatch.setattr(sweep, "run_child", run_child)
     kerg2020_code.train(tmp_path, memory, [0, 1], 4096, 1, [])
     [command] = commands
     assert command[1:4] == ["-m", "rlmem.train", "-m"]

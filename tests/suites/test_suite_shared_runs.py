@@ -199,8 +199,11 @@ def test_a_run_short_of_its_budget_is_not_evaluated(
     that ended, a sweep that failed) is said to be so and left alone, as an evaluation of it
     would be read as its result."""
     evaluated: list[list[str]] = []
-    monkeypatch.setattr(suite_runs, "run_recorded",
-                        lambda command: evaluated.append(command) or None)
+
+    def run_recorded(command: list[str]) -> None:
+        evaluated.append(command)
+
+    monkeypatch.setattr(suite_runs, "run_recorded", run_recorded)
     short, finished = tmp_path / "seed0", tmp_path / "seed1"
     fake_run(short, 2048)
     fake_run(finished, 4096)
