@@ -87,6 +87,8 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
     ("memory=relstn", "memory=relstn is not a choice of memory (did you mean relstm"),
     ("num_envs=many", "Value 'many' of type 'str' could not be converted to Integer"),
     ("agent.recurrence=48", "frames_per_env=16 must be a multiple of agent.recurrence=48"),
+    ("agent.batch_size=64", "agent.batch_size=64 is more than the rollout's 32 frames "
+                            "(num_envs=2 × agent.frames_per_env=16)"),
     ("agent=nope", "agent=nope is not a choice of agent (the choices are ppo, sb3)"),
 ])
 def test_bad_input_fails_before_any_work(override: str, message: str, tmp_path: Path) -> None:

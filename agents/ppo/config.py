@@ -202,8 +202,8 @@ class PPOConfig(PPOHyperparameters):
         return PRESETS[Preset[str(agent["preset"])]].num_envs
 
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
-        """The model must encode every observation field and have a head for the actions, and
-        the rollout must fit the run's device
+        """The model must encode every observation field and have a head for the actions, a
+        minibatch must fit in the rollout, and the rollout must fit the run's device
         (:func:`~rlmem.agents.ppo.rollout_footprint.check_rollout_fits`)."""
         # torch only when a run is checked
         from rlmem.agents.ppo.model import check_spaces
@@ -215,8 +215,15 @@ class PPOConfig(PPOHyperparameters):
                          config.discrete_encoding)
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
-        check_rollout_fits(env.observation_space, config.num_envs,
-                           int(decided_value(self, "frames_per_env")),
+        frames_per_env = int(decided_value(self, "frames_per_env"))
+        rollout, batch = config.num_envs * frames_per_env, int(decided_value(self, "batch_size"))
+        if batch > rollout:  # minibatches() would quietly take the whole rollout as one
+            raise ValueError(
+                f"agent.batch_size={batch} is more than the rollout's {rollout} frames "
+                f"(num_envs={config.num_envs} × agent.frames_per_env={frames_per_env}): every "
+                f"epoch would be one minibatch of {rollout} frames. Choose agent.batch_size "
+                f"≤ {rollout}, or more num_envs or a longer agent.frames_per_env.")
+        check_rollout_fits(env.observation_space, config.num_envs, frames_per_env,
                            resolve_device(str(config.device)))
 
 

@@ -26,7 +26,8 @@ class PPOHyperparameters(AgentConfig):
     epochs: int | None = None
     """Passes over each rollout. null: the trainer's (agent=sb3: 4; our PPO: its preset's)."""
     batch_size: int | None = None
-    """Frames per minibatch. null: the trainer's (agent=sb3: 256; our PPO: its preset's)."""
+    """Frames per minibatch. null: the trainer's (agent=sb3: 256; our PPO: its preset's). Our
+    PPO refuses more than its rollout's ``num_envs × frames_per_env`` frames."""
     lr: float = 1e-3
     """Adam learning rate."""
     adam_eps: float = 1e-8
