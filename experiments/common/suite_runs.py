@@ -41,7 +41,7 @@ from experiments.common.outcome import (
     failures_recorded_in,
     run_recorded,
 )
-from experiments.common.run_config import read_report
+from experiments.common.run_config import config_value, read_report
 from experiments.common.sweep import (
     evaluation_command,
     final_frames,
@@ -196,10 +196,11 @@ def train_step(start: Callable[[], None]) -> Ending:
 
 
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
-                  jobs: int, first_to_end: bool = False, *, budget: int,
-                  stop_return: float | None = None) -> list[tuple[list[str], Ending]]:
-    """Evaluate every run of ``runs`` finished against ``budget`` frames and ``stop_return``
-    (:class:`Standing`) on every env of ``envs`` that lacks an up-to-date JSON
+                  jobs: int, first_to_end: bool = False, *,
+                  budget: int) -> list[tuple[list[str], Ending]]:
+    """Evaluate every run of ``runs`` finished against ``budget`` frames and the
+    ``stop_return`` its ``config.yaml`` records (:class:`Standing`) on every env of ``envs``
+    that lacks an up-to-date JSON
     (:func:`~experiments.common.sweep.evaluation_command`; MemLSTM with the capacity of
     :func:`~experiments.common.sweep.full_attention`; the episodes counted ``first_to_end``
     if so), ``jobs`` at a time, and how each evaluation ended. The runs another process holds
@@ -210,7 +211,9 @@ def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
     for run in runs:
         if not (run / "checkpoint.pt").exists():
             continue
-        where = standing(run, budget, stop_return)
+        stop_return = config_value(run, "stop_return")
+        where = standing(run, budget,
+                         float(stop_return) if isinstance(stop_return, (int, float)) else None)
         if where.holder is not None:
             print(f"[suite] {run}: running now (PID {where.holder}); not evaluated", flush=True)
         elif not where.finished:

@@ -270,13 +270,12 @@ def batches(seeds: list[int], jobs: int) -> list[list[int]]:
 
 def evaluate(memory: str, seeds: list[int], jobs: int, root: Path, extra: list[str],
              failed: list[str]) -> Outcome:
-    """Evaluate the finished runs of ``memory`` at ``seeds`` (against its sweep's budget and
-    ``stop_return``, with the suite's ``extra`` overrides) that have no up-to-date result,
+    """Evaluate the finished runs of ``memory`` at ``seeds`` (against its sweep's budget, with
+    the suite's ``extra`` overrides) that have no up-to-date result,
     adding ``memory`` to ``failed`` when one fails; interrupted when one was."""
-    sweep = sweep_of(memory, extra)
     for command, ended in evaluate_step(run_dirs(root, ENV, [memory], seeds),
-                                        [ENV, TARGET], EPISODES, jobs, budget=sweep.frames,
-                                        stop_return=sweep.stop_return):
+                                        [ENV, TARGET], EPISODES, jobs,
+                                        budget=sweep_of(memory, extra).frames):
         outcome = reported(f"{memory}: {' '.join(command[3:5])}", ended)
         if outcome is Outcome.interrupted:
             return outcome

@@ -26,7 +26,9 @@ from experiments.memory import suite as memory_suite
 from experiments.supervised import suite as supervised_suite_module
 from experiments.transfer import suite as transfer_suite
 from rlmem.runs import load_checkpoint
+from rlmem.runs.checkpoint import Checkpoint, save_checkpoint
 from rlmem.runs.directory import claim_run_dir
+from rlmem.runs.episode_stats import STOP_EPISODES
 from rlmem.runs.lock import RunLock
 
 RELSTM = "kerg2020_table1_transfer_copy_relstm"
@@ -204,13 +206,18 @@ def test_a_run_short_of_its_budget_is_not_evaluated(
         evaluated.append(command)
 
     monkeypatch.setattr(suite_runs, "run_recorded", run_recorded)
-    short, finished = tmp_path / "seed0", tmp_path / "seed1"
+    short, finished, stopped = (tmp_path / f"seed{seed}" for seed in range(3))
     fake_run(short, 2048)
     fake_run(finished, 4096)
-    suite_runs.evaluate_step([short, finished], ["DoorKey-5x5"], 1, 1, budget=4096)
+    # Stopped by the stop_return its config records: finished short of the budget.
+    fake_run(stopped, 2048)
+    (stopped / "config.yaml").write_text("memory:\n  name: lstm\nseed: 2\nstop_return: 0.9\n")
+    save_checkpoint(stopped / "checkpoint.pt", Checkpoint(
+        config={}, extras={"recent_returns": [0.95] * STOP_EPISODES}))
+    suite_runs.evaluate_step([short, finished, stopped], ["DoorKey-5x5"], 1, 1, budget=4096)
     assert f"[suite] {short}: trained 2048 of 4096 frames; not evaluated" in \
         capsys.readouterr().out
-    assert [command[3] for command in evaluated] == [f"run={finished}"]
+    assert [command[3] for command in evaluated] == [f"run={finished}", f"run={stopped}"]
 
 
 # --- supervised suite ---------------------------------------------------------------------------
