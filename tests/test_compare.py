@@ -132,7 +132,7 @@ def test_rl_runs_of_both_agents_are_read(tmp_path: Path,
     output = capsys.readouterr().out
     cartpole, doorkey = output.split("env DoorKey-5x5")
     assert re.search(r"agent=sb3[^\n]*\s1\s+\S+ \[", cartpole)  # a return
-    assert re.search(r"agent=ppo[^\n]*\s0 \(\+1 with no measure yet\)", doorkey)  # none yet
+    assert re.search(r"agent=ppo[^\n]*\s0 of 1 measured so far", doorkey)  # none yet
     assert compare([str(tmp_path / "nothing*")]) == 2
     assert "matches no file or folder" in capsys.readouterr().err
 

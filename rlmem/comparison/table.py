@@ -35,7 +35,8 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
 def _row(group: Group, threshold: float | None, reps: int) -> list[str]:
     finals = group.finals
     missing = len(group.runs) - finals.size
-    seeds = f"{finals.size}" + (f" (+{missing} with no measure yet)" if missing else "")
+    # "0 (+1 ...)" read as seed 0: the count of runs measured is said as such.
+    seeds = f"{finals.size} of {len(group.runs)} measured so far" if missing else f"{finals.size}"
     if not finals.size:
         return [group.label, seeds, *([""] if threshold is not None else []), "-", "-"]
     cells = [group.label, seeds]
