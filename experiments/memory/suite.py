@@ -289,7 +289,7 @@ def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> l
     finished run without its checkpoint is not: :func:`~experiments.common.suite_runs.startable`),
     saying which it does not start."""
     sweep = sweep_of(memory, extra)
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
     left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
     return [seed for seed, run_dir in runs_of.items() if run_dir in left]
 
@@ -300,7 +300,7 @@ def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list
     return [PlannedRun(f"{memory} seed {seed}", run_dir, sweep.frames, sweep.stop_return,
                        train_command(root, ENV, sweep.memory, seed, sweep.frames,
                                      sweep.overrides, sweep.label))
-            for seed, run_dir in zip(seeds, run_dirs(root, ENV, [memory], seeds),
+            for seed, run_dir in zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds),
                                      strict=True)]
 
 
