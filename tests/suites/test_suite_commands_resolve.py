@@ -1,10 +1,10 @@
 """Every training command an RL suite plans is one ``python -m rlmem.train`` takes: through
 its front door (Hydra's folder keys, unknown keys), as one run and as a sweep's job (how the
 suites run it), and its config checks (every value, the decided agent against its env), as a
-run would before any work. A suite's command that the
-trainer refuses fails only when the suite reaches it, maybe hours into a sitting: the
-authors'-code recipe of issue 58 was refused so for a day (a ``hydra.sweep.subdir`` beside the
-suite's ``run_dir``). Each suite's ``--dry-run`` gives its commands; one seed each."""
+run would before any work. A suite's command that the trainer refuses fails only when the
+suite reaches it, maybe hours into a sitting: the authors'-code recipes of issue 58 were refused
+so for most of a day (a ``hydra.sweep.subdir`` beside the suite's ``run_dir``). Each suite's
+``--dry-run`` gives its commands; one seed each."""
 
 from __future__ import annotations
 
