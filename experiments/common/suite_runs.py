@@ -195,6 +195,13 @@ def train_step(start: Callable[[], None]) -> Ending:
         return ending(run(), Path(records))
 
 
+def batches(seeds: Sequence[int], jobs: int) -> list[list[int]]:
+    """``seeds`` (a label's seeds left to train) ``jobs`` at a time: a suite evaluates each
+    batch before the next trains, so a run that finished in a sitting is scored in it even when
+    the label's later seeds are not (a 5M-frame run takes most of an hour of one core)."""
+    return [list(seeds[start:start + jobs]) for start in range(0, len(seeds), jobs)]
+
+
 def evaluate_step(runs: Sequence[Path], envs: Sequence[str], episodes: int,
                   jobs: int, first_to_end: bool = False, *,
                   budget: int) -> list[tuple[list[str], Ending]]:

@@ -41,6 +41,7 @@ from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.common.suite_runs import (
     PlannedRun,
     add_run_arguments,
+    batches,
     evaluate_step,
     left_to_start,
     print_dry_run,
@@ -259,13 +260,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 1
     return 0
-
-
-def batches(seeds: list[int], jobs: int) -> list[list[int]]:
-    """``seeds`` (a label's seeds left to train) ``jobs`` at a time: each batch is evaluated
-    before the next trains, so a run that finished in a sitting is scored in it even when the
-    label's later seeds are not (a 5M-frame run takes about half an hour of one core)."""
-    return [seeds[start:start + jobs] for start in range(0, len(seeds), jobs)]
 
 
 def evaluate(memory: str, seeds: list[int], jobs: int, root: Path, extra: list[str],

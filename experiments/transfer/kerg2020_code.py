@@ -9,9 +9,11 @@ relstm with ``+recipe=kerg2020_code`` (the authors' code path: ``memory.reset_ru
 ``memory.readout`` ``authors_code``, ν = ρ = 5, the raw grid floats, the forget gate's bias 0)
 and lstm with ``+recipe=kerg2020_code_lstm`` (torch's ``nn.LSTMCell`` initialisation, the raw
 grid floats), each on :data:`SEEDS`, the seeds of the 5M-frame runs of ``runs_5M/``, for
-:data:`FRAMES` frames on DoorKey-5x5. One Hydra multirun of ``python -m rlmem.train`` per
-memory; then every run is evaluated on DoorKey-5x5 and DoorKey-16x16 twice, for ``--episodes``
-episodes with sampled actions: as we evaluate (a fixed share of the episodes per env,
+:data:`FRAMES` frames on DoorKey-5x5: a Hydra multirun of ``python -m rlmem.train`` for
+every ``--jobs`` seeds of a memory, each batch evaluated before the next trains (a run takes
+most of an hour of one core, so a sitting scores what it finished). Every run is evaluated on
+DoorKey-5x5 and DoorKey-16x16 twice, for ``--episodes`` episodes with sampled actions: as we
+evaluate (a fixed share of the episodes per env,
 ``python -m rlmem.evaluate``'s default) and as the authors do (rl-starter-files'
 ``scripts/evaluate.py``: the first episodes to end over 16 envs, ``first_to_end=true``).
 
@@ -69,21 +71,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     failed = False
     for memory in args.memories:
-        if not args.no_train:
+        left = [] if args.no_train else seeds_left(root, memory, args.seeds, args.frames)
+        for batch in suite_runs.batches(left, args.jobs):  # each scored before the next trains
             outcome = suite_runs.reported(f"{ENV} {memory}", suite_runs.train_step(partial(
-                train, root, memory, args.seeds, args.frames, args.jobs, args.overrides)))
+                train, root, memory, batch, args.frames, args.jobs, args.overrides)))
+            if outcome is Outcome.interrupted:
+                return INTERRUPTED
+            if outcome is Outcome.failed:  # its error is printed above; the rest of the memory
+                failed = True             # waits for the next sitting
+                break
+            outcome = evaluate(root, memory, batch, envs, args)
             if outcome is Outcome.interrupted:
                 return INTERRUPTED
             failed |= outcome is Outcome.failed
-        for first_to_end in (False, True):
-            runs = run_dirs(root, ENV, [memory], args.seeds)
-            for command, ended in suite_runs.evaluate_step(runs, envs, args.episodes,
-                                                           args.jobs, first_to_end,
-                                                           budget=args.frames):
-                outcome = suite_runs.reported(f"{memory}: {' '.join(command[3:])}", ended)
-                if outcome is Outcome.interrupted:
-                    return INTERRUPTED
-                failed |= outcome is Outcome.failed
+        # the runs trained in an earlier sitting (or by hand), not yet evaluated
+        outcome = evaluate(root, memory, args.seeds, envs, args)
+        if outcome is Outcome.interrupted:
+            return INTERRUPTED
+        failed |= outcome is Outcome.failed
     if failed:
         print("kerg2020_code: a run or an evaluation failed (see above); the rest are done",
               file=sys.stderr, flush=True)
@@ -91,15 +96,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
-          overrides: Sequence[str]) -> None:
-    """Train (or resume) ``memory`` with its recipe on every seed that is not finished without
-    its checkpoint (:func:`~experiments.common.suite_runs.left_to_start`): one sweep."""
+def seeds_left(root: Path, memory: str, seeds: Sequence[int], frames: int) -> list[int]:
+    """The seeds of ``memory`` whose runs the suite still starts: all but those finished
+    without their checkpoint (:func:`~experiments.common.suite_runs.left_to_start`, which says
+    which it does not start)."""
     runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
     left = suite_runs.left_to_start(list(runs_of.values()), frames)
-    chosen = [seed for seed, run_dir in runs_of.items() if run_dir in left]
-    if chosen:
-        train_sweep(root, ENV, [memory], chosen, frames, jobs, [RECIPES[memory], *overrides])
+    return [seed for seed, run_dir in runs_of.items() if run_dir in left]
+
+
+def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
+          overrides: Sequence[str]) -> None:
+    """Train (or resume) ``memory`` with its recipe on ``seeds``: one sweep."""
+    train_sweep(root, ENV, [memory], seeds, frames, jobs, [RECIPES[memory], *overrides])
+
+
+def evaluate(root: Path, memory: str, seeds: Sequence[int], envs: Sequence[str],
+             args: argparse.Namespace) -> Outcome:
+    """Evaluate the finished runs of ``memory`` at ``seeds`` that lack an up-to-date result on
+    ``envs``, as we count episodes and as the authors do: interrupted when one evaluation was,
+    failed when one failed (the rest are still made), else done."""
+    failed = False
+    for first_to_end in (False, True):
+        runs = run_dirs(root, ENV, [memory], seeds)
+        for command, ended in suite_runs.evaluate_step(runs, envs, args.episodes, args.jobs,
+                                                       first_to_end, budget=args.frames):
+            outcome = suite_runs.reported(f"{memory}: {' '.join(command[3:])}", ended)
+            if outcome is Outcome.interrupted:
+                return outcome
+            failed |= outcome is Outcome.failed
+    return Outcome.failed if failed else Outcome.done
 
 
 if __name__ == "__main__":

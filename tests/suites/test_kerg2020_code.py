@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,29 @@ def test_its_sweep_is_taken_by_the_front_door(tmp_path: Path, memory: str,
     assert f"run_dir={tmp_path}/${{env}}/${{memory.name}}/seed${{seed}}" in taken
     assert kerg2020_code.RECIPES[memory] in taken
     assert not any(argument.startswith("hydra.sweep.subdir=") for argument in taken)
+
+
+def test_each_batch_of_seeds_is_evaluated_before_the_next_trains(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sitting that ends during a memory's later seeds has scored the seeds it finished
+    (a 5M-frame run is most of an hour): ``--jobs`` seeds train, then are evaluated both ways,
+    then the next ``--jobs``; every seed is offered to evaluation last."""
+    from experiments.common import suite_runs
+
+    steps: list[tuple[str, list[str]]] = []
+
+    def evaluate(run_dirs: list[Path], envs: list[str], episodes: int, jobs: int,
+                 first_to_end: bool, **limits: Any) -> list[Any]:
+        steps.append(("evaluate" + " first" * first_to_end, [run.name for run in run_dirs]))
+        return []
+
+    monkeypatch.setattr(suite_runs, "evaluate_step", evaluate)
+    monkeypatch.setattr(kerg2020_code, "train_sweep", lambda *args, **kwargs: steps.append(
+        ("train", [f"seed{seed}" for seed in args[3]])))
+    assert kerg2020_code.main(["--memories", "lstm", "--seeds", "0", "1", "2", "--jobs", "2",
+                               "--runs", str(tmp_path)]) == 0
+    both = [("evaluate", ["seed0", "seed1"]), ("evaluate first", ["seed0", "seed1"])]
+    assert steps == [("train", ["seed0", "seed1"]), *both,
+                     ("train", ["seed2"]), ("evaluate", ["seed2"]), ("evaluate first", ["seed2"]),
+                     ("evaluate", ["seed0", "seed1", "seed2"]),
+                     ("evaluate first", ["seed0", "seed1", "seed2"])]
