@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +133,14 @@ def left_to_start(runs: Sequence[Path], budget: int,
             print(f"[suite] {run_dir}: {standing(run_dir, budget, stop_return).describe()}; "
                   "not started", flush=True)
     return left
+
+
+def seeds_to_start(runs_of: Mapping[int, Path], budget: int,
+                   stop_return: float | None = None) -> list[int]:
+    """The seeds of ``runs_of`` (seed: its run's folder) whose runs a suite starts
+    (:func:`left_to_start`, which says of the others why not)."""
+    left = left_to_start(list(runs_of.values()), budget, stop_return)
+    return [seed for seed, run_dir in runs_of.items() if run_dir in left]
 
 
 def train_command(root: Path, env: str, memory: str, seed: int, frames: int,

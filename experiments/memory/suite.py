@@ -43,9 +43,9 @@ from experiments.common.suite_runs import (
     add_run_arguments,
     batches,
     evaluate_step,
-    left_to_start,
     print_dry_run,
     reported,
+    seeds_to_start,
     train_command,
     train_step,
 )
@@ -284,8 +284,7 @@ def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> l
     saying which it does not start."""
     sweep = sweep_of(memory, extra)
     runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
-    left = left_to_start(list(runs_of.values()), sweep.frames, sweep.stop_return)
-    return [seed for seed, run_dir in runs_of.items() if run_dir in left]
+    return seeds_to_start(runs_of, sweep.frames, sweep.stop_return)
 
 
 def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:

@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     failed = False
     for memory in args.memories:
-        left = [] if args.no_train else seeds_left(root, memory, args.seeds, args.frames)
+        runs_of = dict(zip(args.seeds, run_dirs(root, ENV, [memory], args.seeds), strict=True))
+        left = [] if args.no_train else suite_runs.seeds_to_start(runs_of, args.frames)
         for batch in suite_runs.batches(left, args.jobs):  # each scored before the next trains
             outcome = suite_runs.reported(f"{ENV} {memory}", suite_runs.train_step(partial(
                 train, root, memory, batch, args.frames, args.jobs, args.overrides)))
@@ -96,15 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def seeds_left(root: Path, memory: str, seeds: Sequence[int], frames: int) -> list[int]:
-    """The seeds of ``memory`` whose runs the suite still starts: all but those finished
-    without their checkpoint (:func:`~experiments.common.suite_runs.left_to_start`, which says
-    which it does not start)."""
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
-    left = suite_runs.left_to_start(list(runs_of.values()), frames)
-    return [seed for seed, run_dir in runs_of.items() if run_dir in left]
-
-
 def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
           overrides: Sequence[str]) -> None:
     """Train (or resume) ``memory`` with its recipe on ``seeds``: one sweep."""
@@ -117,8 +109,8 @@ def evaluate(root: Path, memory: str, seeds: Sequence[int], envs: Sequence[str],
     ``envs``, as we count episodes and as the authors do: interrupted when one evaluation was,
     failed when one failed (the rest are still made), else done."""
     failed = False
+    runs = run_dirs(root, ENV, [memory], seeds)
     for first_to_end in (False, True):
-        runs = run_dirs(root, ENV, [memory], seeds)
         for command, ended in suite_runs.evaluate_step(runs, envs, args.episodes, args.jobs,
                                                        first_to_end, budget=args.frames):
             outcome = suite_runs.reported(f"{memory}: {' '.join(command[3:])}", ended)

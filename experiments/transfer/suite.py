@@ -39,9 +39,9 @@ from experiments.common.suite_runs import (
     PlannedRun,
     add_run_arguments,
     evaluate_step,
-    left_to_start,
     print_dry_run,
     reported,
+    seeds_to_start,
     train_command,
     train_step,
 )
@@ -139,8 +139,7 @@ def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], f
     sweeps: dict[tuple[int, ...], list[str]] = {}
     for memory in memories:
         runs_of = dict(zip(seeds, run_dirs(root, env, [memory], seeds), strict=True))
-        left = left_to_start(list(runs_of.values()), frames)
-        chosen = tuple(seed for seed, run_dir in runs_of.items() if run_dir in left)
+        chosen = tuple(seeds_to_start(runs_of, frames))
         if chosen:
             sweeps.setdefault(chosen, []).append(memory)
     failure: subprocess.CalledProcessError | None = None
