@@ -143,6 +143,38 @@ def seeds_to_start(runs_of: Mapping[int, Path], budget: int,
     return [seed for seed, run_dir in runs_of.items() if run_dir in left]
 
 
+AGAIN = ("resume=false", "force=true")
+"""The overrides that start a run again from zero in its own folder: ``resume=false`` moves the
+earlier run's files into its ``previous/`` (nothing is deleted). ``force=true`` because a run as
+committed to this repository keeps only ``config.yaml``, ``progress.csv`` and ``eval/``, without
+the marker that tells rlmem the folder is its own; the suite has read that ``config.yaml`` as
+one of its own runs, at the path it gives that run."""
+
+
+def cannot_resume(run_dir: Path, budget: int, stop_return: float | None = None) -> bool:
+    """Whether ``run_dir`` holds a run trained part-way whose checkpoint is gone, and no live
+    process runs it: a run committed to the repository before it finished keeps only its
+    ``config.yaml`` and ``progress.csv``. It cannot resume, and ``rlmem.train`` refuses its
+    folder as one it did not make, so a suite starts it again from zero (:data:`AGAIN`), its
+    partial files kept in ``previous/``."""
+    if (run_dir / "checkpoint.pt").exists() or not (run_dir / "config.yaml").is_file():
+        return False
+    where = standing(run_dir, budget, stop_return)
+    return not where.finished and where.holder is None
+
+
+def sweep_groups(runs_of: Mapping[int, Path], budget: int, stop_return: float | None = None
+                 ) -> list[tuple[list[int], tuple[str, ...]]]:
+    """The seeds of ``runs_of`` a suite starts (:func:`seeds_to_start`) as the sweeps that
+    train them, each with the overrides it adds: the runs that start or resume, then those that
+    :func:`cannot_resume`, with :data:`AGAIN` (a sweep's overrides reach all its runs, and
+    ``resume=false`` would throw away a checkpoint). A group without seeds is left out."""
+    seeds = seeds_to_start(runs_of, budget, stop_return)
+    again = [seed for seed in seeds if cannot_resume(runs_of[seed], budget, stop_return)]
+    groups = [([seed for seed in seeds if seed not in again], ()), (again, AGAIN)]
+    return [(chosen, overrides) for chosen, overrides in groups if chosen]
+
+
 def train_command(root: Path, env: str, memory: str, seed: int, frames: int,
                   overrides: Sequence[str] = (), label: str | None = None) -> list[str]:
     """The single ``python -m rlmem.train`` command that is one job of a suite's sweep (see
@@ -174,9 +206,15 @@ def print_dry_run(planned: Sequence[PlannedRun], envs: Sequence[str], episodes: 
     evaluations on ``envs`` due now (a run trained further is evaluated after its training)."""
     for run in planned:
         where = standing(run.run_dir, run.budget, run.stop_return)
-        print(f"# {run.name}: {where.describe()}")
+        shown = run.command
+        if cannot_resume(run.run_dir, run.budget, run.stop_return):
+            print(f"# {run.name}: {where.describe()}, its checkpoint gone: starts again from "
+                  "zero, the partial run moved into previous/")
+            shown = [*shown, *AGAIN] if shown[-len(AGAIN):] != list(AGAIN) else shown
+        else:
+            print(f"# {run.name}: {where.describe()}")
         skip = not train or where.finished or where.holder is not None
-        print(("# " if skip else "") + " ".join(run.command))
+        print(("# " if skip else "") + " ".join(shown))
         if not (run.run_dir / "checkpoint.pt").exists():
             continue
         for env in envs:

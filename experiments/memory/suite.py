@@ -46,6 +46,7 @@ from experiments.common.suite_runs import (
     print_dry_run,
     reported,
     seeds_to_start,
+    sweep_groups,
     train_command,
     train_step,
 )
@@ -301,21 +302,19 @@ def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
           runs: Path | None = None) -> None:
     """Train (or resume) the runs of one label: a cell, the reference or an ablation, in
     ``runs`` (default :data:`RUNS`); a finished run without its checkpoint is left as it is
-    (:func:`~experiments.common.suite_runs.startable`)."""
+    (:func:`~experiments.common.suite_runs.startable`), one trained part-way without it starts
+    again from zero in a sweep of its own (:func:`~experiments.common.suite_runs.sweep_groups`)."""
     root = RUNS if runs is None else runs
     sweep = sweep_of(memory, extra)
     # asked again, not taken from main's list: a batch starts up to hours after that list was
     # made, and another sitting may have finished one of its seeds since
-    seeds = seeds_left(memory, seeds, extra, root)
-    if not seeds:
-        return
     if memory in ABLATIONS and ABLATIONS[memory].continues is not None:
-        continue_from(str(ABLATIONS[memory].continues), memory, seeds, root)
-    if sweep.label is None:
-        train_sweep(root, ENV, [sweep.memory], seeds, sweep.frames, jobs, sweep.overrides)
-    else:
-        train_sweep(root, ENV, [sweep.memory], seeds, sweep.frames, jobs, sweep.overrides,
-                    label=sweep.label)
+        continue_from(str(ABLATIONS[memory].continues), memory,
+                      seeds_left(memory, seeds, extra, root), root)
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
+    for chosen, again in sweep_groups(runs_of, sweep.frames, sweep.stop_return):
+        train_sweep(root, ENV, [sweep.memory], chosen, sweep.frames, jobs,
+                    [*sweep.overrides, *again], label=sweep.label or "${memory.name}")
 
 
 def continue_from(source: str, label: str, seeds: list[int], runs: Path | None = None) -> None:

@@ -24,10 +24,12 @@ status 1 when a run failed, 130 after Ctrl-C.
 
 A run of ours that recorded other values than its preset decides today (:func:`superseded`: the
 preset changed since) measured an earlier default. Unless Hydra overrides are given, the suite
-runs it again (:data:`AGAIN`), which moves the earlier run into the run's ``previous/``
-(nothing is deleted), once: whether it still is superseded is checked again just before it
-starts, as another process of the suite may have run it since. ``aggregate`` counts only runs
-made with today's values.
+runs it again (:data:`~experiments.common.suite_runs.AGAIN`), which moves the earlier run into
+the run's ``previous/`` (nothing is deleted), once: whether it still is superseded is checked
+again just before it starts, as another process of the suite may have run it since.
+``aggregate`` counts only runs made with today's values. A run trained part-way whose
+checkpoint is gone (committed before it finished) cannot resume, and is started again likewise
+(:func:`~experiments.common.suite_runs.cannot_resume`).
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.common.outcome import Outcome, run_recorded
 from experiments.common.signal_relay import exit_passing_signals_on, stopping
 from experiments.common.suite_runs import (
+    AGAIN,
     PlannedRun,
     add_run_arguments,
+    cannot_resume,
     print_dry_run,
     reported,
     standing,
@@ -139,14 +143,6 @@ def made_earlier(run: Path) -> bool:
     return isinstance(config, DictConfig) and superseded(config)
 
 
-AGAIN = ("resume=false", "force=true")
-"""The overrides that run a :func:`superseded` run again: ``resume=false`` moves the earlier
-run's files into its ``previous/``. ``force=true`` because a run as committed to this repository
-keeps only ``config.yaml`` and ``progress.csv``, without the marker that tells rlmem the folder
-is its own; here the suite has read that ``config.yaml`` as one of its own runs, at the path it
-gives that run."""
-
-
 def runs_again(run: PlannedRun) -> bool:
     """Whether the suite runs ``run`` again (:data:`AGAIN`)."""
     return run.command[-len(AGAIN):] == list(AGAIN)
@@ -166,27 +162,33 @@ def command(root: Path, env: str, agent: str, seed: int, frames: int,
             *TRAINER, *ENV_OVERRIDES.get(env, ()), *extra]
 
 
+def starts_again(run: Path, frames: int, extra: Sequence[str]) -> bool:
+    """Whether the suite starts the run in ``run`` again from zero (:data:`AGAIN`): it is
+    :func:`superseded` and no ``extra`` overrides are given (with them, a run's values are the
+    overrides', not the preset's), or it :func:`cannot_resume`."""
+    return (not extra and made_earlier(run)) or cannot_resume(run, frames)
+
+
 def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Sequence[int],
             frames: int, extra: Sequence[str] = ()) -> list[PlannedRun]:
-    """Every run, seed by seed, then env by env, then agent by agent; a :func:`superseded`
-    run again (:data:`AGAIN`) where no ``extra`` overrides are given (with them, a run's
-    values are the overrides', not the preset's)."""
-    def again(where: Path) -> tuple[str, ...]:
-        return AGAIN if not extra and made_earlier(where) else ()
-
+    """Every run, seed by seed, then env by env, then agent by agent; with :data:`AGAIN`
+    where the suite :func:`starts_again` it."""
     return [PlannedRun(f"{env} {agent} seed {seed}", where, frames, None,
-                       [*command(root, env, agent, seed, frames, extra), *again(where)])
+                       [*command(root, env, agent, seed, frames, extra),
+                        *(AGAIN if starts_again(where, frames, extra) else ())])
             for seed in seeds for env in envs for agent in agents
             for where in [run_dir(root, env, agent, seed)]]
 
 
-def train_all(runs: Sequence[PlannedRun], jobs: int) -> dict[str, Outcome]:
-    """Train the runs left, ``jobs`` at a time, and how each ended (``done`` for a run that was
-    finished already); after Ctrl-C (the suite's, or one run's) no further run starts."""
+def train_all(runs: Sequence[PlannedRun], jobs: int,
+              extra: Sequence[str] = ()) -> dict[str, Outcome]:
+    """Train the runs left (planned with the Hydra overrides ``extra``), ``jobs`` at a time,
+    and how each ended (``done`` for a run that was finished already); after Ctrl-C (the
+    suite's, or one run's) no further run starts."""
     stop = threading.Event()
 
     def train_one(run: PlannedRun) -> Outcome:
-        if runs_again(run) and not made_earlier(run.run_dir):
+        if runs_again(run) and not starts_again(run.run_dir, run.budget, extra):
             # Another process of the suite ran it again since this one planned: not a third time.
             run = dataclasses.replace(run, command=run.command[:-len(AGAIN)])
         where = standing(run.run_dir, run.budget)
@@ -226,10 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_dry_run([run for run in runs if not runs_again(run)], [], 0)
         for run in runs:
             if runs_again(run):
-                print(f"# {run.name}: made with an earlier preset; runs again, the earlier run "
-                      f"moved into previous/\n{' '.join(run.command)}")
+                why = ("made with an earlier preset" if not args.overrides and
+                       made_earlier(run.run_dir) else
+                       f"{standing(run.run_dir, run.budget).describe()}, its checkpoint gone")
+                print(f"# {run.name}: {why}; runs again, the earlier run moved into previous/\n"
+                      f"{' '.join(run.command)}")
         return 0
-    outcomes = train_all(runs, args.jobs)
+    outcomes = train_all(runs, args.jobs, args.overrides)
     if Outcome.interrupted in outcomes.values():
         return INTERRUPTED
     failed = [name for name, outcome in outcomes.items() if outcome is Outcome.failed]

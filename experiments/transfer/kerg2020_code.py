@@ -99,8 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
           overrides: Sequence[str]) -> None:
-    """Train (or resume) ``memory`` with its recipe on ``seeds``: one sweep."""
-    train_sweep(root, ENV, [memory], seeds, frames, jobs, [RECIPES[memory], *overrides])
+    """Train (or resume) ``memory`` with its recipe on ``seeds``: one sweep, and one more for
+    the runs that start again from zero (:func:`~experiments.common.suite_runs.sweep_groups`)."""
+    runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
+    for chosen, again in suite_runs.sweep_groups(runs_of, frames):
+        train_sweep(root, ENV, [memory], chosen, frames, jobs,
+                    [RECIPES[memory], *overrides, *again])
 
 
 def evaluate(root: Path, memory: str, seeds: Sequence[int], envs: Sequence[str],

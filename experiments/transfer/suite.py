@@ -41,7 +41,7 @@ from experiments.common.suite_runs import (
     evaluate_step,
     print_dry_run,
     reported,
-    seeds_to_start,
+    sweep_groups,
     train_command,
     train_step,
 )
@@ -134,18 +134,18 @@ def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], f
           jobs: int, overrides: Sequence[str]) -> None:
     """Train (or resume) every memory × seed on ``env``: one sweep, or one per set of seeds
     left when some runs are finished without their checkpoint, which are left as they are
-    (:func:`~experiments.common.suite_runs.startable`). Every sweep runs; the first that failed
-    is raised at the end."""
-    sweeps: dict[tuple[int, ...], list[str]] = {}
+    (:func:`~experiments.common.suite_runs.startable`), and one per set that starts again from
+    zero, trained part-way without it (:func:`~experiments.common.suite_runs.sweep_groups`).
+    Every sweep runs; the first that failed is raised at the end."""
+    sweeps: dict[tuple[tuple[int, ...], tuple[str, ...]], list[str]] = {}
     for memory in memories:
         runs_of = dict(zip(seeds, run_dirs(root, env, [memory], seeds), strict=True))
-        chosen = tuple(seeds_to_start(runs_of, frames))
-        if chosen:
-            sweeps.setdefault(chosen, []).append(memory)
+        for chosen, again in sweep_groups(runs_of, frames):
+            sweeps.setdefault((tuple(chosen), again), []).append(memory)
     failure: subprocess.CalledProcessError | None = None
-    for chosen, group in sweeps.items():
+    for (sweep_seeds, again), group in sweeps.items():
         try:
-            train_sweep(root, env, group, list(chosen), frames, jobs, overrides)
+            train_sweep(root, env, group, list(sweep_seeds), frames, jobs, [*overrides, *again])
         except subprocess.CalledProcessError as error:
             failure = failure or error
     if failure is not None:

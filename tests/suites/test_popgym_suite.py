@@ -189,6 +189,23 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
     assert f"| {env} | gru | 0 | — | not run (1 with an earlier preset) | — |" in text
 
 
+def test_a_run_committed_part_way_without_its_checkpoint_runs_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run committed before it finished (config and progress, no checkpoint: the repository
+    keeps none) cannot resume, and ``rlmem.train`` would refuse its folder: the suite starts it
+    again, with Hydra overrides or without, and the dry run says why."""
+    env = "RepeatPreviousEasy"
+    fake_run(suite.run_dir(tmp_path, env, "gtrxl", 0), [(100, 0.1)], budget=2048, update=1024)
+    for extra in ([], ["agent.lr=1e-4"]):
+        plan = suite.planned(tmp_path, [env], ["gtrxl"], [0, 1], 2048, extra)
+        assert [run.name for run in plan if suite.runs_again(run)] == [f"{env} gtrxl seed 0"]
+    assert suite.main(["--dry-run", "--runs", str(tmp_path), "--envs", env, "--agents",
+                       "gtrxl", "--seeds", "0", "--frames", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert (f"# {env} gtrxl seed 0: trained 1024 of 2048 frames, its checkpoint gone; runs "
+            "again, the earlier run moved into previous/\npython -m rlmem.train") in out
+    assert out.rstrip().endswith("resume=false force=true")
+
 def test_the_sb3_reference_flattens_tuple_and_multidiscrete_observations() -> None:
     autoencode = make_env(suite.env_argument("AutoencodeEasy")).observation_space
     assert isinstance(autoencode, gym.spaces.Box) and autoencode.shape == (6,)  # 2 + 4 one-hot

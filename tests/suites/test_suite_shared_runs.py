@@ -220,6 +220,50 @@ def test_a_run_short_of_its_budget_is_not_evaluated(
     assert [command[3] for command in evaluated] == [f"run={finished}", f"run={stopped}"]
 
 
+
+def committed_part_way(run_dir: Path, frames: int) -> None:
+    """A run as a commit made before it finished keeps it: ``config.yaml`` and
+    ``progress.csv``, no checkpoint, no marker (a real run's files, its checkpoint deleted)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("memory:\n  name: lstm\nseed: 0\n")
+    (run_dir / "progress.csv").write_text(f"frames,updates\n{frames},1\n")
+
+
+def test_a_run_trained_part_way_without_its_checkpoint_is_swept_apart_to_start_again(
+        tmp_path: Path) -> None:
+    """Only a run that cannot resume gets ``resume=false force=true``: a sweep's overrides
+    reach all its runs, and on a run with a checkpoint ``resume=false`` would start it over."""
+    fresh, resumes, gone, held_now, finished = (tmp_path / f"seed{seed}" for seed in range(5))
+    fake_run(resumes, 2048)
+    committed_part_way(gone, 2048)
+    committed_part_way(held_now, 2048)
+    committed_part_way(finished, 4096)
+    runs_of = dict(enumerate([fresh, resumes, gone, held_now, finished]))
+    with RunLock(held_now):  # another process runs it now: it is skipped, not started over
+        assert [suite_runs.cannot_resume(run, 4096) for run in runs_of.values()] == [
+            False, False, True, False, False]
+        assert suite_runs.sweep_groups(runs_of, 4096) == [
+            ([0, 1, 3], ()), ([2], suite_runs.AGAIN)]
+
+
+def test_a_suite_starts_a_run_committed_part_way_again_keeping_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run committed before it finished cannot resume, and ``rlmem.train`` refuses its folder
+    as one it did not make; the suite (here the transfer suite's training step, real and tiny)
+    starts it again from zero beside a fresh run, the partial files moved into
+    ``previous/``."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    gone, fresh = transfer_suite.run_dirs(tmp_path, "DoorKey-5x5", ["lstm"], [0, 1])
+    committed_part_way(gone, 32)
+    partial = (gone / "progress.csv").read_text()
+    transfer_suite.train(tmp_path, "DoorKey-5x5", ["lstm"], [0, 1], 64, 1,
+                         [*TINY_SWEEP, "hydra/launcher=basic"])
+    for run in (gone, fresh):
+        assert load_checkpoint(run / "checkpoint.pt").count("frames") == 64
+    [previous] = (gone / "previous").iterdir()
+    assert (previous / "progress.csv").read_text() == partial
+    assert not (fresh / "previous").exists()
+
 # --- supervised suite ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def supervised() -> ModuleType:
