@@ -65,10 +65,13 @@ def rounding_notice(frames: int, frames_per_update: int, update: str) -> str | N
             f"{trained} frames ({updates} updates).")
 
 
-def env_seed(seed: int, updates: int) -> int:
+def env_seed(seed: int, updates: int, replica: int = 0) -> int:
     """The seed of the envs' first reset when (re)starting after ``updates`` updates; distinct
-    runs' seeds do not overlap across their envs as ``seed + env index`` would."""
-    return int(np.random.SeedSequence([seed, updates]).generate_state(1)[0])
+    runs' seeds do not overlap across their envs as ``seed + env index`` would. A replica of a
+    data-parallel run other than the first (``agent.processes``) seeds its envs, and its
+    torch generator, apart."""
+    entropy = [seed, updates] if replica == 0 else [seed, updates, replica]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def env_options(config: RunConfig[Any]) -> EnvOptions:

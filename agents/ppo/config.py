@@ -137,6 +137,20 @@ class PPOConfig(PPOHyperparameters):
     reference), on otherwise. A resumed run keeps its recorded value (off for runs from before
     this key, whose arithmetic it continues)."""
 
+    processes: int = 1
+    """Processes that train the run together, each a replica of the learner with
+    ``num_envs / processes`` of the envs and ``batch_size / processes`` frames of every
+    minibatch, their gradients averaged before each step (:mod:`rlmem.agents.ppo.replicas`): the
+    same minibatches' gradient, rounded otherwise, with the envs' and the minibatches' draws
+    made apart in each process, so a run of 2 is not the run of 1 step for step. The second
+    core then acts and computes gradients too, where ``update_threads`` split only each
+    minibatch's gradient: on this project's 2-core machine, two processes at the fast preset
+    ran 1.4x the frames/s of one (``docs/performance.md#processes``). It needs the tensor
+    envs (``env_backend=tensor``) on the CPU, and ``num_envs`` and ``batch_size`` divisible by
+    it (and ``batch_size / processes`` by ``recurrence``). Give it at most the machine's free
+    cores: the replicas wait for each other at every minibatch, so one slowed by another
+    program slows them all."""
+
     supports_stop_return: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -149,6 +163,8 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.recurrence must be positive, got {self.recurrence}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"agent.reward_scale must be positive, got {self.reward_scale}")
+        if self.processes < 1:
+            raise ValueError(f"agent.processes must be at least 1, got {self.processes}")
         if self.update_threads is not None and self.update_threads < 1:
             raise ValueError(f"agent.update_threads must be at least 1, got "
                              f"{self.update_threads}; null lets the run decide")
@@ -225,6 +241,34 @@ class PPOConfig(PPOHyperparameters):
                 f"≤ {rollout}, or more num_envs or a longer agent.frames_per_env.")
         check_rollout_fits(env.observation_space, config.num_envs, frames_per_env,
                            resolve_device(str(config.device)))
+        if self.processes > 1:
+            self._check_processes(config, batch)
+
+    def _check_processes(self, config: RunConfig[Any], batch: int) -> None:
+        """A data-parallel run's envs and minibatches must split evenly between its processes,
+        on the CPU's tensor envs (see :attr:`processes`)."""
+        from rlmem.envs.backend import TENSOR
+        from rlmem.runs.device import resolve_device
+
+        processes = f"agent.processes={self.processes}"
+        if config.env_backend != TENSOR:
+            raise ValueError(f"{processes} needs the tensor envs: each process steps its share "
+                             f"of them as one batch; env_backend={config.env_backend} steps "
+                             f"{config.env}'s envs one by one. Use env_backend=tensor, or "
+                             "agent.processes=1.")
+        if resolve_device(str(config.device)).type != "cpu":
+            raise ValueError(f"{processes} runs on the CPU, a core each; device={config.device} "
+                             "is a GPU, whose one stream the processes would share. Use "
+                             "device=cpu, or agent.processes=1.")
+        recurrence = self.chunk_length
+        for key, value, multiple in (("num_envs", config.num_envs, self.processes),
+                                     ("agent.batch_size", batch, self.processes * recurrence)):
+            if value % multiple:
+                raise ValueError(
+                    f"{key}={value} does not split between {processes}"
+                    + (f" in whole chunks of agent.recurrence={recurrence} frames"
+                       if key == "agent.batch_size" else "")
+                    + f": choose a multiple of {multiple}, or another agent.processes.")
 
 
 MAX_UPDATE_THREADS = 2

@@ -83,11 +83,14 @@ class GradientInParts:
             parameter for parameter in model.parameters() if parameter.requires_grad]
         self._pool: ThreadPoolExecutor | None = None
 
-    def __call__(self, batch: ChunkBatch) -> tuple[Tensor, dict[str, Tensor | float]]:
+    def __call__(self, batch: ChunkBatch, advantages: Tensor | None = None
+                 ) -> tuple[Tensor, dict[str, Tensor | float]]:
         """The minibatch's loss and statistics; sets each trainable parameter's ``grad`` to the
         loss's gradient where the loss is finite (leaves the gradients as they were where it is
-        not, so the caller can stop before applying it)."""
-        advantages = loss_advantages(batch, self.config)
+        not, so the caller can stop before applying it). ``advantages``: as
+        :func:`~rlmem.agents.ppo.loss.ppo_loss` takes them; default: ``batch``'s own."""
+        if advantages is None:
+            advantages = loss_advantages(batch, self.config)
         chunks = torch.arange(batch.num_chunks, device=batch.resets.device)
         parts = [(batch.select(index), advantages[:, index], len(index) / batch.num_chunks)
                  for index in torch.tensor_split(chunks, min(self.parts, batch.num_chunks))]

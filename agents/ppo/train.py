@@ -7,11 +7,19 @@ The run directory receives ``config.yaml`` (resolved, derived values decided),
 that ended during the update, ``return_recent`` over the last 100 episodes) and
 ``checkpoint.pt`` (after every update, atomically, so a killed run loses at most one update and
 a non-finite loss leaves the last good one in place).
+
+With ``agent.processes`` above 1 this process leads a data-parallel run
+(:mod:`~rlmem.agents.ppo.replicas`): it starts the other replicas once the run is restored
+(:class:`~rlmem.agents.ppo.replica_processes.ReplicaProcesses`, each running
+:func:`replica_main`), and alone logs, saves and decides when to stop. Every replica runs the
+same update (:func:`_one_update`) on its own share of the envs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +34,8 @@ from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.replica_processes import ReplicaProcesses, new_exchange
+from rlmem.agents.ppo.replicas import LEADER, Exchange, ReplicaError, Replicas
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.agents.run import env_options, env_seed, rounding_notice
@@ -34,6 +44,7 @@ from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
 from rlmem.envs.backend import TENSOR
 from rlmem.envs.vectorization import ASYNC_GROUPS
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
+from rlmem.runs.arithmetic import subnormal_floats
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.episode_stats import STOP_EPISODES, EpisodeLog
 from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
@@ -58,13 +69,13 @@ def train(config: Config, run: RunSession) -> None:
     if notice is not None:
         print(notice, flush=True)
     torch.manual_seed(config.seed)
-    envs = _envs(config, run.device)
+    envs = _envs(_share(config), run.device)
     try:
-        model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            config.memory, grid_encoding=config.grid_encoding,
-                            discrete_encoding=config.discrete_encoding,
-                            shared_memory=agent.shared_memory is not False).to(run.device)
-        ppo = PPO(model, agent)
+        model = _model(config, envs, run.device)
+        exchange = (new_exchange(agent.processes, Exchange.width_for(
+            model, _share(config).num_envs * frames_per_env)) if agent.processes > 1 else None)
+        replicas = None if exchange is None else Replicas(exchange, LEADER)
+        ppo = PPO(model, agent, replicas)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
         collector = _collector(config)(
             envs, model, run.device, seed=env_seed(config.seed, updates), name=config.env,
@@ -76,9 +87,79 @@ def train(config: Config, run: RunSession) -> None:
         "observation": describe_space(envs.single_observation_space),
         "action": describe_space(envs.single_action_space)})
     try:
-        _loop(config, run, model, ppo, collector, episodes, save, frames, updates)
+        if exchange is None:
+            _loop(config, run, model, ppo, collector, episodes, save, frames, updates)
+        else:
+            states = {"model": model.state_dict(), **ppo.state_dict()}
+            with ReplicaProcesses(exchange, replica_main, [
+                    (config, rank, exchange, states, frames, updates)
+                    for rank in range(LEADER + 1, agent.processes)]):
+                _loop(config, run, model, ppo, collector, episodes, save, frames, updates)
     finally:
         envs.close()
+
+
+def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str, Any],
+                 frames: int, updates: int) -> None:
+    """One replica of a data-parallel run but the leader, in a process of its own
+    (:class:`~rlmem.agents.ppo.replica_processes.ReplicaProcesses`): the leader's weights and
+    optimizer state, its own share of the envs and its own draws (:func:`env_seed` of its
+    rank), the same updates as the leader's until the leader says stop. A failure is said to
+    the others (:meth:`~rlmem.agents.ppo.replicas.Replicas.abandon`), not raised: the leader
+    reports it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the leader turns Ctrl-C into a stop
+    replicas = Replicas(exchange, rank)
+    device = torch.device("cpu")
+    try:
+        torch.set_num_threads(config.torch_threads)
+        with subnormal_floats(config.flush_denormal):
+            torch.manual_seed(env_seed(config.seed, updates, rank))
+            envs = _envs(_share(config), device)
+            model = _model(config, envs, device)
+            model.load_state_dict(states["model"])
+            ppo = PPO(model, config.agent, replicas)
+            ppo.load_state_dict(states)
+            collector = _collector(config)(envs, model, device,
+                                           seed=env_seed(config.seed, updates, rank),
+                                           name=config.env, frames=frames)
+            frames_per_update = config.num_envs * int(decided_value(config.agent,
+                                                                    "frames_per_env"))
+            while replicas.leader_says(False):
+                _one_update(config, model, ppo, collector, frames, replicas)
+                frames += frames_per_update
+    except ReplicaError:
+        return  # the run stopped elsewhere, and the leader says why
+    except BaseException as error:  # every failure is said to the leader, who reports it
+        replicas.abandon(f"replica {rank} failed: {type(error).__name__}: {error}")
+
+
+def _share(config: Config) -> Config:
+    """``config`` with this process's share of the envs (``num_envs / agent.processes``)."""
+    processes = config.agent.processes
+    return config if processes == 1 else dataclasses.replace(
+        config, num_envs=config.num_envs // processes)
+
+
+def _model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
+    """The run's actor-critic for ``envs``' spaces, on ``device``."""
+    return ActorCritic(envs.single_observation_space, envs.single_action_space,
+                       config.memory, grid_encoding=config.grid_encoding,
+                       discrete_encoding=config.discrete_encoding,
+                       shared_memory=config.agent.shared_memory is not False).to(device)
+
+
+def _one_update(config: Config, model: ActorCritic, ppo: PPO, collector: RolloutCollector,
+                frames: int, replicas: Replicas | None
+                ) -> tuple[dict[str, float], list[float], list[int]]:
+    """Collect a rollout and update on it, ``frames`` trained before it; return the update's
+    metrics and the episodes that ended in it (every replica's, in replica order)."""
+    rollout = collector.collect(int(decided_value(config.agent, "frames_per_env")),
+                                config.agent.chunk_length)
+    model.anneal(frames / config.frames)  # e.g. SA-RNN's slope schedule
+    metrics = ppo.update(rollout)
+    if replicas is None:
+        return metrics, rollout.episode_returns, rollout.episode_lengths
+    return metrics, *replicas.episodes(rollout.episode_returns, rollout.episode_lengths)
 
 
 def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
@@ -98,18 +179,17 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
                        resume_step=frames if run.checkpoint is not None else None)
     bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",
                disable=not config.progress_bar, dynamic_ncols=True)
+    replicas = ppo.replicas
     try:
-        while (frames < config.frames and not episodes.reached(config.stop_return)
-               and not run.stop_requested):
+        while _go_on(frames < config.frames and not episodes.reached(config.stop_return)
+                     and not run.stop_requested, replicas):
             clock = time.perf_counter()
-            rollout = collector.collect(frames_per_env, agent.chunk_length)
-            model.anneal(frames / config.frames)  # e.g. SA-RNN's slope schedule
-            metrics = ppo.update(rollout)
+            metrics, returns, lengths = _one_update(config, model, ppo, collector, frames,
+                                                    replicas)
             frames, updates = frames + frames_per_update, updates + 1
             row = {"frames": frames, "updates": updates,
                    "fps": frames_per_update / (time.perf_counter() - clock),
-                   **episodes.columns(rollout.episode_returns, rollout.episode_lengths),
-                   **metrics}
+                   **episodes.columns(returns, lengths), **metrics}
             # The row first: a run killed before the checkpoint resumes from the previous one,
             # and the logger drops the rows past it, so progress.csv never has a gap.
             logger.log(row)
@@ -120,12 +200,17 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
             print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "
                   f"episodes, {episodes.recent_mean(STOP_EPISODES):.3f}, reached stop_return="
                   f"{config.stop_return}.", flush=True)
-    except (NonFiniteLossError, EnvOutputError, EnvWorkerError) as error:
+    except (NonFiniteLossError, EnvOutputError, EnvWorkerError, ReplicaError) as error:
         raise type(error)(f"{error} Training stopped at {frames} frames. "
                           f"{on_disk(run.checkpoint_path)}") from error
     finally:
         bar.close()
         logger.close()
+
+
+def _go_on(decision: bool, replicas: Replicas | None) -> bool:
+    """The leader's ``decision`` to train another update, told to every replica."""
+    return decision if replicas is None else replicas.leader_says(decision)
 
 
 def _envs(config: Config, device: torch.device) -> Any:

@@ -13,7 +13,9 @@ rl-starter-files), on a rollout from :class:`~rlmem.agents.ppo.collector.Rollout
    one Adam step on :func:`~rlmem.agents.ppo.loss.ppo_loss`, after clipping the gradient norm.
    With ``update_threads`` above 1 (on the CPU), a minibatch's gradient is computed in parts,
    one thread each (:mod:`~rlmem.agents.ppo.gradient_parts`): the same gradient, rounded
-   otherwise.
+   otherwise. With ``processes`` above 1, each process's replica takes its share of every
+   minibatch from its own rollout and the replicas' gradients are averaged before the step
+   (:mod:`~rlmem.agents.ppo.replicas`): the same gradient again, rounded otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.gradient_parts import GradientInParts
 from rlmem.agents.ppo.loss import ppo_loss
 from rlmem.agents.ppo.model import ActorCritic
+from rlmem.agents.ppo.replicas import Replicas, parameters_of
 from rlmem.agents.ppo.rollout import ChunkBatch, Rollout
 from rlmem.runs import NonFiniteLossError
 
@@ -39,11 +42,16 @@ class PPO:
     Args:
         model: the actor-critic, already on its device.
         config: the hyperparameters (checked when the config was built).
+        replicas: this process's replica of a data-parallel run (``processes`` above 1), whose
+            minibatches are its share (``batch_size / P`` frames) and whose gradients are the
+            replicas' mean; None: the run's only process.
     """
 
-    def __init__(self, model: ActorCritic, config: PPOConfig) -> None:
+    def __init__(self, model: ActorCritic, config: PPOConfig,
+                 replicas: Replicas | None = None) -> None:
         self.model = model
         self.config = config
+        self.replicas = replicas
         # fused: one kernel per weight, the same update rounded otherwise (config.fused_adam).
         # foreach: one call per operation over every parameter instead of a Python loop over
         # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
@@ -76,6 +84,8 @@ class PPO:
         # read per minibatch, which on a GPU would wait for every step.
         sums: dict[str, Tensor] = {}
         batches, batch_size = 0, int(decided_value(cfg, "batch_size"))
+        if self.replicas is not None:
+            batch_size //= self.replicas.size  # this replica's share of each minibatch
         for _ in range(int(decided_value(cfg, "epochs"))):
             for batch in chunks.minibatches(batch_size):
                 for key, value in self.step(batch).items():
@@ -84,25 +94,42 @@ class PPO:
                 batches += 1
         totals = torch.stack(list(sums.values())).tolist() if sums else []
         metrics = {key: total / batches for key, total in zip(sums, totals, strict=True)}
-        metrics["ppo/explained_variance"] = explained_variance(chunks.returns, chunks.old_values)
+        if self.replicas is not None:
+            metrics = self.replicas.mean_metrics(metrics)
+        metrics["ppo/explained_variance"] = explained_variance(
+            chunks.returns, chunks.old_values, self.replicas)
         return metrics
 
     def step(self, batch: ChunkBatch) -> dict[str, Tensor | float]:
         """One optimizer step on the PPO loss of ``batch``; returns the loss's parts and the
         gradient norm before clipping."""
         self.optimizer.zero_grad(set_to_none=True)
+        advantages = None
+        if self.replicas is not None and self.config.normalize_advantage:
+            advantages = self.replicas.standardise(batch.advantages)  # over every replica's
         if self.in_parts is not None:
-            loss, stats = self.in_parts(batch)
+            loss, stats = self.in_parts(batch, advantages)
         else:
             out = self.model(batch.observations, batch.start_state, batch.resets)
-            loss, stats = ppo_loss(out, batch, self.config)
-        if not torch.isfinite(loss):
+            loss, stats = ppo_loss(out, batch, self.config, advantages=advantages)
+        finite = bool(torch.isfinite(loss))
+        if finite and self.in_parts is None:
+            loss.backward()
+        if not finite:
+            if self.replicas is not None:
+                self.replicas.average_gradients(parameters_of(self.model), loss)  # they stop too
             raise NonFiniteLossError(
                 f"the PPO loss is {loss.item()} (policy {_number(stats['loss/policy'])}, value "
                 f"{_number(stats['loss/value'])}, entropy {_number(stats['loss/entropy'])}, "
                 f"memory aux {_number(stats['loss/memory_aux'])}); stopping before applying it.")
-        if self.in_parts is None:
-            loss.backward()
+        if self.replicas is not None:
+            losses = self.replicas.average_gradients(parameters_of(self.model), loss)
+            if not bool(torch.isfinite(losses).all()):
+                others = (~torch.isfinite(losses)).nonzero().flatten().tolist()
+                raise NonFiniteLossError(
+                    f"the PPO loss of replica {', '.join(map(str, others))} is not finite "
+                    f"({', '.join(f'{value:g}' for value in losses.tolist())} in replica "
+                    "order); every replica stops before applying it.")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                    self.config.max_grad_norm, foreach=True)
         self.optimizer.step()
@@ -143,8 +170,15 @@ def _number(value: Tensor | float) -> float:
     return float(value.detach()) if isinstance(value, Tensor) else float(value)
 
 
-def explained_variance(returns: Tensor, values: Tensor) -> float:
+def explained_variance(returns: Tensor, values: Tensor,
+                       replicas: Replicas | None = None) -> float:
     """:math:`1 - \\operatorname{Var}(R - V) / \\operatorname{Var}(R)`: 1 when the values predict
-    the returns, 0 when they do no better than a constant; NaN when it is undefined."""
-    explained = 1 - (returns - values).var() / returns.var().clamp(min=1e-8)
+    the returns, 0 when they do no better than a constant; NaN when it is undefined. With
+    ``replicas``, over every replica's returns and values together."""
+    if replicas is None:
+        residual_var, returns_var = (returns - values).var(), returns.var()
+    else:
+        residual_var = replicas.mean_and_std(returns - values)[1].pow(2)
+        returns_var = replicas.mean_and_std(returns)[1].pow(2)
+    explained = 1 - residual_var / returns_var.clamp(min=1e-8)
     return float(explained) if math.isfinite(explained) else float("nan")
