@@ -3,6 +3,7 @@ now (``agent.preset=fast env_backend=tensor``) against a pinned reference commit
 defaults, per env and cell, over seeds, alternating.
 
     python benchmarks/time_to_solve.py --seeds 3 4 5 6 7              # issue 59's acceptance
+    python benchmarks/time_to_solve.py --processes 2 --runs /tmp/tts2 # the new side on 2 cores
     python benchmarks/time_to_solve.py --envs DoorKey-5x5 --memories lstm --seeds 3 \\
         --frames 8192 --threshold 0.0 --runs /tmp/tts                # a smoke test
 
@@ -61,11 +62,18 @@ def run_pair(args: argparse.Namespace, env: str, memory: str, seed: int, index: 
     solve_runs, _, _ = _modules()
     base = [f"env={env}", f"memory={memory}", f"seed={seed}", f"frames={args.frames}",
             f"stop_return={args.threshold}"]
-    plans = {"reference": (base, code["reference"]), "new": ([*base, *NEW], code["new"])}
+    plans = {"reference": (base, code["reference"]), "new": ([*base, *new_side(args)],
+                                                             code["new"])}
     order = SIDES if index % 2 == 0 else SIDES[::-1]
     return {side: solve_runs.train_to_threshold(
         plans[side][0], args.runs / side / env / memory / f"seed{seed}", plans[side][1])
         for side in order}
+
+
+def new_side(args: argparse.Namespace) -> list[str]:
+    """What the new side adds to the command line: :data:`NEW`, and ``agent.processes`` where
+    more than one is asked for (``--processes``)."""
+    return [*NEW, *([f"agent.processes={args.processes}"] if args.processes > 1 else [])]
 
 
 def _side_cells(solves: list[Any], report: Any) -> list[str]:
@@ -115,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threshold", type=float, default=0.9, help="stop_return")
     parser.add_argument("--reference", default="f7a96db", help="the reference commit")
     parser.add_argument("--new", default="HEAD", help="the commit of the new side")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="the new side's agent.processes (the reference runs in one)")
     parser.add_argument("--runs", type=Path, default=REPO / "benchmarks" / "time_to_solve_runs")
     parser.add_argument("--output", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)
@@ -131,8 +141,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                     for index, seed in enumerate(args.seeds)]
             print(f"{env} {memory}: {results[env, memory]}", flush=True)
     text = (f"Reference {args.reference} (its defaults) against {new} with "
-            f"{' '.join(NEW)}; stop_return={args.threshold}, cap {args.frames} frames, seeds "
-            f"{', '.join(map(str, args.seeds))}.\n\n" + table(results))
+            f"{' '.join(new_side(args))}; stop_return={args.threshold}, cap {args.frames} "
+            f"frames, seeds {', '.join(map(str, args.seeds))}.\n\n" + table(results))
     print(text)
     if args.output is not None:
         args.output.write_text(text)

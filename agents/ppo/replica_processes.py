@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from multiprocessing.context import SpawnProcess
 from typing import Any
 
-import torch
-
 from rlmem.agents.ppo.replicas import LEADER, Exchange
 
 JOIN_S = 30.0
@@ -38,8 +36,7 @@ def new_exchange(replicas: int, width: int) -> Exchange:
     """An :class:`~rlmem.agents.ppo.replicas.Exchange` for ``replicas`` processes: rows in
     shared memory, a barrier and a queue for the replicas' last words."""
     context = multiprocessing.get_context("spawn")
-    rows = torch.zeros(replicas, width, dtype=torch.float64).share_memory_()
-    return Exchange(rows, context.Barrier(replicas), context.Queue())
+    return Exchange.of(replicas, width, context.Barrier(replicas), context.Queue())
 
 
 class ReplicaProcesses:

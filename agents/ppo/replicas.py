@@ -19,9 +19,11 @@ the means over the replicas (equal to the whole minibatch's for the means over f
 explained variance is computed over every replica's rollout, and the episodes that ended are
 gathered, replica by replica, for ``progress.csv`` and ``stop_return``.
 
-The replicas exchange through one buffer in shared memory, a row per replica
-(:class:`Exchange`), and a barrier: a replica writes its row, waits for the others, reads every
-row and waits again before a row is written anew. torch.distributed's gloo backend, over the
+The replicas exchange through a buffer in shared memory, a row per replica (:class:`Exchange`),
+and a barrier: a replica writes its row, waits for the others and reads every row. Exchanges
+alternate between two such sets of rows, so a replica may write its next row while another
+still reads this one: the write after that, into the same set, comes after the next wait,
+which no replica passes before every one has read. torch.distributed's gloo backend, over the
 loopback, took 1.5-1.9 ms per all-reduce on this project's 2-core machine whatever its size
 (1,000 or 54,168 floats) against 0.23 ms this way (``benchmarks/replica_exchange.py``), where
 a minibatch step of the fast preset takes about 7 ms. The rows are float64, so every float32
@@ -81,18 +83,30 @@ class Words(Protocol):
 
 @dataclass(frozen=True)
 class Exchange:
-    """What the replicas of a run share: ``rows``, one per replica (``(P, width)`` float64, in
-    shared memory between processes), the ``barrier`` of the ``P`` replicas, and
-    ``last_words``, where a replica that fails says why before it breaks the barrier."""
+    """What the replicas of a run share: ``rows``, two sets of a row per replica
+    (``(2, P, width)`` float64, in shared memory between processes), the ``barrier`` of the
+    ``P`` replicas, and ``last_words``, where a replica that fails says why before it breaks
+    the barrier."""
 
     rows: Tensor
     barrier: Barrier
     last_words: Words
 
+    @classmethod
+    def of(cls, size: int, width: int, barrier: Barrier, last_words: Words) -> Exchange:
+        """The exchange of ``size`` replicas, with rows of ``width`` in shared memory."""
+        rows = torch.zeros(2, size, width, dtype=torch.float64).share_memory_()
+        return cls(rows, barrier, last_words)
+
     @property
     def size(self) -> int:
         """``P``."""
-        return self.rows.shape[0]
+        return self.rows.shape[1]
+
+    @property
+    def width(self) -> int:
+        """The most values one exchange carries."""
+        return self.rows.shape[2]
 
     @staticmethod
     def width_for(model: nn.Module, episodes: int, metrics: int = 256) -> int:
@@ -119,6 +133,8 @@ class Replicas:
         self.exchange = exchange
         self.rank = rank
         self.wait_s = wait_s
+        self.exchanges = 0
+        """Exchanges made so far: they alternate between the two halves of the rows."""
 
     @property
     def size(self) -> int:
@@ -135,14 +151,14 @@ class Replicas:
         float64, row ``p`` replica ``p``'s."""
         flat = values.detach().reshape(-1)
         rows = self.exchange.rows
-        if flat.numel() > rows.shape[1]:
+        if flat.numel() > self.exchange.width:
             raise ValueError(f"{flat.numel()} values exceed the exchange's rows of "
-                             f"{rows.shape[1]}")
-        rows[self.rank, :flat.numel()] = flat.to(device=rows.device, dtype=rows.dtype)
+                             f"{self.exchange.width}")
+        half = self.exchanges % 2
+        self.exchanges += 1
+        rows[half, self.rank, :flat.numel()] = flat.to(device=rows.device, dtype=rows.dtype)
         self._wait()
-        gathered = rows[:, :flat.numel()].clone()
-        self._wait()  # nobody writes a row again before every replica has read this one
-        return gathered
+        return rows[half, :, :flat.numel()].clone()
 
     def total(self, values: Tensor) -> Tensor:
         """The sum of every replica's ``values`` (float64, in replica order, so the same in
@@ -215,7 +231,7 @@ class Replicas:
         return all_returns, all_lengths
 
     def _episodes_room(self) -> int:
-        return (self.exchange.rows.shape[1] - 1) // 2
+        return (self.exchange.width - 1) // 2
 
     def abandon(self, why: str) -> None:
         """Say ``why`` this replica stops and break the barrier: every replica waiting, or

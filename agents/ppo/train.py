@@ -124,8 +124,8 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
                                            name=config.env, frames=frames)
             frames_per_update = config.num_envs * int(decided_value(config.agent,
                                                                     "frames_per_env"))
-            while replicas.leader_says(False):
-                _one_update(config, model, ppo, collector, frames, replicas)
+            while replicas.leader_says(False):  # said once before the first update and
+                _one_update(config, model, ppo, collector, frames, replicas)  # after each
                 frames += frames_per_update
     except ReplicaError:
         return  # the run stopped elsewhere, and the leader says why
@@ -180,9 +180,15 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
     bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",
                disable=not config.progress_bar, dynamic_ncols=True)
     replicas = ppo.replicas
+
+    def go_on() -> bool:
+        """Whether to train another update: the leader's decision, told to every replica."""
+        return _go_on(frames < config.frames and not episodes.reached(config.stop_return)
+                      and not run.stop_requested, replicas)
+
     try:
-        while _go_on(frames < config.frames and not episodes.reached(config.stop_return)
-                     and not run.stop_requested, replicas):
+        go = go_on()
+        while go:
             clock = time.perf_counter()
             metrics, returns, lengths = _one_update(config, model, ppo, collector, frames,
                                                     replicas)
@@ -190,6 +196,9 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
             row = {"frames": frames, "updates": updates,
                    "fps": frames_per_update / (time.perf_counter() - clock),
                    **episodes.columns(returns, lengths), **metrics}
+            # Decided before this process logs and saves, so that the other replicas of a
+            # data-parallel run collect their next rollout meanwhile.
+            go = go_on()
             # The row first: a run killed before the checkpoint resumes from the previous one,
             # and the logger drops the rows past it, so progress.csv never has a gap.
             logger.log(row)

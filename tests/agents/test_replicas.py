@@ -34,8 +34,7 @@ T = TypeVar("T")
 def in_threads(work: Callable[[int, Replicas], T], size: int = 2) -> list[T | BaseException]:
     """``work(rank, replicas)`` for each rank, one thread each, sharing one exchange; what each
     returned or raised."""
-    exchange = Exchange(torch.zeros(size, 100_000, dtype=torch.float64), threading.Barrier(size),
-                        queue.Queue())
+    exchange = Exchange.of(size, 100_000, threading.Barrier(size), queue.Queue())
 
     def one(rank: int) -> T | BaseException:
         try:
@@ -71,7 +70,7 @@ def test_two_replicas_step_as_one_process_on_their_halves_together(
     for result in replica_stats:
         assert isinstance(result, dict), result
     for key in ("loss/policy", "loss/value", "loss/entropy", "loss/total", "ppo/grad_norm"):
-        mean = sum(float(result[key]) for result in replica_stats  # type: ignore[index]
+        mean = sum(float(result[key]) for result in replica_stats
                    if isinstance(result, dict)) / 2
         assert mean == pytest.approx(float(stats[key]), rel=1e-10, abs=1e-13), key
     for (where, mine), first, second in zip(whole.named_parameters(), models[0].parameters(),
