@@ -149,21 +149,25 @@ class Replicas:
     def gather(self, values: Tensor) -> Tensor:
         """Every replica's ``values`` (a vector, as long in every replica): ``(P, len)``
         float64, row ``p`` replica ``p``'s."""
-        flat = values.detach().reshape(-1)
-        rows = self.exchange.rows
-        if flat.numel() > self.exchange.width:
-            raise ValueError(f"{flat.numel()} values exceed the exchange's rows of "
-                             f"{self.exchange.width}")
-        half = self.exchanges % 2
-        self.exchanges += 1
-        rows[half, self.rank, :flat.numel()] = flat.to(device=rows.device, dtype=rows.dtype)
-        self._wait()
-        return rows[half, :, :flat.numel()].clone()
+        return self._exchange(values).clone()
 
     def total(self, values: Tensor) -> Tensor:
         """The sum of every replica's ``values`` (float64, in replica order, so the same in
         every replica)."""
-        return self.gather(values).sum(0)
+        return self._exchange(values).sum(0)
+
+    def _exchange(self, values: Tensor) -> Tensor:
+        """Every replica's ``values``, as the rows hold them: a view, valid until this
+        replica's next exchange but one (when it writes that set of rows again)."""
+        flat = values.detach().reshape(-1)
+        if flat.numel() > self.exchange.width:
+            raise ValueError(f"{flat.numel()} values exceed the exchange's rows of "
+                             f"{self.exchange.width}")
+        rows = self.exchange.rows[self.exchanges % 2, :, :flat.numel()]
+        self.exchanges += 1
+        rows[self.rank].copy_(flat)
+        self._wait()
+        return rows
 
     def leader_says(self, decision: bool) -> bool:
         """The leader's ``decision`` (every other replica's is ignored)."""
@@ -176,16 +180,17 @@ class Replicas:
         gradients are left as they are (every replica then stops before applying them)."""
         local = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
         flat = torch.cat([*(g.reshape(-1) for g in local), loss.detach().reshape(1)])
-        gathered = self.gather(flat)
-        if not bool(torch.isfinite(gathered[:, -1]).all()):
-            return gathered[:, -1]
-        mean = gathered[:, :-1].sum(0) / self.size
+        gathered = self._exchange(flat)
+        losses = gathered[:, -1].clone()
+        if not bool(torch.isfinite(losses).all()):
+            return losses
+        mean = gathered[:, :-1].sum(0).div_(self.size)
         offset = 0
         for parameter in parameters:
             count = parameter.numel()
             parameter.grad = mean[offset:offset + count].view_as(parameter).to(parameter.dtype)
             offset += count
-        return gathered[:, -1]
+        return losses
 
     def mean_and_std(self, values: Tensor) -> tuple[Tensor, Tensor]:
         """The mean and the standard deviation (Bessel's correction, as :meth:`Tensor.std`)
