@@ -72,11 +72,11 @@ def arms(reference_runs: Path) -> tuple[Arm, Arm]:
     return Arm("reference", REFERENCE_OVERRIDES, root=reference_runs, directory="gymnasium"), FAST
 
 
-def compare(runs: Path, reference_runs: Path, case: Case, frames: int) -> list[str]:
-    """The lines of one env's three measures, of the runs that trained ``frames``."""
-    reference, fast = arms(reference_runs)
+def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int) -> list[str]:
+    """The lines of one env's three measures, ``new``'s runs against ``reference``'s, of the
+    runs that trained ``frames`` (``runs``: the comparison's own)."""
     arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in SEEDS]
-                for arm in (reference, fast)}
+                for arm in (reference, new)}
     title = f"{case.env} ({MEMORY}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
     target = transfer_target(case.env)
     measures = {
@@ -89,7 +89,7 @@ def compare(runs: Path, reference_runs: Path, case: Case, frames: int) -> list[s
             for line in comparison_lines(title + measure,
                                          {name: [value(run) for run in each]
                                           for name, each in arm_runs.items()},
-                                         fast.name, reference.name)]
+                                         new.name, reference.name)]
 
 
 def results_page(lines: Sequence[str]) -> str:
@@ -120,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases
-             for line in compare(args.runs, args.reference_runs, case, args.frames or case.frames)]
+             for line in compare(args.runs, *arms(args.reference_runs), case,
+                                 args.frames or case.frames)]
     return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
 
 

@@ -10,7 +10,7 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 
 from experiments.common import arm_runs
-from experiments.fast_trainer import learning
+from experiments.fast_trainer import learning, processes
 from experiments.tensor_backend import compare as tensor_backend
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
@@ -19,7 +19,7 @@ TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar=
 def test_the_reference_is_the_tensor_backend_comparisons_gymnasium_arm(tmp_path: Path) -> None:
     # The committed gymnasium runs are read where they are, with nothing of the fast arm yet.
     case = learning.CASES[0]
-    lines = learning.compare(tmp_path, tensor_backend.RUNS, case, case.frames)
+    lines = learning.compare(tmp_path, *learning.arms(tensor_backend.RUNS), case, case.frames)
     reference = next(line for line in lines if line.strip().startswith("reference"))
     gymnasium = next(line for line in tensor_backend.compare(tensor_backend.RUNS, case,
                                                              case.frames)
@@ -54,3 +54,34 @@ def test_learning_trains_both_arms_evaluates_zero_shot_and_reports(
     assert learning.main(["--write", *argv]) == 0  # nothing left to do
     assert "training" not in capsys.readouterr().out
     assert "zero-shot on MemoryS13 (100 episodes):" in results.read_text()
+
+
+def test_two_processes_are_compared_with_the_fast_presets_own_runs(tmp_path: Path) -> None:
+    """``experiments/fast_trainer/processes.py`` reads the one-process arm where
+    ``learning.py`` keeps it; a missing run of two processes is a dash, not a failure."""
+    case = learning.CASES[0]
+    lines = learning.compare(learning.RUNS, learning.FAST, processes.TWO, case, case.frames)
+    ours = learning.compare(learning.RUNS, *learning.arms(tensor_backend.RUNS), case,
+                            case.frames)
+    def fast(lines: list[str]) -> list[list[str]]:  # the values, whatever the name's width
+        return [line.split()[1:] for line in lines if line.strip().startswith("fast ")]
+
+    assert fast(lines) == fast(ours) and len(fast(ours)) == 3
+    assert "P(fast, 2 processes ≥ fast)" in "\n".join(lines)
+    assert processes.TWO.overrides == ("agent.preset=fast", "agent.processes=2")
+
+
+@pytest.mark.slow  # a tiny run of two processes and its evaluations
+def test_processes_trains_the_two_process_arm_and_reports(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arm_runs, "run_child", lambda command: run_cli(
+        command[2], *command[3:], cwd=tmp_path).returncode)
+    tiny = [arg for arg in TINY if not arg.startswith("num_envs=")] + ["num_envs=4"]
+    assert processes.main(["--runs", str(tmp_path), "--frames", "512", "--envs", "MemoryS7",
+                           "--seeds", "3", "--", *tiny]) == 0
+    run = tmp_path / "MemoryS7" / "fast_processes2" / "seed3"
+    assert arm_runs.trained_frames(run) == 512
+    assert "processes: 2" in (run / "config.yaml").read_text()
+    assert arm_runs.evaluation(run, "MemoryS13", learning.TRANSFER_EPISODES).exists()
+    assert "P(fast, 2 processes ≥ fast)" in capsys.readouterr().out
