@@ -17,11 +17,12 @@ the leader that watches the processes, which breaks the barrier for it, naming i
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
 from multiprocessing.context import SpawnProcess
 from typing import Any
+
+import torch.multiprocessing
 
 from rlmem.agents.ppo.replicas import LEADER, Exchange
 
@@ -35,7 +36,9 @@ WATCH_S = 0.5
 def new_exchange(replicas: int, width: int) -> Exchange:
     """An :class:`~rlmem.agents.ppo.replicas.Exchange` for ``replicas`` processes: rows in
     shared memory, a barrier and a queue for the replicas' last words."""
-    context = multiprocessing.get_context("spawn")
+    # torch's multiprocessing, so that a tensor in shared memory goes to the other processes as
+    # a handle to the same memory, not as a copy.
+    context = torch.multiprocessing.get_context("spawn")
     return Exchange.of(replicas, width, context.Barrier(replicas), context.Queue())
 
 
@@ -51,7 +54,7 @@ class ReplicaProcesses:
 
     def __init__(self, exchange: Exchange, target: Callable[..., None],
                  arguments: Sequence[tuple[Any, ...]]) -> None:
-        context = multiprocessing.get_context("spawn")
+        context = torch.multiprocessing.get_context("spawn")
         self.exchange = exchange
         self.processes: list[SpawnProcess] = [
             context.Process(target=target, args=args, name=f"rlmem-replica-{rank}",

@@ -23,6 +23,7 @@ from cli_runner import TINY_PPO, run_cli
 from omegaconf import OmegaConf
 from ppo_minibatch import CHUNKS, minibatch_config, rollout_batch
 
+from rlmem.agents.ppo.replica_processes import ReplicaProcesses, new_exchange
 from rlmem.agents.ppo.replicas import Exchange, ReplicaError, Replicas
 from rlmem.agents.ppo.rollout import ChunkBatch
 from rlmem.agents.ppo.update import PPO, explained_variance
@@ -137,6 +138,19 @@ def test_the_exchanges_over_replicas_are_those_over_their_values_together() -> N
         assert episodes == ([0.0, 1.0, 0.5, 1.0], [3, 4, 4, 4])
         assert metrics == {"a": 0.5, "b": 2.0}
         assert leader is True
+
+
+def _second_replica(exchange: Exchange) -> None:
+    """Replica 1 of :func:`test_the_exchange_reaches_a_process_of_its_own`, in its process."""
+    Replicas(exchange, 1, wait_s=60).gather(torch.tensor([7.0, 8.0]))
+
+
+def test_the_exchange_reaches_a_process_of_its_own() -> None:
+    """The rows go to a replica's process as shared memory, not as a copy."""
+    exchange = new_exchange(2, 4)
+    with ReplicaProcesses(exchange, _second_replica, [(exchange,)]):
+        gathered = Replicas(exchange, 0, wait_s=60).gather(torch.tensor([1.0, 2.0]))
+    assert gathered.tolist() == [[1.0, 2.0], [7.0, 8.0]]
 
 
 TINY_PROCESSES = [arg for arg in TINY_PPO if not arg.startswith(("num_envs=", "frames="))] + [
