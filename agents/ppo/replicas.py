@@ -24,9 +24,10 @@ and a barrier: a replica writes its row, waits for the others and reads every ro
 alternate between two such sets of rows, so a replica may write its next row while another
 still reads this one: the write after that, into the same set, comes after the next wait,
 which no replica passes before every one has read. torch.distributed's gloo backend, over the
-loopback, took 1.5-1.9 ms per all-reduce on this project's 2-core machine whatever its size
-(1,000 or 54,168 floats) against 0.23 ms this way (``benchmarks/replica_exchange.py``), where
-a minibatch step of the fast preset takes about 7 ms. The rows are float64, so every float32
+loopback, took 1.9-2.1 ms per all-reduce of two processes on this project's 2-core machine
+whatever its size (1,000 or 54,168 floats), this way 0.15-0.25 ms
+(``benchmarks/replica_exchange.py``, ``benchmarks/results/processes.md``), where a minibatch
+step of the fast preset takes about 7 ms. The rows are float64, so every float32
 gradient and every episode length is held exactly.
 
 A replica that fails breaks the barrier (:meth:`Replicas.abandon`), and every other replica's
