@@ -145,7 +145,7 @@ class PPOConfig(PPOHyperparameters):
     made apart in each process, so a run of 2 is not the run of 1 step for step. The second
     core then acts and computes gradients too, where ``update_threads`` split only each
     minibatch's gradient: on this project's 2-core machine, two processes at the fast preset
-    ran 1.4x the frames/s of one (``docs/performance.md#processes``). It needs the tensor
+    ran 1.29-1.34x the frames/s of one (``docs/performance.md#processes``). It needs the tensor
     envs (``env_backend=tensor``) on the CPU, and ``num_envs`` and ``batch_size`` divisible by
     it (and ``batch_size / processes`` by ``recurrence``). Give it at most the machine's free
     cores: the replicas wait for each other at every minibatch, so one slowed by another
