@@ -94,13 +94,20 @@ def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int) -> li
 
 def results_page(lines: Sequence[str]) -> str:
     """``RESULTS.md``: what was compared, how, and :func:`compare`'s lines."""
+    return comparison_page(
+        "The fast preset against issue 59's starting defaults", "learning",
+        "the fast preset's runs are in `learning_runs/<env>/fast/seed<k>/`, the reference's in "
+        "`../tensor_backend/runs/<env>/gymnasium/seed<k>/`", lines)
+
+
+def comparison_page(title: str, module: str, where: str, lines: Sequence[str]) -> str:
+    """A results page of one of this folder's comparisons on :data:`CASES` and :data:`SEEDS`:
+    ``title``, the command of ``module`` that writes it, ``where`` its runs are, ``lines``."""
     return "\n".join([
-        "# The fast preset against issue 59's starting defaults: learning (issue 59)", "",
-        "Written by `python -m experiments.fast_trainer.learning --no-train --write`; the fast "
-        "preset's runs are in `learning_runs/<env>/fast/seed<k>/`, the reference's in "
-        "`../tensor_backend/runs/<env>/gymnasium/seed<k>/` (each with `config.yaml`, "
-        "`progress.csv` and `eval/`). How each arm was run and what each measure is: the "
-        "docstring of `experiments/fast_trainer/learning.py`.", "",
+        f"# {title}: learning (issue 59)", "",
+        f"Written by `python -m experiments.fast_trainer.{module} --no-train --write`; {where} "
+        "(each with `config.yaml`, `progress.csv` and `eval/`). How each arm was run and what "
+        f"each measure is: the docstring of `experiments/fast_trainer/{module}.py`.", "",
         f"{MEMORY}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
         + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
         "```", *lines, "```", ""])

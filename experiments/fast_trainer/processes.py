@@ -43,6 +43,7 @@ from experiments.fast_trainer.learning import (
     SEEDS,
     TRANSFER_EPISODES,
     compare,
+    comparison_page,
 )
 from rlmem.envs import transfer_target
 from rlmem.runs import INTERRUPTED
@@ -54,16 +55,10 @@ TWO = Arm("fast, 2 processes", (*FAST.overrides, "agent.processes=2"),
 
 def results_page(lines: Sequence[str]) -> str:
     """``PROCESSES.md``: what was compared, how, and the comparison's lines."""
-    return "\n".join([
-        "# Two processes against one, at the fast preset: learning (issue 59)", "",
-        "Written by `python -m experiments.fast_trainer.processes --no-train --write`; the runs "
-        "are in `learning_runs/<env>/fast/seed<k>/` (one process) and "
-        "`learning_runs/<env>/fast_processes2/seed<k>/` (each with `config.yaml`, "
-        "`progress.csv` and `eval/`). How each arm was run and what each measure is: the "
-        "docstring of `experiments/fast_trainer/processes.py`.", "",
-        f"{MEMORY}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
-        + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
-        "```", *lines, "```", ""])
+    return comparison_page(
+        "Two processes against one, at the fast preset", "processes",
+        "the runs are in `learning_runs/<env>/fast/seed<k>/` (one process) and "
+        "`learning_runs/<env>/fast_processes2/seed<k>/`", lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
