@@ -22,7 +22,9 @@
 #              single-task shape: rollouts of 16, one epoch, 16 minibatches), frames/s; and
 #              MemoryS7 lstm on the fast preset to stop_return=0.9, its wall time;
 #   scaling    benchmarks/scaling.py on that machine's CPU cores (16 on the lent ones: the
-#              only machine of more than 2 cores this project has), $SCALING_ARGS passed on.
+#              only machine of more than 2 cores this project has), $SCALING_ARGS passed on;
+#   processes  benchmarks/processes.py on that machine's CPU cores: our PPO's frames/s with
+#              agent.processes 1, 2, 4 and 8 (the fast preset, 256 tensor envs split).
 # Logs and tables go to $OUT (default: build/cuda_check).
 set -u
 OUT=${OUT:-build/cuda_check}
@@ -122,6 +124,10 @@ for part in $PARTS; do
         # shellcheck disable=SC2086  # SCALING_ARGS is a list of arguments
         step scaling "${SCALING_LIMIT:-400}" python3 benchmarks/scaling.py \
             --output "$OUT/scaling.md" ${SCALING_ARGS:-} ;;
+    processes)
+        step processes 300 python3 benchmarks/processes.py --processes 1 2 4 8 --rounds 2 \
+            --frames 122880
+        tail -6 "$OUT/processes.log" ;;
     *) echo "unknown part: $part"; exit 2 ;;
     esac
 done

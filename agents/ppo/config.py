@@ -256,10 +256,11 @@ class PPOConfig(PPOHyperparameters):
                              f"of them as one batch; env_backend={config.env_backend} steps "
                              f"{config.env}'s envs one by one. Use env_backend=tensor, or "
                              "agent.processes=1.")
-        if resolve_device(str(config.device)).type != "cpu":
+        device = resolve_device(str(config.device))
+        if device.type != "cpu":
             raise ValueError(f"{processes} runs on the CPU, a core each; device={config.device} "
-                             "is a GPU, whose one stream the processes would share. Use "
-                             "device=cpu, or agent.processes=1.")
+                             f"is {device} here, a GPU whose one stream the processes would "
+                             "share. Use device=cpu, or agent.processes=1.")
         recurrence = self.chunk_length
         for key, value, multiple in (("num_envs", config.num_envs, self.processes),
                                      ("agent.batch_size", batch, self.processes * recurrence)):
