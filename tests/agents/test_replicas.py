@@ -10,6 +10,7 @@ code as the processes of a run, which the CLI test starts)."""
 from __future__ import annotations
 
 import copy
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -151,6 +152,18 @@ def test_the_exchange_reaches_a_process_of_its_own() -> None:
     with ReplicaProcesses(exchange, _second_replica, [(exchange,)]):
         gathered = Replicas(exchange, 0, wait_s=60).gather(torch.tensor([1.0, 2.0]))
     assert gathered.tolist() == [[1.0, 2.0], [7.0, 8.0]]
+
+
+def _dying_replica(exchange: Exchange) -> None:
+    """A replica whose process ends without a word (as a killed one does)."""
+    os._exit(3)
+
+
+def test_a_replica_process_that_ends_without_a_word_stops_the_leaders_exchange() -> None:
+    exchange = new_exchange(2, 4)
+    with pytest.raises(ReplicaError, match="replica 1's process ended with exit code 3"), \
+            ReplicaProcesses(exchange, _dying_replica, [(exchange,)]):
+        Replicas(exchange, 0, wait_s=60).gather(torch.tensor([1.0]))
 
 
 TINY_PROCESSES = [arg for arg in TINY_PPO if not arg.startswith(("num_envs=", "frames="))] + [
