@@ -284,8 +284,13 @@ def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> l
     finished run without its checkpoint is not: :func:`~experiments.common.suite_runs.startable`),
     saying which it does not start."""
     sweep = sweep_of(memory, extra)
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
-    return seeds_to_start(runs_of, sweep.frames, sweep.stop_return)
+    return seeds_to_start(runs_of(memory, seeds, extra, root), sweep.frames, sweep.stop_return)
+
+
+def runs_of(memory: str, seeds: list[int], extra: list[str], root: Path) -> dict[int, Path]:
+    """The run folder in ``root`` of each seed of the label ``memory``."""
+    sweep = sweep_of(memory, extra)
+    return dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
 
 
 def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:
@@ -311,10 +316,11 @@ def train(memory: str, seeds: list[int], jobs: int, extra: list[str],
     if memory in ABLATIONS and ABLATIONS[memory].continues is not None:
         continue_from(str(ABLATIONS[memory].continues), memory,
                       seeds_left(memory, seeds, extra, root), root)
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
-    for chosen, again in sweep_groups(runs_of, sweep.frames, sweep.stop_return):
+    label = {} if sweep.label is None else {"label": sweep.label}
+    for chosen, again in sweep_groups(runs_of(memory, seeds, extra, root), sweep.frames,
+                                      sweep.stop_return):
         train_sweep(root, ENV, [sweep.memory], chosen, sweep.frames, jobs,
-                    [*sweep.overrides, *again], label=sweep.label or "${memory.name}")
+                    [*sweep.overrides, *again], **label)
 
 
 def continue_from(source: str, label: str, seeds: list[int], runs: Path | None = None) -> None:
