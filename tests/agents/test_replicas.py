@@ -166,10 +166,12 @@ def test_a_replica_process_that_ends_without_a_word_stops_the_leaders_exchange()
         Replicas(exchange, 0, wait_s=60).gather(torch.tensor([1.0]))
 
 
-TINY_PROCESSES = [arg for arg in TINY_PPO if not arg.startswith(("num_envs=", "frames="))] + [
-    "env_backend=tensor", "agent.processes=2", "num_envs=4", "frames=2048"]
-"""Two processes of two envs each, 32-frame updates, long enough for DoorKey-5x5's episodes
-(at most 250 steps) to end in both."""
+TINY_PROCESSES = [arg for arg in TINY_PPO if not arg.startswith(
+    ("num_envs=", "frames=", "agent.frames_per_env=", "agent.batch_size="))] + [
+    "env_backend=tensor", "agent.processes=2", "num_envs=4", "agent.frames_per_env=64",
+    "agent.batch_size=32", "frames=2048"]
+"""Two processes of two envs each, 256-frame updates of minibatches of 16 frames a replica,
+long enough for DoorKey-5x5's episodes (at most 250 steps) to end in both."""
 
 
 def test_a_run_of_two_processes_trains_resumes_and_counts_both_replicas_episodes(
@@ -193,8 +195,8 @@ def test_a_run_of_two_processes_trains_resumes_and_counts_both_replicas_episodes
 @pytest.mark.parametrize(("override", "message"), [
     ("env_backend=gymnasium", "agent.processes=2 needs the tensor envs"),
     ("num_envs=5", "num_envs=5 does not split between agent.processes=2"),
-    ("agent.batch_size=8", "agent.batch_size=8 does not split between agent.processes=2 in "
-                           "whole chunks of agent.recurrence=8 frames"),
+    ("agent.batch_size=24", "agent.batch_size=24 does not split between agent.processes=2 in "
+                            "whole chunks of agent.recurrence=8 frames"),
     ("agent.processes=0", "agent.processes must be at least 1, got 0"),
 ])
 def test_a_run_of_processes_refuses_what_it_cannot_split(override: str, message: str,
