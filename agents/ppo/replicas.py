@@ -114,7 +114,7 @@ class Exchange:
         """The row width that holds every exchange of a run: the model's trainable weights and
         the loss, a rollout's episodes (``episodes`` at most, a return and a length each, and
         their count), or the update's metrics."""
-        weights = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        weights = sum(p.numel() for p in parameters_of(model))
         return max(weights + 1, 2 * episodes + 1, metrics)
 
 
@@ -141,11 +141,6 @@ class Replicas:
     def size(self) -> int:
         """``P``."""
         return self.exchange.size
-
-    @property
-    def leads(self) -> bool:
-        """Whether this replica is the :data:`LEADER`."""
-        return self.rank == LEADER
 
     def gather(self, values: Tensor) -> Tensor:
         """Every replica's ``values`` (a vector, as long in every replica): ``(P, len)``

@@ -69,11 +69,12 @@ def train(config: Config, run: RunSession) -> None:
     if notice is not None:
         print(notice, flush=True)
     torch.manual_seed(config.seed)
-    envs = _envs(_share(config), run.device)
+    share = _share(config)
+    envs = _envs(share, run.device)
     try:
         model = _model(config, envs, run.device)
         exchange = (new_exchange(agent.processes, Exchange.width_for(
-            model, _share(config).num_envs * frames_per_env)) if agent.processes > 1 else None)
+            model, share.num_envs * frames_per_env)) if agent.processes > 1 else None)
         replicas = None if exchange is None else Replicas(exchange, LEADER)
         ppo = PPO(model, agent, replicas)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
@@ -122,8 +123,7 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
             collector = _collector(config)(envs, model, device,
                                            seed=env_seed(config.seed, updates, rank),
                                            name=config.env, frames=frames)
-            frames_per_update = config.num_envs * int(decided_value(config.agent,
-                                                                    "frames_per_env"))
+            frames_per_update = _frames_per_update(config)
             while replicas.leader_says(False):  # said once before the first update and
                 _one_update(config, model, ppo, collector, frames, replicas)  # after each
                 frames += frames_per_update
@@ -131,6 +131,11 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
         return  # the run stopped elsewhere, and the leader says why
     except BaseException as error:  # every failure is said to the leader, who reports it
         replicas.abandon(f"replica {rank} failed: {type(error).__name__}: {error}")
+
+
+def _frames_per_update(config: Config) -> int:
+    """The frames of one update, every replica's together: ``num_envs × frames_per_env``."""
+    return config.num_envs * int(decided_value(config.agent, "frames_per_env"))
 
 
 def _share(config: Config) -> Config:
@@ -169,12 +174,10 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
     and saving a checkpoint after each update.
 
     Raises:
-        NonFiniteLossError, EnvOutputError, EnvWorkerError: saying where training stopped
-            and what is safe on disk.
+        NonFiniteLossError, EnvOutputError, EnvWorkerError, ReplicaError: saying where
+            training stopped and what is safe on disk.
     """
-    agent = config.agent
-    frames_per_env = int(decided_value(agent, "frames_per_env"))
-    frames_per_update = config.num_envs * frames_per_env
+    frames_per_update = _frames_per_update(config)
     logger = RunLogger(run.run_dir, "frames",
                        resume_step=frames if run.checkpoint is not None else None)
     bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",

@@ -52,6 +52,8 @@ class PPO:
         self.model = model
         self.config = config
         self.replicas = replicas
+        self.trainable = parameters_of(model)
+        """The weights whose gradients the replicas average, in the order they exchange them."""
         # fused: one kernel per weight, the same update rounded otherwise (config.fused_adam).
         # foreach: one call per operation over every parameter instead of a Python loop over
         # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
@@ -117,13 +119,13 @@ class PPO:
             loss.backward()
         if not finite:
             if self.replicas is not None:
-                self.replicas.average_gradients(parameters_of(self.model), loss)  # they stop too
+                self.replicas.average_gradients(self.trainable, loss)  # they stop too
             raise NonFiniteLossError(
                 f"the PPO loss is {loss.item()} (policy {_number(stats['loss/policy'])}, value "
                 f"{_number(stats['loss/value'])}, entropy {_number(stats['loss/entropy'])}, "
                 f"memory aux {_number(stats['loss/memory_aux'])}); stopping before applying it.")
         if self.replicas is not None:
-            losses = self.replicas.average_gradients(parameters_of(self.model), loss)
+            losses = self.replicas.average_gradients(self.trainable, loss)
             if not bool(torch.isfinite(losses).all()):
                 others = (~torch.isfinite(losses)).nonzero().flatten().tolist()
                 raise NonFiniteLossError(
