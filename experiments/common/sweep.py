@@ -31,6 +31,11 @@ def run_dirs(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int]
     return [root / env / memory / f"seed{seed}" for memory in memories for seed in seeds]
 
 
+def runs_by_seed(root: Path, env: str, label: str, seeds: Sequence[int]) -> dict[int, Path]:
+    """:func:`run_dirs` of one label (a memory's name, or the label its sweep gives), by seed."""
+    return dict(zip(seeds, run_dirs(root, env, [label], seeds), strict=True))
+
+
 def train_sweep(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int],
                 frames: int, jobs: int, overrides: Sequence[str] = (),
                 label: str = "${memory.name}") -> None:

@@ -50,7 +50,7 @@ from experiments.common.suite_runs import (
     train_command,
     train_step,
 )
-from experiments.common.sweep import run_dirs, train_sweep
+from experiments.common.sweep import run_dirs, runs_by_seed, train_sweep
 from rlmem.cells import CELLS
 from rlmem.runs import CHECKPOINT_NAME, INTERRUPTED
 from rlmem.runs.lock import LOCK_NAME
@@ -290,7 +290,7 @@ def seeds_left(memory: str, seeds: list[int], extra: list[str], root: Path) -> l
 def runs_of(memory: str, seeds: list[int], extra: list[str], root: Path) -> dict[int, Path]:
     """The run folder in ``root`` of each seed of the label ``memory``."""
     sweep = sweep_of(memory, extra)
-    return dict(zip(seeds, run_dirs(root, ENV, [sweep.label or memory], seeds), strict=True))
+    return runs_by_seed(root, ENV, sweep.label or memory, seeds)
 
 
 def planned(root: Path, memory: str, seeds: list[int], extra: list[str]) -> list[PlannedRun]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from experiments.common import suite_runs
 from experiments.common.outcome import Outcome
 from experiments.common.signal_relay import exit_passing_signals_on
-from experiments.common.sweep import run_dirs, train_sweep
+from experiments.common.sweep import run_dirs, runs_by_seed, train_sweep
 from experiments.transfer.suite import add_train_evaluate_arguments
 from rlmem.envs import transfer_target
 from rlmem.runs import INTERRUPTED
@@ -71,8 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     failed = False
     for memory in args.memories:
-        runs_of = dict(zip(args.seeds, run_dirs(root, ENV, [memory], args.seeds), strict=True))
-        left = [] if args.no_train else suite_runs.seeds_to_start(runs_of, args.frames)
+        left = [] if args.no_train else suite_runs.seeds_to_start(
+            runs_by_seed(root, ENV, memory, args.seeds), args.frames)
         for batch in suite_runs.batches(left, args.jobs):  # each scored before the next trains
             outcome = suite_runs.reported(f"{ENV} {memory}", suite_runs.train_step(partial(
                 train, root, memory, batch, args.frames, args.jobs, args.overrides)))
@@ -101,8 +101,8 @@ def train(root: Path, memory: str, seeds: Sequence[int], frames: int, jobs: int,
           overrides: Sequence[str]) -> None:
     """Train (or resume) ``memory`` with its recipe on ``seeds``: one sweep, and one more for
     the runs that start again from zero (:func:`~experiments.common.suite_runs.sweep_groups`)."""
-    runs_of = dict(zip(seeds, run_dirs(root, ENV, [memory], seeds), strict=True))
-    for chosen, again in suite_runs.sweep_groups(runs_of, frames):
+    for chosen, again in suite_runs.sweep_groups(runs_by_seed(root, ENV, memory, seeds),
+                                                 frames):
         train_sweep(root, ENV, [memory], chosen, frames, jobs,
                     [RECIPES[memory], *overrides, *again])
 

@@ -45,7 +45,7 @@ from experiments.common.suite_runs import (
     train_command,
     train_step,
 )
-from experiments.common.sweep import run_dirs, train_sweep
+from experiments.common.sweep import run_dirs, runs_by_seed, train_sweep
 from rlmem.envs import transfer_target
 from rlmem.runs import INTERRUPTED
 
@@ -139,8 +139,7 @@ def train(root: Path, env: str, memories: Sequence[str], seeds: Sequence[int], f
     Every sweep runs; the first that failed is raised at the end."""
     sweeps: dict[tuple[tuple[int, ...], tuple[str, ...]], list[str]] = {}
     for memory in memories:
-        runs_of = dict(zip(seeds, run_dirs(root, env, [memory], seeds), strict=True))
-        for chosen, again in sweep_groups(runs_of, frames):
+        for chosen, again in sweep_groups(runs_by_seed(root, env, memory, seeds), frames):
             sweeps.setdefault((tuple(chosen), again), []).append(memory)
     failure: subprocess.CalledProcessError | None = None
     for (sweep_seeds, again), group in sweeps.items():
