@@ -26,9 +26,9 @@ still reads this one: the write after that, into the same set, comes after the n
 which no replica passes before every one has read. torch.distributed's gloo backend, over the
 loopback, took 1.9-2.1 ms per all-reduce of two processes on this project's 2-core machine
 whatever its size (1,000 or 54,168 floats), this way 0.15-0.25 ms
-(``benchmarks/replica_exchange.py``, ``benchmarks/results/processes.md``), where a minibatch
-step of the fast preset takes about 7 ms. The rows are float64, so every float32
-gradient and every episode length is held exactly.
+(``benchmarks/replica_exchange.py``, ``benchmarks/results/processes.md``): a minibatch step
+exchanges once. The rows are float64, so every float32 gradient and every episode length is
+held exactly.
 
 A replica that fails breaks the barrier (:meth:`Replicas.abandon`), and every other replica's
 next exchange raises :class:`ReplicaError` at once; a replica that dies without a word (killed)
