@@ -33,6 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from cuda_check import Trainer
 from minigrid.wrappers import ImgObsWrapper
 from omegaconf import OmegaConf
 
@@ -72,9 +73,8 @@ def matched(config: PPOConfig) -> dict[str, Any]:
             "policy_kwargs": {"lstm_hidden_size": PRESETS[Preset(config.preset)].memory_size}}
 
 
-def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str
-         ) -> Callable[[], None]:
-    """One update of our PPO (collect + update) per call."""
+def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str) -> Trainer:
+    """Our PPO's pieces: ``step()`` is one update (collect, then update)."""
     torch.manual_seed(0)
     torch.set_num_threads(max(torch.get_num_threads(), config.update_threads or 1))
     envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
@@ -84,12 +84,11 @@ def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str
     collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
                  if isinstance(envs, TensorVectorEnv)
                  else RolloutCollector(envs, model, torch.device("cpu"), seed=0))
-
-    def update() -> None:
-        ppo.update(collector.collect(decided_value(config, "frames_per_env"),
-                                     decided_value(config, "recurrence")))
-
-    return update
+    steps = int(decided_value(config, "frames_per_env"))
+    recurrence = int(decided_value(config, "recurrence"))
+    return Trainer(lambda: collector.collect(steps, recurrence),
+                   ppo.update,  # type: ignore[arg-type]
+                   num_envs * steps, envs.close)
 
 
 def sb3(env: str, num_envs: int, direct_view: bool = True, *, n_steps: int, **kwargs: Any
@@ -144,8 +143,9 @@ def main() -> None:
     backend = args.env_backend or DEFAULT_BACKENDS[args.preset]
     steps = int(decided_value(config, "frames_per_env"))
 
-    trainers = {f"ours ({memory})": ours(args.env, num_envs, memory, config, backend)
-                for memory in args.memories}
+    trainers: dict[str, Callable[[], object]] = {
+        f"ours ({memory})": ours(args.env, num_envs, memory, config, backend).step
+        for memory in args.memories}
     if not args.no_sb3:
         trainers["sb3-contrib, our hparams"] = sb3(args.env, num_envs, not args.sb3_minigrid_view,
                                                    **matched(config))

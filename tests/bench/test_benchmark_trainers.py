@@ -78,4 +78,8 @@ def test_throughput_gives_ours_the_runs_decisions_and_sb3_the_same_hyperparamete
         "ent_coef": 0.01, "max_grad_norm": fast.max_grad_norm,
         "policy_kwargs": {"lstm_hidden_size": 64}}
     minigrid = throughput.decided_config("DoorKey-5x5", Preset.minigrid)
-    throughput.ours("DoorKey-5x5", 2, "lstm", minigrid, "tensor")()  # 2 × 128 frames
+    trainer = throughput.ours("DoorKey-5x5", 2, "lstm", minigrid, "tensor")
+    try:
+        assert trainer.step() == 2 * 128
+    finally:
+        trainer.close()
