@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.loss import loss_advantages, ppo_loss
@@ -79,8 +79,7 @@ class GradientInParts:
         self.model = model
         self.config = config
         self.parts = parts
-        self.parameters: list[nn.Parameter] = [
-            parameter for parameter in model.parameters() if parameter.requires_grad]
+        self.parameters = model.trainable_parameters()
         self._pool: ThreadPoolExecutor | None = None
 
     def __call__(self, batch: ChunkBatch, advantages: Tensor | None = None

@@ -149,6 +149,13 @@ class ActorCritic(nn.Module):
         """The actor and the critic read one memory cell."""
         return self.critic_memory is None
 
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The weights the optimiser trains (those that require a gradient), in the order of
+        :meth:`parameters`: the order in which a minibatch's gradient is taken in parts
+        (:class:`~rlmem.agents.ppo.gradient_parts.GradientInParts`) and in which the replicas of
+        a data-parallel run exchange theirs (:mod:`rlmem.agents.ppo.replicas`)."""
+        return [parameter for parameter in self.parameters() if parameter.requires_grad]
+
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> State:
         """The memory's all-zeros state for ``batch_size`` envs (with a separate critic memory,
         the pair of both cells' states)."""

@@ -110,11 +110,11 @@ class Exchange:
         return self.rows.shape[2]
 
     @staticmethod
-    def width_for(model: nn.Module, episodes: int, metrics: int = 256) -> int:
-        """The row width that holds every exchange of a run: the model's trainable weights and
-        the loss, a rollout's episodes (``episodes`` at most, a return and a length each, and
-        their count), or the update's metrics."""
-        weights = sum(p.numel() for p in parameters_of(model))
+    def width_for(trainable: Sequence[nn.Parameter], episodes: int, metrics: int = 256) -> int:
+        """The row width that holds every exchange of a run: the ``trainable`` weights'
+        gradients and the loss, a rollout's episodes (``episodes`` at most, a return and a
+        length each, and their count), or the update's metrics."""
+        weights = sum(p.numel() for p in trainable)
         return max(weights + 1, 2 * episodes + 1, metrics)
 
 
@@ -252,8 +252,4 @@ class Replicas:
             self.exchange.last_words.put(why)  # for the other replicas to read too
             raise ReplicaError(f"the data-parallel run's replicas stopped: {why}.") from None
 
-
-def parameters_of(model: nn.Module) -> list[nn.Parameter]:
-    """The trainable parameters, in the order every replica exchanges their gradients."""
-    return [p for p in model.parameters() if p.requires_grad]
 

@@ -31,7 +31,7 @@ from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.gradient_parts import GradientInParts
 from rlmem.agents.ppo.loss import ppo_loss
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.agents.ppo.replicas import Replicas, parameters_of
+from rlmem.agents.ppo.replicas import Replicas
 from rlmem.agents.ppo.rollout import ChunkBatch, Rollout
 from rlmem.runs import NonFiniteLossError
 
@@ -52,7 +52,7 @@ class PPO:
         self.model = model
         self.config = config
         self.replicas = replicas
-        self.trainable = parameters_of(model)
+        self.trainable = model.trainable_parameters()
         """The weights whose gradients the replicas average, in the order they exchange them."""
         # fused: one kernel per weight, the same update rounded otherwise (config.fused_adam).
         # foreach: one call per operation over every parameter instead of a Python loop over
