@@ -1,6 +1,7 @@
 """Reproduction suite: every cell in our PPO and sb3-contrib's RecurrentPPO on POPGym's Easy envs.
 
-    python -m experiments.popgym.suite --dry-run        # the runs, where each stands, commands
+    python -m experiments.popgym.suite --dry-run        # the runs, where each stands, commands,
+                                                        # and the CPU hours left (hours_left)
     python -m experiments.popgym.suite                  # train what is left (resumable)
     python -m experiments.popgym.suite --envs RepeatPreviousEasy --agents lstm sb3 --seeds 0
     python -m experiments.popgym.aggregate              # RESULTS.md, mmer.csv
@@ -36,9 +37,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,6 +61,7 @@ from experiments.common.suite_runs import (
 from rlmem.agents.ppo.presets import MEMORY_SIZE_KEY, NUM_ENVS_KEY, PRESETS, Preset
 from rlmem.cells import CELLS
 from rlmem.runs import INTERRUPTED
+from rlmem.runs.progress import read_progress
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
@@ -180,6 +183,35 @@ def planned(root: Path, envs: Sequence[str], agents: Sequence[str], seeds: Seque
             for where in [run_dir(root, env, agent, seed)]]
 
 
+def recorded_speeds(root: Path) -> dict[str, float]:
+    """Each agent's frames per second as its runs under ``root`` recorded them: the median
+    over the runs of each run's median ``fps`` (the first two updates left out, which carry the
+    start-up). Recorded under whatever load those runs shared the machine with: a guide to the
+    CPU time a budget takes, not a measurement."""
+    per_run: dict[str, list[float]] = {}
+    for progress in sorted(root.glob("*/*/seed*/progress.csv")):
+        speeds = [row.number("fps") for row in read_progress(progress)[2:]]
+        if speeds:
+            per_run.setdefault(progress.parent.parent.name, []).append(statistics.median(speeds))
+    return {agent: statistics.median(values) for agent, values in per_run.items()}
+
+
+def hours_left(runs: Sequence[PlannedRun], speeds: Mapping[str, float]) -> tuple[float, list[str]]:
+    """The CPU hours the unfinished ``runs`` take at ``speeds`` (:func:`recorded_speeds`), one
+    core each, and the agents with no recorded speed (left out of the hours)."""
+    hours, unknown = 0.0, set()
+    for run in runs:
+        where = standing(run.run_dir, run.budget)
+        if where.finished:
+            continue
+        agent = run.run_dir.parent.name
+        if agent not in speeds:
+            unknown.add(agent)
+            continue
+        hours += (run.budget - (where.frames or 0)) / speeds[agent] / 3600
+    return hours, sorted(unknown)
+
+
 def train_all(runs: Sequence[PlannedRun], jobs: int,
               extra: Sequence[str] = ()) -> dict[str, Outcome]:
     """Train the runs left (planned with the Hydra overrides ``extra``), ``jobs`` at a time,
@@ -233,6 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                        f"{standing(run.run_dir, run.budget).describe()}, its checkpoint gone")
                 print(f"# {run.name}: {why}; runs again, the earlier run moved into previous/\n"
                       f"{' '.join(run.command)}")
+        hours, unknown = hours_left(runs, recorded_speeds(RUNS))
+        print(f"# left: about {hours:.1f} hours of one core, at each agent's frames/s as the "
+              f"runs in {RUNS.relative_to(HERE.parent.parent)} recorded them (median; under "
+              "their load, a guide only)"
+              + (f"; no recorded speed for {', '.join(unknown)}" if unknown else ""))
         return 0
     outcomes = train_all(runs, args.jobs, args.overrides)
     if Outcome.interrupted in outcomes.values():

@@ -61,6 +61,36 @@ def test_the_dry_run_lists_every_planned_run_and_comments_out_a_finished_one(
     assert set(suite.AGENTS) == {*CELLS, suite.REFERENCE}  # every registered cell, and sb3
 
 
+def speed_run(run_dir: Path, fps: list[float]) -> None:
+    """A ``progress.csv`` of one update of 2,048 frames per ``fps`` value."""
+    run_dir.mkdir(parents=True)
+    with (run_dir / "progress.csv").open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["frames", "updates", "fps"])
+        for index, value in enumerate(fps, start=1):
+            writer.writerow([index * 2048, index, value])
+
+
+def test_the_dry_run_says_the_cpu_hours_left_at_the_recorded_speeds(tmp_path: Path) -> None:
+    """Each agent's speed is the median over its runs of each run's median fps, the first two
+    updates (the start-up) left out; the hours are the frames left over that speed."""
+    recorded = tmp_path / "recorded"
+    speed_run(recorded / "RepeatFirstEasy" / "lstm" / "seed0", [1.0, 1.0, 900, 1000, 1100])
+    speed_run(recorded / "BattleshipEasy" / "lstm" / "seed1", [5.0, 5.0, 3000, 3000, 3000])
+    speed_run(recorded / "BattleshipEasy" / "lstm" / "seed2", [5.0, 5.0, 2000])
+    speed_run(recorded / "BattleshipEasy" / "gru" / "seed0", [5.0, 5.0, 500])
+    speeds = suite.recorded_speeds(recorded)
+    assert speeds == {"lstm": 2000.0, "gru": 500.0}
+    budget = 3_600_000
+    runs = suite.planned(tmp_path / "new", ["RepeatFirstEasy"], ["lstm", "gru", "ffm"], [0, 1],
+                         budget)
+    half = runs[0].run_dir  # lstm seed 0, trained half its budget
+    fake_run(half, [(1, 0.0)], budget=budget, update=budget // 2)
+    hours, unknown = suite.hours_left(runs, speeds)
+    assert unknown == ["ffm"]
+    assert hours == pytest.approx((0.5 + 1) * budget / 2000 / 3600 + 2 * budget / 500 / 3600)
+
+
 def test_mmer_is_the_largest_100_episode_mean_once_100_episodes_ended(tmp_path: Path) -> None:
     # 0.9 after 60 episodes does not count; after 120: 0.2, after 180: 0.5, after 240: 0.4.
     fake_run(tmp_path / "run", [(60, 0.9), (60, 0.2), (60, 0.5), (60, 0.4)], budget=8192)
@@ -182,7 +212,8 @@ def test_a_run_made_with_an_earlier_preset_leaves_the_tables_and_runs_again(
     out = capsys.readouterr().out
     assert (f"# {env} gru seed 0: made with an earlier preset; runs again, the earlier run "
             f"moved into previous/\npython -m rlmem.train env={env} memory=gru seed=0") in out
-    assert out.rstrip().endswith("resume=false force=true")
+    *_, command, left = out.rstrip().splitlines()
+    assert command.endswith("resume=false force=true") and left.startswith("# left: about ")
 
     shutil.rmtree(tmp_path / env / "gru" / "seed1")
     text = aggregate.render(aggregate.collect(tmp_path), "{{per_env}}")
@@ -204,7 +235,9 @@ def test_a_run_committed_part_way_without_its_checkpoint_runs_again(
     out = capsys.readouterr().out
     assert (f"# {env} gtrxl seed 0: trained 1024 of 2048 frames, its checkpoint gone; runs "
             "again, the earlier run moved into previous/\npython -m rlmem.train") in out
-    assert out.rstrip().endswith("resume=false force=true")
+    *_, command, left = out.rstrip().splitlines()
+    assert command.endswith("resume=false force=true") and left.startswith("# left: about ")
+
 
 def test_the_sb3_reference_flattens_tuple_and_multidiscrete_observations() -> None:
     autoencode = make_env(suite.env_argument("AutoencodeEasy")).observation_space
