@@ -8,10 +8,12 @@ finished run by its maximum mean episodic reward (:mod:`experiments.popgym.mmer`
 
 - ``mmer.csv``: one row per run found (env, agent, seed, frames trained, budget, finished,
   MMER), committed, so the tables can be recomputed without the runs' curves;
-- ``RESULTS.md`` from ``RESULTS.template.md``: per env and agent the per-seed MMERs, their IQM
-  with a 95% stratified bootstrap interval (:mod:`rlmem.stats`), and the POPGym paper's
-  number where we have it; the probability that our lstm beats sb3-contrib's RecurrentPPO, per
-  env and over all envs, with its interval; and a summary of every agent across envs.
+- ``RESULTS.md`` from ``RESULTS.template.md`` (from ``RESULTS.budget.template.md`` for runs at
+  another budget than the suite's own, ``suite.py --frames``): per env and agent the per-seed
+  MMERs, their IQM with a 95% stratified bootstrap interval (:mod:`rlmem.stats`), and the
+  POPGym paper's number where we have it; the probability that our lstm beats sb3-contrib's
+  RecurrentPPO, per env and over all envs, with its interval; and a summary of every agent
+  across envs.
 
 It runs on partial results: a row without finished runs says "not run" (or how many runs are
 still training), and only finished runs (their ``progress.csv`` reaches their config's frames)
@@ -33,7 +35,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.popgym.mmer import read_curve
-from experiments.popgym.suite import AGENTS, ENVS, REFERENCE, RUNS, superseded
+from experiments.popgym.suite import AGENTS, ENVS, FRAMES, REFERENCE, RUNS, superseded
 from rlmem.stats import iqm, iqm_estimate, probability_of_improvement_estimate
 
 HERE = Path(__file__).resolve().parent
@@ -215,11 +217,31 @@ def write_csv(runs: Sequence[Run], path: Path) -> None:
     path.write_text(buffer.getvalue())
 
 
+TEMPLATE = HERE / "RESULTS.template.md"
+"""The text of the suite's own table, at :data:`~experiments.popgym.suite.FRAMES` a run, with
+its reading written by hand."""
+BUDGET_TEMPLATE = HERE / "RESULTS.budget.template.md"
+"""The text of a table at another budget (``suite.py --frames``), which names its frames and
+has no reading yet."""
+
+
+def budgets(runs: Sequence[Run]) -> list[int]:
+    """The frame budgets the runs' configs give, in order."""
+    return sorted({run.budget for run in runs if run.budget is not None})
+
+
+def template_for(runs: Sequence[Run]) -> Path:
+    """:data:`TEMPLATE` for runs at the suite's own budget (or none yet), else
+    :data:`BUDGET_TEMPLATE`: the first one's text and reading speak of 163,840 frames."""
+    return TEMPLATE if set(budgets(runs)) <= {FRAMES} else BUDGET_TEMPLATE
+
+
 def render(runs: Sequence[Run], template: str) -> str:
-    """``template`` with its tables filled in from ``runs``."""
+    """``template`` with its tables filled in from ``runs``, and their budgets."""
     return (template.replace("{{per_env}}", "\n".join(per_env(runs)))
             .replace("{{improvement}}", "\n".join(improvement(runs)))
-            .replace("{{summary}}", "\n".join(summary(runs))))
+            .replace("{{summary}}", "\n".join(summary(runs)))
+            .replace("{{frames}}", " and ".join(f"{budget:,}" for budget in budgets(runs))))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -232,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = collect(args.runs) if args.runs.exists() else []
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(runs, args.out / "mmer.csv")
-    text = render(runs, (HERE / "RESULTS.template.md").read_text())
+    text = render(runs, template_for(runs).read_text())
     (args.out / "RESULTS.md").write_text(text)
     print(text)
 

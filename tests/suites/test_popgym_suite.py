@@ -292,3 +292,25 @@ def test_tuning_plans_every_variant_seed_by_seed_and_refuses_the_suites_seeds(
     report = tune.report(tmp_path, [100, 101], suite.FRAMES)
     assert [line for line in report.splitlines() if line.startswith("## ")] == [
         f"## Round {number}" for number in range(1, len(tune.ROUNDS) + 1)]
+
+
+def test_runs_at_another_budget_get_the_budget_template_not_the_suites_reading(
+        tmp_path: Path) -> None:
+    """The suite's RESULTS.md text and hand-written reading speak of 163,840 frames: a table of
+    runs at another budget (``suite.py --frames``) is written from the template that names its
+    budget and has no reading."""
+    own = tmp_path / "own"
+    fake_run(suite.run_dir(own, "RepeatPreviousEasy", "lstm", 0), [(100, 0.5)],
+             budget=suite.FRAMES, update=suite.FRAMES)
+    assert aggregate.template_for(aggregate.collect(own)) == aggregate.TEMPLATE
+    assert aggregate.template_for([]) == aggregate.TEMPLATE
+    larger = tmp_path / "larger"
+    fake_run(suite.run_dir(larger, "RepeatPreviousEasy", "lstm", 0), [(100, 0.5)],
+             budget=2_048_000, update=2_048_000)
+    out = tmp_path / "table"
+    aggregate.main(["--runs", str(larger), "--out", str(out)])
+    text = (out / "RESULTS.md").read_text()
+    assert text.startswith("# POPGym at 2,048,000 frames a run")
+    assert "five seeds (0–4), 2,048,000 frames per run" in text
+    assert "163,840 frames per run" not in text and "What it says" not in text
+    assert "| RepeatPreviousEasy | lstm | 1 | 2,048,000 | 0.500 |" in text
