@@ -266,9 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"# {run.name}: {why}; runs again, the earlier run moved into previous/\n"
                       f"{' '.join(run.command)}")
         hours, unknown = hours_left(runs, recorded_speeds(RUNS))
-        print(f"# left: about {hours:.1f} hours of one core, at each agent's frames/s as the "
-              f"runs in {RUNS.relative_to(HERE.parent.parent)} recorded them (median; under "
-              "their load, a guide only)"
+        # No quote marks in the line: the suite's tests read the dry run with shlex.
+        print(f"# left: about {hours:.1f} hours of one core, at the frames/s recorded by each "
+              f"agent in {RUNS.relative_to(HERE.parent.parent)} (median; under the load of "
+              "their day, a guide only)"
               + (f"; no recorded speed for {', '.join(unknown)}" if unknown else ""))
         return 0
     outcomes = train_all(runs, args.jobs, args.overrides)
