@@ -56,6 +56,8 @@ def packaged_commit(repository: Path, commit: str, into: Path) -> Path:
     Raises:
         RuntimeError: ``commit`` is no commit of ``repository``.
     """
+    # Absolute: the symbolic links below would otherwise point relative to their own folder.
+    repository, into = repository.resolve(), into.resolve()
     package = into / "package"
     if (package / "rlmem" / "agents").exists():
         return package
@@ -84,12 +86,15 @@ def train_to_threshold(overrides: Sequence[str], run_dir: Path,
     Raises:
         RuntimeError: the run failed (its output's tail in the message).
     """
+    # Absolute: the run starts in another folder, where relative paths would name other
+    # places (a relative PYTHONPATH would quietly import the installed rlmem instead of code's).
+    run_dir = run_dir.resolve()
     outcome = run_dir / OUTCOME
     if outcome.exists():
         return Solve(**json.loads(outcome.read_text()))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if code is not None:
-        env["PYTHONPATH"] = str(code)
+        env["PYTHONPATH"] = str(code.resolve())
     command = [sys.executable, "-m", "rlmem.train", *overrides, f"run_dir={run_dir}",
                "resume=false", "force=true", "progress_bar=false"]
     load_before, start = load_average(), time.perf_counter()
