@@ -133,9 +133,15 @@ class PPOConfig(PPOHyperparameters):
     a sequence of ``foreach`` operations over all of them: the same update in another order of
     roundings (equal in float64: ``tests/agents/test_fused_adam.py``), its optimizer step
     about 5x faster on the CPU (``docs/performance.md#fused-adam``). null: decided when the
-    run starts, and recorded: off where ``vectorization`` is set (``sync`` is the bit-exact
-    reference), on otherwise. A resumed run keeps its recorded value (off for runs from before
-    this key, whose arithmetic it continues)."""
+    run starts, and recorded: off. It was on wherever ``vectorization`` was left to ``auto``
+    until relstm on DoorKey-5x5 learnt with the ``foreach`` steps (9 of 9 runs) and not with
+    the fused kernel (0 of 9): the kernel does not mark the weights it writes as changed, so
+    the weights the attentive cells derive for acting stayed the first ones
+    (``experiments/fast_trainer/FUSED_ADAM.md``). :meth:`PPO.step
+    <rlmem.agents.ppo.update.PPO.step>` marks them now; the default stays off until a learning
+    check on more seeds (for lstm the kernel gained 0-11 % of frames/s, for relstm nothing). A
+    resumed run keeps its recorded value (off for runs from before this key, whose arithmetic
+    it continues)."""
 
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
@@ -202,7 +208,7 @@ class PPOConfig(PPOHyperparameters):
         ``fused_adam`` (:func:`decided_fused_adam`)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
-        decided["fused_adam"] = decided_fused_adam(decided, config, recorded)
+        decided["fused_adam"] = decided_fused_adam(decided, recorded)
         return decided
 
     @classmethod
@@ -307,16 +313,16 @@ def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
     return max(1, threads)
 
 
-def decided_fused_adam(agent: Mapping[str, Any], config: Mapping[str, Any],
+def decided_fused_adam(agent: Mapping[str, Any],
                        recorded: Mapping[str, Any] | None = None) -> bool:
     """``agent.fused_adam`` as the run takes it (see :attr:`PPOConfig.fused_adam`): a value
-    given is kept; a resumed run keeps its recorded one (off where it recorded none); else off
-    on the exact reference (:func:`exact_reference`), on otherwise."""
+    given is kept; a resumed run keeps its recorded one (off where it recorded none); else
+    off."""
     if agent.get("fused_adam") is not None:
         return bool(agent["fused_adam"])
     if recorded is not None:
         return bool(recorded.get("fused_adam") or False)
-    return not exact_reference(config)
+    return False
 
 
 def exact_reference(config: Mapping[str, Any]) -> bool:

@@ -27,6 +27,11 @@ def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
     in-place update such as an optimizer step): a rollout step would otherwise spend more on
     rebuilding them than on the step. Under autograd they are rebuilt every call, so that
     gradients reach the parameters.
+
+    A change is seen by the parameters' version counters: a write that does not count itself
+    there must be marked (``torch.autograd.graph.increment_version``), or the kept weights
+    outlive it. torch's fused Adam is such a write; :class:`~rlmem.agents.ppo.update.PPO` marks
+    its steps (``experiments/fast_trainer/FUSED_ADAM.md``).
     """
     parameters = list(module.parameters())
     if torch.is_grad_enabled() and any(p.requires_grad for p in parameters):
