@@ -137,9 +137,9 @@ class PPOConfig(PPOHyperparameters):
     until relstm on DoorKey-5x5 learnt with the ``foreach`` steps (9 of 9 runs) and not with
     the fused kernel (0 of 9): the kernel does not mark the weights it writes as changed, so
     the weights the attentive cells derive for acting stayed the first ones
-    (``experiments/fast_trainer/FUSED_ADAM.md``). :meth:`PPO.step
-    <rlmem.agents.ppo.update.PPO.step>` marks them now; the default stays off until a learning
-    check on more seeds (for lstm the kernel gained 0-11 % of frames/s, for relstm nothing). A
+    (``experiments/fast_trainer/FUSED_ADAM.md``). The kept weights follow every optimizer step
+    now (``rlmem.cells._engines.weight_cache``); the default stays off until a learning check
+    on more seeds (for lstm the kernel gained 0-11 % of frames/s, for relstm nothing). A
     resumed run keeps its recorded value (off for runs from before this key, whose arithmetic
     it continues)."""
 

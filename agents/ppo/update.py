@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.graph import increment_version
 
 from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.gae import compute_gae
@@ -136,13 +135,6 @@ class PPO:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                    self.config.max_grad_norm, foreach=True)
         self.optimizer.step()
-        if self.config.fused_adam:
-            # torch's fused kernel writes the weights without counting the change on their
-            # version counters, which the weights derived for acting are kept by
-            # (rlmem.cells._engines.weight_cache): unmarked, relstm, relrnn, memlstm and irnn
-            # acted with their first weights for the whole run
-            # (experiments/fast_trainer/FUSED_ADAM.md).
-            increment_version(self.trainable)
         return {**stats, "ppo/grad_norm": grad_norm}
 
     def state_dict(self) -> dict[str, Any]:

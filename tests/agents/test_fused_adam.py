@@ -88,10 +88,11 @@ def test_a_run_records_its_kernel() -> None:
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_acting_after_a_step_reads_the_stepped_weights(fused: bool) -> None:
-    """The weights a screened cell derives for acting are kept until a weight changes, as its
-    version counter says; torch's fused kernel does not count its writes there, so PPO marks
-    them: after a step, acting (no autograd) reads the new weights, not the first ones. Found
-    as relstm not learning DoorKey-5x5 with the fused kernel (FUSED_ADAM.md)."""
+    """The weights a screened cell derives for acting are kept until a weight changes or an
+    optimizer steps (torch's fused kernel does not count its writes on the version counters):
+    after a PPO step, acting (no autograd) reads the new weights, not the first ones. Found as
+    relstm not learning DoorKey-5x5 with the fused kernel (FUSED_ADAM.md); every cell, outside
+    PPO: tests/cells/test_weight_cache.py."""
     model, batch = rollout_batch("relstm")
     ppo = PPO(model, _config(fused))
     cell = model.memory
