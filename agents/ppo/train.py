@@ -73,8 +73,9 @@ def train(config: Config, run: RunSession) -> None:
     envs = _envs(share, run.device)
     try:
         model = _model(config, envs, run.device)
-        width = Exchange.width_for(model.trainable_parameters(), share.num_envs * frames_per_env)
-        exchange = new_exchange(agent.processes, width) if agent.processes > 1 else None
+        exchange = (new_exchange(agent.processes, Exchange.width_for(
+            model.trainable_parameters(), share.num_envs * frames_per_env))
+            if agent.processes > 1 else None)
         replicas = None if exchange is None else Replicas(exchange, LEADER)
         ppo = PPO(model, agent, replicas)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
