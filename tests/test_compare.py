@@ -4,6 +4,8 @@ table's statistics, the figure, and the table a sweep ends with."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +165,14 @@ def test_a_suites_aggregate_answers_help(suite: str, capsys: pytest.CaptureFixtu
     output = capsys.readouterr().out
     assert output.startswith("usage:") and "| " not in output
     assert results.stat().st_mtime_ns == before
+
+
+def test_the_sweep_callback_leaves_the_comparison_modules_unloaded() -> None:
+    """Every run builds the sweep's callback (conf/train.yaml's ``hydra.callbacks``): loading
+    it must not load what only a sweep's end reads (the supervised tasks, matplotlib)."""
+    code = ("import sys, rlmem.comparison.sweep_table\n"
+            "print(sorted(name for name in ('matplotlib', 'rlmem.tasks', "
+            "'rlmem.comparison.collection') if name in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -22,8 +22,6 @@ from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from rlmem.comparison.collection import NotARunError, group_runs, read_run
-from rlmem.comparison.table import comparison_table
 from rlmem.runs.logger import CorruptProgressError
 
 SEED = re.compile(r"(^|[/_])seed\d+$")
@@ -33,6 +31,12 @@ SEED = re.compile(r"(^|[/_])seed\d+$")
 def sweep_report(run_dirs: list[Path]) -> str:
     """The table of the runs in ``run_dirs`` (those that exist and hold a run), headed by how
     to draw their curves; empty when none does."""
+    # Imported here, not above: every run builds this callback, and reading runs pulls in the
+    # supervised tasks and matplotlib (about 0.4 s of each command's start-up); only a
+    # sweep's end needs them.
+    from rlmem.comparison.collection import NotARunError, group_runs, read_run
+    from rlmem.comparison.table import comparison_table
+
     runs = []
     for path in dict.fromkeys(run_dirs):
         try:
