@@ -8,10 +8,10 @@ A change is seen two ways: by the parameters' version counters, which every in-p
 through autograd's view of a tensor bumps (``copy_``, ``load_state_dict``, the ``foreach``
 optimizer steps), and by any torch optimizer's step, counted here by a global step hook. The
 second is needed because some writes do not count themselves on the version counters: torch's
-fused Adam kernel is one (``p._version`` stays 0 after a fused step; torch 2.13), and with only
-the counters relstm, relrnn, memlstm and irnn acted with their first weights for whole PPO runs
-(``experiments/fast_trainer/FUSED_ADAM.md``), in any trainer that steps with it (ours,
-sb3-contrib's ``RecurrentPPO`` given ``optimizer_kwargs={"fused": True}``).
+fused Adam kernel is one (``p._version`` stays 0 after a fused step; torch 2.13). With only
+the counters, relstm, relrnn, memlstm and irnn acted with their first weights for whole runs of
+our PPO (``experiments/fast_trainer/FUSED_ADAM.md``), and would have in any trainer stepping
+with that kernel (sb3-contrib's ``RecurrentPPO`` given ``optimizer_kwargs={"fused": True}``).
 """
 
 from __future__ import annotations
