@@ -2,8 +2,8 @@
 optimizer step, whoever takes it: after a step of torch's fused Adam, which does not count its
 writes on the weights' version counters, a cell acting without autograd computes what a fresh
 copy of it computes. Without the step hook relstm, relrnn, memlstm and irnn acted with their
-first weights (``experiments/fast_trainer/FUSED_ADAM.md``), in our PPO and in sb3-contrib's
-``RecurrentPPO`` given a fused optimizer alike."""
+first weights in our PPO with the fused kernel (``experiments/fast_trainer/FUSED_ADAM.md``),
+and would have in any trainer stepping with it."""
 
 from __future__ import annotations
 
