@@ -25,8 +25,9 @@ RESULTS = HERE / "FUSED_ADAM.md"
 ARMS = ("fused", "foreach", "foreach_lr_perturbed", "fused_marked")
 """The folders of ``fused_adam_runs``: the fused kernel as it was; the ``foreach`` steps; the
 ``foreach`` steps with ``agent.lr=0.0010000001`` (a perturbation of the arithmetic, to see
-whether any change of rounding loses the task); the fused kernel once PPO marks the weights it
-writes as changed (``PPO.step``)."""
+whether any change of rounding loses the task); the fused kernel once the weights it
+writes were marked as changed (made when ``PPO.step`` marked them; the weight cache has since
+renewed itself after any torch optimizer's step, ``rlmem/cells/_engines/weight_cache.py``)."""
 THRESHOLD = 0.9
 
 
