@@ -17,6 +17,7 @@ from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import Tensor, nn
 
 from rlmem.agents.encoding_names import GRID_ENCODINGS
+from rlmem.agents.grid_fold import folded_first_block, last_convolution
 from rlmem.envs.minigrid_observation import PAD
 
 GRID_VOCABULARY = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX))
@@ -32,8 +33,9 @@ views are placed in one this size (:class:`ImageEncoder`)."""
 
 class _CPUEmbeddingLookup(torch.autograd.Function):
     """``weight[indices]`` whose backward accumulates with ``index_put_`` rather than
-    ``embedding_dense_backward``: on the CPU both add the gradient's rows into the table one
-    index after another, in the indices' order, so the sums are the same bit for bit, and
+    ``embedding_dense_backward``: on the CPU on one thread both add the gradient's rows into
+    the table one index after another, in the indices' order, so the sums are the same bit for
+    bit (on several threads torch's splits the indices among them, and rounds otherwise), and
     ``index_put_`` is several times faster on the 37,632 indices (256 views × 49 cells × 3
     channels) of a PPO minibatch, where the dense backward was a tenth of an update."""
 
@@ -108,6 +110,11 @@ class ImageEncoder(FieldEncoder):
             MiniGrid's first axis is the view's x (across the agent), its second the y (the
             agent looks towards y = 0); views are square and odd-sized.
         encoding: one of :data:`GRID_ENCODINGS`.
+        folded: compute the embedding, the first convolution, its ReLU and the max-pool as
+            one table lookup on the CPU, and the last convolution as one matrix product
+            (:mod:`rlmem.agents.grid_fold`): the same function, rounded in another order, the
+            encoder several times faster; the ``embedding`` encoding only. Elsewhere (a GPU,
+            no compiled loops) the modules run as without it. The weights are the same.
 
     Shapes:
         - input: ``(N, height, width, channels)``, any numeric dtype holding the indices
@@ -121,8 +128,11 @@ class ImageEncoder(FieldEncoder):
     """Per channel, the first row of its values in the one table (not the ``raw`` encoding)."""
     indicators: Tensor
     """The identity over the table's rows (the ``onehot`` encoding only)."""
+    channel_of_row: Tensor
+    """Which channel each row of the one table belongs to (the ``embedding`` encoding only)."""
 
-    def __init__(self, image_shape: tuple[int, int, int], encoding: str = "embedding") -> None:
+    def __init__(self, image_shape: tuple[int, int, int], encoding: str = "embedding",
+                 folded: bool = False) -> None:
         super().__init__()
         height, width, channels = image_shape
         if min(height, width) < FULL_VIEW and (height != width or height % 2 == 0):
@@ -135,8 +145,12 @@ class ImageEncoder(FieldEncoder):
         if encoding != "raw" and channels != len(GRID_VOCABULARY):
             raise ValueError(f"grid encoding {encoding!r} needs MiniGrid's (object, colour, "
                              f"state) channels, got {channels} channels; use encoding='raw'")
+        if folded and encoding != "embedding":
+            raise ValueError(f"a folded grid encoder needs the 'embedding' encoding, got "
+                             f"{encoding!r}")
         self.image_shape = tuple(image_shape)
         self.encoding = encoding
+        self.folded = folded
         # F.pad's order: channels, then y (all of it in front of the agent), then x (both sides).
         side, ahead = (FULL_VIEW - height) // 2, FULL_VIEW - width
         self.padding: tuple[int, ...] | None = (
@@ -155,6 +169,9 @@ class ImageEncoder(FieldEncoder):
             else:
                 self.embedding = nn.Embedding(rows, EMBEDDING_SIZE)
                 in_channels = channels * EMBEDDING_SIZE
+                self.register_buffer("channel_of_row", torch.tensor(
+                    [c for c, values in enumerate(GRID_VOCABULARY) for _ in range(values)]),
+                    persistent=False)
         self.net = nn.Sequential(
             nn.Conv2d(in_channels, 16, (2, 2)), nn.ReLU(), nn.MaxPool2d((2, 2)),
             nn.Conv2d(16, 32, (2, 2)), nn.ReLU(),
@@ -167,23 +184,51 @@ class ImageEncoder(FieldEncoder):
 
         Shapes: ``(N, H, W, C)`` -> ``(N, features, max(H, 7), max(W, 7))``.
         """
-        if self.padding is not None:
-            image = nn.functional.pad(image, self.padding)  # 0: MiniGrid's "unseen"
         if self.encoding == "raw":
-            return image.permute(0, 3, 1, 2).float()
-        rows = image.long() + self.offsets
+            return self._full_view(image).permute(0, 3, 1, 2).float()
+        rows = self.table_rows(image)
         if self.embedding is None:  # one-hot: the three indicators of a cell, summed
             features = self.indicators[rows].sum(dim=-2)
         else:
             features = embedding_lookup(rows, self.embedding.weight).flatten(-2)
         return features.permute(0, 3, 1, 2)
 
+    def table_rows(self, image: Tensor) -> Tensor:
+        """Each cell's rows of the one table (not the ``raw`` encoding), the view made 7×7.
+
+        Shapes: ``(N, H, W, C)`` -> ``(N, max(H, 7), max(W, 7), C)`` int64.
+        """
+        return self._full_view(image).long() + self.offsets
+
+    def _full_view(self, image: Tensor) -> Tensor:
+        """``image`` placed in a 7×7 view where it is smaller (the class docstring)."""
+        if self.padding is None:
+            return image
+        return nn.functional.pad(image, self.padding)  # 0: MiniGrid's "unseen"
+
     def forward(self, image: Tensor) -> Tensor:
         """Shapes: ``(N, H, W, C)`` -> ``(N, output_size)``."""
+        if self.folded:
+            assert self.embedding is not None  # __init__: folded needs the embedding
+            pooled = folded_first_block(self.table_rows(image), self.embedding,
+                                        self.convolution(0), self.channel_of_row)
+            if pooled is not None:  # net[:3]: the convolution, its ReLU and the max-pool
+                second = self.net[4](self.net[3](pooled.permute(0, 3, 1, 2)))
+                last = self.convolution(5)
+                if second.shape[2:] == last.kernel_size:  # net[5:]: one product
+                    return last_convolution(second.permute(0, 2, 3, 1), last).relu()
+                return self.net[5:](second)
         return self.net(self.grid_features(image))
+
+    def convolution(self, index: int) -> nn.Conv2d:
+        """The convolution at ``net[index]`` (0, 3 or 5)."""
+        layer = self.net[index]
+        assert isinstance(layer, nn.Conv2d)
+        return layer
 
     def extra_repr(self) -> str:
         shown = f"image_shape={self.image_shape}, encoding={self.encoding!r}"
+        shown += ", folded" if self.folded else ""
         return shown + (f", placed in a {FULL_VIEW}x{FULL_VIEW} view" if self.padding else "")
 
 

@@ -79,7 +79,8 @@ def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str) 
     torch.set_num_threads(max(torch.get_num_threads(), config.update_threads or 1))
     envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        OmegaConf.structured(cell_config(memory)))
+                        OmegaConf.structured(cell_config(memory)),
+                        folded_grid=bool(config.folded_grid))
     ppo = PPO(model, config)
     collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
                  if isinstance(envs, TensorVectorEnv)

@@ -90,9 +90,12 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
     ("agent.batch_size=64", "agent.batch_size=64 is more than the rollout's 32 frames "
                             "(num_envs=2 × agent.frames_per_env=16)"),
     ("agent=nope", "agent=nope is not a choice of agent (the choices are ppo, sb3)"),
+    ("grid_encoding=onehot agent.folded_grid=true",
+     "agent.folded_grid=true folds the grid's embedding into its first convolution, and "
+     "grid_encoding=onehot has no embedding"),
 ])
 def test_bad_input_fails_before_any_work(override: str, message: str, tmp_path: Path) -> None:
-    result = run_cli("rlmem.train", *TINY_PPO, override, f"run_dir={tmp_path / 'run'}",
+    result = run_cli("rlmem.train", *TINY_PPO, *override.split(), f"run_dir={tmp_path / 'run'}",
                      cwd=tmp_path)
     assert result.returncode == 1
     assert message in result.stderr, result.stderr[-2000:]

@@ -143,6 +143,18 @@ class PPOConfig(PPOHyperparameters):
     resumed run keeps its recorded value (off for runs from before this key, whose arithmetic
     it continues)."""
 
+    folded_grid: bool | None = None
+    """Whether the grid encoder computes its embedding and first convolution as one table
+    lookup on the CPU (:mod:`rlmem.agents.grid_fold`): the same function (equal in float64:
+    ``tests/agents/test_grid_fold.py``) rounded in another order, the encoder several times
+    faster, the update about a fifth (``docs/performance.md#folded-grid``). MiniGrid's
+    ``embedding`` grid encoding only; on a GPU, or without the compiled loops, the modules run
+    as without it. null: decided when the run starts, and recorded: off where
+    ``vectorization`` is set (``sync`` is the bit-exact reference), where the grid encoding is
+    not ``embedding`` or the device is ``cuda``, and for resumed runs that recorded none (whose
+    arithmetic they continue); else off until the learning check of
+    ``experiments/fast_trainer/folded_grid.py`` is in."""
+
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
     ``num_envs / processes`` of the envs and ``batch_size / processes`` frames of every
@@ -205,10 +217,12 @@ class PPOConfig(PPOHyperparameters):
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
         for the run's env), ``update_threads`` (:func:`decided_update_threads`) and
-        ``fused_adam`` (:func:`decided_fused_adam`)."""
+        ``fused_adam`` (:func:`decided_fused_adam`) and ``folded_grid``
+        (:func:`decided_folded_grid`)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_fused_adam(decided, recorded)
+        decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
         return decided
 
     @classmethod
@@ -237,6 +251,10 @@ class PPOConfig(PPOHyperparameters):
                          config.discrete_encoding)
         except ValueError as error:
             raise ValueError(f"env={env.name}: {error}") from None
+        if self.folded_grid and config.grid_encoding != "embedding":
+            raise ValueError(f"agent.folded_grid=true folds the grid's embedding into its first "
+                             f"convolution, and grid_encoding={config.grid_encoding} has no "
+                             f"embedding: use grid_encoding=embedding, or agent.folded_grid=false")
         frames_per_env = int(decided_value(self, "frames_per_env"))
         rollout, batch = config.num_envs * frames_per_env, int(decided_value(self, "batch_size"))
         if batch > rollout:  # minibatches() would quietly take the whole rollout as one
@@ -322,6 +340,21 @@ def decided_fused_adam(agent: Mapping[str, Any],
         return bool(agent["fused_adam"])
     if recorded is not None:
         return bool(recorded.get("fused_adam") or False)
+    return False
+
+
+def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
+                        recorded: Mapping[str, Any] | None = None) -> bool:
+    """``agent.folded_grid`` as the run takes it (see :attr:`PPOConfig.folded_grid`): a value
+    given is kept; a resumed run keeps its recorded one (off where it recorded none); else off
+    for the exact reference, another grid encoding or a CUDA device, and off otherwise."""
+    if agent.get("folded_grid") is not None:
+        return bool(agent["folded_grid"])
+    if recorded is not None:
+        return bool(recorded.get("folded_grid") or False)
+    if (exact_reference(config) or config.get("grid_encoding", "embedding") != "embedding"
+            or str(config.get("device", "auto")).startswith("cuda")):
+        return False
     return False
 
 

@@ -88,11 +88,14 @@ class ActorCritic(nn.Module):
             (:data:`rlmem.agents.encoding_names.DISCRETE_ENCODINGS`).
         shared_memory: the actor and the critic read one memory cell (rl-starter-files);
             False gives the critic a cell of its own (``agent.shared_memory``).
+        folded_grid: a MiniGrid grid's encoder computes its embedding and first convolution
+            as one table lookup on the CPU (``agent.folded_grid``): the same weights.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
                  memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
-                 discrete_encoding: str = "onehot", shared_memory: bool = True) -> None:
+                 discrete_encoding: str = "onehot", shared_memory: bool = True,
+                 folded_grid: bool = False) -> None:
         super().__init__()
         if isinstance(action_space, int):
             action_space = spaces.Discrete(action_space)
@@ -101,7 +104,7 @@ class ActorCritic(nn.Module):
         memory_inputs = 0
         after_memory = 0
         for key, space in observation_fields(observation_space).items():
-            encoder = field_encoder(space, grid_encoding, discrete_encoding)
+            encoder = field_encoder(space, grid_encoding, discrete_encoding, folded_grid)
             name = self._module_name(key)
             self.add_module(name, encoder)
             self.field_modules[key] = name

@@ -83,8 +83,9 @@ def stack_observations(observations: list[Observation], device: torch.device
 
 
 def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
-                  discrete_encoding: str = "onehot") -> FieldEncoder:
-    """The encoder of one observation field, chosen by the type of its space (table above).
+                  discrete_encoding: str = "onehot", folded_grid: bool = False) -> FieldEncoder:
+    """The encoder of one observation field, chosen by the type of its space (table above);
+    ``folded_grid``: a MiniGrid grid's encoder folds its first layer (:class:`ImageEncoder`).
 
     Raises:
         UnsupportedObservationSpaceError: no encoder for this space (Text, Graph, Sequence,
@@ -93,7 +94,7 @@ def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
     # MiniGrid's types first: they are Boxes too.
     if isinstance(space, GridSpace):
         height, width, channels = space.shape  # MiniGridObservation makes it (view, view, 3)
-        return ImageEncoder((height, width, channels), grid_encoding)
+        return ImageEncoder((height, width, channels), grid_encoding, folded=folded_grid)
     if isinstance(space, MissionSpace):
         return MissionEncoder(int(space.high.max()) + 1)
     if isinstance(space, spaces.Box) and is_pixel_space(space):

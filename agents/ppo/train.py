@@ -151,7 +151,8 @@ def _model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
     return ActorCritic(envs.single_observation_space, envs.single_action_space,
                        config.memory, grid_encoding=config.grid_encoding,
                        discrete_encoding=config.discrete_encoding,
-                       shared_memory=config.agent.shared_memory is not False).to(device)
+                       shared_memory=config.agent.shared_memory is not False,
+                       folded_grid=bool(config.agent.folded_grid)).to(device)
 
 
 def _one_update(config: Config, model: ActorCritic, ppo: PPO, collector: RolloutCollector,

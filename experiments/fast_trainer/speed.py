@@ -48,7 +48,7 @@ class ShapedUpdate:
         if hidden_size is not None:
             memory_config.hidden_size = hidden_size
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            memory_config)
+                            memory_config, folded_grid=bool(self.config.folded_grid))
         self.ppo = PPO(model, self.config)
         self.collector = (
             TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)

@@ -1,8 +1,10 @@
 // The time loops of rlmem's research cells, compiled: the same ATen calls as their engines'
 // Python loops (rlmem/cells/_engines/tarnn.py, screened.py, full_attention.py), without an
 // interpreter between them; and DeltaNet's delta rule step by step (delta_rule.h), where the
-// Python engine composes blocks, and FFM's and LRU's elementwise recurrence (diagonal.h). At batch 16 a small op costs about as much to call from Python as to
-// run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
+// Python engine composes blocks, and FFM's and LRU's elementwise recurrence (diagonal.h); and
+// one piece that is not a time loop, the grid encoder's embedding and first convolution as one
+// table lookup (grid_fold.h). At batch 16 a small op costs about as much to call from Python as
+// to run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
 // falls back to the Python loops when it cannot be built. CPU only: the caller checks the device.
 //
 // One translation unit: each engine's loops are in a file of their own (the .h files here),
@@ -61,6 +63,7 @@ using at::Tensor;
 #include "full_step.h"
 #include "delta_rule.h"
 #include "diagonal.h"
+#include "grid_fold.h"
 
 // How many tensors share the storage of this one (1: only this one).
 int64_t storage_use_count(const Tensor& tensor) {
@@ -83,5 +86,7 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("delta_backward", &delta_backward);
   m.def("diagonal_forward", &diagonal_forward);
   m.def("diagonal_backward", &diagonal_backward);
+  m.def("grid_fold_forward", &grid_fold_forward);
+  m.def("grid_fold_backward", &grid_fold_backward);
   m.def("storage_use_count", &storage_use_count);
 }

@@ -1,0 +1,87 @@
+"""Does the folded grid encoder learn as its modules do? ``agent.folded_grid=true`` against
+the fast preset's runs without it (issue 59's "learning unchanged", for the encoder's fold).
+
+    python -m experiments.fast_trainer.folded_grid            # train and evaluate what is left
+    python -m experiments.fast_trainer.folded_grid --no-train --write   # into FOLDED_GRID.md
+
+lstm on DoorKey-5x5 and MemoryS7 at the budgets of :mod:`experiments.fast_trainer.learning`,
+its test seeds 3-7, two arms:
+
+- ``fast``: ``agent.preset=fast``, the modules: :mod:`~experiments.fast_trainer.learning`'s
+  runs, read (and evaluated) where they are, ``learning_runs/<env>/fast/seed<k>/`` (they
+  recorded ``agent.fused_adam: true``, the decision of their day, and one update thread);
+- ``fast, folded grid``: the same with ``agent.folded_grid=true``
+  (:mod:`rlmem.agents.grid_fold`), and Adam's fused kernel asked for as those runs had it, so
+  that the fold is the one difference, in ``learning_runs/<env>/fast_folded/seed<k>/``.
+
+The fold computes the encoder's function rounded otherwise (equal in float64:
+``tests/agents/test_grid_fold.py``), so a seed's two runs start alike and drift apart as
+rounding compounds: only the distributions can agree. The three measures of
+:mod:`~experiments.fast_trainer.learning` (the last ``return_recent``, the evaluated return and
+the zero-shot return), each with every seed, its IQM with a 95% bootstrap interval and
+P(folded ≥ modules) with its interval.
+
+The rule, written before any of these runs: ``agent.folded_grid`` left null is decided on
+(outside the exact reference, a CUDA device and the other grid encodings) if every one of the
+six P intervals contains ½ or lies above it; otherwise it stays off, selectable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from experiments.common.arm_runs import (
+    Arm,
+    comparison_parser,
+    reported,
+    run_all,
+    seed_runs,
+)
+from experiments.common.signal_relay import exit_passing_signals_on
+from experiments.fast_trainer.learning import (
+    CASES,
+    EPISODES,
+    FAST,
+    HERE,
+    MEMORY,
+    RUNS,
+    SEEDS,
+    TRANSFER_EPISODES,
+    compare,
+    comparison_page,
+)
+from rlmem.envs import transfer_target
+from rlmem.runs import INTERRUPTED
+
+RESULTS = HERE / "FOLDED_GRID.md"
+FOLDED = Arm("fast, folded grid",
+             (*FAST.overrides, "agent.folded_grid=true", "agent.fused_adam=true"),
+             directory="fast_folded")
+
+
+def results_page(lines: Sequence[str]) -> str:
+    """``FOLDED_GRID.md``: what was compared, how, and the comparison's lines."""
+    return comparison_page(
+        "The folded grid encoder against its modules, at the fast preset", "folded_grid",
+        "the runs are in `learning_runs/<env>/fast/seed<k>/` (the modules) and "
+        "`learning_runs/<env>/fast_folded/seed<k>/`", lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = comparison_parser(__doc__.split("\n\n")[0], RUNS, CASES, SEEDS, RESULTS)
+    args = parser.parse_args(argv)
+    cases = [case for case in CASES if case.env in args.envs]
+    failed = 0 if args.no_train else run_all(
+        cases, args.seeds, args.frames,
+        lambda case, seed, frames: seed_runs(
+            args.runs, (FAST, FOLDED), case, MEMORY, seed, frames, args.extra,
+            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
+    if failed == INTERRUPTED:
+        return failed
+    lines = [line for case in cases
+             for line in compare(args.runs, FAST, FOLDED, case, args.frames or case.frames)]
+    return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
+
+
+if __name__ == "__main__":
+    exit_passing_signals_on(main)

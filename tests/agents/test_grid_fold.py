@@ -1,0 +1,166 @@
+"""The folded grid encoder (:mod:`rlmem.agents.grid_fold`): the embedding, the first
+convolution, its ReLU and the max-pool as one table lookup compute the modules' function,
+outputs and every gradient, equal in float64; where the compiled loops cannot run, the modules
+run instead, bit for bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from reference.equivalence import use_loops
+from torch import Tensor
+
+from rlmem.agents.grid_fold import folded_first_block, last_convolution
+from rlmem.agents.minigrid_encoders import GRID_VOCABULARY, ImageEncoder
+from rlmem.agents.ppo.config import PPOConfig, decided_folded_grid
+from rlmem.cells._engines import compiled
+
+
+def grids(batch: int, view: int, generator: torch.Generator) -> Tensor:
+    """``(batch, view, view, 3)`` MiniGrid indices, every value of each channel possible."""
+    return torch.stack([torch.randint(0, values, (batch, view, view), generator=generator)
+                        for values in GRID_VOCABULARY], dim=-1)
+
+
+def pair(dtype: torch.dtype, view: int = 7) -> tuple[ImageEncoder, ImageEncoder]:
+    """A module encoder and a folded one with the same weights."""
+    torch.manual_seed(0)
+    module = ImageEncoder((view, view, 3)).to(dtype)
+    folded = ImageEncoder((view, view, 3), folded=True).to(dtype)
+    folded.load_state_dict(module.state_dict())
+    return module, folded
+
+
+def outputs_and_gradients(encoder: ImageEncoder, image: Tensor, upstream: Tensor
+                          ) -> list[Tensor]:
+    out = encoder(image)
+    return [out, *torch.autograd.grad(out, list(encoder.parameters()), upstream)]
+
+
+@pytest.mark.parametrize("view", [7, 5, 3])
+@pytest.mark.parametrize("batch", [1, 37])
+def test_the_fold_is_the_module_in_float64(view: int, batch: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("compiled", monkeypatch)
+    module, folded = pair(torch.float64, view)
+    generator = torch.Generator().manual_seed(view * 100 + batch)
+    image = grids(batch, view, generator)
+    upstream = torch.randn(batch, module.output_size, dtype=torch.float64, generator=generator)
+    expected = outputs_and_gradients(module, image, upstream)
+    got = outputs_and_gradients(folded, image, upstream)
+    names = ["output", *(name for name, _ in module.named_parameters())]
+    assert len(got) == len(expected) == 8  # output; embedding; three convolutions' w and b
+    for name, ours, theirs in zip(names, got, expected, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_the_first_block_alone_is_the_modules_channels_last(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("compiled", monkeypatch)
+
+    module, _ = pair(torch.float64)
+    image = grids(5, 7, torch.Generator().manual_seed(1))
+    assert module.embedding is not None
+    first = folded_first_block(module.table_rows(image), module.embedding,
+                               module.convolution(0), module.channel_of_row)
+    assert first is not None
+    assert first.shape == (5, 3, 3, 16)
+    torch.testing.assert_close(first.permute(0, 3, 1, 2),
+                               module.net[:3](module.grid_features(image)),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_the_last_convolution_as_one_product_is_the_convolution() -> None:
+    torch.manual_seed(6)
+    convolution = torch.nn.Conv2d(32, 64, (2, 3)).double()
+    x = torch.randn(4, 2, 3, 32, dtype=torch.float64)
+    torch.testing.assert_close(last_convolution(x, convolution),
+                               convolution(x.permute(0, 3, 1, 2)).flatten(1),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_equal_maxima_take_the_first_as_torchs_max_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the embedding at zero every position of a window holds the bias: the maximum is
+    taken from the first (row order) by both, or from none where the bias is below 0."""
+    use_loops("compiled", monkeypatch)
+    module, folded = pair(torch.float64)
+    with torch.no_grad():
+        for encoder in (module, folded):
+            assert encoder.embedding is not None
+            encoder.embedding.weight.zero_()
+            bias = encoder.convolution(0).bias
+            assert bias is not None
+            bias.copy_(torch.linspace(-1, 1, 16, dtype=torch.float64))
+    generator = torch.Generator().manual_seed(5)
+    image = grids(4, 7, generator)
+    upstream = torch.randn(4, module.output_size, dtype=torch.float64, generator=generator)
+    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
+                            outputs_and_gradients(module, image, upstream), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_float32_agrees_to_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("compiled", monkeypatch)
+    module, folded = pair(torch.float32)
+    generator = torch.Generator().manual_seed(2)
+    image = grids(256, 7, generator)
+    upstream = torch.randn(256, module.output_size, generator=generator)
+    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
+                            outputs_and_gradients(module, image, upstream), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_without_the_compiled_loops_the_modules_run_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+    module, folded = pair(torch.float32)
+    generator = torch.Generator().manual_seed(3)
+    image = grids(16, 7, generator)
+    upstream = torch.randn(16, module.output_size, generator=generator)
+    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
+                            outputs_and_gradients(module, image, upstream), strict=True):
+        assert torch.equal(ours, theirs)
+
+
+def test_acting_without_a_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("compiled", monkeypatch)
+    module, folded = pair(torch.float64)
+    image = grids(3, 7, torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        torch.testing.assert_close(folded(image), module(image), rtol=1e-12, atol=1e-12)
+
+
+def test_the_weights_are_the_modules() -> None:
+    module, folded = pair(torch.float32)
+    assert list(folded.state_dict()) == list(module.state_dict())
+    assert "folded" in repr(folded) and "folded" not in repr(module)
+
+
+@pytest.mark.parametrize("encoding", ["onehot", "raw"])
+def test_folding_needs_the_embedding(encoding: str) -> None:
+    with pytest.raises(ValueError, match="folded grid encoder needs the 'embedding' encoding"):
+        ImageEncoder((7, 7, 3), encoding, folded=True)
+
+
+@pytest.mark.parametrize(("agent", "config", "recorded", "folded"), [
+    ({"folded_grid": True}, {}, None, True),                     # given: kept
+    ({"folded_grid": False}, {}, None, False),
+    ({}, {}, {"folded_grid": True}, True),                       # resumed: its own
+    ({}, {}, {"preset": "fast"}, False),                         # from before the key
+    ({}, {"vectorization": "sync"}, None, False),                # the exact reference
+    ({}, {"grid_encoding": "onehot"}, None, False),              # nothing to fold
+    ({}, {"device": "cuda"}, None, False),                       # the modules run there
+    ({}, {}, None, False),                                       # left null: off, for now
+])
+def test_folded_grid_is_decided_by_the_run(agent: dict[str, Any], config: dict[str, Any],
+                                           recorded: dict[str, Any] | None,
+                                           folded: bool) -> None:
+    assert decided_folded_grid(agent, config, recorded) is folded
+
+
+def test_a_run_records_whether_it_folds() -> None:
+    asked = PPOConfig.decided({"name": "ppo", "folded_grid": True}, {"env": "DoorKey-5x5"})
+    default = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
+    assert (asked["folded_grid"], default["folded_grid"]) == (True, False)
