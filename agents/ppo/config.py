@@ -149,11 +149,13 @@ class PPOConfig(PPOHyperparameters):
     ``tests/agents/test_grid_fold.py``) rounded in another order, the encoder several times
     faster, the update about a fifth (``docs/performance.md#folded-grid``). MiniGrid's
     ``embedding`` grid encoding only; on a GPU, or without the compiled loops, the modules run
-    as without it. null: decided when the run starts, and recorded: off where
-    ``vectorization`` is set (``sync`` is the bit-exact reference), where the grid encoding is
-    not ``embedding`` or the device is ``cuda``, and for resumed runs that recorded none (whose
-    arithmetic they continue); else off until the learning check of
-    ``experiments/fast_trainer/folded_grid.py`` is in."""
+    as without it, whatever this says (``device=auto`` on a GPU machine included). null:
+    decided when the run starts, and recorded: off where ``vectorization`` is set (``sync`` is
+    the bit-exact reference), where the grid encoding is not ``embedding`` or the device is
+    ``cuda``, and for resumed runs that recorded none (whose arithmetic they continue); else
+    on: lstm at the fast preset learnt as with the modules on the test seeds, every
+    P(folded ≥ modules) interval containing ½ (``experiments/fast_trainer/FOLDED_GRID.md``, by
+    the rule of ``experiments/fast_trainer/folded_grid.py`` written before its runs)."""
 
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
@@ -346,16 +348,16 @@ def decided_fused_adam(agent: Mapping[str, Any],
 def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
                         recorded: Mapping[str, Any] | None = None) -> bool:
     """``agent.folded_grid`` as the run takes it (see :attr:`PPOConfig.folded_grid`): a value
-    given is kept; a resumed run keeps its recorded one (off where it recorded none); else off
-    for the exact reference, another grid encoding or a CUDA device, and off otherwise."""
+    given is kept; off for another grid encoding; a resumed run keeps its recorded one (off
+    where it recorded none); else off for the exact reference or a CUDA device, and on
+    otherwise."""
     if agent.get("folded_grid") is not None:
         return bool(agent["folded_grid"])
+    if config.get("grid_encoding", "embedding") != "embedding":  # nothing to fold
+        return False
     if recorded is not None:
         return bool(recorded.get("folded_grid") or False)
-    if (exact_reference(config) or config.get("grid_encoding", "embedding") != "embedding"
-            or str(config.get("device", "auto")).startswith("cuda")):
-        return False
-    return False
+    return not (exact_reference(config) or str(config.get("device", "auto")).startswith("cuda"))
 
 
 def exact_reference(config: Mapping[str, Any]) -> bool:

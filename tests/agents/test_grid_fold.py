@@ -151,8 +151,9 @@ def test_folding_needs_the_embedding(encoding: str) -> None:
     ({}, {}, {"preset": "fast"}, False),                         # from before the key
     ({}, {"vectorization": "sync"}, None, False),                # the exact reference
     ({}, {"grid_encoding": "onehot"}, None, False),              # nothing to fold
+    ({}, {"grid_encoding": "raw"}, {"folded_grid": True}, False),  # ... whatever it resumes
     ({}, {"device": "cuda"}, None, False),                       # the modules run there
-    ({}, {}, None, False),                                       # left null: off, for now
+    ({}, {}, None, True),                                        # left null: FOLDED_GRID.md
 ])
 def test_folded_grid_is_decided_by_the_run(agent: dict[str, Any], config: dict[str, Any],
                                            recorded: dict[str, Any] | None,
@@ -161,6 +162,8 @@ def test_folded_grid_is_decided_by_the_run(agent: dict[str, Any], config: dict[s
 
 
 def test_a_run_records_whether_it_folds() -> None:
-    asked = PPOConfig.decided({"name": "ppo", "folded_grid": True}, {"env": "DoorKey-5x5"})
     default = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
-    assert (asked["folded_grid"], default["folded_grid"]) == (True, False)
+    exact = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5", "vectorization": "sync"})
+    declined = PPOConfig.decided({"name": "ppo", "folded_grid": False}, {"env": "DoorKey-5x5"})
+    assert (default["folded_grid"], exact["folded_grid"], declined["folded_grid"]) == (
+        True, False, False)

@@ -45,7 +45,9 @@ def test_a_run_says_it_resumed_sums_up_and_refuses_another_config_truthfully(
         _train(_config(run_dir, "frames=96", "grid_encoding=raw"))
     message = str(caught.value)
     assert "grid_encoding: checkpoint has 'embedding', this run has 'raw'" in message
-    assert "Resume it with grid_encoding=embedding" in message
+    # A raw grid has no embedding to fold, so the run decided agent.folded_grid off too.
+    assert "agent.folded_grid: checkpoint has True, this run has False" in message
+    assert "Resume it with agent.folded_grid=true grid_encoding=embedding" in message
     assert f"resume=false, which moves the earlier run (its checkpoint, config.yaml, " \
            f"progress.csv, tb/ and eval/) into {run_dir}/previous/<time>/" in message
     assert "another run_dir=" in message

@@ -10,7 +10,7 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 
 from experiments.common import arm_runs
-from experiments.fast_trainer import learning, processes
+from experiments.fast_trainer import folded_grid, learning, processes
 from experiments.tensor_backend import compare as tensor_backend
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
@@ -85,3 +85,19 @@ def test_processes_trains_the_two_process_arm_and_reports(
     assert "processes: 2" in (run / "config.yaml").read_text()
     assert arm_runs.evaluation(run, "MemoryS13", learning.TRANSFER_EPISODES).exists()
     assert "P(fast, 2 processes ≥ fast)" in capsys.readouterr().out
+
+
+def test_the_folded_grid_page_is_its_runs_compared() -> None:
+    """``FOLDED_GRID.md`` is what ``folded_grid.py`` computes from the committed runs of both
+    arms (the modules' read where ``learning.py`` keeps them), and the folded arm differs from
+    those runs in the fold alone (they recorded Adam's fused kernel)."""
+    lines = [line for case in learning.CASES
+             for line in learning.compare(learning.RUNS, learning.FAST, folded_grid.FOLDED,
+                                          case, case.frames)]
+    assert folded_grid.results_page(lines) == folded_grid.RESULTS.read_text()
+    assert folded_grid.FOLDED.overrides == ("agent.preset=fast", "agent.folded_grid=true",
+                                            "agent.fused_adam=true")
+    modules = (learning.RUNS / "MemoryS7" / "fast" / "seed3" / "config.yaml").read_text()
+    folded = (learning.RUNS / "MemoryS7" / "fast_folded" / "seed3" / "config.yaml").read_text()
+    assert "fused_adam: true" in modules and "fused_adam: true" in folded
+    assert "folded_grid: true" in folded and "folded_grid" not in modules
