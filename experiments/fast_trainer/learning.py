@@ -27,7 +27,7 @@ is unchanged within noise where P's interval contains ½, better where it lies a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from experiments.common.arm_runs import (
@@ -111,6 +111,26 @@ def comparison_page(title: str, module: str, where: str, lines: Sequence[str]) -
         f"{MEMORY}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
         + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
         "```", *lines, "```", ""])
+
+
+def main_against_fast(argv: Sequence[str] | None, description: str, new: Arm, results: Path,
+                      page: Callable[[Sequence[str]], str]) -> int:
+    """The command of a comparison of ``new`` against :data:`FAST`, the fast preset's runs
+    kept in :data:`RUNS`: train and evaluate what is left, print the comparison's lines and,
+    with ``--write``, write ``page(lines)`` into ``results``."""
+    parser = comparison_parser(description, RUNS, CASES, SEEDS, results)
+    args = parser.parse_args(argv)
+    cases = [case for case in CASES if case.env in args.envs]
+    failed = 0 if args.no_train else run_all(
+        cases, args.seeds, args.frames,
+        lambda case, seed, frames: seed_runs(
+            args.runs, (FAST, new), case, MEMORY, seed, frames, args.extra,
+            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
+    if failed == INTERRUPTED:
+        return failed
+    lines = [line for case in cases
+             for line in compare(args.runs, FAST, new, case, args.frames or case.frames)]
+    return reported(lines, failed, results if args.write else None, page(lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

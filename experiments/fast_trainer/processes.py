@@ -25,28 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from experiments.common.arm_runs import (
-    Arm,
-    comparison_parser,
-    reported,
-    run_all,
-    seed_runs,
-)
+from experiments.common.arm_runs import Arm
 from experiments.common.signal_relay import exit_passing_signals_on
-from experiments.fast_trainer.learning import (
-    CASES,
-    EPISODES,
-    FAST,
-    HERE,
-    MEMORY,
-    RUNS,
-    SEEDS,
-    TRANSFER_EPISODES,
-    compare,
-    comparison_page,
-)
-from rlmem.envs import transfer_target
-from rlmem.runs import INTERRUPTED
+from experiments.fast_trainer.learning import FAST, HERE, comparison_page, main_against_fast
 
 RESULTS = HERE / "PROCESSES.md"
 TWO = Arm("fast, 2 processes", (*FAST.overrides, "agent.processes=2"),
@@ -62,19 +43,8 @@ def results_page(lines: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = comparison_parser(__doc__.split("\n\n")[0], RUNS, CASES, SEEDS, RESULTS)
-    args = parser.parse_args(argv)
-    cases = [case for case in CASES if case.env in args.envs]
-    failed = 0 if args.no_train else run_all(
-        cases, args.seeds, args.frames,
-        lambda case, seed, frames: seed_runs(
-            args.runs, (FAST, TWO), case, MEMORY, seed, frames, args.extra,
-            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
-    if failed == INTERRUPTED:
-        return failed
-    lines = [line for case in cases
-             for line in compare(args.runs, FAST, TWO, case, args.frames or case.frames)]
-    return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
+    """The command (the module docstring)."""
+    return main_against_fast(argv, __doc__.split("\n\n")[0], TWO, RESULTS, results_page)
 
 
 if __name__ == "__main__":

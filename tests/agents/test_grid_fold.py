@@ -39,20 +39,28 @@ def outputs_and_gradients(encoder: ImageEncoder, image: Tensor, upstream: Tensor
     return [out, *torch.autograd.grad(out, list(encoder.parameters()), upstream)]
 
 
+def compared(folded: ImageEncoder, module: ImageEncoder, batch: int, seed: int
+             ) -> list[tuple[Tensor, Tensor]]:
+    """(folded, module) pairs of the output and of each weight's gradient, at ``batch``
+    random grids of the encoders' view and a random gradient of the output."""
+    generator = torch.Generator().manual_seed(seed)
+    image = grids(batch, module.image_shape[0], generator)
+    dtype = module.convolution(0).weight.dtype
+    upstream = torch.randn(batch, module.output_size, dtype=dtype, generator=generator)
+    return list(zip(outputs_and_gradients(folded, image, upstream),
+                    outputs_and_gradients(module, image, upstream), strict=True))
+
+
 @pytest.mark.parametrize("view", [7, 5, 3])
 @pytest.mark.parametrize("batch", [1, 37])
 def test_the_fold_is_the_module_in_float64(view: int, batch: int,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     use_loops("compiled", monkeypatch)
     module, folded = pair(torch.float64, view)
-    generator = torch.Generator().manual_seed(view * 100 + batch)
-    image = grids(batch, view, generator)
-    upstream = torch.randn(batch, module.output_size, dtype=torch.float64, generator=generator)
-    expected = outputs_and_gradients(module, image, upstream)
-    got = outputs_and_gradients(folded, image, upstream)
+    pairs = compared(folded, module, batch, seed=view * 100 + batch)
     names = ["output", *(name for name, _ in module.named_parameters())]
-    assert len(got) == len(expected) == 8  # output; embedding; three convolutions' w and b
-    for name, ours, theirs in zip(names, got, expected, strict=True):
+    assert len(pairs) == len(names) == 8  # output; embedding; three convolutions' w and b
+    for name, (ours, theirs) in zip(names, pairs, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12, msg=name)
 
 
@@ -93,22 +101,14 @@ def test_equal_maxima_take_the_first_as_torchs_max_pool(monkeypatch: pytest.Monk
             bias = encoder.convolution(0).bias
             assert bias is not None
             bias.copy_(torch.linspace(-1, 1, 16, dtype=torch.float64))
-    generator = torch.Generator().manual_seed(5)
-    image = grids(4, 7, generator)
-    upstream = torch.randn(4, module.output_size, dtype=torch.float64, generator=generator)
-    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
-                            outputs_and_gradients(module, image, upstream), strict=True):
+    for ours, theirs in compared(folded, module, batch=4, seed=5):
         torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
 
 
 def test_float32_agrees_to_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
     use_loops("compiled", monkeypatch)
     module, folded = pair(torch.float32)
-    generator = torch.Generator().manual_seed(2)
-    image = grids(256, 7, generator)
-    upstream = torch.randn(256, module.output_size, generator=generator)
-    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
-                            outputs_and_gradients(module, image, upstream), strict=True):
+    for ours, theirs in compared(folded, module, batch=256, seed=2):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
@@ -116,11 +116,7 @@ def test_without_the_compiled_loops_the_modules_run_bit_for_bit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
     module, folded = pair(torch.float32)
-    generator = torch.Generator().manual_seed(3)
-    image = grids(16, 7, generator)
-    upstream = torch.randn(16, module.output_size, generator=generator)
-    for ours, theirs in zip(outputs_and_gradients(folded, image, upstream),
-                            outputs_and_gradients(module, image, upstream), strict=True):
+    for ours, theirs in compared(folded, module, batch=16, seed=3):
         assert torch.equal(ours, theirs)
 
 
