@@ -109,10 +109,9 @@ def folded_first_block(rows: Tensor, embedding: nn.Embedding, convolution: nn.Co
     table = fold_table(convolution.weight, embedding.weight, channel_of_row)
     bias = convolution.bias
     assert bias is not None  # ImageEncoder's convolutions have one
-    pooled, _ = _GridFold.apply(rows.long().contiguous(), table, bias,
-                                convolution.weight.shape[3], native)
-    result: Tensor = pooled
-    return result
+    pooled: Tensor = _GridFold.apply(rows.long().contiguous(), table, bias,
+                                     convolution.weight.shape[3], native)[0]
+    return pooled
 
 
 def last_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor:

@@ -112,8 +112,8 @@ class ImageEncoder(FieldEncoder):
         encoding: one of :data:`GRID_ENCODINGS`.
         folded: compute the embedding, the first convolution, its ReLU and the max-pool as
             one table lookup on the CPU, and the last convolution as one matrix product
-            (:mod:`rlmem.agents.grid_fold`): the same function, rounded in another order, the
-            encoder several times faster; the ``embedding`` encoding only. Elsewhere (a GPU,
+            (:mod:`rlmem.agents.grid_fold`): the same function, rounded in another order, a
+            PPO update 1.1-1.4× as fast; the ``embedding`` encoding only. Elsewhere (a GPU,
             no compiled loops) the modules run as without it. The weights are the same.
 
     Shapes:

@@ -88,8 +88,9 @@ class ActorCritic(nn.Module):
             (:data:`rlmem.agents.encoding_names.DISCRETE_ENCODINGS`).
         shared_memory: the actor and the critic read one memory cell (rl-starter-files);
             False gives the critic a cell of its own (``agent.shared_memory``).
-        folded_grid: a MiniGrid grid's encoder computes its embedding and first convolution
-            as one table lookup on the CPU (``agent.folded_grid``): the same weights.
+        folded_grid: a MiniGrid grid's encoder computes its embedding, first convolution,
+            ReLU and max-pool as one table lookup on the CPU (``agent.folded_grid``,
+            :mod:`rlmem.agents.grid_fold`): the same function and weights.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,

@@ -85,7 +85,7 @@ def stack_observations(observations: list[Observation], device: torch.device
 def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
                   discrete_encoding: str = "onehot", folded_grid: bool = False) -> FieldEncoder:
     """The encoder of one observation field, chosen by the type of its space (table above);
-    ``folded_grid``: a MiniGrid grid's encoder folds its first layer (:class:`ImageEncoder`).
+    ``folded_grid``: a MiniGrid grid's encoder folds its first block (:class:`ImageEncoder`).
 
     Raises:
         UnsupportedObservationSpaceError: no encoder for this space (Text, Graph, Sequence,
