@@ -327,7 +327,7 @@ def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
         return int(agent["update_threads"])
     if recorded is not None:
         return int(recorded.get("update_threads") or 1)
-    if exact_reference(config) or str(config.get("device", "auto")).startswith("cuda"):
+    if keeps_reference_kernels(config):
         return 1
     threads = min(MAX_UPDATE_THREADS, usable_cores(),
                   int(agent["batch_size"]) // MIN_FRAMES_PER_THREAD)
@@ -358,7 +358,13 @@ def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
         return False
     if recorded is not None:
         return bool(recorded.get("folded_grid") or False)
-    return not (exact_reference(config) or str(config.get("device", "auto")).startswith("cuda"))
+    return not keeps_reference_kernels(config)
+
+
+def keeps_reference_kernels(config: Mapping[str, Any]) -> bool:
+    """Whether a CPU kernel choice left null keeps the reference's arithmetic: the run is the
+    :func:`exact_reference`, or its device is ``cuda`` (where the CPU's kernels do not run)."""
+    return exact_reference(config) or str(config.get("device", "auto")).startswith("cuda")
 
 
 def exact_reference(config: Mapping[str, Any]) -> bool:
