@@ -72,12 +72,13 @@ def arms(reference_runs: Path) -> tuple[Arm, Arm]:
     return Arm("reference", REFERENCE_OVERRIDES, root=reference_runs, directory="gymnasium"), FAST
 
 
-def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int) -> list[str]:
+def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int,
+            memory: str = MEMORY) -> list[str]:
     """The lines of one env's three measures, ``new``'s runs against ``reference``'s, of the
-    runs that trained ``frames`` (``runs``: the comparison's own)."""
+    runs of ``memory`` that trained ``frames`` (``runs``: the comparison's own)."""
     arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in SEEDS]
                 for arm in (reference, new)}
-    title = f"{case.env} ({MEMORY}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
+    title = f"{case.env} ({memory}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
     target = transfer_target(case.env)
     measures = {
         "last return_recent": lambda run: final_return(run, frames),
@@ -100,36 +101,41 @@ def results_page(lines: Sequence[str]) -> str:
         "`../tensor_backend/runs/<env>/gymnasium/seed<k>/`", lines)
 
 
-def comparison_page(title: str, module: str, where: str, lines: Sequence[str]) -> str:
+def comparison_page(title: str, module: str, where: str, lines: Sequence[str],
+                    memory: str = MEMORY) -> str:
     """A results page of one of this folder's comparisons on :data:`CASES` and :data:`SEEDS`:
-    ``title``, the command of ``module`` that writes it, ``where`` its runs are, ``lines``."""
+    ``title``, the command of ``module`` that writes it, ``where`` its runs are, ``lines``,
+    the runs' cell ``memory``."""
     return "\n".join([
         f"# {title}: learning (issue 59)", "",
         f"Written by `python -m experiments.fast_trainer.{module} --no-train --write`; {where} "
         "(each with `config.yaml`, `progress.csv` and `eval/`). How each arm was run and what "
         f"each measure is: the docstring of `experiments/fast_trainer/{module}.py`.", "",
-        f"{MEMORY}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
+        f"{memory}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
         + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
         "```", *lines, "```", ""])
 
 
 def main_against_fast(argv: Sequence[str] | None, description: str, new: Arm, results: Path,
-                      page: Callable[[Sequence[str]], str]) -> int:
-    """The command of a comparison of ``new`` against :data:`FAST`, the fast preset's runs
-    kept in :data:`RUNS`: train and evaluate what is left, print the comparison's lines and,
-    with ``--write``, write ``page(lines)`` into ``results``."""
+                      page: Callable[[Sequence[str]], str], old: Arm = FAST,
+                      memory: str = MEMORY) -> int:
+    """The command of a comparison of ``new`` against ``old`` (default :data:`FAST`, the fast
+    preset's lstm runs kept in :data:`RUNS`), both with ``memory``: train and evaluate what is
+    left, print the comparison's lines and, with ``--write``, write ``page(lines)`` into
+    ``results``."""
     parser = comparison_parser(description, RUNS, CASES, SEEDS, results)
     args = parser.parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
     failed = 0 if args.no_train else run_all(
         cases, args.seeds, args.frames,
         lambda case, seed, frames: seed_runs(
-            args.runs, (FAST, new), case, MEMORY, seed, frames, args.extra,
+            args.runs, (old, new), case, memory, seed, frames, args.extra,
             [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases
-             for line in compare(args.runs, FAST, new, case, args.frames or case.frames)]
+             for line in compare(args.runs, old, new, case, args.frames or case.frames,
+                                 memory)]
     return reported(lines, failed, results if args.write else None, page(lines))
 
 
