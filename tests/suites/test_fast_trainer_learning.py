@@ -10,7 +10,7 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 
 from experiments.common import arm_runs
-from experiments.fast_trainer import folded_grid, learning, processes
+from experiments.fast_trainer import folded_grid, fused_adam_learning, learning, processes
 from experiments.tensor_backend import compare as tensor_backend
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
@@ -101,3 +101,18 @@ def test_the_folded_grid_page_is_its_runs_compared() -> None:
     folded = (learning.RUNS / "MemoryS7" / "fast_folded" / "seed3" / "config.yaml").read_text()
     assert "fused_adam: true" in modules and "fused_adam: true" in folded
     assert "folded_grid: true" in folded and "folded_grid" not in modules
+
+
+def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alone() -> None:
+    """``fused_adam_learning.py``'s two arms pin the keys a run would decide (the fold, one
+    update thread) and differ in ``agent.fused_adam`` alone; its lines name relstm."""
+    foreach, fused = fused_adam_learning.FOREACH, fused_adam_learning.FUSED
+    assert set(foreach.overrides) ^ set(fused.overrides) == {"agent.fused_adam=false",
+                                                             "agent.fused_adam=true"}
+    assert {"agent.preset=fast", "agent.folded_grid=true",
+            "agent.update_threads=1"} <= set(foreach.overrides)
+    case = learning.CASES[0]
+    lines = learning.compare(learning.RUNS, foreach, fused, case, case.frames,
+                             fused_adam_learning.MEMORY)
+    assert lines[0].startswith(f"{case.env} (relstm, seeds 3-7), last return_recent")
+    assert "P(fast, fused ≥ fast, foreach)" in "\n".join(lines)
