@@ -80,7 +80,8 @@ def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str) 
     envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
                         OmegaConf.structured(cell_config(memory)),
-                        folded_grid=bool(config.folded_grid))
+                        folded_grid=bool(config.folded_grid),
+                        compiled_lstm=bool(config.compiled_lstm))
     ppo = PPO(model, config)
     collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
                  if isinstance(envs, TensorVectorEnv)

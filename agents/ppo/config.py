@@ -158,6 +158,20 @@ class PPOConfig(PPOHyperparameters):
     P(folded ≥ modules) interval containing ½ (``experiments/fast_trainer/FOLDED_GRID.md``, by
     the rule of ``experiments/fast_trainer/folded_grid.py`` written before its runs)."""
 
+    compiled_lstm: bool | None = None
+    """Whether an ``lstm`` memory runs each chunk that an episode's reset cuts in one call of the
+    compiled loops, the resets inside it (:mod:`rlmem.cells._engines.lstm_chunk`), instead of
+    torch's fused kernel once per reset-free segment: the same function (equal in float64:
+    ``tests/cells/test_lstm_chunk.py``) rounded otherwise. Late in a run, when episodes are
+    shorter than the fast preset's chunks of 16 steps, a minibatch's chunks are cut about nine
+    times and whole updates ran 1.5-1.6× as fast (``docs/performance.md#compiled-lstm``); a
+    chunk that no reset cuts still takes torch's kernel, the faster there. CPU only; the other
+    cells' engines take the resets inside already. null: decided when the run starts, and
+    recorded: off where ``vectorization`` is set (``sync`` is the bit-exact reference) or the
+    device is ``cuda``, and for resumed runs that recorded none; else off until the learning
+    check of ``experiments/fast_trainer/compiled_lstm.py`` (its rule written before its
+    runs)."""
+
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
     ``num_envs / processes`` of the envs and ``batch_size / processes`` frames of every
@@ -220,12 +234,13 @@ class PPOConfig(PPOHyperparameters):
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
         for the run's env), ``update_threads`` (:func:`decided_update_threads`) and
-        ``fused_adam`` (:func:`decided_fused_adam`) and ``folded_grid``
-        (:func:`decided_folded_grid`)."""
+        ``fused_adam`` (:func:`decided_fused_adam`), ``folded_grid``
+        (:func:`decided_folded_grid`) and ``compiled_lstm`` (:func:`decided_compiled_lstm`)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_fused_adam(decided, recorded)
         decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
+        decided["compiled_lstm"] = decided_compiled_lstm(decided, recorded)
         return decided
 
     @classmethod
@@ -359,6 +374,18 @@ def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
     if recorded is not None:
         return bool(recorded.get("folded_grid") or False)
     return not keeps_reference_kernels(config)
+
+
+def decided_compiled_lstm(agent: Mapping[str, Any],
+                          recorded: Mapping[str, Any] | None = None) -> bool:
+    """``agent.compiled_lstm`` as the run takes it (see :attr:`PPOConfig.compiled_lstm`): a
+    value given is kept; a resumed run keeps its recorded one (off where it recorded none);
+    else off, until its learning check."""
+    if agent.get("compiled_lstm") is not None:
+        return bool(agent["compiled_lstm"])
+    if recorded is not None:
+        return bool(recorded.get("compiled_lstm") or False)
+    return False
 
 
 def keeps_reference_kernels(config: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from rlmem.agents.ppo.observation import (
     observation_fields,
 )
 from rlmem.cells import Aux, Cell, State, make_cell_from_config
+from rlmem.cells import compiled_lstm as compiled_lstm_chunks
 
 RESERVED_NAMES = frozenset({"memory", "critic_memory", "actor", "critic", "action"})
 """The model's own parts; an observation field of one of these names gets another module name."""
@@ -91,13 +92,18 @@ class ActorCritic(nn.Module):
         folded_grid: a MiniGrid grid's encoder computes its embedding, first convolution,
             ReLU and max-pool as one table lookup on the CPU (``agent.folded_grid``,
             :mod:`rlmem.agents.grid_fold`): the same function and weights.
+        compiled_lstm: an ``lstm`` memory runs every chunk that a reset cuts in one call of the
+            compiled loops on the CPU (``agent.compiled_lstm``,
+            :func:`rlmem.cells.compiled_lstm`): the same function and weights. Entered around
+            each call of the memory, so every thread that runs the model takes it.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
                  memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
                  discrete_encoding: str = "onehot", shared_memory: bool = True,
-                 folded_grid: bool = False) -> None:
+                 folded_grid: bool = False, compiled_lstm: bool = False) -> None:
         super().__init__()
+        self.compiled_lstm = compiled_lstm
         if isinstance(action_space, int):
             action_space = spaces.Discrete(action_space)
         # Field -> submodule name; fields that feed the memory, and those that join after it.
@@ -199,17 +205,20 @@ class ActorCritic(nn.Module):
         """
         steps, batch = resets.shape
         features = self._encode(self.memory_fields, observation, steps, batch)
+        with compiled_lstm_chunks(self.compiled_lstm):
+            if self.critic_memory is None:
+                cell_output = self.memory.forward_aux(features, state, resets)
+            else:
+                actor_state, critic_state = split_state(state, *self._state_types)
+                actor_output = self.memory.forward_aux(features, actor_state, resets)
+                critic_output = self.critic_memory.forward_aux(features, critic_state, resets)
         if self.critic_memory is None:
-            cell_output = self.memory.forward_aux(features, state, resets)
             embedding = cell_output.output
             if self.context_fields:
                 embedding = torch.cat(
                     [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
             return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
                                 cell_output.state, cell_output.aux, self.action)
-        actor_state, critic_state = split_state(state, *self._state_types)
-        actor_output = self.memory.forward_aux(features, actor_state, resets)
-        critic_output = self.critic_memory.forward_aux(features, critic_state, resets)
         context = (self._encode(self.context_fields, observation, steps, batch)
                    if self.context_fields else None)
         return PolicyOutput(

@@ -152,7 +152,8 @@ def _model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
                        config.memory, grid_encoding=config.grid_encoding,
                        discrete_encoding=config.discrete_encoding,
                        shared_memory=config.agent.shared_memory is not False,
-                       folded_grid=bool(config.agent.folded_grid)).to(device)
+                       folded_grid=bool(config.agent.folded_grid),
+                       compiled_lstm=bool(config.agent.compiled_lstm)).to(device)
 
 
 def _one_update(config: Config, model: ActorCritic, ppo: PPO, collector: RolloutCollector,

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from omegaconf import OmegaConf
+from torch import Tensor
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.collector import RolloutCollector
@@ -34,11 +35,13 @@ from rlmem.envs.tensor import TensorVectorEnv
 class ShapedUpdate:
     """One update (collect + PPO update) per call, of ``shape`` (``num_envs``,
     ``frames_per_env``, ``epochs``, ``batch_size``) over the minigrid preset's learning values,
-    on the CPU, with the envs of ``backend`` (the gymnasium ones stepped in this process); a
-    call returns the frames it trained."""
+    on the CPU, with the envs of ``backend`` (the gymnasium ones stepped in this process),
+    from ``weights`` where given (a trained run's model); a call returns the frames it
+    trained."""
 
-    def __init__(self, env: str, memory: str, shape: Mapping[str, int],
-                 backend: str = TENSOR, hidden_size: int | None = None) -> None:
+    def __init__(self, env: str, memory: str, shape: Mapping[str, Any],
+                 backend: str = TENSOR, hidden_size: int | None = None,
+                 weights: Mapping[str, Tensor] | None = None) -> None:
         torch.manual_seed(0)
         values: dict[str, Any] = {**agent_values(Preset.minigrid), **shape}
         self.num_envs = int(values.pop("num_envs"))
@@ -48,7 +51,10 @@ class ShapedUpdate:
         if hidden_size is not None:
             memory_config.hidden_size = hidden_size
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            memory_config, folded_grid=bool(self.config.folded_grid))
+                            memory_config, folded_grid=bool(self.config.folded_grid),
+                            compiled_lstm=bool(self.config.compiled_lstm))
+        if weights is not None:
+            model.load_state_dict(weights)
         self.ppo = PPO(model, self.config)
         self.collector = (
             TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
@@ -61,15 +67,17 @@ class ShapedUpdate:
         return self.num_envs * steps
 
 
-def alternating_fps(env: str, memory: str, shapes: Mapping[str, Mapping[str, int]],
+def alternating_fps(env: str, memory: str, shapes: Mapping[str, Mapping[str, Any]],
                     updates: int, backends: Mapping[str, str] | None = None,
-                    hidden_size: int | None = None) -> dict[str, float]:
+                    hidden_size: int | None = None,
+                    weights: Mapping[str, Tensor] | None = None) -> dict[str, float]:
     """Each shape's frames/s over ``updates`` timed updates, the shapes taking turns (after
     one untimed warm-up update each); ``backends`` names a shape's envs (default: tensor),
-    ``hidden_size`` the memory's (default: the cell's)."""
+    ``hidden_size`` the memory's (default: the cell's), ``weights`` the model's first
+    weights (default: its initialisation)."""
     torch.set_num_threads(1)
     steps = {name: ShapedUpdate(env, memory, shape, (backends or {}).get(name, TENSOR),
-                                hidden_size)
+                                hidden_size, weights)
              for name, shape in shapes.items()}
     for step in steps.values():
         step()

@@ -12,6 +12,7 @@ then the cells of installed plugins (the entry-point group ``rlmem.cells``); see
 
 import sys
 
+from rlmem.cells._engines.fused_rnn import compiled_lstm
 from rlmem.cells.base import Aux, Cell, CellOutput, Dims
 from rlmem.cells.registry import (
     CELLS,
@@ -42,6 +43,7 @@ __all__ = [
     "Stacked",
     "State",
     "cell_config",
+    "compiled_lstm",
     "full_attention",
     "get_cell_class",
     "hyperparameters",

@@ -1,0 +1,122 @@
+"""The compiled LSTM chunk (``rlmem/cells/_engines/lstm_chunk.py``), which
+:func:`~rlmem.cells._engines.fused_rnn.compiled_lstm` switches on: equal in float64 to the
+cell's own step under resets, run on exactly the chunks that a reset cuts, off by default, and
+per thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import torch
+from reference.equivalence import (
+    assert_matches_reference,
+    assert_matches_without_grad,
+    use_loops,
+)
+
+from rlmem.cells import make_cell
+from rlmem.cells._engines import fused_rnn, lstm_chunk
+from rlmem.cells.lstm import LSTM
+
+
+def built(**options: Any) -> LSTM:
+    torch.manual_seed(0)
+    cell = make_cell("lstm", input_size=3, hidden_size=6, **options)
+    assert isinstance(cell, LSTM)
+    return cell
+
+
+def counted_chunks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each call of the compiled chunk that returned a result: its number of steps."""
+    chunk, steps = lstm_chunk.lstm_chunk, []
+
+    def counting(x: torch.Tensor, *args: Any) -> Any:
+        result = chunk(x, *args)
+        if result is not None:
+            steps.append(x.shape[0])
+        return result
+
+    monkeypatch.setattr(fused_rnn, "lstm_chunk", counting)
+    return steps
+
+
+@pytest.mark.parametrize("options", [{}, {"forget_bias": None, "chrono_t_max": 10}])
+def test_the_compiled_chunk_equals_the_step_under_resets(
+        options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outputs, final states and the gradients of the inputs, the incoming state and every
+    # weight, in chunks of 1, 15, 15 and 17 steps that random resets cut (several per env,
+    # one at t = 0 discarding a non-zero incoming state, episodes of length 1).
+    use_loops("compiled", monkeypatch)
+    fast, step = built(**options), built(**options)
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)  # scan(step)
+    ran = counted_chunks(monkeypatch)
+    with fused_rnn.compiled_lstm():
+        assert_matches_reference(fast, step)
+    assert sorted(ran) == [15, 15, 17]  # every chunk that a reset cuts; the 1-step one is not
+
+
+def test_without_autograd_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("compiled", monkeypatch)
+    fast, step = built(), built()
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)
+    ran = counted_chunks(monkeypatch)
+    with fused_rnn.compiled_lstm():
+        assert_matches_without_grad(fast, step, chunk=8)
+    assert ran
+
+
+def test_only_chunks_that_a_reset_cuts_and_only_when_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk that no reset cuts (a reset at its first step does not) is one call of torch's
+    kernel, the faster there; outside the context, or in float16, torch's kernel runs."""
+    cell = built()
+    ran = counted_chunks(monkeypatch)
+    x = torch.randn(6, 4, 3)
+    uncut = torch.zeros(6, 4, dtype=torch.bool)
+    uncut[0, 1] = True
+    cut = uncut.clone()
+    cut[3, 2] = True
+    cell(x, None, cut)
+    with fused_rnn.compiled_lstm():
+        cell(x, None, uncut)
+        with fused_rnn.compiled_lstm(False):
+            cell(x, None, cut)
+    assert ran == []
+    with fused_rnn.compiled_lstm():
+        cell(x, None, cut)
+    assert ran == [6]
+
+
+def test_the_switch_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread started inside the context runs torch's kernel unless it enters the context
+    itself (a PPO update's gradient parts do, through the model)."""
+    cell = built()
+    ran = counted_chunks(monkeypatch)
+    x, resets = torch.randn(6, 4, 3), torch.zeros(6, 4, dtype=torch.bool)
+    resets[3, 2] = True
+
+    def run(enter: bool) -> None:
+        with fused_rnn.compiled_lstm(enter):
+            cell(x, None, resets)
+
+    with fused_rnn.compiled_lstm():
+        for enter in (False, True):
+            thread = threading.Thread(target=run, args=(enter,))
+            thread.start()
+            thread.join()
+    assert ran == [6]
+
+
+def test_without_the_compiled_loops_the_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_loops("python", monkeypatch)
+    cell = built()
+    x, resets = torch.randn(6, 4, 3), torch.zeros(6, 4, dtype=torch.bool)
+    resets[3, 2] = True
+    expected, _ = cell(x, None, resets)
+    with fused_rnn.compiled_lstm():
+        assert lstm_chunk.lstm_chunk(x, tuple(cell.rnn.all_weights[0]),  # type: ignore[arg-type]
+                                     torch.zeros(4, 6), torch.zeros(4, 6), resets) is None
+        y, _ = cell(x, None, resets)
+    assert torch.equal(y, expected)
