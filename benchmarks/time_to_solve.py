@@ -4,6 +4,7 @@ defaults, per env and cell, over seeds, alternating.
 
     python benchmarks/time_to_solve.py --seeds 3 4 5 6 7              # issue 59's acceptance
     python benchmarks/time_to_solve.py --processes 2 --runs /tmp/tts2 # the new side on 2 cores
+    python benchmarks/time_to_solve.py --new-overrides agent.compiled_lstm=true --runs /tmp/ttsc
     python benchmarks/time_to_solve.py --envs DoorKey-5x5 --memories lstm --seeds 3 \\
         --frames 8192 --threshold 0.0 --runs /tmp/tts                # a smoke test
 
@@ -71,9 +72,10 @@ def run_pair(args: argparse.Namespace, env: str, memory: str, seed: int, index: 
 
 
 def new_side(args: argparse.Namespace) -> list[str]:
-    """What the new side adds to the command line: :data:`NEW`, and ``agent.processes`` where
-    more than one is asked for (``--processes``)."""
-    return [*NEW, *([f"agent.processes={args.processes}"] if args.processes > 1 else [])]
+    """What the new side adds to the command line: :data:`NEW`, ``agent.processes`` where
+    more than one is asked for (``--processes``), and ``--new-overrides``."""
+    return [*NEW, *([f"agent.processes={args.processes}"] if args.processes > 1 else []),
+            *args.new_overrides]
 
 
 def _side_cells(solves: list[Any], report: Any) -> list[str]:
@@ -125,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--new", default="HEAD", help="the commit of the new side")
     parser.add_argument("--processes", type=int, default=1,
                         help="the new side's agent.processes (the reference runs in one)")
+    parser.add_argument("--new-overrides", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="more overrides for the new side (e.g. agent.compiled_lstm=true)")
     parser.add_argument("--runs", type=Path, default=REPO / "benchmarks" / "time_to_solve_runs")
     parser.add_argument("--output", type=Path, default=None, help="write the report here too")
     args = parser.parse_args(argv)

@@ -3,6 +3,7 @@ runs, the reference commit's and this checkout's."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -53,3 +54,9 @@ def test_a_pair_of_tiny_runs_trains_each_side_with_its_own_code(
     assert (reference["num_envs"], reference["agent"]["preset"]) == (16, "minigrid")
     assert (new["num_envs"], new["agent"]["preset"], new["env_backend"]) == (256, "fast",
                                                                             "tensor")
+
+
+def test_the_new_side_takes_more_overrides(bench: ModuleType) -> None:
+    args = argparse.Namespace(processes=2, new_overrides=["agent.compiled_lstm=true"])
+    assert bench.new_side(args) == [*bench.NEW, "agent.processes=2", "agent.compiled_lstm=true"]
+    assert bench.new_side(argparse.Namespace(processes=1, new_overrides=[])) == list(bench.NEW)
