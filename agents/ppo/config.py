@@ -168,9 +168,10 @@ class PPOConfig(PPOHyperparameters):
     chunk that no reset cuts still takes torch's kernel, the faster there. CPU only; the other
     cells' engines take the resets inside already. null: decided when the run starts, and
     recorded: off where ``vectorization`` is set (``sync`` is the bit-exact reference) or the
-    device is ``cuda``, and for resumed runs that recorded none; else off until the learning
-    check of ``experiments/fast_trainer/compiled_lstm.py`` (its rule written before its
-    runs)."""
+    device is ``cuda``, and for resumed runs that recorded none; else off too: by the rule of
+    ``experiments/fast_trainer/compiled_lstm.py``, written before its runs, it would be on if
+    every P(compiled ≥ kernel) interval contained ½, and on DoorKey-5x5 the last training
+    return's lay below (``experiments/fast_trainer/COMPILED_LSTM.md``)."""
 
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
@@ -380,7 +381,7 @@ def decided_compiled_lstm(agent: Mapping[str, Any],
                           recorded: Mapping[str, Any] | None = None) -> bool:
     """``agent.compiled_lstm`` as the run takes it (see :attr:`PPOConfig.compiled_lstm`): a
     value given is kept; a resumed run keeps its recorded one (off where it recorded none);
-    else off, until its learning check."""
+    else off (its learning check did not pass)."""
     if agent.get("compiled_lstm") is not None:
         return bool(agent["compiled_lstm"])
     if recorded is not None:

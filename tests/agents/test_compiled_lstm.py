@@ -56,7 +56,7 @@ def test_the_actor_critic_takes_it_off_by_default() -> None:
     ({"compiled_lstm": False}, None, False),
     ({}, {"compiled_lstm": True}, True),              # resumed: its own
     ({}, {"preset": "fast"}, False),                  # from before the key
-    ({}, None, False),                                # left null: off until its check
+    ({}, None, False),                                # left null: COMPILED_LSTM.md
 ])
 def test_compiled_lstm_is_decided_by_the_run(agent: dict[str, Any],
                                              recorded: dict[str, Any] | None,

@@ -10,7 +10,13 @@ import pytest
 from cli_runner import TINY_PPO, run_cli
 
 from experiments.common import arm_runs
-from experiments.fast_trainer import folded_grid, fused_adam_learning, learning, processes
+from experiments.fast_trainer import (
+    compiled_lstm,
+    folded_grid,
+    fused_adam_learning,
+    learning,
+    processes,
+)
 from experiments.tensor_backend import compare as tensor_backend
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
@@ -116,3 +122,17 @@ def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alo
                              fused_adam_learning.MEMORY)
     assert lines[0].startswith(f"{case.env} (relstm, seeds 3-7), last return_recent")
     assert "P(fast, fused ≥ fast, foreach)" in "\n".join(lines)
+
+
+def test_the_compiled_lstm_page_is_its_runs_compared() -> None:
+    """``COMPILED_LSTM.md`` is what ``compiled_lstm.py`` computes from the committed runs of
+    both arms (the kernel's read where ``folded_grid.py`` keeps them), and the compiled arm
+    differs from those runs in ``agent.compiled_lstm`` alone."""
+    lines = [line for case in learning.CASES
+             for line in learning.compare(learning.RUNS, folded_grid.FOLDED,
+                                          compiled_lstm.COMPILED, case, case.frames)]
+    assert compiled_lstm.results_page(lines) == compiled_lstm.RESULTS.read_text()
+    assert compiled_lstm.COMPILED.overrides == (*folded_grid.FOLDED.overrides,
+                                                "agent.compiled_lstm=true")
+    run = learning.RUNS / "DoorKey-5x5" / "fast_compiled_lstm" / "seed3" / "config.yaml"
+    assert "compiled_lstm: true" in run.read_text()
