@@ -138,10 +138,12 @@ class PPOConfig(PPOHyperparameters):
     the fused kernel (0 of 9): the kernel does not mark the weights it writes as changed, so
     the weights the attentive cells derive for acting stayed the first ones
     (``experiments/fast_trainer/FUSED_ADAM.md``). The kept weights follow every optimizer step
-    now (``rlmem.cells._engines.weight_cache``); the default stays off until a learning check
-    on more seeds (for lstm the kernel gained 0-11 % of frames/s, for relstm nothing). A
-    resumed run keeps its recorded value (off for runs from before this key, whose arithmetic
-    it continues)."""
+    now (``rlmem.cells._engines.weight_cache``), and relstm learnt with the kernel again, but
+    the default stays off: by the rule of ``experiments/fast_trainer/fused_adam_learning.py``,
+    written before its runs, it would be on if every P(fused ≥ foreach) interval contained ½,
+    and on MemoryS7 the evaluated return's lay below (``FUSED_ADAM_LEARNING.md`` there; the
+    kernel gains 4-7 % of the fast preset's frames/s). A resumed run keeps its recorded value
+    (off for runs from before this key, whose arithmetic it continues)."""
 
     folded_grid: bool | None = None
     """Whether the grid encoder computes its embedding, first convolution, ReLU and max-pool as

@@ -14,6 +14,11 @@ the preset's minibatches of 256 decide), written out so that the kernel is the o
   ``learning_runs/<env>/relstm_fast_foreach/seed<k>/``;
 - ``fast, fused``: ``agent.fused_adam=true``, in ``learning_runs/<env>/relstm_fast_fused/seed<k>/``.
 
+(Made in session 73 from a worktree at 9406a59, whose trainer modules came from the main
+checkout: the MemoryS7 runs of seeds 4-7 of both arms started after ``agent.compiled_lstm``
+was added there and recorded it, off; it changes nothing for relstm, whose engine is not the
+LSTM's.)
+
 Why relstm: the fused kernel once lost relstm every run (0 of 9,
 ``experiments/fast_trainer/FUSED_ADAM.md``) because it writes the weights without counting the
 write, and relstm, relrnn, memlstm and irnn keep derived weights for acting until a weight

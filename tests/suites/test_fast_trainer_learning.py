@@ -136,3 +136,17 @@ def test_the_compiled_lstm_page_is_its_runs_compared() -> None:
                                                 "agent.compiled_lstm=true")
     run = learning.RUNS / "DoorKey-5x5" / "fast_compiled_lstm" / "seed3" / "config.yaml"
     assert "compiled_lstm: true" in run.read_text()
+
+
+def test_the_fused_adam_page_is_its_runs_compared() -> None:
+    """``FUSED_ADAM_LEARNING.md`` is what ``fused_adam_learning.py`` computes from the
+    committed runs of both arms, which recorded the kernel they were asked for."""
+    lines = [line for case in learning.CASES
+             for line in learning.compare(learning.RUNS, fused_adam_learning.FOREACH,
+                                          fused_adam_learning.FUSED, case, case.frames,
+                                          fused_adam_learning.MEMORY)]
+    assert fused_adam_learning.results_page(lines) == fused_adam_learning.RESULTS.read_text()
+    for arm, kernel in ((fused_adam_learning.FOREACH, "false"),
+                        (fused_adam_learning.FUSED, "true")):
+        config = arm.run_dir(learning.RUNS, "MemoryS7", 7) / "config.yaml"
+        assert f"fused_adam: {kernel}" in config.read_text()
