@@ -93,6 +93,9 @@ def test_resume_continues_from_the_checkpointed_frame(tmp_path: Path) -> None:
     ("grid_encoding=onehot agent.folded_grid=true",
      "agent.folded_grid=true folds the grid's embedding into its first convolution, and "
      "grid_encoding=onehot has no embedding"),
+    ("memory=gru agent.compiled_lstm=true",
+     "agent.compiled_lstm=true runs an lstm memory's chunks in the compiled loop, and "
+     "memory=gru is not lstm"),
 ])
 def test_bad_input_fails_before_any_work(override: str, message: str, tmp_path: Path) -> None:
     result = run_cli("rlmem.train", *TINY_PPO, *override.split(), f"run_dir={tmp_path / 'run'}",

@@ -168,7 +168,8 @@ class PPOConfig(PPOHyperparameters):
     shorter than the fast preset's chunks of 16 steps, a minibatch's chunks are cut about nine
     times and whole updates ran 1.5-1.6× as fast (``docs/performance.md#compiled-lstm``); a
     chunk that no reset cuts still takes torch's kernel, the faster there. CPU only; the other
-    cells' engines take the resets inside already. null: decided when the run starts, and
+    cells' engines take the resets inside already (a run of another memory that asks for it is
+    refused before it starts). null: decided when the run starts, and
     recorded: off where ``vectorization`` is set (``sync`` is the bit-exact reference) or the
     device is ``cuda``, and for resumed runs that recorded none; else off too: by the rule of
     ``experiments/fast_trainer/compiled_lstm.py``, written before its runs, it would be on if
@@ -276,6 +277,10 @@ class PPOConfig(PPOHyperparameters):
             raise ValueError(f"agent.folded_grid=true folds the grid's embedding into its first "
                              f"convolution, and grid_encoding={config.grid_encoding} has no "
                              f"embedding: use grid_encoding=embedding, or agent.folded_grid=false")
+        if self.compiled_lstm and config.memory["name"] != "lstm":
+            raise ValueError(f"agent.compiled_lstm=true runs an lstm memory's chunks in the "
+                             f"compiled loop, and memory={config.memory['name']} is not lstm: "
+                             f"use memory=lstm, or leave agent.compiled_lstm unset")
         frames_per_env = int(decided_value(self, "frames_per_env"))
         rollout, batch = config.num_envs * frames_per_env, int(decided_value(self, "batch_size"))
         if batch > rollout:  # minibatches() would quietly take the whole rollout as one
