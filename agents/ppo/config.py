@@ -237,14 +237,14 @@ class PPOConfig(PPOHyperparameters):
     def decided(cls, agent: Mapping[str, Any], config: Mapping[str, Any],
                 recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
-        for the run's env), ``update_threads`` (:func:`decided_update_threads`) and
-        ``fused_adam`` (:func:`decided_fused_adam`), ``folded_grid``
-        (:func:`decided_folded_grid`) and ``compiled_lstm`` (:func:`decided_compiled_lstm`)."""
+        for the run's env), ``update_threads`` (:func:`decided_update_threads`),
+        ``folded_grid`` (:func:`decided_folded_grid`), and ``fused_adam`` and
+        ``compiled_lstm`` (:func:`decided_off`)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
-        decided["fused_adam"] = decided_fused_adam(decided, recorded)
+        decided["fused_adam"] = decided_off("fused_adam", decided, recorded)
         decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
-        decided["compiled_lstm"] = decided_compiled_lstm(decided, recorded)
+        decided["compiled_lstm"] = decided_off("compiled_lstm", decided, recorded)
         return decided
 
     @classmethod
@@ -357,15 +357,16 @@ def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
     return max(1, threads)
 
 
-def decided_fused_adam(agent: Mapping[str, Any],
-                       recorded: Mapping[str, Any] | None = None) -> bool:
-    """``agent.fused_adam`` as the run takes it (see :attr:`PPOConfig.fused_adam`): a value
+def decided_off(key: str, agent: Mapping[str, Any],
+                recorded: Mapping[str, Any] | None = None) -> bool:
+    """``agent.<key>``, a kernel whose learning check did not pass (``fused_adam``,
+    ``compiled_lstm``: see their :class:`PPOConfig` docstrings), as the run takes it: a value
     given is kept; a resumed run keeps its recorded one (off where it recorded none); else
     off."""
-    if agent.get("fused_adam") is not None:
-        return bool(agent["fused_adam"])
+    if agent.get(key) is not None:
+        return bool(agent[key])
     if recorded is not None:
-        return bool(recorded.get("fused_adam") or False)
+        return bool(recorded.get(key) or False)
     return False
 
 
@@ -382,18 +383,6 @@ def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
     if recorded is not None:
         return bool(recorded.get("folded_grid") or False)
     return not keeps_reference_kernels(config)
-
-
-def decided_compiled_lstm(agent: Mapping[str, Any],
-                          recorded: Mapping[str, Any] | None = None) -> bool:
-    """``agent.compiled_lstm`` as the run takes it (see :attr:`PPOConfig.compiled_lstm`): a
-    value given is kept; a resumed run keeps its recorded one (off where it recorded none);
-    else off (its learning check did not pass)."""
-    if agent.get("compiled_lstm") is not None:
-        return bool(agent["compiled_lstm"])
-    if recorded is not None:
-        return bool(recorded.get("compiled_lstm") or False)
-    return False
 
 
 def keeps_reference_kernels(config: Mapping[str, Any]) -> bool:

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import torch
+from compiled_chunks import counted_chunks
 from ppo_minibatch import rollout_batch, spaces
 from reference.equivalence import use_loops
 
 from rlmem.agents.ppo import PPOConfig
-from rlmem.agents.ppo.config import decided_compiled_lstm
+from rlmem.agents.ppo.config import decided_off
 from rlmem.agents.ppo.model import ActorCritic
-from rlmem.cells._engines import fused_rnn, lstm_chunk
 
 
 def test_the_model_with_compiled_chunks_is_the_model_in_float64(
@@ -23,14 +23,7 @@ def test_the_model_with_compiled_chunks_is_the_model_in_float64(
     weight, with the compiled chunk running the memory."""
     use_loops("compiled", monkeypatch)
     model, batch = rollout_batch("lstm")
-    ran: list[int] = []
-    chunk = lstm_chunk.lstm_chunk
-
-    def counted(x: torch.Tensor, *args: Any) -> Any:
-        ran.append(x.shape[0])
-        return chunk(x, *args)
-
-    monkeypatch.setattr(fused_rnn, "lstm_chunk", counted)
+    ran = counted_chunks(monkeypatch)
     results = []
     for compiled in (False, True):
         model.compiled_lstm = compiled
@@ -61,7 +54,7 @@ def test_the_actor_critic_takes_it_off_by_default() -> None:
 def test_compiled_lstm_is_decided_by_the_run(agent: dict[str, Any],
                                              recorded: dict[str, Any] | None,
                                              compiled: bool) -> None:
-    assert decided_compiled_lstm(agent, recorded) is compiled
+    assert decided_off("compiled_lstm", agent, recorded) is compiled
 
 
 def test_a_run_records_it() -> None:

@@ -13,7 +13,7 @@ import torch
 from ppo_minibatch import converted, minibatch_config, rollout_batch
 
 from rlmem.agents.ppo import PPOConfig
-from rlmem.agents.ppo.config import decided_fused_adam
+from rlmem.agents.ppo.config import decided_off
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells.screening import RelevancyScreening
 
@@ -75,7 +75,7 @@ def test_a_loaded_optimizer_steps_with_the_runs_kernels() -> None:
 ])
 def test_fused_adam_is_decided_by_the_run(agent: dict[str, Any], recorded: dict[str, Any] | None,
                                           fused: bool) -> None:
-    assert decided_fused_adam(agent, recorded) is fused
+    assert decided_off("fused_adam", agent, recorded) is fused
 
 
 def test_a_run_records_its_kernel() -> None:
