@@ -94,8 +94,8 @@ class ActorCritic(nn.Module):
             :mod:`rlmem.agents.grid_fold`): the same function and weights.
         compiled_lstm: an ``lstm`` memory runs every chunk that a reset cuts in one call of the
             compiled loops on the CPU (``agent.compiled_lstm``,
-            :func:`rlmem.cells.compiled_lstm`): the same function and weights. Entered around
-            each call of the memory, so every thread that runs the model takes it.
+            :func:`rlmem.cells.compiled_lstm`): the same function and weights. Entered at
+            each call of the model, so every thread that runs it takes it.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
@@ -203,29 +203,27 @@ class ActorCritic(nn.Module):
             - resets: ``(T, B)`` bool
             - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
-        steps, batch = resets.shape
-        features = self._encode(self.memory_fields, observation, steps, batch)
         with compiled_lstm_chunks(self.compiled_lstm):
+            steps, batch = resets.shape
+            features = self._encode(self.memory_fields, observation, steps, batch)
             if self.critic_memory is None:
                 cell_output = self.memory.forward_aux(features, state, resets)
-            else:
-                actor_state, critic_state = split_state(state, *self._state_types)
-                actor_output = self.memory.forward_aux(features, actor_state, resets)
-                critic_output = self.critic_memory.forward_aux(features, critic_state, resets)
-        if self.critic_memory is None:
-            embedding = cell_output.output
-            if self.context_fields:
-                embedding = torch.cat(
-                    [embedding, self._encode(self.context_fields, observation, steps, batch)], -1)
-            return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
-                                cell_output.state, cell_output.aux, self.action)
-        context = (self._encode(self.context_fields, observation, steps, batch)
-                   if self.context_fields else None)
-        return PolicyOutput(
-            self.actor(_with_context(actor_output.output, context)),
-            self.critic(_with_context(critic_output.output, context)).squeeze(-1),
-            pair_states(actor_output.state, critic_output.state),
-            _joined_aux(actor_output.aux, critic_output.aux), self.action)
+                embedding = cell_output.output
+                if self.context_fields:
+                    after = self._encode(self.context_fields, observation, steps, batch)
+                    embedding = torch.cat([embedding, after], -1)
+                return PolicyOutput(self.actor(embedding), self.critic(embedding).squeeze(-1),
+                                    cell_output.state, cell_output.aux, self.action)
+            actor_state, critic_state = split_state(state, *self._state_types)
+            actor_output = self.memory.forward_aux(features, actor_state, resets)
+            critic_output = self.critic_memory.forward_aux(features, critic_state, resets)
+            context = (self._encode(self.context_fields, observation, steps, batch)
+                       if self.context_fields else None)
+            return PolicyOutput(
+                self.actor(_with_context(actor_output.output, context)),
+                self.critic(_with_context(critic_output.output, context)).squeeze(-1),
+                pair_states(actor_output.state, critic_output.state),
+                _joined_aux(actor_output.aux, critic_output.aux), self.action)
 
 
 def _with_context(output: Tensor, context: Tensor | None) -> Tensor:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from compiled_chunks import counted_chunks
 from reference.equivalence import (
     assert_matches_reference,
     assert_matches_without_grad,
@@ -26,20 +27,6 @@ def built(**options: Any) -> LSTM:
     cell = make_cell("lstm", input_size=3, hidden_size=6, **options)
     assert isinstance(cell, LSTM)
     return cell
-
-
-def counted_chunks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each call of the compiled chunk that returned a result: its number of steps."""
-    chunk, steps = lstm_chunk.lstm_chunk, []
-
-    def counting(x: torch.Tensor, *args: Any) -> Any:
-        result = chunk(x, *args)
-        if result is not None:
-            steps.append(x.shape[0])
-        return result
-
-    monkeypatch.setattr(fused_rnn, "lstm_chunk", counting)
-    return steps
 
 
 @pytest.mark.parametrize("options", [{}, {"forget_bias": None, "chrono_t_max": 10}])
