@@ -53,16 +53,25 @@ ROUNDING_NOTICE = 0.01
 301,056 in updates of 2,048) the difference does not matter and nothing is said."""
 
 
+def frames_to_train(frames: int, frames_per_update: int) -> int:
+    """The frames a run asked for ``frames`` trains: whole updates of ``frames_per_update``,
+    rounded up (the loop updates while fewer than ``frames`` are trained)."""
+    return -(-frames // frames_per_update) * frames_per_update
+
+
 def rounding_notice(frames: int, frames_per_update: int, update: str) -> str | None:
     """What to tell a user whose ``frames`` is not a whole number of updates of
     ``frames_per_update`` frames (``update`` spells how they are made), where the rounding up
     matters (:data:`ROUNDING_NOTICE`); None where it does not."""
-    updates = -(-frames // frames_per_update)
-    trained = updates * frames_per_update
+    trained = frames_to_train(frames, frames_per_update)
     if trained - frames <= ROUNDING_NOTICE * frames:
         return None
     return (f"frames={frames} is not a whole number of updates of {update}: training "
-            f"{trained} frames ({updates} updates).")
+            f"{trained} frames ({_count(trained // frames_per_update, 'update')}).")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def env_seed(seed: int, updates: int, replica: int = 0) -> int:

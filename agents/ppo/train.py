@@ -38,7 +38,7 @@ from rlmem.agents.ppo.replica_processes import ReplicaProcesses, new_exchange
 from rlmem.agents.ppo.replicas import LEADER, Exchange, ReplicaError, Replicas
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
-from rlmem.agents.run import env_options, env_seed, rounding_notice
+from rlmem.agents.run import env_options, env_seed, frames_to_train, rounding_notice
 from rlmem.agents.run_config import RunConfig
 from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
 from rlmem.envs.backend import TENSOR
@@ -62,10 +62,9 @@ def train(config: Config, run: RunSession) -> None:
             checkpoint is kept.
     """
     agent = config.agent
-    frames_per_env = int(decided_value(agent, "frames_per_env"))
-    notice = rounding_notice(config.frames, config.num_envs * frames_per_env,
+    notice = rounding_notice(config.frames, _frames_per_update(config),
                              f"num_envs={config.num_envs} × agent.frames_per_env="
-                             f"{frames_per_env}")
+                             f"{int(decided_value(agent, 'frames_per_env'))}")
     if notice is not None:
         print(notice, flush=True)
     torch.manual_seed(config.seed)
@@ -183,7 +182,8 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
     frames_per_update = _frames_per_update(config)
     logger = RunLogger(run.run_dir, "frames",
                        resume_step=frames if run.checkpoint is not None else None)
-    bar = tqdm(total=config.frames, initial=min(frames, config.frames), unit="frames",
+    total = frames_to_train(config.frames, frames_per_update)
+    bar = tqdm(total=total, initial=min(frames, total), unit="frames",
                disable=not config.progress_bar, dynamic_ncols=True)
     replicas = ppo.replicas
 
@@ -209,7 +209,7 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
             # and the logger drops the rows past it, so progress.csv never has a gap.
             logger.log(row)
             save(frames, updates)
-            bar.update(min(frames, config.frames) - bar.n)
+            bar.update(min(frames, total) - bar.n)
             bar.set_postfix(fps=f"{row['fps']:.0f}", ret=f"{row['return_recent']:.3f}")
         if episodes.reached(config.stop_return):
             print(f"Stopped at {frames} frames: the mean return of the last {STOP_EPISODES} "

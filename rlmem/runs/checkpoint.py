@@ -124,7 +124,9 @@ def save_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> Non
         handle, tmp = temporary_file(path)
         with os.fdopen(handle, "wb") as file:
             handle = None
-            torch.save(dataclasses.asdict(checkpoint), file)
+            # Its fields as they are: dataclasses.asdict would deep-copy every tensor first.
+            torch.save({item.name: getattr(checkpoint, item.name)
+                        for item in dataclasses.fields(checkpoint)}, file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)

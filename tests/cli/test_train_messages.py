@@ -65,13 +65,14 @@ def test_the_rounding_notice_is_said_only_where_it_matters() -> None:
     """The default 300,000 frames in updates of 16 × 128 is 301,056 frames: said nothing;
     frames=100 trains 2,048: said."""
     from rlmem.agents.ppo.presets import PRESETS, Preset
-    from rlmem.agents.run import rounding_notice
+    from rlmem.agents.run import frames_to_train, rounding_notice
     from rlmem.schema.train import TrainConfig
 
     defaults, minigrid = TrainConfig(), PRESETS[Preset.minigrid]
     update = minigrid.num_envs * minigrid.frames_per_env
     assert rounding_notice(defaults.frames, update, "16 × 128") is None
     assert rounding_notice(4096, update, "16 × 128") is None  # whole
+    assert frames_to_train(4096, update) == 4096 and frames_to_train(4097, update) == 6144
     assert rounding_notice(100, update, "16 × 128") == (
         "frames=100 is not a whole number of updates of 16 × 128: training 2048 frames "
-        "(1 updates).")
+        "(1 update).")

@@ -266,9 +266,11 @@ def test_the_short_and_full_names_of_an_env_resume_the_same_run(tmp_path: Path) 
 # 12 --------------------------------------------------------------------------------------------
 def test_frames_rounded_up_to_whole_updates_is_said(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    train_run(train_config(f"run_dir={tmp_path}", "frames=40"), tmp_path)
-    assert "frames=40 is not a whole number of updates" in capsys.readouterr().out
+    train_run(train_config(f"run_dir={tmp_path}", "frames=40", "progress_bar=true"), tmp_path)
+    said = capsys.readouterr()
+    assert "frames=40 is not a whole number of updates" in said.out
     assert load_checkpoint(tmp_path / "checkpoint.pt").count("frames") == 64
+    assert "64/64" in said.err  # the bar counts to the frames trained, not to frames=40
 
 
 # 11 --------------------------------------------------------------------------------------------
