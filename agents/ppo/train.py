@@ -73,7 +73,7 @@ def train(config: Config, run: RunSession) -> None:
     try:
         model = _model(config, envs, run.device)
         exchange = (new_exchange(agent.processes, Exchange.width_for(
-            model.trainable_parameters(), share.num_envs * frames_per_env))
+            model.trainable_parameters(), _frames_per_update(share)))
             if agent.processes > 1 else None)
         replicas = None if exchange is None else Replicas(exchange, LEADER)
         ppo = PPO(model, agent, replicas)
