@@ -72,25 +72,31 @@ def arms(reference_runs: Path) -> tuple[Arm, Arm]:
     return Arm("reference", REFERENCE_OVERRIDES, root=reference_runs, directory="gymnasium"), FAST
 
 
-def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int,
-            memory: str = MEMORY) -> list[str]:
-    """The lines of one env's three measures, ``new``'s runs against ``reference``'s, of the
-    runs of ``memory`` that trained ``frames`` (``runs``: the comparison's own)."""
+def measures(runs: Path, reference: Arm, new: Arm, case: Case, frames: int
+             ) -> dict[str, dict[str, list[float | None]]]:
+    """The three measures of one env (the module docstring), each arm's value per seed of
+    :data:`SEEDS` (None: not there yet), ``new``'s runs against ``reference``'s that trained
+    ``frames`` (``runs``: the comparison's own)."""
     arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in SEEDS]
                 for arm in (reference, new)}
-    title = f"{case.env} ({memory}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
     target = transfer_target(case.env)
-    measures = {
+    of_run: dict[str, Callable[[Path], float | None]] = {
         "last return_recent": lambda run: final_return(run, frames),
         f"evaluated ({EPISODES} episodes)": lambda run: evaluated_return(
             run, case.env, EPISODES),
         f"zero-shot on {target} ({TRANSFER_EPISODES} episodes)": lambda run: evaluated_return(
             run, target, TRANSFER_EPISODES)}
-    return [line for measure, value in measures.items()
-            for line in comparison_lines(title + measure,
-                                         {name: [value(run) for run in each]
-                                          for name, each in arm_runs.items()},
-                                         new.name, reference.name)]
+    return {measure: {name: [value(run) for run in each] for name, each in arm_runs.items()}
+            for measure, value in of_run.items()}
+
+
+def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int,
+            memory: str = MEMORY) -> list[str]:
+    """The lines of one env's three :func:`measures`, ``new``'s runs against
+    ``reference``'s, of the runs of ``memory`` that trained ``frames``."""
+    title = f"{case.env} ({memory}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
+    return [line for measure, values in measures(runs, reference, new, case, frames).items()
+            for line in comparison_lines(title + measure, values, new.name, reference.name)]
 
 
 def results_page(lines: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_runner import TINY_PPO, run_cli
 
@@ -16,6 +17,7 @@ from experiments.fast_trainer import (
     fused_adam_learning,
     learning,
     processes,
+    rule_calibration,
 )
 from experiments.tensor_backend import compare as tensor_backend
 
@@ -150,3 +152,34 @@ def test_the_fused_adam_page_is_its_runs_compared() -> None:
                         (fused_adam_learning.FUSED, "true")):
         config = arm.run_dir(learning.RUNS, "MemoryS7", 7) / "config.yaml"
         assert f"fused_adam: {kernel}" in config.read_text()
+
+
+def test_the_rule_calibrations_relabelings_are_every_swap_and_every_split() -> None:
+    paired = rule_calibration.relabelings(paired=True)
+    assert len(paired) == 32 and len({tuple(chosen) for chosen in paired}) == 32
+    for chosen in paired:  # one run of each seed: seed k is run k (old) or k + 5 (new)
+        assert sorted(int(run) % 5 for run in chosen) == [0, 1, 2, 3, 4]
+    unpaired = rule_calibration.relabelings(paired=False)
+    assert len({tuple(chosen) for chosen in unpaired}) == 252
+    assert all(len(set(chosen.tolist())) == 5 for chosen in unpaired)
+
+
+def test_the_one_interval_rate_depends_on_ranks_alone() -> None:
+    # What makes enumerating rank patterns exact for every continuous distribution.
+    generator = np.random.default_rng(1)
+    new, old = generator.normal(size=5), generator.normal(size=5)
+    assert rule_calibration.upper_bound(new, old) == rule_calibration.upper_bound(
+        np.exp(3 * new), np.exp(3 * old))
+    # The arms' labels swapped: P becomes 1 - P, so a pattern fails one way or the other.
+    ranks = np.arange(10.0)
+    assert rule_calibration.upper_bound(ranks[:5], ranks[5:]) < 0.5
+    assert rule_calibration.upper_bound(ranks[5:], ranks[:5]) == 1.0
+
+
+def test_the_rule_calibration_page_is_regenerated_from_the_committed_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = tmp_path / "RULE_CALIBRATION.md"
+    monkeypatch.setattr(rule_calibration, "RESULTS", written)
+    assert rule_calibration.main(["--write"]) == 0
+    assert written.read_text() == rule_calibration.HERE.joinpath(
+        "RULE_CALIBRATION.md").read_text()
