@@ -16,10 +16,10 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.windowed_attention import (
-    QUERY_BLOCK,
     folded_relative_attention,
     folds_keys,
     last_reset,
+    query_block,
     relative_attention,
     slide_window,
     window_mask,
@@ -221,12 +221,13 @@ class GTrXL(Cell):
 
     def fast_scan(self, x: Tensor, state: GTrXLState, resets: Tensor) -> ScanResult:
         """Every layer once over the chunk, in blocks of
-        :data:`~rlmem.cells._engines.windowed_attention.QUERY_BLOCK` queries, each through its
+        :func:`~rlmem.cells._engines.windowed_attention.query_block` queries, each through its
         mask (:func:`~rlmem.cells._engines.windowed_attention.window_mask`)."""
         e = self.project_input(x).transpose(0, 1)
         start = last_reset(resets)
-        bounds = [(begin, min(begin + QUERY_BLOCK, x.shape[0]))
-                  for begin in range(0, x.shape[0], QUERY_BLOCK)]
+        queries = query_block(self.window, x.device)
+        bounds = [(begin, min(begin + queries, x.shape[0]))
+                  for begin in range(0, x.shape[0], queries)]
         masks = [window_mask(state.valid, start, begin, end) for begin, end in bounds]
         inputs = []
         for index, block in enumerate(self.blocks):

@@ -198,7 +198,7 @@ def test_long_chunks_equal_the_step(name: str, options: dict[str, Any],
 def test_gtrxl_query_blocks_equal_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks longer than a block of queries: blocks of 7 queries, the window of 6 reaching
     back across block boundaries."""
-    monkeypatch.setattr(gtrxl, "QUERY_BLOCK", 7)
+    monkeypatch.setattr(gtrxl, "query_block", lambda window, device: 7)
     test_long_chunks_equal_the_step("gtrxl", {"heads": 2, "window": 6}, monkeypatch)
 
 

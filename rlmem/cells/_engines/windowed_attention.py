@@ -3,7 +3,7 @@ r"""Attention over a sliding window of past steps, for a whole chunk at once (GT
 A cell that attends over the last ``M`` steps of its episode holds them in its state as ``M``
 slots (oldest first) and a validity mask. Its ``step`` attends from one query over the slots
 and itself, then shifts itself into the window. Over a chunk of ``T`` steps the same is one
-attention call per block of :data:`QUERY_BLOCK` queries (one call for a chunk of up to that
+attention call per block of :func:`query_block` queries (one call for a chunk of up to that
 many steps): the keys are the ``M`` slots followed by the chunk, and :func:`window_mask` says
 which key each query may see (within ``M`` steps before it, not before its episode's start,
 not an empty slot); the blocks keep memory linear in ``T``. :func:`slide_window` then
@@ -20,8 +20,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-QUERY_BLOCK = 128
-"""Queries per attention call: a chunk of up to this many steps is one call per layer."""
+QUERY_BLOCK_MIN = 16
+"""The fewest queries per attention call on the CPU: a PPO chunk of up to 16 steps is one call
+per layer."""
+QUERY_BLOCK_GPU = 128
+"""The fewest queries per attention call elsewhere (a GPU, where each call's launches cost more
+than masked scores; the block every device took before the CPU's was measured)."""
+
+
+def query_block(window: int, device: torch.device) -> int:
+    """Queries per attention call over a chunk, for a window of ``window`` steps on ``device``.
+
+    A call of ``Q`` queries scores each against the ``M + Q`` keys of the window and the block,
+    of which at most ``M + 1`` are allowed: longer blocks spend their time on masked scores,
+    shorter ones on more calls. On the CPU, blocks of about the window (each query scoring
+    ``2M`` keys) took least time (``benchmarks/gtrxl_blocks.py``), no fewer than
+    :data:`QUERY_BLOCK_MIN`; elsewhere no fewer than :data:`QUERY_BLOCK_GPU`.
+    """
+    return max(window, QUERY_BLOCK_MIN if device.type == "cpu" else QUERY_BLOCK_GPU)
 
 
 def last_reset(resets: Tensor) -> Tensor:
