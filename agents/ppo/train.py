@@ -62,11 +62,12 @@ def train(config: Config, run: RunSession) -> None:
             checkpoint is kept.
     """
     agent = config.agent
-    notice = rounding_notice(config.frames, _frames_per_update(config),
-                             f"num_envs={config.num_envs} × agent.frames_per_env="
-                             f"{int(decided_value(agent, 'frames_per_env'))}")
-    if notice is not None:
-        print(notice, flush=True)
+    update = (f"num_envs={config.num_envs} × agent.frames_per_env="
+              f"{int(decided_value(agent, 'frames_per_env'))}")
+    for notice in (rounding_notice(config.frames, _frames_per_update(config), update),
+                   minibatch_notice(_frames_per_update(config), agent, update)):
+        if notice is not None:
+            print(notice, flush=True)
     torch.manual_seed(config.seed)
     share = _share(config)
     envs = _envs(share, run.device)
@@ -136,6 +137,21 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
 def _frames_per_update(config: Config) -> int:
     """The frames of one update, every replica's together: ``num_envs × frames_per_env``."""
     return config.num_envs * int(decided_value(config.agent, "frames_per_env"))
+
+
+def minibatch_notice(frames_per_update: int, agent: PPOConfig, update: str) -> str | None:
+    """What to tell a user whose update of ``frames_per_update`` frames (``update`` spells how
+    they are made) is not a whole number of ``agent``'s minibatches: each epoch then ends with a
+    smaller one (:meth:`~rlmem.agents.ppo.rollout.ChunkBatch.minibatches`), which weighs its
+    chunks more in that step; None where they divide."""
+    chunk = agent.chunk_length
+    per_batch = max(1, int(decided_value(agent, "batch_size")) // chunk)
+    last = frames_per_update // chunk % per_batch
+    if last == 0:
+        return None
+    return (f"{update} = {frames_per_update} frames an update is not a whole number of "
+            f"minibatches of agent.batch_size={per_batch * chunk}: each epoch ends with a "
+            f"minibatch of {last * chunk} frames.")
 
 
 def _share(config: Config) -> Config:

@@ -76,3 +76,15 @@ def test_the_rounding_notice_is_said_only_where_it_matters() -> None:
     assert rounding_notice(100, update, "16 × 128") == (
         "frames=100 is not a whole number of updates of 16 × 128: training 2048 frames "
         "(1 update).")
+
+
+def test_an_update_that_minibatches_do_not_divide_is_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two envs × 16 frames in chunks of 8 are four chunks: minibatches of 24 frames (three
+    chunks) leave one of 8 frames at the end of each epoch; minibatches of 16 divide them."""
+    _train(_config(tmp_path / "uneven", "frames=32", "agent.batch_size=24"))
+    assert ("num_envs=2 × agent.frames_per_env=16 = 32 frames an update is not a whole number "
+            "of minibatches of agent.batch_size=24: each epoch ends with a minibatch of 8 "
+            "frames.") in capsys.readouterr().out
+    _train(_config(tmp_path / "even", "frames=32"))
+    assert "minibatches" not in capsys.readouterr().out
