@@ -81,11 +81,17 @@ class ChunkBatch:
 
     def minibatches(self, batch_size: int) -> Iterator[ChunkBatch]:
         """One pass over the chunks in a random order (``torch.randperm``), ``batch_size``
-        frames of whole chunks per minibatch (at least one chunk; the last may be smaller)."""
-        chunks_per_batch = max(1, batch_size // self.resets.shape[0])
+        frames of whole chunks per minibatch (:func:`chunks_per_minibatch`; the last may be
+        smaller)."""
         order = torch.randperm(self.num_chunks, device=self.resets.device)
-        for index in order.split(chunks_per_batch):
+        for index in order.split(chunks_per_minibatch(batch_size, self.resets.shape[0])):
             yield self.select(index)
+
+
+def chunks_per_minibatch(batch_size: int, chunk_length: int) -> int:
+    """The whole chunks of ``chunk_length`` steps in a minibatch of ``batch_size`` frames (at
+    least one)."""
+    return max(1, batch_size // chunk_length)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.replica_processes import ReplicaProcesses, new_exchange
 from rlmem.agents.ppo.replicas import LEADER, Exchange, ReplicaError, Replicas
+from rlmem.agents.ppo.rollout import chunks_per_minibatch
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.agents.run import env_options, env_seed, frames_to_train, rounding_notice
@@ -62,10 +63,11 @@ def train(config: Config, run: RunSession) -> None:
             checkpoint is kept.
     """
     agent = config.agent
+    frames_per_update = _frames_per_update(config)
     update = (f"num_envs={config.num_envs} × agent.frames_per_env="
               f"{int(decided_value(agent, 'frames_per_env'))}")
-    for notice in (rounding_notice(config.frames, _frames_per_update(config), update),
-                   minibatch_notice(_frames_per_update(config), agent, update)):
+    for notice in (rounding_notice(config.frames, frames_per_update, update),
+                   minibatch_notice(frames_per_update, agent, update)):
         if notice is not None:
             print(notice, flush=True)
     torch.manual_seed(config.seed)
@@ -145,7 +147,7 @@ def minibatch_notice(frames_per_update: int, agent: PPOConfig, update: str) -> s
     smaller one (:meth:`~rlmem.agents.ppo.rollout.ChunkBatch.minibatches`), which weighs its
     chunks more in that step; None where they divide."""
     chunk = agent.chunk_length
-    per_batch = max(1, int(decided_value(agent, "batch_size")) // chunk)
+    per_batch = chunks_per_minibatch(int(decided_value(agent, "batch_size")), chunk)
     last = frames_per_update // chunk % per_batch
     if last == 0:
         return None
