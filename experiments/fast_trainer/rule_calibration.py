@@ -33,7 +33,6 @@ import argparse
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -110,13 +109,18 @@ def lowest_upper_bounds(values: dict[str, dict[str, list[float | None]]], old: s
     return observed, np.asarray(bounds)
 
 
-def calibration(comparison: Comparison, paired: bool) -> tuple[float, float, float]:
+def env_values(comparison: Comparison) -> list[dict[str, dict[str, list[float | None]]]]:
+    """Each env's three measures of ``comparison``'s runs (:func:`measures`), read once."""
+    return [measures(RUNS, comparison.old, comparison.new, case, case.frames) for case in CASES]
+
+
+def calibration(comparison: Comparison, values: list[dict[str, dict[str, list[float | None]]]],
+                paired: bool) -> tuple[float, float, float]:
     """``(observed lowest upper bound, false-failure rate, p-value)`` of ``comparison`` over
-    both envs (measurement 2 of the module docstring)."""
+    both envs' ``values`` (:func:`env_values`; measurement 2 of the module docstring)."""
     observed, under_null = [], []
-    for case in CASES:
-        values = measures(RUNS, comparison.old, comparison.new, case, case.frames)
-        low, bounds = lowest_upper_bounds(values, comparison.old.name, comparison.new.name,
+    for by_measure in values:
+        low, bounds = lowest_upper_bounds(by_measure, comparison.old.name, comparison.new.name,
                                           paired)
         observed.append(low)
         under_null.append(bounds)
@@ -154,15 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     mean_rate = float(np.mean([one_interval_rate(seed) for seed in BOOTSTRAP_SEEDS]))
     rows = []
     for comparison in COMPARISONS:
-        lowest, paired_rate, paired_p = calibration(comparison, paired=True)
-        _, unpaired_rate, unpaired_p = calibration(comparison, paired=False)
+        values = env_values(comparison)
+        lowest, paired_rate, paired_p = calibration(comparison, values, paired=True)
+        _, unpaired_rate, unpaired_p = calibration(comparison, values, paired=False)
         rows.append(f"| [{comparison.new.name} against {comparison.old.name}]"
                     f"({comparison.page}) | {lowest:.2f} | {paired_rate:.3f} | {paired_p:.3f} "
                     f"| {unpaired_rate:.3f} | {unpaired_p:.3f} |")
     text = page(rate, mean_rate, rows)
     print(text)
     if args.write:
-        Path(RESULTS).write_text(text)
+        RESULTS.write_text(text)
     return 0
 
 
