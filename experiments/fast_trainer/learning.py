@@ -27,6 +27,7 @@ is unchanged within noise where P's interval contains ½, better where it lies a
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -72,12 +73,12 @@ def arms(reference_runs: Path) -> tuple[Arm, Arm]:
     return Arm("reference", REFERENCE_OVERRIDES, root=reference_runs, directory="gymnasium"), FAST
 
 
-def measures(runs: Path, reference: Arm, new: Arm, case: Case, frames: int
-             ) -> dict[str, dict[str, list[float | None]]]:
+def measures(runs: Path, reference: Arm, new: Arm, case: Case, frames: int,
+             seeds: Sequence[int] = SEEDS) -> dict[str, dict[str, list[float | None]]]:
     """The three measures of one env (the module docstring), each arm's value per seed of
-    :data:`SEEDS` (None: not there yet), ``new``'s runs against ``reference``'s that trained
+    ``seeds`` (None: not there yet), ``new``'s runs against ``reference``'s that trained
     ``frames`` (``runs``: the comparison's own)."""
-    arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in SEEDS]
+    arm_runs = {arm.name: [arm.run_dir(runs, case.env, seed) for seed in seeds]
                 for arm in (reference, new)}
     target = transfer_target(case.env)
     of_run: dict[str, Callable[[Path], float | None]] = {
@@ -91,11 +92,12 @@ def measures(runs: Path, reference: Arm, new: Arm, case: Case, frames: int
 
 
 def compare(runs: Path, reference: Arm, new: Arm, case: Case, frames: int,
-            memory: str = MEMORY) -> list[str]:
-    """The lines of one env's three :func:`measures`, ``new``'s runs against
+            memory: str = MEMORY, seeds: Sequence[int] = SEEDS) -> list[str]:
+    """The lines of one env's three :func:`measures` over ``seeds``, ``new``'s runs against
     ``reference``'s, of the runs of ``memory`` that trained ``frames``."""
-    title = f"{case.env} ({memory}, seeds {SEEDS[0]}-{SEEDS[-1]}), "
-    return [line for measure, values in measures(runs, reference, new, case, frames).items()
+    title = f"{case.env} ({memory}, seeds {seeds[0]}-{seeds[-1]}), "
+    return [line for measure, values
+            in measures(runs, reference, new, case, frames, seeds).items()
             for line in comparison_lines(title + measure, values, new.name, reference.name)]
 
 
@@ -108,8 +110,8 @@ def results_page(lines: Sequence[str]) -> str:
 
 
 def comparison_page(title: str, module: str, where: str, lines: Sequence[str],
-                    memory: str = MEMORY) -> str:
-    """A results page of one of this folder's comparisons on :data:`CASES` and :data:`SEEDS`:
+                    memory: str = MEMORY, seeds: Sequence[int] = SEEDS) -> str:
+    """A results page of one of this folder's comparisons on :data:`CASES` and ``seeds``:
     ``title``, the command of ``module`` that writes it, ``where`` its runs are, ``lines``,
     the runs' cell ``memory``."""
     return "\n".join([
@@ -117,9 +119,21 @@ def comparison_page(title: str, module: str, where: str, lines: Sequence[str],
         f"Written by `python -m experiments.fast_trainer.{module} --no-train --write`; {where} "
         "(each with `config.yaml`, `progress.csv` and `eval/`). How each arm was run and what "
         f"each measure is: the docstring of `experiments/fast_trainer/{module}.py`.", "",
-        f"{memory}, the test seeds {', '.join(map(str, SEEDS))}; frames per run: "
+        f"{memory}, the test seeds {', '.join(map(str, seeds))}; frames per run: "
         + ", ".join(f"{case.env} {case.frames:,}" for case in CASES) + ".", "",
         "```", *lines, "```", ""])
+
+
+def train_arms(args: argparse.Namespace, arms_run: Sequence[Arm], cases: Sequence[Case],
+               memory: str = MEMORY) -> int:
+    """Train and evaluate what is left of ``arms_run``'s runs of ``memory`` on ``cases`` at
+    the seeds and frames of ``args`` (:func:`~experiments.common.arm_runs.comparison_parser`'s);
+    the failures, or :data:`~rlmem.runs.INTERRUPTED`."""
+    return run_all(
+        cases, args.seeds, args.frames,
+        lambda case, seed, frames: seed_runs(
+            args.runs, arms_run, case, memory, seed, frames, args.extra,
+            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
 
 
 def main_against_fast(argv: Sequence[str] | None, description: str, new: Arm, results: Path,
@@ -132,11 +146,7 @@ def main_against_fast(argv: Sequence[str] | None, description: str, new: Arm, re
     parser = comparison_parser(description, RUNS, CASES, SEEDS, results)
     args = parser.parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
-    failed = 0 if args.no_train else run_all(
-        cases, args.seeds, args.frames,
-        lambda case, seed, frames: seed_runs(
-            args.runs, (old, new), case, memory, seed, frames, args.extra,
-            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
+    failed = 0 if args.no_train else train_arms(args, (old, new), cases, memory)
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases
@@ -151,11 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="where the reference's runs are (--runs: the fast preset's)")
     args = parser.parse_args(argv)
     cases = [case for case in CASES if case.env in args.envs]
-    failed = 0 if args.no_train else run_all(
-        cases, args.seeds, args.frames,
-        lambda case, seed, frames: seed_runs(
-            args.runs, arms(args.reference_runs), case, MEMORY, seed, frames, args.extra,
-            [(case.env, EPISODES), (transfer_target(case.env), TRANSFER_EPISODES)]))
+    failed = 0 if args.no_train else train_arms(args, arms(args.reference_runs), cases)
     if failed == INTERRUPTED:
         return failed
     lines = [line for case in cases

@@ -95,23 +95,27 @@ def relabelings(paired: bool, seeds: int = len(SEEDS)) -> list[np.ndarray]:
 def lowest_upper_bounds(values: dict[str, dict[str, list[float | None]]], old: str, new: str,
                         paired: bool) -> tuple[float, np.ndarray]:
     """An env's lowest upper bound over its three measures, observed and under every
-    relabeling (in :func:`relabelings` order)."""
+    relabeling (in :func:`relabelings` order) of its seeds (each measure's runs per arm)."""
     pooled = []
     for by_arm in values.values():
         runs = [*by_arm[old], *by_arm[new]]
         if any(value is None for value in runs):
             raise ValueError("a run of the comparison is missing: run its module first")
         pooled.append(np.asarray(runs, dtype=np.float64))
+    seeds = len(pooled[0]) // 2
     bounds = []
-    for chosen in relabelings(paired):
+    for chosen in relabelings(paired, seeds):
         bounds.append(min(upper_bound(runs[chosen], np.delete(runs, chosen)) for runs in pooled))
-    observed = min(upper_bound(runs[len(SEEDS):], runs[:len(SEEDS)]) for runs in pooled)
+    observed = min(upper_bound(runs[seeds:], runs[:seeds]) for runs in pooled)
     return observed, np.asarray(bounds)
 
 
-def env_values(comparison: Comparison) -> list[dict[str, dict[str, list[float | None]]]]:
-    """Each env's three measures of ``comparison``'s runs (:func:`measures`), read once."""
-    return [measures(RUNS, comparison.old, comparison.new, case, case.frames) for case in CASES]
+def env_values(comparison: Comparison, seeds: Sequence[int] = SEEDS
+               ) -> list[dict[str, dict[str, list[float | None]]]]:
+    """Each env's three measures of ``comparison``'s runs at ``seeds`` (:func:`measures`),
+    read once."""
+    return [measures(RUNS, comparison.old, comparison.new, case, case.frames, seeds)
+            for case in CASES]
 
 
 def calibration(comparison: Comparison, values: list[dict[str, dict[str, list[float | None]]]],

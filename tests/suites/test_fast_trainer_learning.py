@@ -13,6 +13,7 @@ from cli_runner import TINY_PPO, run_cli
 from experiments.common import arm_runs
 from experiments.fast_trainer import (
     compiled_lstm,
+    compiled_lstm_more_seeds,
     folded_grid,
     fused_adam_learning,
     learning,
@@ -183,3 +184,50 @@ def test_the_rule_calibration_page_is_regenerated_from_the_committed_runs(
     assert rule_calibration.main(["--write"]) == 0
     assert written.read_text() == rule_calibration.HERE.joinpath(
         "RULE_CALIBRATION.md").read_text()
+
+
+def test_the_rule_calibration_relabels_any_number_of_seeds() -> None:
+    # The check on more seeds relabels fifteen a side: every swap of a seed's two runs.
+    generator = np.random.default_rng(2)
+    old, new = generator.normal(size=3).tolist(), generator.normal(size=3).tolist()
+    values: dict[str, dict[str, list[float | None]]] = {"m": {"old": old, "new": new}}
+    observed, bounds = rule_calibration.lowest_upper_bounds(values, "old", "new", paired=True)
+    assert len(bounds) == 2 ** 3
+    assert observed == rule_calibration.upper_bound(new, old)
+    assert observed in bounds  # the observed labelling is one of the relabelings
+
+
+def test_the_more_seeds_rule_turns_the_compiled_lstm_on_only_without_evidence_of_harm() -> None:
+    """The rule of ``compiled_lstm_more_seeds.py``: p is the share of within-seed swaps at or
+    below the observed lowest upper bound; below 0.05 the key stays off."""
+    seeds = list(range(6))
+    generator = np.random.default_rng(3)
+    base = generator.normal(size=len(seeds))
+
+    def env(shift: float) -> dict[str, dict[str, list[float | None]]]:
+        old, new = (base + generator.normal(scale=0.01, size=len(seeds))).tolist(), (
+            base + shift + generator.normal(scale=0.01, size=len(seeds))).tolist()
+        return {"measure": {compiled_lstm.COMPILED.name: new,
+                            folded_grid.FOLDED.name: old}}
+
+    worse = compiled_lstm_more_seeds.decision_line([env(-1.0), env(-1.0)], seeds)
+    # Every seed lower in both envs: only the observed labelling and none other is as low in
+    # an env (1/64), so p = 1 - (63/64)² < 0.05.
+    assert "p = 0.031" in worse and worse.endswith("stays off")
+    alike = compiled_lstm_more_seeds.decision_line([env(0.0), env(0.0)], seeds)
+    assert alike.endswith("decided on")
+
+
+def test_the_compiled_lstm_check_on_more_seeds_reads_the_first_checks_runs() -> None:
+    """Seeds 3-7 of the check on more seeds are the first check's runs; the rule waits for
+    every run of seeds 3-17."""
+    case = learning.CASES[0]
+    first = learning.measures(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED, case,
+                              case.frames)
+    both = learning.measures(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED, case,
+                             case.frames, compiled_lstm_more_seeds.ALL_SEEDS)
+    for measure, by_arm in first.items():
+        for arm, values in by_arm.items():
+            assert both[measure][arm][:len(learning.SEEDS)] == values
+    assert set(compiled_lstm_more_seeds.ADDED_SEEDS).isdisjoint(learning.SEEDS)
+    assert tuple(range(3, 18)) == compiled_lstm_more_seeds.ALL_SEEDS
