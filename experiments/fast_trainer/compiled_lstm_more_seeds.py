@@ -22,53 +22,25 @@ seeds 3-17; its p-value is the share of the paired relabelings whose statistic i
 the observed one (every swap of the arms within any set of seeds, 2¹⁵ an env, the two envs
 relabeled independently: :mod:`~experiments.fast_trainer.rule_calibration`'s measurement 2,
 exact). ``agent.compiled_lstm`` left null is decided on (outside the exact reference and CUDA)
-if p ≥ :data:`LEVEL`, so that a change that learns alike is called harmful in 5% of the
-checks, not one in four; otherwise it stays off, selectable. With a run missing or failed,
-nothing is decided. Seeds 3-7's runs are the first check's, as they are.
+if p ≥ 0.05 (:data:`~experiments.fast_trainer.more_seeds.LEVEL`), so that a change that learns
+alike is called harmful in 5% of the checks, not one in four; otherwise it stays off,
+selectable. With a run missing or failed, nothing is decided. Seeds 3-7's runs are the first
+check's, as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from experiments.common.arm_runs import comparison_parser, reported
 from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.fast_trainer.compiled_lstm import COMPILED
 from experiments.fast_trainer.folded_grid import FOLDED
-from experiments.fast_trainer.learning import (
-    CASES,
-    HERE,
-    RUNS,
-    SEEDS,
-    compare,
-    comparison_page,
-    train_arms,
-)
-from experiments.fast_trainer.rule_calibration import Comparison, calibration, env_values
-from rlmem.runs import INTERRUPTED
+from experiments.fast_trainer.learning import HERE, MEMORY, comparison_page
+from experiments.fast_trainer.more_seeds import ALL_SEEDS, main_more_seeds
+from experiments.fast_trainer.rule_calibration import Comparison
 
 RESULTS = HERE / "COMPILED_LSTM_MORE_SEEDS.md"
-ADDED_SEEDS = tuple(range(8, 18))
-"""The seeds this check trains: none of them used by tuning or by an earlier check."""
-ALL_SEEDS = (*SEEDS, *ADDED_SEEDS)
-"""The seeds the rule decides on: the first check's and the added ones."""
-LEVEL = 0.05
-"""The p-value below which the compiled loop is taken to learn worse (the rule)."""
 CHECK = Comparison(RESULTS.name, FOLDED, COMPILED)
-
-
-def decision_line(values: list[dict[str, dict[str, list[float | None]]]],
-                  seeds: Sequence[int] = ALL_SEEDS) -> str:
-    """The rule's statistic over each env's measures ``values`` at ``seeds``
-    (:func:`~experiments.fast_trainer.rule_calibration.env_values`), its p-value, the first
-    check's rule's false-failure rate on these runs (the share of relabelings with an interval
-    below ½), and what the rule decides."""
-    lowest, old_rule_rate, p = calibration(CHECK, values, paired=True)
-    verdict = "decided on" if p >= LEVEL else "stays off"
-    return (f"rule on seeds {seeds[0]}-{seeds[-1]}: lowest upper bound of the six P intervals "
-            f"{lowest:.2f}, paired permutation p = {p:.3f} (level {LEVEL}); the first check's "
-            f"rule (every interval containing 1/2) would fail on {old_rule_rate:.3f} of the "
-            f"relabelings; agent.compiled_lstm: {verdict}")
 
 
 def results_page(lines: Sequence[str]) -> str:
@@ -81,25 +53,9 @@ def results_page(lines: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command (the module docstring): ``--seeds`` picks among the added seeds to train;
-    the rule decides only on every run of :data:`ALL_SEEDS` at the full budgets."""
-    parser = comparison_parser(__doc__.split("\n\n")[0], RUNS, CASES, ADDED_SEEDS, RESULTS)
-    args = parser.parse_args(argv)
-    cases = [case for case in CASES if case.env in args.envs]
-    failed = 0 if args.no_train else train_arms(args, (FOLDED, COMPILED), cases)
-    if failed == INTERRUPTED:
-        return failed
-    lines = [line for case in cases
-             for line in compare(args.runs, FOLDED, COMPILED, case, args.frames or case.frames,
-                                 seeds=ALL_SEEDS)]
-    if failed or args.frames or args.runs != RUNS or len(cases) != len(CASES):
-        lines.append("rule: not applied (a part of the check, or a run failed)")
-    else:
-        try:
-            lines.append(decision_line(env_values(CHECK, ALL_SEEDS)))
-        except ValueError as missing:  # a run not trained or not evaluated yet
-            lines.append(f"rule: not applied yet ({missing})")
-    return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
+    """The command (the module docstring; ``--seeds`` picks among the added seeds)."""
+    return main_more_seeds(argv, __doc__.split("\n\n")[0], CHECK, "compiled_lstm", RESULTS,
+                           results_page, MEMORY)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from experiments.fast_trainer import (
     folded_grid,
     fused_adam_learning,
     learning,
+    more_seeds,
     processes,
     rule_calibration,
 )
@@ -198,7 +199,7 @@ def test_the_rule_calibration_relabels_any_number_of_seeds() -> None:
 
 
 def test_the_more_seeds_rule_turns_the_compiled_lstm_on_only_without_evidence_of_harm() -> None:
-    """The rule of ``compiled_lstm_more_seeds.py``: p is the share of within-seed swaps at or
+    """The rule of ``more_seeds.py``: p is the share of within-seed swaps at or
     below the observed lowest upper bound; below 0.05 the key stays off."""
     seeds = list(range(6))
     generator = np.random.default_rng(3)
@@ -210,12 +211,13 @@ def test_the_more_seeds_rule_turns_the_compiled_lstm_on_only_without_evidence_of
         return {"measure": {compiled_lstm.COMPILED.name: new,
                             folded_grid.FOLDED.name: old}}
 
-    worse = compiled_lstm_more_seeds.decision_line([env(-1.0), env(-1.0)], seeds)
+    check = compiled_lstm_more_seeds.CHECK
+    worse = more_seeds.decision_line(check, "compiled_lstm", [env(-1.0), env(-1.0)], seeds)
     # Every seed lower in both envs: only the observed labelling and none other is as low in
     # an env (1/64), so p = 1 - (63/64)² < 0.05.
     assert "p = 0.031" in worse and worse.endswith("stays off")
-    alike = compiled_lstm_more_seeds.decision_line([env(0.0), env(0.0)], seeds)
-    assert alike.endswith("decided on")
+    alike = more_seeds.decision_line(check, "compiled_lstm", [env(0.0), env(0.0)], seeds)
+    assert alike.endswith("agent.compiled_lstm: decided on")
 
 
 def test_the_compiled_lstm_check_on_more_seeds_reads_the_first_checks_runs() -> None:
@@ -225,9 +227,9 @@ def test_the_compiled_lstm_check_on_more_seeds_reads_the_first_checks_runs() -> 
     first = learning.measures(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED, case,
                               case.frames)
     both = learning.measures(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED, case,
-                             case.frames, compiled_lstm_more_seeds.ALL_SEEDS)
+                             case.frames, more_seeds.ALL_SEEDS)
     for measure, by_arm in first.items():
         for arm, values in by_arm.items():
             assert both[measure][arm][:len(learning.SEEDS)] == values
-    assert set(compiled_lstm_more_seeds.ADDED_SEEDS).isdisjoint(learning.SEEDS)
-    assert tuple(range(3, 18)) == compiled_lstm_more_seeds.ALL_SEEDS
+    assert set(more_seeds.ADDED_SEEDS).isdisjoint(learning.SEEDS)
+    assert tuple(range(3, 18)) == more_seeds.ALL_SEEDS

@@ -1,0 +1,73 @@
+"""A learning check on more seeds (issue 59): a check whose rule failed on the test seeds 3-7
+trains its two arms on ten more seeds, 8-17, which no tuning and no check has used, and is
+decided on all fifteen by a rule whose false-failure rate is fixed before its runs.
+
+The rule, the same for every such check and written into each one's module before its runs:
+the statistic is the lowest upper bound of the six P(new ≥ old) 95% intervals (the three
+measures of :mod:`~experiments.fast_trainer.learning` on DoorKey-5x5 and on MemoryS7) over the
+seeds 3-17; its p-value is the share of the paired relabelings whose statistic is at or below
+the observed one (every swap of the arms within any set of seeds, 2¹⁵ an env, the two envs
+relabeled independently: :mod:`~experiments.fast_trainer.rule_calibration`'s measurement 2,
+exact). The key is decided on if p ≥ :data:`LEVEL`, so that a change that learns alike is
+called harmful in 5% of the checks (the first rule, every interval containing ½, called it so
+about one time in four, ``RULE_CALIBRATION.md``); otherwise it stays off. With a run missing or
+failed, nothing is decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from experiments.common.arm_runs import comparison_parser, reported
+from experiments.fast_trainer.learning import CASES, RUNS, SEEDS, compare, train_arms
+from experiments.fast_trainer.rule_calibration import Comparison, calibration, env_values
+from rlmem.runs import INTERRUPTED
+
+ADDED_SEEDS = tuple(range(8, 18))
+"""The seeds such a check trains: none of them used by tuning or by an earlier check."""
+ALL_SEEDS = (*SEEDS, *ADDED_SEEDS)
+"""The seeds the rule decides on: the first check's and the added ones."""
+LEVEL = 0.05
+"""The p-value below which the new arm is taken to learn worse (the rule)."""
+
+
+def decision_line(check: Comparison, key: str,
+                  values: list[dict[str, dict[str, list[float | None]]]],
+                  seeds: Sequence[int] = ALL_SEEDS) -> str:
+    """The rule's statistic over each env's measures ``values`` at ``seeds``
+    (:func:`~experiments.fast_trainer.rule_calibration.env_values`), its p-value, the first
+    rule's false-failure rate on these runs (the share of relabelings with an interval below
+    ½), and what the rule decides for ``agent.<key>``."""
+    lowest, first_rule_rate, p = calibration(check, values, paired=True)
+    verdict = "decided on" if p >= LEVEL else "stays off"
+    return (f"rule on seeds {seeds[0]}-{seeds[-1]}: lowest upper bound of the six P intervals "
+            f"{lowest:.2f}, paired permutation p = {p:.3f} (level {LEVEL}); the first check's "
+            f"rule (every interval containing 1/2) would fail on {first_rule_rate:.3f} of the "
+            f"relabelings; agent.{key}: {verdict}")
+
+
+def main_more_seeds(argv: Sequence[str] | None, description: str, check: Comparison, key: str,
+                    results: Path, page: Callable[[Sequence[str]], str], memory: str) -> int:
+    """The command of ``check``'s runs on more seeds, both arms with ``memory``: train and
+    evaluate what is left of :data:`ADDED_SEEDS` (``--seeds``: a part of them), print the
+    comparison over :data:`ALL_SEEDS` and the rule's decision for ``agent.<key>`` (only on
+    every run at the full budgets) and, with ``--write``, write ``page(lines)`` into
+    ``results``."""
+    parser = comparison_parser(description, RUNS, CASES, ADDED_SEEDS, results)
+    args = parser.parse_args(argv)
+    cases = [case for case in CASES if case.env in args.envs]
+    failed = 0 if args.no_train else train_arms(args, (check.old, check.new), cases, memory)
+    if failed == INTERRUPTED:
+        return failed
+    lines = [line for case in cases
+             for line in compare(args.runs, check.old, check.new, case,
+                                 args.frames or case.frames, memory, ALL_SEEDS)]
+    if failed or args.frames or args.runs != RUNS or len(cases) != len(CASES):
+        lines.append("rule: not applied (a part of the check, or a run failed)")
+    else:
+        try:
+            lines.append(decision_line(check, key, env_values(check, ALL_SEEDS)))
+        except ValueError as missing:  # a run not trained or not evaluated yet
+            lines.append(f"rule: not applied yet ({missing})")
+    return reported(lines, failed, results if args.write else None, page(lines))
