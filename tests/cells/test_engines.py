@@ -357,3 +357,44 @@ def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.Mon
         grads.append([x_leaf.grad, *(p.grad for p in cell.parameters())])
     for fast, reference in zip(*grads, strict=True):
         torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("row", [row for row in ENGINES if row.engine in (fused_rnn.lstm,
+                                                                           fused_rnn.gru)],
+                         ids=lambda row: f"{row.cell}-{row.mode.name}-{len(row.options)}")
+def test_a_batch_beyond_the_fused_kernels_bound_runs_in_slices_of_items(
+        row: Row, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past :data:`~rlmem.cells._engines.fused_rnn.KERNEL_GATE_BYTES` of gates a step (about
+    2M envs acting at hidden size 64, where oneDNN's LSTM cannot create its primitive), the
+    kernel runs on slices of the items: the same outputs, states and gradients, with resets."""
+    gates = (4 if row.cell == "lstm" else 3) * HIDDEN
+    monkeypatch.setattr(fused_rnn, "KERNEL_GATE_BYTES", 2 * gates * 8)  # 2 items in float64
+    kernel = torch.lstm if row.cell == "lstm" else torch.gru
+    batches: list[int] = []
+
+    def counted(segment: torch.Tensor, *args: Any) -> Any:
+        batches.append(segment.shape[1])
+        return kernel(segment, *args)
+
+    monkeypatch.setattr(torch, row.cell, counted)
+    engine, step = build(row), build(row)
+    monkeypatch.setattr(step, "fast_scan", lambda x, state, resets: None)  # scan(step)
+    if row.mode is Mode.TRAIN:
+        assert_matches_reference(engine, step, batch=5)
+    else:
+        assert_matches_without_grad(engine, step, chunk=row.mode.value, batch=5)
+    assert batches and max(batches) == 2 and 1 in batches  # 5 items: slices of 2, 2 and 1
+
+
+@pytest.mark.slow  # 2.1M items: about 3 GiB while it runs
+def test_an_lstm_acts_for_more_items_than_onednn_takes_in_one_call() -> None:
+    # At hidden size 64, oneDNN's LSTM raises "could not create a primitive" from about 1.97M
+    # items a call: the acting step of a run of that many envs.
+    cell = make_cell("lstm", input_size=2, hidden_size=64)
+    items = 2_100_000
+    with torch.no_grad():
+        output, state = cell(torch.ones(1, items, 2), cell.initial_state(items))
+        one, one_state = cell(torch.ones(1, 1, 2), cell.initial_state(1))
+    assert output.shape == (1, items, 64) and state.c.shape == (items, 64)
+    torch.testing.assert_close(output[0, -1], one[0, 0])  # the last slice's last item
+    torch.testing.assert_close(state.c[-1], one_state.c[0])

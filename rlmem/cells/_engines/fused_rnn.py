@@ -59,9 +59,12 @@ def lstm(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
             y, h, c = whole
             return ScanResult(y, state._make([h, c]), {})
 
+    def kernel(segment: Tensor, hx: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        return tuple(torch.lstm(segment, hx, list(weights), True, 1, 0.0, train, False, False))
+
     def run(segment: Tensor, state: S) -> tuple[Tensor, S]:
         hx = (state[0].unsqueeze(0).contiguous(), state[1].unsqueeze(0).contiguous())
-        y, h, c = torch.lstm(segment, hx, list(weights), True, 1, 0.0, train, False, False)
+        y, h, c = in_item_slices(kernel, segment, hx, gates=4 * weights[1].shape[1])
         return y, state._make([h.squeeze(0), c.squeeze(0)])
 
     return scan_segments(run, x, state, resets)
@@ -79,12 +82,44 @@ def gru(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
         - state: a one-field NamedTuple, ``h`` ``(B, H)``; returned of the same type
         - train: the kernel's training mode (cuDNN keeps what its backward needs)
     """
+    def kernel(segment: Tensor, hx: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        return tuple(torch.gru(segment, hx[0], list(weights), True, 1, 0.0, train, False,
+                               False))
+
     def run(segment: Tensor, state: S) -> tuple[Tensor, S]:
-        y, h = torch.gru(segment, state[0].unsqueeze(0).contiguous(), list(weights), True, 1,
-                         0.0, train, False, False)
+        y, h = in_item_slices(kernel, segment, (state[0].unsqueeze(0).contiguous(),),
+                              gates=3 * weights[1].shape[1])
         return y, state._make([h.squeeze(0)])
 
     return scan_segments(run, x, state, resets)
+
+
+KERNEL_GATE_BYTES = 1 << 30
+"""The most bytes of one step's gates (``B × gates`` values) given to one call of the fused
+kernel. oneDNN's CPU LSTM fails to create its primitive ("could not create a primitive") once
+they reach about 2 GiB: about 2M items at hidden size 64, 1M at 128, reached by the acting step
+of a run of that many envs."""
+
+
+def in_item_slices(kernel: Callable[[Tensor, tuple[Tensor, ...]], tuple[Tensor, ...]],
+                   segment: Tensor, hx: tuple[Tensor, ...], gates: int) -> tuple[Tensor, ...]:
+    """``kernel(segment, hx)`` (its output, then its states, each with the items on dim 1),
+    with at most :data:`KERNEL_GATE_BYTES` of gates a call: a larger batch runs in slices of
+    items, whose sequences are independent of each other's, and is joined after. The same
+    function; a batch below the bound is one call, as without it.
+
+    Shapes:
+        - segment: ``(T, B, input_size)``; hx: each ``(1, B, H)``; gates: the kernel's gate
+          values per item and step (LSTM ``4H``, GRU ``3H``)
+    """
+    items = max(1, KERNEL_GATE_BYTES // (gates * segment.element_size()))
+    batch = segment.shape[1]
+    if batch <= items:
+        return kernel(segment, hx)
+    parts = [kernel(segment[:, start:start + items],
+                    tuple(state[:, start:start + items] for state in hx))
+             for start in range(0, batch, items)]
+    return tuple(torch.cat(pieces, dim=1) for pieces in zip(*parts, strict=True))
 
 
 def scan_segments(run: Callable[[Tensor, Any], tuple[Tensor, Any]], x: Tensor, state: Any,
