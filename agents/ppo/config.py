@@ -262,10 +262,13 @@ class PPOConfig(PPOHyperparameters):
     def check_run(self, config: RunConfig[Any], env: EnvProbe) -> None:
         """The model must encode every observation field and have a head for the actions, a
         minibatch must fit in the rollout, and the rollout must fit the run's device
-        (:func:`~rlmem.agents.ppo.rollout_footprint.check_rollout_fits`)."""
+        (:func:`~rlmem.agents.ppo.rollout_footprint.check_rollout_fits`), with one step's
+        tensors beside it where the rollout is large
+        (:func:`~rlmem.agents.ppo.step_footprint.check_step_fits`)."""
         # torch only when a run is checked
         from rlmem.agents.ppo.model import check_spaces
         from rlmem.agents.ppo.rollout_footprint import check_rollout_fits
+        from rlmem.agents.ppo.step_footprint import check_step_fits
         from rlmem.runs.device import resolve_device
 
         try:
@@ -289,8 +292,9 @@ class PPOConfig(PPOHyperparameters):
                 f"(num_envs={config.num_envs} × agent.frames_per_env={frames_per_env}): every "
                 f"epoch would be one minibatch of {rollout} frames. Choose agent.batch_size "
                 f"≤ {rollout}, or more num_envs or a longer agent.frames_per_env.")
-        check_rollout_fits(env.observation_space, config.num_envs, frames_per_env,
-                           resolve_device(str(config.device)))
+        device = resolve_device(str(config.device))
+        check_rollout_fits(env.observation_space, config.num_envs, frames_per_env, device)
+        check_step_fits(config, env.observation_space, device)
         if self.processes > 1:
             self._check_processes(config, batch)
 

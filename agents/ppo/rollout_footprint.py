@@ -43,6 +43,19 @@ def observation_bytes(space: spaces.Space[Any]) -> int:
     return UNKNOWN_SPACE_BYTES
 
 
+def frame_bytes(observation_space: spaces.Space[Any]) -> int:
+    """Bytes the rollout keeps per frame at least: the observation and
+    :data:`SCALARS_PER_FRAME` float32 values."""
+    return observation_bytes(observation_space) + SCALARS_PER_FRAME * 4
+
+
+def rollout_bytes(observation_space: spaces.Space[Any], num_envs: int,
+                  frames_per_env: int) -> int:
+    """The rollout's lower-bound size (the module docstring): ``frames_per_env + 1``
+    observations per env and the values of every frame."""
+    return math.prod((num_envs, frames_per_env + 1, frame_bytes(observation_space)))
+
+
 def device_memory(device: torch.device) -> int | None:
     """Bytes the rollout may take on ``device``: the machine's memory for the CPU, the GPU's
     free memory for CUDA; None where it is not known (the check is skipped)."""
@@ -62,8 +75,8 @@ def check_rollout_fits(observation_space: spaces.Space[Any], num_envs: int,
     available = device_memory(device)
     if available is None:
         return
-    per_frame = observation_bytes(observation_space) + SCALARS_PER_FRAME * 4
-    needed = math.prod((num_envs, frames_per_env + 1, per_frame))
+    per_frame = frame_bytes(observation_space)
+    needed = rollout_bytes(observation_space, num_envs, frames_per_env)
     if needed > available:
         where = ("this machine's memory" if device.type == "cpu"
                  else f"the free memory of {device}")

@@ -72,16 +72,16 @@ def train(config: Config, run: RunSession) -> None:
             print(notice, flush=True)
     torch.manual_seed(config.seed)
     share = _share(config)
-    envs = _envs(share, run.device)
+    envs = make_envs(share, run.device)
     try:
-        model = _model(config, envs, run.device)
+        model = make_model(config, envs, run.device)
         exchange = (new_exchange(agent.processes, Exchange.width_for(
             model.trainable_parameters(), _frames_per_update(share)))
             if agent.processes > 1 else None)
         replicas = None if exchange is None else Replicas(exchange, LEADER)
         ppo = PPO(model, agent, replicas)
         frames, updates, episodes = _restore(run.checkpoint, run.checkpoint_path, model, ppo)
-        collector = _collector(config)(
+        collector = collector_of(config)(
             envs, model, run.device, seed=env_seed(config.seed, updates), name=config.env,
             frames=frames)
     except BaseException:
@@ -118,12 +118,12 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
         torch.set_num_threads(config.torch_threads)
         with subnormal_floats(config.flush_denormal):
             torch.manual_seed(env_seed(config.seed, updates, rank))
-            envs = _envs(_share(config), device)
-            model = _model(config, envs, device)
+            envs = make_envs(_share(config), device)
+            model = make_model(config, envs, device)
             model.load_state_dict(states["model"])
             ppo = PPO(model, config.agent, replicas)
             ppo.load_state_dict(states)
-            collector = _collector(config)(envs, model, device,
+            collector = collector_of(config)(envs, model, device,
                                            seed=env_seed(config.seed, updates, rank),
                                            name=config.env, frames=frames)
             frames_per_update = _frames_per_update(config)
@@ -163,7 +163,7 @@ def _share(config: Config) -> Config:
         config, num_envs=config.num_envs // processes)
 
 
-def _model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
+def make_model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
     """The run's actor-critic for ``envs``' spaces, on ``device``."""
     return ActorCritic(envs.single_observation_space, envs.single_action_space,
                        config.memory, grid_encoding=config.grid_encoding,
@@ -246,7 +246,7 @@ def _go_on(decision: bool, replicas: Replicas | None) -> bool:
     return decision if replicas is None else replicas.leader_says(decision)
 
 
-def _envs(config: Config, device: torch.device) -> Any:
+def make_envs(config: Config, device: torch.device) -> Any:
     """The run's envs: a tensor env on the run's device (``env_backend=tensor``), else those
     of its ``vectorization``."""
     if config.env_backend == TENSOR:
@@ -255,7 +255,7 @@ def _envs(config: Config, device: torch.device) -> Any:
     return ENVS[config.vectorization](config)
 
 
-def _collector(config: Config) -> Callable[..., RolloutCollector]:
+def collector_of(config: Config) -> Callable[..., RolloutCollector]:
     """The collector of the run's envs (:data:`COLLECTORS`; a tensor env's own)."""
     return (TensorRolloutCollector if config.env_backend == TENSOR
             else COLLECTORS[config.vectorization])
