@@ -294,7 +294,7 @@ class PPOConfig(PPOHyperparameters):
                 f"≤ {rollout}, or more num_envs or a longer agent.frames_per_env.")
         device = resolve_device(str(config.device))
         check_rollout_fits(env.observation_space, config.num_envs, frames_per_env, device)
-        check_step_fits(config, env.observation_space, device)
+        check_step_fits(config, env.observation_space, frames_per_env, device)
         if self.processes > 1:
             self._check_processes(config, batch)
 

@@ -26,7 +26,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from rlmem.agents.ppo.config import decided_value
 from rlmem.agents.ppo.rollout_footprint import device_memory, rollout_bytes
 from rlmem.agents.run_config import RunConfig
 from rlmem.cells.footprint import readable_bytes
@@ -70,7 +69,7 @@ def step_ops(config: RunConfig[Any], device: torch.device, num_envs: int) -> lis
     the envs stepping, as the run's collector does) with its bytes (:class:`OpBytes`). The
     global random state is left as it was."""
     # Here, not at the top: the trainer imports this module's config's neighbours.
-    from rlmem.agents.ppo.train import collector_of, make_envs, make_model
+    from rlmem.agents.ppo.run_pieces import collector_of, make_envs, make_model
 
     probe = dataclasses.replace(config, num_envs=num_envs)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -98,17 +97,16 @@ def step_bound(config: RunConfig[Any], device: torch.device) -> StepBound | None
     return max(bounds, key=lambda bound: bound.bytes)
 
 
-def check_step_fits(config: RunConfig[Any], observation_space: Any,
+def check_step_fits(config: RunConfig[Any], observation_space: Any, frames_per_env: int,
                     device: torch.device) -> None:
-    """Refuse a run whose rollout and one step's largest op (the module docstring) exceed
-    ``device``'s memory; measured only where the rollout takes more than
-    ``1 / MEASURED_SHARE`` of it.
+    """Refuse a run (its rollouts of ``frames_per_env`` frames an env, as decided) whose
+    rollout and one step's largest op (the module docstring) exceed ``device``'s memory;
+    measured only where the rollout takes more than ``1 / MEASURED_SHARE`` of it.
 
     Raises:
         ValueError: naming ``num_envs``, both bounds, the op and the memory there is.
     """
     available = device_memory(device)
-    frames_per_env = int(decided_value(config.agent, "frames_per_env"))
     rollout = rollout_bytes(observation_space, config.num_envs, frames_per_env)
     if available is None or rollout * MEASURED_SHARE <= available:
         return

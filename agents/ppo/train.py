@@ -26,24 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gymnasium.vector import VectorEnv
 from tqdm import tqdm
 
 from rlmem.agents.env_output import EnvOutputError
-from rlmem.agents.ppo.async_collector import AsyncRolloutCollector
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.replica_processes import ReplicaProcesses, new_exchange
 from rlmem.agents.ppo.replicas import LEADER, Exchange, ReplicaError, Replicas
 from rlmem.agents.ppo.rollout import chunks_per_minibatch
-from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
+from rlmem.agents.ppo.run_pieces import collector_of, make_envs, make_model
 from rlmem.agents.ppo.update import PPO
-from rlmem.agents.run import env_options, env_seed, frames_to_train, rounding_notice
+from rlmem.agents.run import env_seed, frames_to_train, rounding_notice
 from rlmem.agents.run_config import RunConfig
-from rlmem.envs import EnvWorkerError, EnvWorkers, describe_space, worker_count
-from rlmem.envs.backend import TENSOR
-from rlmem.envs.vectorization import ASYNC_GROUPS
+from rlmem.envs import EnvWorkerError, describe_space
 from rlmem.runs import Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.arithmetic import subnormal_floats
 from rlmem.runs.checkpoint import on_disk
@@ -163,16 +159,6 @@ def _share(config: Config) -> Config:
         config, num_envs=config.num_envs // processes)
 
 
-def make_model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
-    """The run's actor-critic for ``envs``' spaces, on ``device``."""
-    return ActorCritic(envs.single_observation_space, envs.single_action_space,
-                       config.memory, grid_encoding=config.grid_encoding,
-                       discrete_encoding=config.discrete_encoding,
-                       shared_memory=config.agent.shared_memory is not False,
-                       folded_grid=bool(config.agent.folded_grid),
-                       compiled_lstm=bool(config.agent.compiled_lstm)).to(device)
-
-
 def _one_update(config: Config, model: ActorCritic, ppo: PPO, collector: RolloutCollector,
                 frames: int, replicas: Replicas | None
                 ) -> tuple[dict[str, float], list[float], list[int]]:
@@ -244,39 +230,6 @@ def _loop(config: Config, run: RunSession, model: ActorCritic, ppo: PPO,
 def _go_on(decision: bool, replicas: Replicas | None) -> bool:
     """The leader's ``decision`` to train another update, told to every replica."""
     return decision if replicas is None else replicas.leader_says(decision)
-
-
-def make_envs(config: Config, device: torch.device) -> Any:
-    """The run's envs: a tensor env on the run's device (``env_backend=tensor``), else those
-    of its ``vectorization``."""
-    if config.env_backend == TENSOR:
-        return env_options(config).make_vector(config.env, config.num_envs, backend=TENSOR,
-                                               device=device)
-    return ENVS[config.vectorization](config)
-
-
-def collector_of(config: Config) -> Callable[..., RolloutCollector]:
-    """The collector of the run's envs (:data:`COLLECTORS`; a tensor env's own)."""
-    return (TensorRolloutCollector if config.env_backend == TENSOR
-            else COLLECTORS[config.vectorization])
-
-
-def _sync_envs(config: Config) -> VectorEnv:
-    return env_options(config).make_vector(config.env, config.num_envs, "sync")
-
-
-def _async_envs(config: Config) -> EnvWorkers:
-    return EnvWorkers(env_options(config).constructors(config.env, config.num_envs),
-                      config.env, workers=worker_count(config.num_envs), groups=ASYNC_GROUPS)
-
-
-ENVS: dict[str, Callable[[Config], Any]] = {"sync": _sync_envs, "async": _async_envs}
-"""The envs of each resolved ``vectorization`` (:mod:`rlmem.envs.vectorization`)."""
-
-COLLECTORS: dict[str, type[RolloutCollector]] = {
-    "sync": RolloutCollector, "async": AsyncRolloutCollector}
-"""The collector of each resolved ``vectorization``: ``sync`` steps every env between the
-policy's steps (the reference); ``async`` overlaps the envs' steps with the policy's."""
 
 
 def _restore(start: Checkpoint | None, path: Path, model: ActorCritic,
