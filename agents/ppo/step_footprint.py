@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from rlmem.agents.ppo.rollout_footprint import device_memory, rollout_bytes
+from rlmem.agents.ppo.run_pieces import collector_of, make_envs, make_model
 from rlmem.agents.run_config import RunConfig
 from rlmem.cells.footprint import readable_bytes
 
@@ -68,9 +69,6 @@ def step_ops(config: RunConfig[Any], device: torch.device, num_envs: int) -> lis
     """Every op of one rollout step of ``num_envs`` of ``config``'s envs (the model acting and
     the envs stepping, as the run's collector does) with its bytes (:class:`OpBytes`). The
     global random state is left as it was."""
-    # Here, not at the top: the trainer imports this module's config's neighbours.
-    from rlmem.agents.ppo.run_pieces import collector_of, make_envs, make_model
-
     probe = dataclasses.replace(config, num_envs=num_envs)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         envs = make_envs(probe, device)
