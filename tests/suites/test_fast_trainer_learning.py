@@ -233,3 +233,25 @@ def test_the_compiled_lstm_check_on_more_seeds_reads_the_first_checks_runs() -> 
             assert both[measure][arm][:len(learning.SEEDS)] == values
     assert set(more_seeds.ADDED_SEEDS).isdisjoint(learning.SEEDS)
     assert tuple(range(3, 18)) == more_seeds.ALL_SEEDS
+
+
+def test_the_compiled_lstm_page_on_more_seeds_holds_its_runs_comparison() -> None:
+    """``COMPILED_LSTM_MORE_SEEDS.md`` holds the comparison of the committed runs over seeds
+    3-17 (the rule's line, an exact permutation over 2¹⁵ relabelings an env, is the slow
+    test's)."""
+    page = compiled_lstm_more_seeds.RESULTS.read_text()
+    for case in learning.CASES:
+        for line in learning.compare(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED,
+                                     case, case.frames, seeds=more_seeds.ALL_SEEDS):
+            assert line in page
+    assert "agent.compiled_lstm: decided on" in page
+
+
+@pytest.mark.slow  # the exact permutation p: 2 × 2¹⁵ relabelings of three bootstrap intervals
+def test_the_compiled_lstm_page_on_more_seeds_is_regenerated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = tmp_path / "COMPILED_LSTM_MORE_SEEDS.md"
+    monkeypatch.setattr(compiled_lstm_more_seeds, "RESULTS", written)
+    assert compiled_lstm_more_seeds.main(["--no-train", "--write"]) == 0
+    assert written.read_text() == learning.HERE.joinpath(
+        "COMPILED_LSTM_MORE_SEEDS.md").read_text()
