@@ -34,12 +34,15 @@ from collections.abc import Sequence
 
 from experiments.common.arm_runs import Arm
 from experiments.common.signal_relay import exit_passing_signals_on
-from experiments.fast_trainer.folded_grid import FOLDED
+from experiments.fast_trainer.folded_grid import FOLDED, WITH_FOLD
 from experiments.fast_trainer.learning import HERE, comparison_page, main_against_fast
 
 RESULTS = HERE / "COMPILED_LSTM.md"
 COMPILED = Arm("fast, folded grid, compiled LSTM",
-               (*FOLDED.overrides, "agent.compiled_lstm=true"), directory="fast_compiled_lstm")
+               (*WITH_FOLD, "agent.compiled_lstm=true"),
+               directory="fast_compiled_lstm")
+""":data:`~experiments.fast_trainer.folded_grid.FOLDED` with the compiled loop asked for in
+place of torch's kernel."""
 
 
 def results_page(lines: Sequence[str]) -> str:

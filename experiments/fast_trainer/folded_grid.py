@@ -12,7 +12,9 @@ its test seeds 3-7, two arms:
   recorded ``agent.fused_adam: true``, the decision of their day, and one update thread);
 - ``fast, folded grid``: the same with ``agent.folded_grid=true``
   (:mod:`rlmem.agents.grid_fold`), and Adam's fused kernel asked for as those runs had it, so
-  that the fold is the one difference, in ``learning_runs/<env>/fast_folded/seed<k>/``.
+  that the fold is the one difference, in ``learning_runs/<env>/fast_folded/seed<k>/``
+  (torch's LSTM kernel, as every run then had it: ``agent.compiled_lstm=false`` is written out
+  since runs decide it on).
 
 The fold computes the encoder's function rounded otherwise (equal in float64:
 ``tests/agents/test_grid_fold.py``), so a seed's two runs start alike and drift apart as
@@ -35,8 +37,10 @@ from experiments.common.signal_relay import exit_passing_signals_on
 from experiments.fast_trainer.learning import FAST, HERE, comparison_page, main_against_fast
 
 RESULTS = HERE / "FOLDED_GRID.md"
-FOLDED = Arm("fast, folded grid",
-             (*FAST.overrides, "agent.folded_grid=true", "agent.fused_adam=true"),
+WITH_FOLD = (*FAST.overrides, "agent.folded_grid=true", "agent.fused_adam=true")
+"""What the folded arm runs with besides the LSTM's engine (which the compiled LSTM's check
+changes)."""
+FOLDED = Arm("fast, folded grid", (*WITH_FOLD, "agent.compiled_lstm=false"),
              directory="fast_folded")
 
 

@@ -13,7 +13,7 @@ from ppo_minibatch import rollout_batch, spaces
 from reference.equivalence import use_loops
 
 from rlmem.agents.ppo import PPOConfig
-from rlmem.agents.ppo.config import decided_off
+from rlmem.agents.ppo.config import decided_compiled_lstm
 from rlmem.agents.ppo.model import ActorCritic
 
 
@@ -44,20 +44,31 @@ def test_the_actor_critic_takes_it_off_by_default() -> None:
     assert model.compiled_lstm is False
 
 
-@pytest.mark.parametrize(("agent", "recorded", "compiled"), [
-    ({"compiled_lstm": True}, None, True),            # given: kept
-    ({"compiled_lstm": False}, None, False),
-    ({}, {"compiled_lstm": True}, True),              # resumed: its own
-    ({}, {"preset": "fast"}, False),                  # from before the key
-    ({}, None, False),                                # left null: COMPILED_LSTM.md
-])
-def test_compiled_lstm_is_decided_by_the_run(agent: dict[str, Any],
+LSTM = {"memory": {"name": "lstm"}}
+
+
+@pytest.mark.parametrize(("agent", "config", "recorded", "compiled"), [
+    ({"compiled_lstm": True}, LSTM, None, True),                # given: kept
+    ({"compiled_lstm": False}, LSTM, None, False),
+    ({}, LSTM, {"compiled_lstm": True}, True),                  # resumed: its own
+    ({}, LSTM, {"compiled_lstm": False}, False),
+    ({}, LSTM, {"preset": "fast"}, False),                      # from before the key
+    ({}, {**LSTM, "vectorization": "sync"}, None, False),       # the exact reference
+    ({}, {**LSTM, "device": "cuda"}, None, False),              # torch's kernel runs there
+    ({}, {"memory": {"name": "gru"}}, None, False),             # not an lstm
+    ({}, LSTM, None, True),                                     # left null: on, by
+])                                                              # COMPILED_LSTM_MORE_SEEDS.md
+def test_compiled_lstm_is_decided_by_the_run(agent: dict[str, Any], config: dict[str, Any],
                                              recorded: dict[str, Any] | None,
                                              compiled: bool) -> None:
-    assert decided_off("compiled_lstm", agent, recorded) is compiled
+    assert decided_compiled_lstm(agent, config, recorded) is compiled
 
 
 def test_a_run_records_it() -> None:
-    default = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
-    asked = PPOConfig.decided({"name": "ppo", "compiled_lstm": True}, {"env": "DoorKey-5x5"})
-    assert (default["compiled_lstm"], asked["compiled_lstm"]) == (False, True)
+    run = {"env": "DoorKey-5x5", **LSTM}
+    default = PPOConfig.decided({"name": "ppo"}, run)
+    declined = PPOConfig.decided({"name": "ppo", "compiled_lstm": False}, run)
+    relstm = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5",
+                                                 "memory": {"name": "relstm"}})
+    assert (default["compiled_lstm"], declined["compiled_lstm"], relstm["compiled_lstm"]) == (
+        True, False, False)

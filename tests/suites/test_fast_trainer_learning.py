@@ -106,11 +106,12 @@ def test_the_folded_grid_page_is_its_runs_compared() -> None:
                                           case, case.frames)]
     assert folded_grid.results_page(lines) == folded_grid.RESULTS.read_text()
     assert folded_grid.FOLDED.overrides == ("agent.preset=fast", "agent.folded_grid=true",
-                                            "agent.fused_adam=true")
+                                            "agent.fused_adam=true", "agent.compiled_lstm=false")
     modules = (learning.RUNS / "MemoryS7" / "fast" / "seed3" / "config.yaml").read_text()
     folded = (learning.RUNS / "MemoryS7" / "fast_folded" / "seed3" / "config.yaml").read_text()
     assert "fused_adam: true" in modules and "fused_adam: true" in folded
     assert "folded_grid: true" in folded and "folded_grid" not in modules
+    assert "compiled_lstm" not in folded  # from before the key: torch's kernel, as pinned now
 
 
 def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alone() -> None:
@@ -136,8 +137,9 @@ def test_the_compiled_lstm_page_is_its_runs_compared() -> None:
              for line in learning.compare(learning.RUNS, folded_grid.FOLDED,
                                           compiled_lstm.COMPILED, case, case.frames)]
     assert compiled_lstm.results_page(lines) == compiled_lstm.RESULTS.read_text()
-    assert compiled_lstm.COMPILED.overrides == (*folded_grid.FOLDED.overrides,
+    assert compiled_lstm.COMPILED.overrides == (*folded_grid.WITH_FOLD,
                                                 "agent.compiled_lstm=true")
+    assert folded_grid.FOLDED.overrides == (*folded_grid.WITH_FOLD, "agent.compiled_lstm=false")
     run = learning.RUNS / "DoorKey-5x5" / "fast_compiled_lstm" / "seed3" / "config.yaml"
     assert "compiled_lstm: true" in run.read_text()
 
