@@ -120,8 +120,8 @@ def replica_main(config: Config, rank: int, exchange: Exchange, states: dict[str
             ppo = PPO(model, config.agent, replicas)
             ppo.load_state_dict(states)
             collector = collector_of(config)(envs, model, device,
-                                           seed=env_seed(config.seed, updates, rank),
-                                           name=config.env, frames=frames)
+                                             seed=env_seed(config.seed, updates, rank),
+                                             name=config.env, frames=frames)
             frames_per_update = _frames_per_update(config)
             while replicas.leader_says(False):  # said once before the first update and
                 _one_update(config, model, ppo, collector, frames, replicas)  # after each
