@@ -379,32 +379,35 @@ def decided_off(key: str, agent: Mapping[str, Any],
 
 def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],
                         recorded: Mapping[str, Any] | None = None) -> bool:
-    """``agent.folded_grid`` as the run takes it (see :attr:`PPOConfig.folded_grid`): a value
-    given is kept; off for another grid encoding; a resumed run keeps its recorded one (off
-    where it recorded none); else off for the exact reference or a CUDA device, and on
-    otherwise."""
-    if agent.get("folded_grid") is not None:
-        return bool(agent["folded_grid"])
-    if config.get("grid_encoding", "embedding") != "embedding":  # nothing to fold
-        return False
-    if recorded is not None:
-        return bool(recorded.get("folded_grid") or False)
-    return not keeps_reference_kernels(config)
+    """``agent.folded_grid`` as the run takes it (see :attr:`PPOConfig.folded_grid`):
+    :func:`decided_outside_reference`, off for another grid encoding (nothing to fold)."""
+    return decided_outside_reference(
+        "folded_grid", agent, config, recorded,
+        applies=config.get("grid_encoding", "embedding") == "embedding")
 
 
 def decided_compiled_lstm(agent: Mapping[str, Any], config: Mapping[str, Any],
                           recorded: Mapping[str, Any] | None = None) -> bool:
-    """``agent.compiled_lstm`` as the run takes it (see :attr:`PPOConfig.compiled_lstm`): a
-    value given is kept; off for a memory other than ``lstm``; a resumed run keeps its recorded
-    one (off where it recorded none); else off for the exact reference or a CUDA device, and
-    on otherwise."""
-    if agent.get("compiled_lstm") is not None:
-        return bool(agent["compiled_lstm"])
+    """``agent.compiled_lstm`` as the run takes it (see :attr:`PPOConfig.compiled_lstm`):
+    :func:`decided_outside_reference`, off for a memory other than ``lstm``."""
     memory = config.get("memory")
-    if not isinstance(memory, Mapping) or memory.get("name") != "lstm":
+    return decided_outside_reference(
+        "compiled_lstm", agent, config, recorded,
+        applies=isinstance(memory, Mapping) and memory.get("name") == "lstm")
+
+
+def decided_outside_reference(key: str, agent: Mapping[str, Any], config: Mapping[str, Any],
+                              recorded: Mapping[str, Any] | None, *, applies: bool) -> bool:
+    """``agent.<key>``, a CPU kernel whose learning check passed, as the run takes it: a value
+    given is kept; off where it does not ``applies`` to the run; a resumed run keeps its
+    recorded one (off where it recorded none); else off for the exact reference or a CUDA
+    device (:func:`keeps_reference_kernels`), and on otherwise."""
+    if agent.get(key) is not None:
+        return bool(agent[key])
+    if not applies:
         return False
     if recorded is not None:
-        return bool(recorded.get("compiled_lstm") or False)
+        return bool(recorded.get(key) or False)
     return not keeps_reference_kernels(config)
 
 
