@@ -132,18 +132,20 @@ class PPOConfig(PPOHyperparameters):
     """Whether Adam updates each weight in one fused kernel (torch's ``fused=True``) instead of
     a sequence of ``foreach`` operations over all of them: the same update in another order of
     roundings (equal in float64: ``tests/agents/test_fused_adam.py``), its optimizer step
-    about 5x faster on the CPU (``docs/performance.md#fused-adam``). null: decided when the
-    run starts, and recorded: off. It was on wherever ``vectorization`` was left to ``auto``
-    until relstm on DoorKey-5x5 learnt with the ``foreach`` steps (9 of 9 runs) and not with
-    the fused kernel (0 of 9): the kernel does not mark the weights it writes as changed, so
-    the weights the attentive cells derive for acting stayed the first ones
-    (``experiments/fast_trainer/FUSED_ADAM.md``). The kept weights follow every optimizer step
-    now (``rlmem.cells._engines.weight_cache``), and relstm learnt with the kernel again, but
-    the default stays off: by the rule of ``experiments/fast_trainer/fused_adam_learning.py``,
-    written before its runs, it would be on if every P(fused ≥ foreach) interval contained ½,
-    and on MemoryS7 the evaluated return's lay below (``FUSED_ADAM_LEARNING.md`` there; the
-    kernel gains 4-7 % of the fast preset's frames/s). A resumed run keeps its recorded value
-    (off for runs from before this key, whose arithmetic it continues)."""
+    about 5x faster on the CPU, the fast preset's frames/s 4-7 % higher
+    (``docs/performance.md#fused-adam``). null: decided when the run starts, and recorded:
+    off where ``vectorization`` is set (``sync`` is the bit-exact reference) or the device is
+    ``cuda``, and for resumed runs that recorded none or off (whose arithmetic they continue);
+    else on, for every cell. Once the kernel's writes were found not to reach the weights the
+    attentive cells derive for acting (relstm learnt DoorKey-5x5 in 0 of 9 runs,
+    ``experiments/fast_trainer/FUSED_ADAM.md``), those weights follow every optimizer step
+    (``rlmem.cells._engines.weight_cache``); its first learning check (relstm, seeds 3-7,
+    ``FUSED_ADAM_LEARNING.md``) then failed its rule on one of six intervals (MemoryS7's
+    evaluated return), a rule measured to fail about one time in four where nothing differs;
+    on fifteen seeds, by the rule of ``experiments/fast_trainer/fused_adam_more_seeds.py``
+    written before its ten new seeds ran, relstm learnt as with the ``foreach`` steps (the
+    lowest upper bound of the six P intervals 0.54, paired permutation p = 0.160:
+    ``FUSED_ADAM_MORE_SEEDS.md`` there)."""
 
     folded_grid: bool | None = None
     """Whether the grid encoder computes its embedding, first convolution, ReLU and max-pool as
@@ -243,10 +245,12 @@ class PPOConfig(PPOHyperparameters):
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
         for the run's env), ``update_threads`` (:func:`decided_update_threads`),
         ``folded_grid`` (:func:`decided_folded_grid`), ``compiled_lstm``
-        (:func:`decided_compiled_lstm`) and ``fused_adam`` (:func:`decided_off`)."""
+        (:func:`decided_compiled_lstm`) and ``fused_adam`` (:func:`decided_outside_reference`,
+        for every cell)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
-        decided["fused_adam"] = decided_off("fused_adam", decided, recorded)
+        decided["fused_adam"] = decided_outside_reference("fused_adam", decided, config,
+                                                          recorded, applies=True)
         decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
         decided["compiled_lstm"] = decided_compiled_lstm(decided, config, recorded)
         return decided
@@ -363,18 +367,6 @@ def decided_update_threads(agent: Mapping[str, Any], config: Mapping[str, Any],
     threads = min(MAX_UPDATE_THREADS, usable_cores(),
                   int(agent["batch_size"]) // MIN_FRAMES_PER_THREAD)
     return max(1, threads)
-
-
-def decided_off(key: str, agent: Mapping[str, Any],
-                recorded: Mapping[str, Any] | None = None) -> bool:
-    """``agent.<key>``, a kernel whose learning check did not pass (``fused_adam``: see its
-    :class:`PPOConfig` docstring), as the run takes it: a value given is kept; a resumed run
-    keeps its recorded one (off where it recorded none); else off."""
-    if agent.get(key) is not None:
-        return bool(agent[key])
-    if recorded is not None:
-        return bool(recorded.get(key) or False)
-    return False
 
 
 def decided_folded_grid(agent: Mapping[str, Any], config: Mapping[str, Any],

@@ -1,7 +1,7 @@
 """Adam's fused kernel (``agent.fused_adam``) against its ``foreach`` steps: the same PPO
 updates in float64 (lstm, a screened cell, the windowed transformer), a resumed run
 stepping with its own kernels whatever its checkpoint recorded, and the rule that decides
-the kernel (off unless asked for, kept as recorded on resume)."""
+the kernel (on outside the exact reference and CUDA, kept as recorded on resume)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from ppo_minibatch import converted, minibatch_config, rollout_batch
 
 from rlmem.agents.ppo import PPOConfig
-from rlmem.agents.ppo.config import decided_off
+from rlmem.agents.ppo.config import decided_outside_reference
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells.screening import RelevancyScreening
 
@@ -66,24 +66,34 @@ def test_a_loaded_optimizer_steps_with_the_runs_kernels() -> None:
     assert (group["fused"], group["foreach"]) == (None, True)
 
 
-@pytest.mark.parametrize(("agent", "recorded", "fused"), [
-    ({"fused_adam": True}, None, True),        # given: kept
-    ({"fused_adam": False}, None, False),
-    ({}, {"fused_adam": True}, True),          # resumed: its own
-    ({}, {"preset": "minigrid"}, False),       # from before the key
-    ({}, None, False),                         # left null: off (FUSED_ADAM.md)
+@pytest.mark.parametrize(("agent", "config", "recorded", "fused"), [
+    ({"fused_adam": True}, {"vectorization": "sync"}, None, True),     # given: kept
+    ({"fused_adam": False}, {}, None, False),
+    ({}, {}, {"fused_adam": True}, True),                              # resumed: its own
+    ({}, {}, {"fused_adam": False}, False),
+    ({}, {}, {"preset": "minigrid"}, False),                           # from before the key
+    ({}, {}, None, True),                       # left null: on (FUSED_ADAM_MORE_SEEDS.md)
+    ({}, {"vectorization": "sync"}, None, False),                      # the exact reference
+    ({}, {"device": "cuda"}, None, False),
 ])
-def test_fused_adam_is_decided_by_the_run(agent: dict[str, Any], recorded: dict[str, Any] | None,
-                                          fused: bool) -> None:
-    assert decided_off("fused_adam", agent, recorded) is fused
+def test_fused_adam_is_decided_by_the_run(agent: dict[str, Any], config: dict[str, Any],
+                                          recorded: dict[str, Any] | None, fused: bool) -> None:
+    config = {"env": "DoorKey-5x5", **config}
+    assert decided_outside_reference("fused_adam", agent, config, recorded,
+                                     applies=True) is fused
+    assert PPOConfig.decided({"name": "ppo", **agent}, config, recorded)["fused_adam"] is fused
 
 
 def test_a_run_records_its_kernel() -> None:
-    default = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
-    exact = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5", "vectorization": "sync"})
-    asked = PPOConfig.decided({"name": "ppo", "fused_adam": True}, {"env": "DoorKey-5x5"})
-    assert (default["fused_adam"], exact["fused_adam"], asked["fused_adam"]) == (False, False,
-                                                                                 True)
+    """For every cell: the kernel's check ran relstm, an attentive cell, the hardest case."""
+    for memory in ("lstm", "relstm", "gtrxl"):
+        config = {"env": "DoorKey-5x5", "memory": {"name": memory}}
+        default = PPOConfig.decided({"name": "ppo"}, config)
+        exact = PPOConfig.decided({"name": "ppo"}, {**config, "vectorization": "sync"})
+        asked = PPOConfig.decided({"name": "ppo", "fused_adam": True},
+                                  {**config, "vectorization": "sync"})
+        assert (default["fused_adam"], exact["fused_adam"], asked["fused_adam"]) == (True, False,
+                                                                                     True)
 
 
 @pytest.mark.parametrize("fused", [True, False])

@@ -5,6 +5,7 @@ frames."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -16,12 +17,14 @@ from experiments.fast_trainer import (
     compiled_lstm_more_seeds,
     folded_grid,
     fused_adam_learning,
+    fused_adam_more_seeds,
     learning,
     more_seeds,
     processes,
     rule_calibration,
 )
 from experiments.tensor_backend import compare as tensor_backend
+from rlmem.agents.ppo import PPOConfig
 
 TINY = [arg for arg in TINY_PPO if not arg.startswith(("frames=", "progress_bar="))]
 
@@ -237,23 +240,38 @@ def test_the_compiled_lstm_check_on_more_seeds_reads_the_first_checks_runs() -> 
     assert tuple(range(3, 18)) == more_seeds.ALL_SEEDS
 
 
-def test_the_compiled_lstm_page_on_more_seeds_holds_its_runs_comparison() -> None:
-    """``COMPILED_LSTM_MORE_SEEDS.md`` holds the comparison of the committed runs over seeds
-    3-17 (the rule's line, an exact permutation over 2¹⁵ relabelings an env, is the slow
-    test's)."""
-    page = compiled_lstm_more_seeds.RESULTS.read_text()
+MORE_SEEDS_CHECKS = [
+    pytest.param(compiled_lstm_more_seeds, "compiled_lstm", learning.MEMORY, id="compiled_lstm"),
+    pytest.param(fused_adam_more_seeds, "fused_adam", fused_adam_learning.MEMORY,
+                 id="fused_adam"),
+]
+"""Each check on more seeds: its module, the key it decides and the memory its arms train."""
+
+
+@pytest.mark.parametrize(("check", "key", "memory"), MORE_SEEDS_CHECKS)
+def test_a_page_on_more_seeds_holds_its_runs_comparison(check: ModuleType, key: str,
+                                                        memory: str) -> None:
+    """``COMPILED_LSTM_MORE_SEEDS.md`` and ``FUSED_ADAM_MORE_SEEDS.md`` hold the comparison of
+    the committed runs over seeds 3-17 and the decision the default follows (the rule's line,
+    an exact permutation over 2¹⁵ relabelings an env, is the slow test's)."""
+    page = check.RESULTS.read_text()
     for case in learning.CASES:
-        for line in learning.compare(learning.RUNS, folded_grid.FOLDED, compiled_lstm.COMPILED,
-                                     case, case.frames, seeds=more_seeds.ALL_SEEDS):
+        for line in learning.compare(learning.RUNS, check.CHECK.old, check.CHECK.new, case,
+                                     case.frames, memory, seeds=more_seeds.ALL_SEEDS):
             assert line in page
-    assert "agent.compiled_lstm: decided on" in page
+    assert f"agent.{key}: decided on" in page
+    decided = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5",
+                                                  "memory": {"name": memory}})
+    assert decided[key] is True
 
 
 @pytest.mark.slow  # the exact permutation p: 2 × 2¹⁵ relabelings of three bootstrap intervals
-def test_the_compiled_lstm_page_on_more_seeds_is_regenerated(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    written = tmp_path / "COMPILED_LSTM_MORE_SEEDS.md"
-    monkeypatch.setattr(compiled_lstm_more_seeds, "RESULTS", written)
-    assert compiled_lstm_more_seeds.main(["--no-train", "--write"]) == 0
-    assert written.read_text() == learning.HERE.joinpath(
-        "COMPILED_LSTM_MORE_SEEDS.md").read_text()
+@pytest.mark.parametrize(("check", "key", "memory"), MORE_SEEDS_CHECKS)
+def test_a_page_on_more_seeds_is_regenerated(check: ModuleType, key: str, memory: str,
+                                             tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    committed = check.RESULTS.read_text()
+    written = tmp_path / check.RESULTS.name
+    monkeypatch.setattr(check, "RESULTS", written)
+    assert check.main(["--no-train", "--write"]) == 0
+    assert written.read_text() == committed
