@@ -15,6 +15,7 @@ from experiments.common import arm_runs
 from experiments.fast_trainer import (
     compiled_lstm,
     compiled_lstm_more_seeds,
+    fast_default,
     folded_grid,
     fused_adam_learning,
     fused_adam_more_seeds,
@@ -275,3 +276,46 @@ def test_a_page_on_more_seeds_is_regenerated(check: ModuleType, key: str, memory
     monkeypatch.setattr(check, "RESULTS", written)
     assert check.main(["--no-train", "--write"]) == 0
     assert written.read_text() == committed
+
+
+def test_the_default_preset_check_differs_in_the_preset_alone() -> None:
+    """``fast_default.py``: each cell's minigrid arm is its fast arm with the other preset, the
+    kernels a run decides today pinned alike; the fast arms read the runs kept already (seeds
+    3-17); the decision is what ``PPOConfig.decided`` takes today for both arms."""
+    for memory, check in fast_default.CHECKS.items():
+        assert set(check.old.overrides) ^ set(check.new.overrides) == {
+            "agent.preset=minigrid", "agent.preset=fast"}
+        for override in ("agent.folded_grid=true", "agent.fused_adam=true"):
+            assert override in check.new.overrides
+        for case in learning.CASES:
+            for seed in more_seeds.ALL_SEEDS:
+                config = (check.new.run_dir(learning.RUNS, case.env, seed)
+                          / "config.yaml").read_text()
+                assert f"name: {memory}" in config and "preset: fast" in config
+        decided = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5",
+                                                      "memory": {"name": memory}})
+        pinned = dict(override.removeprefix("agent.").split("=")
+                      for override in check.new.overrides)
+        for key, value in pinned.items():
+            if key != "preset":
+                assert str(decided[key]).lower() == value
+    assert fast_default.CHECKS["lstm"].old.directory == "minigrid"
+    with pytest.raises(ValueError, match=r"does not ask for agent\.preset=fast"):
+        fast_default.minigrid_arm(learning.arms(tensor_backend.RUNS)[0], "x")
+
+
+@pytest.mark.slow  # two tiny runs and their evaluations
+def test_the_default_preset_check_trains_the_minigrid_arm(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arm_runs, "run_child", lambda command: run_cli(
+        command[2], *command[3:], cwd=tmp_path).returncode)
+    assert fast_default.main(["--runs", str(tmp_path), "--frames", "512", "--envs", "MemoryS7",
+                              "--seeds", "3", "--memories", "relstm", "--", *TINY]) == 0
+    run = tmp_path / "MemoryS7" / "relstm_minigrid" / "seed3"
+    assert arm_runs.trained_frames(run) == 512
+    config = (run / "config.yaml").read_text()
+    assert "preset: minigrid" in config and "fused_adam: true" in config
+    assert arm_runs.evaluation(run, "MemoryS13", learning.TRANSFER_EPISODES).exists()
+    out = capsys.readouterr().out
+    assert "P(fast preset ≥ minigrid preset)" in out and "rule for relstm: not applied" in out
