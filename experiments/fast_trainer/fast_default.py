@@ -32,7 +32,7 @@ unchanged for both cells **and** the fast preset solves faster than the minigrid
 four rows (lstm and relstm on DoorKey-5x5 and MemoryS7: a lower IQM of wall seconds to
 ``stop_return=0.9``, seeds 3-7) of ``python benchmarks/time_to_solve.py --reference <C> --new
 <C> --runs benchmarks/time_to_solve_runs_fast_default``, ``<C>`` the commit that added this
-module (its defaults are the minigrid arm's: the time benchmark's new side adds
+module, 49caca8 (its defaults are the minigrid arm's: the time benchmark's new side adds
 ``agent.preset=fast`` alone). Otherwise ``minigrid`` stays the family's preset and ``fast``
 is asked for. With a run missing or failed, nothing is decided.
 """
