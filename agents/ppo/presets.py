@@ -32,7 +32,9 @@ class Preset(Enum):
     with short rollouts (issue 59; chosen by wall-clock time to a return threshold on
     DoorKey-5x5 and MemoryS7, ``experiments/fast_trainer/TUNING.md``: the only candidate that
     learnt MemoryS7 on every tuning seed). Never chosen by an env's family: a run asks for it
-    (``agent.preset=fast``)."""
+    (``agent.preset=fast``). Against the minigrid preset it solved 1.2-1.6x sooner, but failed
+    the learning rule for MiniGrid's default (lstm ended DoorKey-5x5 lower on seeds 3-17,
+    ``experiments/fast_trainer/FAST_DEFAULT.md``)."""
 
 
 @dataclass(frozen=True)

@@ -319,3 +319,18 @@ def test_the_default_preset_check_trains_the_minigrid_arm(
     assert arm_runs.evaluation(run, "MemoryS13", learning.TRANSFER_EPISODES).exists()
     out = capsys.readouterr().out
     assert "P(fast preset ≥ minigrid preset)" in out and "rule for relstm: not applied" in out
+
+
+def test_the_default_preset_page_holds_its_runs_comparison() -> None:
+    """``FAST_DEFAULT.md`` holds lstm's comparison of the committed runs over seeds 3-17 and
+    the rule's verdict for it (the exact permutation is the command's), and the preset
+    MiniGrid takes is still minigrid, as that verdict leaves it."""
+    page = fast_default.RESULTS.read_text()
+    check = fast_default.CHECKS["lstm"]
+    for case in learning.CASES:
+        for line in learning.compare(learning.RUNS, check.old, check.new, case, case.frames,
+                                     "lstm", more_seeds.ALL_SEEDS):
+            assert line in page
+    assert "rule for lstm on seeds 3-17" in page and "the fast preset learns worse" in page
+    decided = PPOConfig.decided({"name": "ppo"}, {"env": "DoorKey-5x5"})
+    assert decided["preset"] == "minigrid"
