@@ -41,21 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from functools import partial
 
 from experiments.common.arm_runs import Arm, comparison_parser, reported
 from experiments.common.signal_relay import exit_passing_signals_on
+from experiments.fast_trainer import more_seeds
 from experiments.fast_trainer.compiled_lstm import COMPILED
 from experiments.fast_trainer.fused_adam_learning import FUSED
-from experiments.fast_trainer.learning import (
-    CASES,
-    HERE,
-    RUNS,
-    compare,
-    comparison_page,
-    train_arms,
-)
-from experiments.fast_trainer.more_seeds import ALL_SEEDS, LEVEL
-from experiments.fast_trainer.rule_calibration import Comparison, calibration, env_values
+from experiments.fast_trainer.learning import CASES, HERE, RUNS, comparison_page, train_arms
+from experiments.fast_trainer.more_seeds import ALL_SEEDS, check_lines
+from experiments.fast_trainer.rule_calibration import Comparison, env_values
 from rlmem.runs import INTERRUPTED
 
 RESULTS = HERE / "FAST_DEFAULT.md"
@@ -83,13 +78,11 @@ named arms' (only the names they print change)."""
 
 
 def rule_line(memory: str, check: Comparison) -> str:
-    """The rule's statistic and p-value for ``memory`` on seeds 3-17, and what it says."""
-    lowest, first_rule_rate, p = calibration(check, env_values(check, ALL_SEEDS), paired=True)
-    verdict = "learning unchanged" if p >= LEVEL else "the fast preset learns worse"
-    return (f"rule for {memory} on seeds {ALL_SEEDS[0]}-{ALL_SEEDS[-1]}: lowest upper bound of "
-            f"the six P intervals {lowest:.2f}, paired permutation p = {p:.3f} (level {LEVEL}); "
-            f"the first checks' rule (every interval containing 1/2) would fail on "
-            f"{first_rule_rate:.3f} of the relabelings; {verdict}")
+    """The rule's line for ``memory`` on seeds 3-17 (:func:`~experiments.fast_trainer.
+    more_seeds.rule_line`): whether its learning is unchanged."""
+    return more_seeds.rule_line(check, env_values(check, ALL_SEEDS), ALL_SEEDS,
+                                "learning unchanged", "the fast preset learns worse",
+                                title=f"rule for {memory}")
 
 
 def results_page(lines: Sequence[str]) -> str:
@@ -117,20 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == INTERRUPTED:
             return code
         failed += code
-    lines = []
-    for memory in args.memories:
-        check = CHECKS[memory]
-        lines += [line for case in cases
-                  for line in compare(args.runs, check.old, check.new, case,
-                                      args.frames or case.frames, memory, ALL_SEEDS)]
-        if failed or args.frames or args.runs != RUNS or len(cases) != len(CASES):
-            lines.append(f"rule for {memory}: not applied (a part of the check, or a run "
-                         "failed)")
-            continue
-        try:
-            lines.append(rule_line(memory, check))
-        except ValueError as missing:  # a run not trained or not evaluated yet
-            lines.append(f"rule for {memory}: not applied yet ({missing})")
+    lines = [line for memory in args.memories
+             for line in check_lines(args, cases, failed, CHECKS[memory], memory,
+                                     partial(rule_line, memory, CHECKS[memory]),
+                                     title=f"rule for {memory}")]
     return reported(lines, failed, RESULTS if args.write else None, results_page(lines))
 
 

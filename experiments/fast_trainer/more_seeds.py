@@ -16,10 +16,11 @@ failed, nothing is decided.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from experiments.common.arm_runs import comparison_parser, reported
+from experiments.common.arm_runs import Case, comparison_parser, reported
 from experiments.fast_trainer.learning import CASES, RUNS, SEEDS, compare, train_arms
 from experiments.fast_trainer.rule_calibration import Comparison, calibration, env_values
 from rlmem.runs import INTERRUPTED
@@ -35,16 +36,43 @@ LEVEL = 0.05
 def decision_line(check: Comparison, key: str,
                   values: list[dict[str, dict[str, list[float | None]]]],
                   seeds: Sequence[int] = ALL_SEEDS) -> str:
+    """:func:`rule_line` for a kernel's key: ``agent.<key>`` decided on, or staying off."""
+    return rule_line(check, values, seeds, f"agent.{key}: decided on",
+                     f"agent.{key}: stays off")
+
+
+def rule_line(check: Comparison, values: list[dict[str, dict[str, list[float | None]]]],
+              seeds: Sequence[int], passing: str, failing: str, title: str = "rule") -> str:
     """The rule's statistic over each env's measures ``values`` at ``seeds``
     (:func:`~experiments.fast_trainer.rule_calibration.env_values`), its p-value, the first
     rule's false-failure rate on these runs (the share of relabelings with an interval below
-    ½), and what the rule decides for ``agent.<key>``."""
+    ½), and ``passing`` where p ≥ :data:`LEVEL`, else ``failing``; the line begins with
+    ``title``."""
     lowest, first_rule_rate, p = calibration(check, values, paired=True)
-    verdict = "decided on" if p >= LEVEL else "stays off"
-    return (f"rule on seeds {seeds[0]}-{seeds[-1]}: lowest upper bound of the six P intervals "
-            f"{lowest:.2f}, paired permutation p = {p:.3f} (level {LEVEL}); the first check's "
-            f"rule (every interval containing 1/2) would fail on {first_rule_rate:.3f} of the "
-            f"relabelings; agent.{key}: {verdict}")
+    return (f"{title} on seeds {seeds[0]}-{seeds[-1]}: lowest upper bound of the six P "
+            f"intervals {lowest:.2f}, paired permutation p = {p:.3f} (level {LEVEL}); the "
+            f"first check's rule (every interval containing 1/2) would fail on "
+            f"{first_rule_rate:.3f} of the relabelings; {passing if p >= LEVEL else failing}")
+
+
+def check_lines(args: argparse.Namespace, cases: Sequence[Case], failed: int,
+                check: Comparison, memory: str, ruled: Callable[[], str],
+                title: str = "rule") -> list[str]:
+    """``check``'s comparison lines over :data:`ALL_SEEDS` (its runs of ``memory`` on
+    ``cases``, at the frames of ``args``), then ``ruled()`` (the rule's line) where the whole
+    check ran at its budgets with no run failed (``failed``), else why the rule waits; each
+    such line begins with ``title``."""
+    lines = [line for case in cases
+             for line in compare(args.runs, check.old, check.new, case,
+                                 args.frames or case.frames, memory, ALL_SEEDS)]
+    if failed or args.frames or args.runs != RUNS or len(cases) != len(CASES):
+        lines.append(f"{title}: not applied (a part of the check, or a run failed)")
+        return lines
+    try:
+        lines.append(ruled())
+    except ValueError as missing:  # a run not trained or not evaluated yet
+        lines.append(f"{title}: not applied yet ({missing})")
+    return lines
 
 
 def main_more_seeds(argv: Sequence[str] | None, description: str, check: Comparison, key: str,
@@ -60,14 +88,6 @@ def main_more_seeds(argv: Sequence[str] | None, description: str, check: Compari
     failed = 0 if args.no_train else train_arms(args, (check.old, check.new), cases, memory)
     if failed == INTERRUPTED:
         return failed
-    lines = [line for case in cases
-             for line in compare(args.runs, check.old, check.new, case,
-                                 args.frames or case.frames, memory, ALL_SEEDS)]
-    if failed or args.frames or args.runs != RUNS or len(cases) != len(CASES):
-        lines.append("rule: not applied (a part of the check, or a run failed)")
-    else:
-        try:
-            lines.append(decision_line(check, key, env_values(check, ALL_SEEDS)))
-        except ValueError as missing:  # a run not trained or not evaluated yet
-            lines.append(f"rule: not applied yet ({missing})")
+    lines = check_lines(args, cases, failed, check, memory,
+                        lambda: decision_line(check, key, env_values(check, ALL_SEEDS)))
     return reported(lines, failed, results if args.write else None, page(lines))
