@@ -61,21 +61,20 @@ def fold_table(weight: Tensor, embedding: Tensor, channel_of_row: Tensor) -> Ten
 
 
 class _GridFold(torch.autograd.Function):
-    """``z = maxpool(ReLU(b + Σ_o Σ_c U[o, rows[..]]))`` (the module docstring), channels last."""
+    """``z = maxpool(ReLU(b + Σ_o Σ_c U[o, rows[..]]))`` (the module docstring), channels last.
+
+    ``forward`` takes ``ctx`` itself rather than a ``setup_context``: with one, every ``apply``
+    binds its arguments through ``inspect.signature``, a tenth of a millisecond per minibatch."""
 
     @staticmethod
-    def forward(rows: Tensor, table: Tensor, bias: Tensor, kernel_width: int,
+    def forward(ctx: Any, rows: Tensor, table: Tensor, bias: Tensor, kernel_width: int,
                 native: Any) -> tuple[Tensor, Tensor]:
         pooled, where = native.grid_fold_forward(rows, table, bias, kernel_width)
-        return pooled, where
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
-        rows, table, _, kernel_width, native = inputs
-        ctx.save_for_backward(rows, output[1])
-        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(rows, where)
+        ctx.mark_non_differentiable(where)
         ctx.shape = (table.shape[1], table.shape[0] // kernel_width, kernel_width)
         ctx.native = native
+        return pooled, where
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, _: Tensor | None

@@ -40,14 +40,12 @@ class _CPUEmbeddingLookup(torch.autograd.Function):
     channels) of a PPO minibatch, where the dense backward was a tenth of an update."""
 
     @staticmethod
-    def forward(indices: Tensor, weight: Tensor) -> Tensor:
-        return nn.functional.embedding(indices, weight)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
-        indices, weight = inputs
+    def forward(ctx: Any, indices: Tensor, weight: Tensor) -> Tensor:
+        # ctx here, not in a setup_context, which would bind every call's arguments through
+        # inspect.signature (see agents/grid_fold.py's _GridFold)
         ctx.save_for_backward(indices)
         ctx.table_shape = weight.shape
+        return nn.functional.embedding(indices, weight)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor]:

@@ -5,8 +5,10 @@
 Each argument is a folder from which ``import rlmem`` loads that version (a checkout arranged
 as a package: ``rlmem/`` with ``agents/`` and ``envs/`` copied inside, see
 :func:`package_checkout`; or ``main`` for the installed rlmem), optionally with a mode after a
-colon: ``sync`` (the default), ``async`` (``vectorization=async``, where the version has it)
-or ``envonly`` (the envs alone with random actions, 128 steps per request: the limit). Each
+colon: ``sync`` (the default), ``async`` (``vectorization=async``, where the version has it),
+``fast`` (``agent.preset=fast`` on the tensor envs, every key decided as ``rlmem.train``
+decides it, the typed config a run trains with; ``--num-envs`` is then the preset's) or
+``envonly`` (the envs alone with random actions, 128 steps per request: the limit). Each
 version runs in a worker process of its own that times one full update (rollout, then PPO
 update) per request, with the rollout and the update timed apart; the parent asks the workers
 in turn, so load from other processes on a shared machine hits all of them alike. Reports
@@ -41,7 +43,35 @@ if mode == "envonly":  # random actions, no model: the envs' own limit on one co
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(128):
             envs.step(rng.integers(0, 7, num_envs))
-        print(json.dumps([time.perf_counter() - start, 0.0, time.process_time() - cpu, 0.0]),
+        print(json.dumps([time.perf_counter() - start, 0.0, time.process_time() - cpu, 0.0,
+                          num_envs * 128]), flush=True)
+    sys.exit()
+if mode == "fast":  # as `rlmem.train env=DoorKey-5x5 agent.preset=fast env_backend=tensor`
+    from rlmem.agents.ppo import PPOConfig
+    from rlmem.agents.ppo.model import ActorCritic
+    from rlmem.agents.ppo.presets import PRESETS, Preset
+    from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
+    from rlmem.agents.ppo.update import PPO
+    from rlmem.cells import cell_config
+    from rlmem.envs import EnvOptions
+    config = PPOConfig(**PPOConfig.decided({"preset": "fast"}, {"env": "DoorKey-5x5"}))
+    num_envs = PRESETS[Preset.fast].num_envs
+    torch.manual_seed(0)
+    envs = EnvOptions().make_vector("DoorKey-5x5", num_envs, backend="tensor", device="cpu")
+    model = ActorCritic(envs.single_observation_space, envs.single_action_space,
+                        OmegaConf.structured(cell_config(memory)),
+                        folded_grid=bool(config.folded_grid),
+                        compiled_lstm=bool(config.compiled_lstm))
+    ppo = PPO(model, config)
+    collector = TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
+    for line in sys.stdin:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        rollout = collector.collect(config.frames_per_env, config.recurrence)
+        middle, cpu_middle = time.perf_counter(), time.process_time()
+        ppo.update(rollout)
+        end, cpu_end = time.perf_counter(), time.process_time()
+        print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
+                          cpu_end - cpu_middle, num_envs * config.frames_per_env]),
               flush=True)
     sys.exit()
 try:
@@ -88,7 +118,7 @@ for line in sys.stdin:
     ppo.update(rollout, progress=0.0) if old else ppo.update(rollout)
     end, cpu_end = time.perf_counter(), time.process_time()
     print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
-                      cpu_end - cpu_middle]), flush=True)
+                      cpu_end - cpu_middle, num_envs * 128]), flush=True)
 envs.close()
 '''
 
@@ -126,7 +156,7 @@ def main() -> None:
              mode or "sync"], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=tempfile.gettempdir()))
-    totals = [[0.0, 0.0, 0.0, 0.0] for _ in workers]
+    totals = [[0.0, 0.0, 0.0, 0.0, 0.0] for _ in workers]  # the four times, then frames
     for index in range(args.updates + 1):  # the first update warms up
         for worker, total in zip(workers, totals, strict=True):
             assert worker.stdin is not None and worker.stdout is not None
@@ -140,11 +170,10 @@ def main() -> None:
         assert worker.stdin is not None
         worker.stdin.close()
         worker.wait()
-    frames = args.updates * args.num_envs * 128
-    print(f"{args.memory}, {args.num_envs} envs, {args.updates} alternating updates each; "
-          f"load average {os.getloadavg()[0]:.2f}")
-    first = frames / (totals[0][0] + totals[0][1])
-    for version, grid, (collect, update, cpu_collect, cpu_update) in zip(
+    print(f"{args.memory}, {args.updates} alternating updates each; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    first = totals[0][4] / (totals[0][0] + totals[0][1])
+    for version, grid, (collect, update, cpu_collect, cpu_update, frames) in zip(
             args.versions, grids, totals, strict=True):
         fps = frames / (collect + update)
         print(f"  {version:<30} grid {grid:<9} {fps:7.0f} frames/s ({fps / first:.2f}x the "

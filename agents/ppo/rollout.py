@@ -29,7 +29,7 @@ def stack_states(states: list[S]) -> S:
 
 def select_state(state: S, index: Tensor) -> S:
     """The batch items ``index`` of every field of a memory state (fields may be of any dtype)."""
-    return state._make(value[index] for value in state)
+    return state._make(value.index_select(0, index) for value in state)
 
 
 def _chunks(value: Tensor, recurrence: int) -> Tensor:
@@ -73,11 +73,16 @@ class ChunkBatch:
 
     def select(self, index: Tensor) -> ChunkBatch:
         """The chunks ``index``."""
-        return ChunkBatch({key: value[:, index] for key, value in self.observations.items()},
-                          self.resets[:, index], select_state(self.start_state, index),
-                          self.actions[:, index], self.old_log_probs[:, index],
-                          self.old_values[:, index], self.advantages[:, index],
-                          self.returns[:, index])
+        # index_select, not value[:, index]: the same copy, which advanced indexing makes
+        # through a general gather, ~15x slower on a minibatch of MiniGrid views
+        def columns(value: Tensor) -> Tensor:
+            return value.index_select(1, index)
+
+        return ChunkBatch({key: columns(value) for key, value in self.observations.items()},
+                          columns(self.resets), select_state(self.start_state, index),
+                          columns(self.actions), columns(self.old_log_probs),
+                          columns(self.old_values), columns(self.advantages),
+                          columns(self.returns))
 
     def minibatches(self, batch_size: int) -> Iterator[ChunkBatch]:
         """One pass over the chunks in a random order (``torch.randperm``), ``batch_size``

@@ -21,6 +21,7 @@ rl-starter-files), on a rollout from :class:`~rlmem.agents.ppo.collector.Rollout
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -84,18 +85,23 @@ class PPO:
         # Summed where they are computed, in float64 and in minibatch order (exactly the sums
         # of Python floats that earlier versions kept), and read once per update: no host
         # read per minibatch, which on a GPU would wait for every step.
-        sums: dict[str, Tensor] = {}
+        keys: list[str] = []
+        sums: Tensor | None = None
         batches, batch_size = 0, int(decided_value(cfg, "batch_size"))
         if self.replicas is not None:
             batch_size //= self.replicas.size  # this replica's share of each minibatch
         for _ in range(int(decided_value(cfg, "epochs"))):
             for batch in chunks.minibatches(batch_size):
-                for key, value in self.step(batch).items():
-                    value = _float64(value, rollout.rewards.device)
-                    sums[key] = sums[key] + value if key in sums else value
+                stats = self.step(batch)
+                row = _float64_row(stats.values(), rollout.rewards.device)
+                if sums is None:
+                    keys, sums = list(stats), row
+                else:
+                    assert list(stats) == keys, "a minibatch's statistics changed their keys"
+                    sums = sums + row
                 batches += 1
-        totals = torch.stack(list(sums.values())).tolist() if sums else []
-        metrics = {key: total / batches for key, total in zip(sums, totals, strict=True)}
+        totals = sums.tolist() if sums is not None else []
+        metrics = {key: total / batches for key, total in zip(keys, totals, strict=True)}
         if self.replicas is not None:
             metrics = self.replicas.mean_metrics(metrics)
         metrics["ppo/explained_variance"] = explained_variance(
@@ -132,7 +138,7 @@ class PPO:
                     f"the PPO loss of replica {', '.join(map(str, others))} is not finite "
                     f"({', '.join(f'{value:g}' for value in losses.tolist())} in replica "
                     "order); every replica stops before applying it.")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable,
                                                    self.config.max_grad_norm, foreach=True)
         self.optimizer.step()
         return {**stats, "ppo/grad_norm": grad_norm}
@@ -161,11 +167,14 @@ def adam_kernels(config: PPOConfig) -> tuple[bool | None, bool | None]:
     return fused or None, not fused or None
 
 
-def _float64(value: Tensor | float, device: torch.device) -> Tensor:
-    """A statistic as a float64 scalar tensor (a float exactly as Python holds it)."""
-    if isinstance(value, Tensor):
-        return value.detach().to(torch.float64).reshape(())
-    return torch.tensor(float(value), dtype=torch.float64, device=device)
+def _float64_row(values: Iterable[Tensor | float], device: torch.device) -> Tensor:
+    """The statistics as one float64 vector, each value exactly as a float64 scalar of it
+    (a float as Python holds it): one stack, which promotes, in place of a conversion each."""
+    with torch.no_grad():
+        row = torch.stack([value.reshape(()) if isinstance(value, Tensor) else
+                           torch.tensor(float(value), dtype=torch.float64, device=device)
+                           for value in values])
+    return row.to(torch.float64)
 
 
 def _number(value: Tensor | float) -> float:
