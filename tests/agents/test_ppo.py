@@ -16,7 +16,7 @@ from rlmem.agents.ppo.actor import PPOActor
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.model import ActorCritic, PolicyOutput
-from rlmem.agents.ppo.update import PPO
+from rlmem.agents.ppo.update import PPO, _float64_row
 from rlmem.cells import CELLS, State, cell_config
 from rlmem.envs import make_env, make_vector_env
 
@@ -156,3 +156,14 @@ def test_bad_ppo_hyperparameters(key: str, value: float, match: str) -> None:
     config[key] = value
     with pytest.raises(ValueError, match=match):
         OmegaConf.to_object(config)  # the config checks itself as it is built
+
+
+def test_a_minibatchs_statistics_enter_the_update_sums_exactly_as_float64() -> None:
+    """One stack per minibatch holds each statistic as a float64 scalar of it would: a float32
+    tensor widened, a Python float as Python holds it (not rounded through float32), an integer
+    count, a one-element tensor."""
+    row = _float64_row([torch.tensor(0.1), 0.1, torch.tensor(3), torch.tensor([2.5])],
+                       torch.device("cpu"))
+    assert row.dtype == torch.float64
+    assert row.tolist() == [torch.tensor(0.1).item(), 0.1, 3.0, 2.5]
+    assert row[0].item() != 0.1  # the float32 value, widened exactly
