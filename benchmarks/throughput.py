@@ -56,10 +56,9 @@ DEFAULT_BACKENDS = {Preset.minigrid: GYMNASIUM, Preset.fast: TENSOR}
 
 def decided_config(env: str, preset: Preset) -> PPOConfig:
     """``preset``'s agent section with every key a run decides decided as ``rlmem.train``
-    decides it on this machine (``vectorization`` left to ``auto``)."""
-    agent = PPOConfig.decided({"preset": preset.value}, {"env": env})
-    config: PPOConfig = OmegaConf.structured(PPOConfig(**agent))
-    return config
+    decides it on this machine (``vectorization`` left to ``auto``), typed as a run trains
+    with it (a structured ``DictConfig`` would cost each of the update's reads of it)."""
+    return PPOConfig(**PPOConfig.decided({"preset": preset.value}, {"env": env}))
 
 
 def matched(config: PPOConfig) -> dict[str, Any]:
