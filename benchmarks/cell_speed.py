@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from machine import cpu_model
 
 from rlmem.cells import CELLS, Cell, hyperparameters, make_cell
 from rlmem.cells._engines import compiled
@@ -322,6 +323,7 @@ def main() -> None:
     clock = Clock(args.clock)
     names = [BASELINE, *(name for name in args.cells if name != BASELINE)]
 
+    print(f"{cpu_model() if device.type == 'cpu' else device}; torch {torch.__version__}")
     print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), median of "
           f"{args.repeats} round-robin repeats, {clock.value} clock; load average at start: "
           f"{load()}")

@@ -26,7 +26,6 @@ import argparse
 import csv
 import itertools
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_model
 from omegaconf import OmegaConf
 
 from rlmem.agents.ppo import PPOConfig
@@ -55,17 +55,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 Timed = Callable[[], int]
 """One timed unit of work (an update, or a batch of env steps); returns its frames."""
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def env_only(num_envs: int, workers: int, steps: int = 32) -> tuple[Timed, Callable[[], None]]:
