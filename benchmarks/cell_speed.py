@@ -59,6 +59,7 @@ from machine import cpu_model
 
 from rlmem.cells import CELLS, Cell, hyperparameters, make_cell
 from rlmem.cells._engines import compiled
+from rlmem.cells._engines.onednn_linear import onednn_products
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -313,6 +314,10 @@ def main() -> None:
                         default=Clock.WALL.value,
                         help="wall: elapsed time; cpu: this process's CPU time (a loaded "
                              "machine)")
+    parser.add_argument("--products", choices=("onednn", "torch"), default="onednn",
+                        help="train: the cells' large products in oneDNN, as the supervised "
+                             "trainer runs them (onednn_products), or torch's functional.linear "
+                             "throughout, as our PPO does; the rollout step always torch's")
     parser.add_argument("--fallback", action="store_true",
                         help="also time the Python loops of the cells with compiled ones")
     parser.add_argument("--variants", action="store_true",
@@ -324,14 +329,16 @@ def main() -> None:
     names = [BASELINE, *(name for name in args.cells if name != BASELINE)]
 
     print(f"{cpu_model() if device.type == 'cpu' else device}; torch {torch.__version__}")
-    print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), median of "
+    print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), training products: "
+          f"{args.products}, median of "
           f"{args.repeats} round-robin repeats, {clock.value} clock; load average at start: "
           f"{load()}")
     within = True
     for batch in args.batch:
         if "train" in args.modes:
-            rows = measure_train(names, batch, args.hidden, args.steps, args.repeats, device,
-                                 clock, args.fallback, args.variants)
+            with onednn_products(args.products == "onednn"):
+                rows = measure_train(names, batch, args.hidden, args.steps, args.repeats,
+                                     device, clock, args.fallback, args.variants)
             within &= print_table(f"Forward + backward, batch {batch}, T={args.steps}", "step",
                                   rows)
         if "rollout" in args.modes:

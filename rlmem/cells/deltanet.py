@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.delta_rule import compiled_scan, delta_rule_scan
+from rlmem.cells._engines.onednn_linear import Linear, linear
 from rlmem.cells._engines.short_convolution import convolve_chunk, convolve_step
 from rlmem.cells.base import Cell, Dims, ScanResult
 from rlmem.cells.registry import register
@@ -97,19 +98,19 @@ class DeltaNet(Cell):
         self.heads, self.conv_size = heads, conv_size
         self.head_size = head_size if head_size is not None else -(-hidden_size // heads)
         width = heads * self.head_size
-        self.qkv = nn.Linear(input_size, 3 * width, bias=False)
+        self.qkv = Linear(input_size, 3 * width, bias=False)
         self.conv = nn.Parameter(torch.empty(3 * width, conv_size))
         """The short convolution's filters, one per channel of ``[W_q x, W_k x, W_v x]``,
         oldest tap first (:class:`torch.nn.Conv1d`'s order)."""
-        self.beta = nn.Linear(input_size, heads)
-        self.out = nn.Linear(width, hidden_size)
+        self.beta = Linear(input_size, heads)
+        self.out = Linear(width, hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         r"""The maps torch's default; the filters :class:`torch.nn.Conv1d`'s, uniform on
         :math:`\pm 1/\sqrt{\text{conv\_size}}` (its fan-in, one input channel per filter)."""
-        for linear in (self.qkv, self.beta, self.out):
-            linear.reset_parameters()
+        for projection in (self.qkv, self.beta, self.out):
+            projection.reset_parameters()
         bound = self.conv_size ** -0.5
         nn.init.uniform_(self.conv, -bound, bound)
 
@@ -122,7 +123,7 @@ class DeltaNet(Cell):
         """
         weight = torch.cat([self.qkv.weight, self.beta.weight])
         bias = torch.cat([self.beta.bias.new_zeros(self.qkv.out_features), self.beta.bias])
-        return functional.linear(x, weight, bias)
+        return linear(x, weight, bias)
 
     def _convolved(self, features: Tensor, window: Tensor,
                    resets: Tensor | None) -> tuple[Tensor, Tensor]:

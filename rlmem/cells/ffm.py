@@ -12,9 +12,9 @@ from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
 from rlmem.cells._engines.associative_scan import Affine
+from rlmem.cells._engines.onednn_linear import Linear, linear
 from rlmem.cells.base import Dims
 from rlmem.cells.linear_recurrence import LinearRecurrence
 from rlmem.cells.registry import register
@@ -105,10 +105,10 @@ class FFM(LinearRecurrence):
         self.memory_size, self.context_size = memory_size, context_size
         self.min_period, self.max_period = min_period, max_period
         # [ℓ1 (m), ℓ5 (H), ℓ2 (m), ℓ4 (H)]: every map of the input in one matmul.
-        self.pre = nn.Linear(input_size, 2 * memory_size + 2 * hidden_size)
+        self.pre = Linear(input_size, 2 * memory_size + 2 * hidden_size)
         self.alpha = nn.Parameter(torch.empty(memory_size))
         self.omega = nn.Parameter(torch.empty(context_size))
-        self.mix = nn.Linear(2 * memory_size * context_size, hidden_size)
+        self.mix = Linear(2 * memory_size * context_size, hidden_size)
         self.norm = nn.LayerNorm(hidden_size, elementwise_affine=False)
         self.reset_parameters()
 
@@ -170,7 +170,7 @@ class FFM(LinearRecurrence):
         # ℓ3's columns are [Re S, Im S]; S read as (real, imaginary) pairs needs no copy, so
         # the columns are put in that order instead.
         pairs = self.mix.weight.unflatten(1, (2, -1)).transpose(1, 2).flatten(1)
-        z = functional.linear(torch.view_as_real(s).flatten(-3), pairs, self.mix.bias)
+        z = linear(torch.view_as_real(s).flatten(-3), pairs, self.mix.bias)
         gate = torch.sigmoid(out_gate)
         return torch.lerp(through, self.norm(z), gate)
 

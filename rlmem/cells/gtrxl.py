@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from rlmem.cells._engines.onednn_linear import Linear, linear
 from rlmem.cells._engines.windowed_attention import (
     folded_relative_attention,
     folds_keys,
@@ -62,9 +63,9 @@ class GRUGate(nn.Module):
     def __init__(self, size: int, gate_bias: float) -> None:
         super().__init__()
         self.gate_bias = gate_bias
-        self.W = nn.Linear(size, 3 * size, bias=False)  # [W_r; W_z; W_g]
-        self.U = nn.Linear(size, 2 * size, bias=False)  # [U_r; U_z]
-        self.U_g = nn.Linear(size, size, bias=False)
+        self.W = Linear(size, 3 * size, bias=False)  # [W_r; W_z; W_g]
+        self.U = Linear(size, 2 * size, bias=False)  # [U_r; U_z]
+        self.U_g = Linear(size, size, bias=False)
 
     def forward(self, x: Tensor, y: Tensor) -> Tensor:
         w_r, w_z, w_g = self.W(y).chunk(3, -1)
@@ -90,14 +91,14 @@ class GatedLayer(nn.Module):
         self.heads, self.head_size = heads, -(-size // heads)
         width = heads * self.head_size
         self.norm_attention = nn.LayerNorm(size)
-        self.qkv = nn.Linear(size, 3 * width, bias=False)
-        self.position = nn.Linear(size, width, bias=False)  # W_{k,R}
+        self.qkv = Linear(size, 3 * width, bias=False)
+        self.position = Linear(size, width, bias=False)  # W_{k,R}
         self.u = nn.Parameter(torch.zeros(heads, self.head_size))
         self.w = nn.Parameter(torch.zeros(heads, self.head_size))
-        self.out = nn.Linear(width, size, bias=False)
+        self.out = Linear(width, size, bias=False)
         self.gate_attention = GRUGate(size, gate_bias)
         self.norm_mlp = nn.LayerNorm(size)
-        self.mlp = nn.Sequential(nn.Linear(size, mlp_size), nn.ReLU(), nn.Linear(mlp_size, size))
+        self.mlp = nn.Sequential(Linear(size, mlp_size), nn.ReLU(), Linear(mlp_size, size))
         self.gate_mlp = GRUGate(size, gate_bias)
 
     def forward(self, e: Tensor, context: Tensor, allowed: Tensor) -> Tensor:
@@ -112,7 +113,7 @@ class GatedLayer(nn.Module):
         split = (self.heads, self.head_size)
         width = self.heads * self.head_size
         normed = self.norm_attention(context)
-        q = functional.linear(normed[:, -steps:], self.qkv.weight[:width]).view(
+        q = linear(normed[:, -steps:], self.qkv.weight[:width]).view(
             batch, steps, *split)
         r = self.position(sinusoid(context.shape[1] - steps + 1, size, e)).view(-1, *split)
         if folds_keys(steps, context.shape[1], size, self.heads):
@@ -120,7 +121,7 @@ class GatedLayer(nn.Module):
             attended = folded_relative_attention(q, normed, key_weight, value_weight, r,
                                                  self.u, self.w, allowed)
         else:
-            k, v = functional.linear(normed, self.qkv.weight[width:]).chunk(2, -1)
+            k, v = linear(normed, self.qkv.weight[width:]).chunk(2, -1)
             attended = relative_attention(q, k.view(batch, -1, *split),
                                           v.view(batch, -1, *split), r, self.u, self.w, allowed)
         e = self.gate_attention(e, functional.relu(self.out(attended.flatten(2))))
@@ -194,7 +195,7 @@ class GTrXL(Cell):
         self.layers, self.heads, self.window = layers, heads, window
         self.mlp_size = mlp_size if mlp_size is not None else 4 * hidden_size
         self.gate_bias = gate_bias
-        self.embed = nn.Linear(input_size, hidden_size)
+        self.embed = Linear(input_size, hidden_size)
         self.blocks = nn.ModuleList(GatedLayer(hidden_size, heads, self.mlp_size, gate_bias)
                                     for _ in range(layers))
 

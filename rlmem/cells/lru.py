@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines.associative_scan import Affine
+from rlmem.cells._engines.onednn_linear import Linear, linear
 from rlmem.cells.base import Dims
 from rlmem.cells.linear_recurrence import LinearRecurrence
 from rlmem.cells.registry import register
@@ -89,7 +90,7 @@ class LRU(LinearRecurrence):
         self.N = N if N is not None else hidden_size
         self.r_min, self.r_max, self.max_phase = r_min, r_max, max_phase
         size = self.N
-        self.encoder = nn.Linear(input_size, hidden_size)
+        self.encoder = Linear(input_size, hidden_size)
         self.norm = nn.LayerNorm(hidden_size)
         self.nu_log = nn.Parameter(torch.empty(size))
         self.theta_log = nn.Parameter(torch.empty(size))
@@ -99,7 +100,7 @@ class LRU(LinearRecurrence):
         self.C_re = nn.Parameter(torch.empty(hidden_size, size))
         self.C_im = nn.Parameter(torch.empty(hidden_size, size))
         self.D = nn.Parameter(torch.empty(hidden_size))
-        self.glu = nn.Linear(hidden_size, 2 * hidden_size)
+        self.glu = Linear(hidden_size, 2 * hidden_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -136,7 +137,7 @@ class LRU(LinearRecurrence):
         # γ ⊙ B z as pairs, which view_as_complex reads without a copy.
         gamma = torch.exp(self.gamma_log).unsqueeze(1)
         B_pairs = torch.stack([gamma * self.B_re, gamma * self.B_im], 1).flatten(0, 1)
-        return u, z, functional.linear(z, B_pairs)
+        return u, z, linear(z, B_pairs)
 
     def split(self, features: Tensor) -> tuple[Tensor, ...]:
         return tuple(features.split([self.hidden_size, self.hidden_size, 2 * self.N], -1))
@@ -155,7 +156,7 @@ class LRU(LinearRecurrence):
         u, z, _ = parts
         # Re(C h) = C_re Re h − C_im Im h: one matmul over h's (real, imaginary) pairs.
         C_pairs = torch.stack([self.C_re, -self.C_im], -1).flatten(-2)
-        mixed = torch.addcmul(functional.linear(torch.view_as_real(s).flatten(-2), C_pairs),
+        mixed = torch.addcmul(linear(torch.view_as_real(s).flatten(-2), C_pairs),
                               self.D, z)
         value, gate = self.glu(functional.gelu(mixed)).chunk(2, -1)
         return u + value * torch.sigmoid(gate)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from rlmem.cells._engines.onednn_linear import onednn_products
 from rlmem.runs import CHECKPOINT_NAME, Checkpoint, NonFiniteLossError, RunLogger, RunSession
 from rlmem.runs.checkpoint import on_disk
 from rlmem.runs.restore import ON_RESUME, load_state, restore_rng
@@ -248,6 +249,9 @@ class SupervisedTrainer:
                                     schedule.seed, self.device, schedule.amp))
         return {f"eval/{key}": value for key, value in results.items()}
 
+    # the cells' large products in oneDNN: the same products rounded otherwise, ~1.8x as fast
+    # where torch's BLAS is slow (rlmem.cells._engines.onednn_linear)
+    @onednn_products()
     def train(self, show_progress: bool = True) -> TrainResult:
         """Run from the current iteration to ``schedule.iterations``; returns the last eval."""
         schedule = self.schedule

@@ -1,0 +1,111 @@
+r"""A cell's whole-sequence products :math:`y = x W^\top + b` through oneDNN's matrix product on
+the CPU, forward and backward, where torch's BLAS takes a slower path.
+
+On the CPU torch computes a float32 ``functional.linear`` with its BLAS (MKL in the x86 wheels),
+which on an AMD CPU runs its AVX2 code, while oneDNN, which torch ships for its convolutions and
+RNNs (``torch.lstm``), runs AVX-512 where the CPU has it. On this project's 2-core AMD EPYC
+(family 26, AVX-512), one thread, a product of 8,192 rows by 256 by 128 took 5.6 ms in MKL and
+2.3 ms in oneDNN (233 against 96 GFLOP/s), forward and backward together 1.75-1.8x as fast for
+the shapes of a supervised batch (``benchmarks/onednn_linear.py``); an LSTM, which runs in
+oneDNN already, had that advantage over every cell whose products ran in MKL. The same product,
+rounded in another order: ``tests/cells/test_onednn_linear.py`` holds outputs and gradients
+within float32 rounding of ``functional.linear``'s.
+
+Inside :func:`onednn_products` a cell's :func:`linear` takes oneDNN's product
+(``mkldnn::_linear_pointwise``, the op torch's own compiler emits for a CPU linear) for a float32
+product of at least :data:`MIN_PRODUCT` multiply-adds on the CPU; smaller ones (a PPO
+minibatch's, a rollout step's) stay with ``functional.linear``, where oneDNN's set-up costs more
+than it saves. Outside the context, in float64, on a GPU, or in a torch built without oneDNN,
+:func:`linear` is ``functional.linear``. Off by default, so that a cell computes as it always did
+unless a caller asks: the supervised trainer does (:mod:`rlmem.tasks.trainer`); our PPO does
+not, its products being below the bound and its arithmetic under the learning checks of issue 59.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional
+
+MIN_PRODUCT = 1 << 21
+"""The fewest multiply-adds (rows × inputs × outputs) for which oneDNN's product is taken: on
+the machine above, 64 × 128 → 512 (4.2M) took 51 µs in oneDNN against 87 µs in MKL, 256 × 64 →
+64 (1.0M) the same in both, and 16 × 64 → 256 twice as long in oneDNN."""
+
+_ONEDNN: ContextVar[bool] = ContextVar("rlmem_onednn_products", default=False)
+
+
+@contextmanager
+def onednn_products(enabled: bool = True) -> Iterator[None]:
+    """Inside (with ``enabled``), a cell's large float32 products on the CPU run in oneDNN
+    (the module docstring). Set per thread: a thread that runs the cell enters it itself."""
+    token = _ONEDNN.set(enabled)
+    try:
+        yield
+    finally:
+        _ONEDNN.reset(token)
+
+
+def _available() -> bool:
+    """Whether this torch has oneDNN and its linear op."""
+    return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn,
+                                                                   "_linear_pointwise")
+
+
+_AVAILABLE = _available()
+
+
+def _product(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+    """:math:`a b^\\top + \\text{bias}` in oneDNN; ``a`` ``(M, K)``, ``b`` ``(N, K)``, either
+    may be a transposed view."""
+    result: Tensor = torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [None], "")
+    return result
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """``x W^T + b`` with its three gradients, each one oneDNN product (the bias's a sum)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _product(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        x, weight = ctx.saved_tensors
+        grad_x = _product(grad, weight.t()) if ctx.needs_input_grad[0] else None
+        grad_weight = _product(grad.t(), x.t()) if ctx.needs_input_grad[1] else None
+        grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_x, grad_weight, grad_bias
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``functional.linear(x, weight, bias)``, in oneDNN inside :func:`onednn_products` where
+    the module docstring says.
+
+    Shapes:
+        - x: ``(*, in_features)``; weight: ``(out_features, in_features)``; bias:
+          ``(out_features,)``
+        - output: ``(*, out_features)``
+    """
+    rows = x.numel() // max(x.shape[-1], 1)
+    if (_ONEDNN.get() and _AVAILABLE and x.device.type == "cpu"
+            and x.dtype == weight.dtype == torch.float32
+            and (bias is None or bias.dtype == torch.float32)
+            and rows * weight.shape[0] * weight.shape[1] >= MIN_PRODUCT):
+        flat: Tensor = _OneDNNLinear.apply(x.reshape(rows, x.shape[-1]), weight, bias)
+        return flat.view(*x.shape[:-1], weight.shape[0])
+    return functional.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose product is :func:`linear`'s: the same weights and state dict."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

@@ -1,0 +1,147 @@
+"""oneDNN's products for the cells' large projections (``rlmem.cells._engines.onednn_linear``):
+the same function as ``functional.linear`` within float32 rounding, forward and backward;
+``functional.linear`` itself, bit for bit, wherever they are not taken; and taken where the
+supervised trainer trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional
+
+from rlmem.cells import make_cell
+from rlmem.cells._engines import onednn_linear
+from rlmem.cells._engines.onednn_linear import MIN_PRODUCT, Linear, linear, onednn_products
+
+pytestmark = pytest.mark.skipif(not onednn_linear._AVAILABLE,
+                                reason="this torch has no oneDNN linear op")
+
+
+def products_taken(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """Records the shape of every product taken in oneDNN from now on."""
+    taken: list[tuple[int, ...]] = []
+    product = onednn_linear._product
+
+    def spy(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+        taken.append((*a.shape, b.shape[0]))
+        return product(a, b, bias)
+
+    monkeypatch.setattr(onednn_linear, "_product", spy)
+    return taken
+
+
+def gradients(x: Tensor, weight: Tensor, bias: Tensor, grad: Tensor) -> list[Tensor]:
+    """``linear``'s output and the gradients of x, the weight and the bias."""
+    inputs = [value.detach().clone().requires_grad_(True) for value in (x, weight, bias)]
+    out = linear(*inputs)
+    out.backward(grad)
+    return [out.detach(), *(value.grad for value in inputs if value.grad is not None)]
+
+
+@pytest.mark.parametrize("rows", [8192, 512])
+def test_a_large_product_is_oneDNNs_and_matches_functional_linear(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(4, rows // 4, 128), torch.randn(256, 128), torch.randn(256)
+    grad = torch.randn(4, rows // 4, 256)
+    assert rows * 128 * 256 >= MIN_PRODUCT
+    reference = gradients(x, weight, bias, grad)
+    taken = products_taken(monkeypatch)
+    with onednn_products():
+        fast = gradients(x, weight, bias, grad)
+    assert taken == [(rows, 128, 256), (rows, 256, 128), (256, rows, 128)]  # y, dx, dW
+    for name, want, got in zip(("output", "dx", "dW", "db"), reference, fast, strict=True):
+        assert got.shape == want.shape, name
+        # float32 rounding of sums over up to `rows` terms, in another order
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * want.abs().max().item(),
+                                   msg=name)
+
+
+@pytest.mark.parametrize("case", ["outside", "small", "float64"])
+def test_elsewhere_it_is_functional_linear_bit_for_bit(
+        case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(1)
+    rows = 16 if case == "small" else 4096
+    dtype = torch.float64 if case == "float64" else torch.float32
+    x, weight = torch.randn(rows, 64, dtype=dtype), torch.randn(128, 64, dtype=dtype)
+    bias = torch.randn(128, dtype=dtype)
+    taken = products_taken(monkeypatch)
+    with onednn_products(case != "outside"):
+        got = linear(x, weight, bias)
+    assert torch.equal(got, functional.linear(x, weight, bias))
+    assert taken == []
+
+
+def test_without_a_bias_and_without_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(4)
+    x, weight = torch.randn(2, 2048, 64), torch.randn(128, 64)
+    taken = products_taken(monkeypatch)
+    with onednn_products(), torch.no_grad():
+        got = linear(x, weight)
+    assert taken == [(4096, 64, 128)]
+    torch.testing.assert_close(got, functional.linear(x, weight), rtol=1e-5, atol=1e-5)
+
+
+def test_the_module_keeps_nn_linears_weights_and_state_dict() -> None:
+    torch.manual_seed(2)
+    plain = nn.Linear(32, 16)
+    ours = Linear(32, 16)
+    ours.load_state_dict(plain.state_dict())
+    assert list(ours.state_dict()) == list(plain.state_dict())
+    x = torch.randn(8, 32)
+    assert torch.equal(ours(x), plain(x))
+
+
+@pytest.mark.parametrize("name", ["ffm", "lru", "deltanet", "gtrxl"])
+def test_a_cells_training_step_matches_with_oneDNNs_products(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole sequence with resets through each cell that takes them: outputs, final state
+    and every weight's gradient within float32 rounding of the cell without them."""
+    torch.manual_seed(3)
+    cell = make_cell(name, input_size=64, hidden_size=64)
+    x = torch.randn(48, 32, 64)
+    resets = torch.zeros(48, 32, dtype=torch.bool)
+    resets[20, :5] = resets[33, 7] = True
+
+    def run() -> tuple[list[Tensor], list[Tensor]]:
+        cell.zero_grad(set_to_none=True)
+        output, state = cell(x, cell.initial_state(32), resets)
+        (output.square().mean() + sum(value.float().sum() for value in state)).backward()
+        weights = [parameter.grad for parameter in cell.parameters()
+                   if parameter.grad is not None]
+        return [output.detach(), *[value.detach() for value in state]], weights
+
+    reference = run()
+    taken = products_taken(monkeypatch)
+    with onednn_products():
+        fast = run()
+    assert taken, f"{name} took no product in oneDNN"
+    for part, want_all, got_all in zip(("output/state", "gradients"), reference, fast,
+                                       strict=True):
+        for want, got in zip(want_all, got_all, strict=True):
+            if not want.is_floating_point():  # gtrxl's validity mask
+                assert torch.equal(got, want), part
+                continue
+            scale = max(want.abs().max().item(), 1e-6)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale, msg=part)
+
+
+def test_the_supervised_trainer_takes_them(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from rlmem.schema.memory import CONF_DIR
+    from rlmem.supervised import run
+
+    taken = products_taken(monkeypatch)
+    overrides: list[Any] = ["task=adding", "memory=lru", "seq_len=64", "batch_size=64",
+                            "iterations=1", "eval_every=1", "progress_bar=false",
+                            "figures=false", "device=cpu"]
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("supervised", overrides=overrides)
+    run(cfg, tmp_path / "run")
+    assert taken, "the supervised trainer took no product in oneDNN"
