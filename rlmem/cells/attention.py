@@ -19,6 +19,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from rlmem.cells._engines.onednn_linear import linear
+
 
 class Weights(NamedTuple):
     r"""An attentive cell's recurrent weights in the doubled form, as its engines
@@ -53,7 +55,8 @@ def project(x: Tensor, weight_t: Tensor, bias: Tensor) -> Tensor:
     Shapes: x ``(T, B, I)``; weight_t ``(I, G)``; bias ``(G,)``; returns ``(T, B, G)``.
     """
     steps, batch, features = x.shape
-    return torch.addmm(bias, x.reshape(-1, features), weight_t).view(steps, batch, -1)
+    # linear(x, W, b) is addmm(b, x, W^T) with W^T = weight_t itself, outside onednn_products
+    return linear(x.reshape(-1, features), weight_t.t(), bias).view(steps, batch, -1)
 
 
 class AdditiveAttention(nn.Module):

@@ -10,10 +10,10 @@ from typing import Annotated, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
 from rlmem.cells import activations
 from rlmem.cells._engines import ernn as engine
+from rlmem.cells._engines.onednn_linear import linear
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 from rlmem.cells.time_loop import ScanResult
@@ -95,8 +95,7 @@ class ERNN(Cell):
             - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
         """
         weight, bias = self.W.weight, self.W.bias
-        return functional.linear(x, weight + self.U.weight @ weight,
-                                 bias + self.U.weight @ bias)
+        return linear(x, weight + self.U.weight @ weight, bias + self.U.weight @ bias)
 
     def step(self, x_t: Tensor, state: ERNNState) -> tuple[Tensor, ERNNState,
                                                            dict[str, Tensor]]:

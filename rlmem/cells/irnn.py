@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from rlmem.cells import activations
 from rlmem.cells._engines import irnn as engine
+from rlmem.cells._engines.onednn_linear import linear
 from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.options import enum_option
@@ -207,9 +208,9 @@ class IncrementalRNN(Cell):
             - x: ``(T, B, input_size)``; returns ``(T, B, hidden_size)``
         """
         if self.update_rule is IRNNUpdate.eq5:
-            return self.W(x)
+            return linear(x, self.W.weight, self.W.bias)
         weights = self._eq8_weights()
-        return F.linear(x, weights.input_weight, weights.input_bias)
+        return linear(x, weights.input_weight, weights.input_bias)
 
     def step(self, x_t: Tensor, state: IRNNState) -> tuple[Tensor, IRNNState,
                                                            dict[str, Tensor]]:

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from rlmem.cells._engines.onednn_linear import linear
 from rlmem.cells.gate_bias import init_lstm_gate_biases, lstm_gate_bias_repr
 
 LSTM_GATE_G = 2
@@ -45,7 +46,7 @@ class LSTMBase(nn.Module):
         Shapes: x ``(..., input)``; returns ``(..., 4H)``.
         """
         cell = self.cell
-        return functional.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)
+        return linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)
 
     def step(self, x_t: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         r"""One LSTM step, as the textbook writes it, from the gates' input terms ``x_t``

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines import sarnn as engine
+from rlmem.cells._engines.onednn_linear import linear
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
@@ -141,7 +142,7 @@ class SARNN(Cell):
         """
         size = self.hidden_size
         weight, bias = self.gru.weight_ih, self.gru.bias_ih
-        return functional.linear(
+        return linear(
             x, torch.cat([weight[2 * size:], self.W_i.weight, weight[:2 * size]]),
             torch.cat([bias[2 * size:], self.W_i.bias, bias[:2 * size]]))
 

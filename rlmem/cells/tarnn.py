@@ -14,6 +14,7 @@ from torch.nn import functional
 from rlmem.cells import activations
 from rlmem.cells._engines import tarnn as engine
 from rlmem.cells._engines.fast_forms import FAST_FORMS
+from rlmem.cells._engines.onednn_linear import linear
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.registry import register
 from rlmem.cells.time_loop import ScanResult
@@ -126,8 +127,8 @@ class TARNN(Cell):
         return matrix
 
     def reset_parameters(self) -> None:
-        for linear in (self.B, self.W, self.U, self.U_s, self.W_x):
-            nn.init.normal_(linear.weight, std=0.1)
+        for projection in (self.B, self.W, self.U, self.U_s, self.W_x):
+            nn.init.normal_(projection.weight, std=0.1)
         nn.init.zeros_(self.W.bias)
         nn.init.constant_(self.W_x.bias, -3.0)
 
@@ -146,7 +147,7 @@ class TARNN(Cell):
         weight = torch.cat([self.W_x.weight, self.B.weight[:, columns],
                             self.W.weight[:, columns]])
         bias = torch.cat([self.W_x.bias, torch.zeros_like(self.W.bias), self.W.bias])
-        return functional.linear(x, weight, bias)
+        return linear(x, weight, bias)
 
     def state_weight(self) -> Tensor:
         r""":math:`[U_s; B_2; W_2]`, the matrices of β, Bu and Wu that read :math:`s_{m-1}`.

@@ -96,7 +96,8 @@ def test_the_module_keeps_nn_linears_weights_and_state_dict() -> None:
     assert torch.equal(ours(x), plain(x))
 
 
-@pytest.mark.parametrize("name", ["ffm", "lru", "deltanet", "gtrxl"])
+@pytest.mark.parametrize("name", ["ffm", "lru", "deltanet", "gtrxl", "relstm", "relrnn", "memlstm",
+                                  "tarnn", "sarnn", "ernn", "irnn"])
 def test_a_cells_training_step_matches_with_oneDNNs_products(
         name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A whole sequence with resets through each cell that takes them: outputs, final state

@@ -11,7 +11,9 @@ oneDNN already, had that advantage over every cell whose products ran in MKL. Th
 rounded in another order: ``tests/cells/test_onednn_linear.py`` holds outputs and gradients
 within float32 rounding of ``functional.linear``'s.
 
-Inside :func:`onednn_products` a cell's :func:`linear` takes oneDNN's product
+Every cell but ``lstm`` and ``gru`` (whose whole step is torch's oneDNN kernel already) makes
+its whole-sequence projections through :func:`linear` or :class:`Linear`. Inside
+:func:`onednn_products` :func:`linear` takes oneDNN's product
 (``mkldnn::_linear_pointwise``, the op torch's own compiler emits for a CPU linear) for a float32
 product of at least :data:`MIN_PRODUCT` multiply-adds on the CPU; smaller ones (a PPO
 minibatch's, a rollout step's) stay with ``functional.linear``, where oneDNN's set-up costs more
