@@ -5,8 +5,9 @@ On the CPU torch computes a float32 ``functional.linear`` with its BLAS (MKL in 
 which on an AMD CPU runs its AVX2 code, while oneDNN, which torch ships for its convolutions and
 RNNs (``torch.lstm``), runs AVX-512 where the CPU has it. On this project's 2-core AMD EPYC
 (family 26, AVX-512), one thread, a product of 8,192 rows by 256 by 128 took 5.6 ms in MKL and
-2.3 ms in oneDNN (233 against 96 GFLOP/s), forward and backward together 1.75-1.8x as fast for
-the shapes of a supervised batch (``benchmarks/onednn_linear.py``); an LSTM, which runs in
+2.3 ms in oneDNN (233 against 96 GFLOP/s), forward and backward together 1.7-2.0x as fast for
+the shapes of a supervised batch (``benchmarks/onednn_linear.py``,
+``benchmarks/results/onednn_linear.md``); an LSTM, which runs in
 oneDNN already, had that advantage over every cell whose products ran in MKL. The same product,
 rounded in another order: ``tests/cells/test_onednn_linear.py`` holds outputs and gradients
 within float32 rounding of ``functional.linear``'s.
@@ -82,7 +83,9 @@ class _OneDNNLinear(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         x, weight = ctx.saved_tensors
         grad_x = _product(grad, weight.t()) if ctx.needs_input_grad[0] else None
-        grad_weight = _product(grad.t(), x.t()) if ctx.needs_input_grad[1] else None
+        # as (x^T grad)^T: rows of x's width, 1.4-3x as fast as grad^T x when x is narrow
+        # (copy's 10 symbols in), and never slower on the shapes measured
+        grad_weight = _product(x.t(), grad.t()).t() if ctx.needs_input_grad[1] else None
         grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return grad_x, grad_weight, grad_bias
 
