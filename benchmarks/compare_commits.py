@@ -33,6 +33,15 @@ import json, sys, time, torch
 from omegaconf import OmegaConf
 torch.set_num_threads(1)
 memory, num_envs, grid, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def serve(collect, update, frames):  # one timed update (rollout, then PPO update) a request
+    for line in sys.stdin:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        rollout = collect()
+        middle, cpu_middle = time.perf_counter(), time.process_time()
+        update(rollout)
+        end, cpu_end = time.perf_counter(), time.process_time()
+        print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
+                          cpu_end - cpu_middle, frames]), flush=True)
 if mode == "envonly":  # random actions, no model: the envs' own limit on one core
     import numpy as np
     from rlmem.envs import make_vector_env
@@ -64,15 +73,8 @@ if mode == "fast":  # as `rlmem.train env=DoorKey-5x5 agent.preset=fast env_back
                         compiled_lstm=bool(config.compiled_lstm))
     ppo = PPO(model, config)
     collector = TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
-    for line in sys.stdin:
-        start, cpu_start = time.perf_counter(), time.process_time()
-        rollout = collector.collect(config.frames_per_env, config.recurrence)
-        middle, cpu_middle = time.perf_counter(), time.process_time()
-        ppo.update(rollout)
-        end, cpu_end = time.perf_counter(), time.process_time()
-        print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
-                          cpu_end - cpu_middle, num_envs * config.frames_per_env]),
-              flush=True)
+    serve(lambda: collector.collect(config.frames_per_env, config.recurrence), ppo.update,
+          num_envs * config.frames_per_env)
     sys.exit()
 try:
     from rlmem.agents.ppo.collector import RolloutCollector
@@ -111,14 +113,9 @@ model = ActorCritic(envs.single_observation_space, action,
                     OmegaConf.structured(cell_config(memory)), **options)
 ppo = PPO(model, config)
 collector = RolloutCollector(envs, model, torch.device("cpu"), seed=0)
-for line in sys.stdin:
-    start, cpu_start = time.perf_counter(), time.process_time()
-    rollout = collector.collect(config.frames_per_env, config.recurrence)
-    middle, cpu_middle = time.perf_counter(), time.process_time()
-    ppo.update(rollout, progress=0.0) if old else ppo.update(rollout)
-    end, cpu_end = time.perf_counter(), time.process_time()
-    print(json.dumps([middle - start, end - middle, cpu_middle - cpu_start,
-                      cpu_end - cpu_middle, num_envs * 128]), flush=True)
+serve(lambda: collector.collect(config.frames_per_env, config.recurrence),
+      (lambda rollout: ppo.update(rollout, progress=0.0)) if old else ppo.update,
+      num_envs * config.frames_per_env)
 envs.close()
 '''
 
