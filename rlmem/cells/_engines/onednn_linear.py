@@ -99,12 +99,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
           ``(out_features,)``
         - output: ``(*, out_features)``
     """
-    rows = x.numel() // max(x.shape[-1], 1)
+    # the context first: outside it (our PPO's acting steps) nothing else is looked at
     if (_ONEDNN.get() and _AVAILABLE and x.device.type == "cpu"
             and x.dtype == weight.dtype == torch.float32
             and (bias is None or bias.dtype == torch.float32)
-            and rows * weight.shape[0] * weight.shape[1] >= MIN_PRODUCT):
-        flat: Tensor = _OneDNNLinear.apply(x.reshape(rows, x.shape[-1]), weight, bias)
+            and x.numel() // max(x.shape[-1], 1) * weight.numel() >= MIN_PRODUCT):
+        flat: Tensor = _OneDNNLinear.apply(x.reshape(-1, x.shape[-1]), weight, bias)
         return flat.view(*x.shape[:-1], weight.shape[0])
     return functional.linear(x, weight, bias)
 
