@@ -7,7 +7,8 @@ as a package: ``rlmem/`` with ``agents/`` and ``envs/`` copied inside, see
 :func:`package_checkout`; or ``main`` for the installed rlmem), optionally with a mode after a
 colon: ``sync`` (the default), ``async`` (``vectorization=async``, where the version has it),
 ``fast`` (``agent.preset=fast`` on the tensor envs, every key decided as ``rlmem.train``
-decides it, the typed config a run trains with; ``--num-envs`` is then the preset's) or
+decides it, the typed config a run trains with: ``throughput.py``'s trainer over that
+version; ``--num-envs`` is then the preset's) or
 ``envonly`` (the envs alone with random actions, 128 steps per request: the limit). Each
 version runs in a worker process of its own that times one full update (rollout, then PPO
 update) per request, with the rollout and the update timed apart; the parent asks the workers
@@ -56,25 +57,12 @@ if mode == "envonly":  # random actions, no model: the envs' own limit on one co
                           num_envs * 128]), flush=True)
     sys.exit()
 if mode == "fast":  # as `rlmem.train env=DoorKey-5x5 agent.preset=fast env_backend=tensor`
-    from rlmem.agents.ppo import PPOConfig
-    from rlmem.agents.ppo.model import ActorCritic
+    sys.path.insert(0, sys.argv[5])  # throughput.py's trainer, over this version's rlmem
+    from throughput import decided_config, ours
     from rlmem.agents.ppo.presets import PRESETS, Preset
-    from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
-    from rlmem.agents.ppo.update import PPO
-    from rlmem.cells import cell_config
-    from rlmem.envs import EnvOptions
-    config = PPOConfig(**PPOConfig.decided({"preset": "fast"}, {"env": "DoorKey-5x5"}))
-    num_envs = PRESETS[Preset.fast].num_envs
-    torch.manual_seed(0)
-    envs = EnvOptions().make_vector("DoorKey-5x5", num_envs, backend="tensor", device="cpu")
-    model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        OmegaConf.structured(cell_config(memory)),
-                        folded_grid=bool(config.folded_grid),
-                        compiled_lstm=bool(config.compiled_lstm))
-    ppo = PPO(model, config)
-    collector = TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
-    serve(lambda: collector.collect(config.frames_per_env, config.recurrence), ppo.update,
-          num_envs * config.frames_per_env)
+    trainer = ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory,
+                   decided_config("DoorKey-5x5", Preset.fast), "tensor")
+    serve(trainer.collect, trainer.update, trainer.frames)
     sys.exit()
 try:
     from rlmem.agents.ppo.collector import RolloutCollector
@@ -150,7 +138,7 @@ def main() -> None:
             env["PYTHONPATH"] = folder
         workers.append(subprocess.Popen(
             [sys.executable, "-c", WORKER, args.memory, str(args.num_envs), grid,
-             mode or "sync"], env=env,
+             mode or "sync", str(Path(__file__).resolve().parent)], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             cwd=tempfile.gettempdir()))
     totals = [[0.0, 0.0, 0.0, 0.0, 0.0] for _ in workers]  # the four times, then frames
