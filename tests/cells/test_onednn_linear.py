@@ -86,6 +86,33 @@ def test_without_a_bias_and_without_gradients(monkeypatch: pytest.MonkeyPatch) -
     torch.testing.assert_close(got, functional.linear(x, weight), rtol=1e-5, atol=1e-5)
 
 
+def test_a_gradient_of_any_layout_reaches_oneDNN_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gradient of a sum is a zero-stride expand, which oneDNN reads through a path
+    hundreds of times slower (DeltaNet's training step, whose output is a product, took 22 ms a
+    step in ``benchmarks/cell_speed.py`` against 0.6 ms): it is copied dense first."""
+    torch.manual_seed(5)
+    x, weight, bias = torch.randn(4096, 128), torch.randn(256, 128), torch.randn(256)
+    given: list[bool] = []
+    dense = onednn_linear._dense
+
+    def spy(matrix: Tensor) -> Tensor:
+        result = dense(matrix)
+        given.append(matrix.is_contiguous() or matrix.t().is_contiguous())
+        assert result.is_contiguous() or result.t().is_contiguous()
+        return result
+
+    monkeypatch.setattr(onednn_linear, "_dense", spy)
+    reference = gradients(x, weight, bias, torch.ones(4096, 256))
+    inputs = [value.clone().requires_grad_(True) for value in (x, weight, bias)]
+    with onednn_products():
+        out = linear(*inputs)
+    out.sum().backward()
+    assert len(given) == 6 and not all(given)  # the expanded gradient was among them
+    for want, got in zip(reference[1:], (value.grad for value in inputs), strict=True):
+        assert got is not None
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
 def test_the_module_keeps_nn_linears_weights_and_state_dict() -> None:
     torch.manual_seed(2)
     plain = nn.Linear(32, 16)
