@@ -107,7 +107,7 @@ def test_a_gradient_of_any_layout_reaches_oneDNN_dense(monkeypatch: pytest.Monke
     with onednn_products():
         out = linear(*inputs)
     out.sum().backward()
-    assert len(given) == 6 and not all(given)  # the expanded gradient was among them
+    assert not all(given)  # the expanded gradient was among them
     for want, got in zip(reference[1:], (value.grad for value in inputs), strict=True):
         assert got is not None
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
