@@ -17,7 +17,7 @@ from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import Tensor, nn
 
 from rlmem.agents.encoding_names import GRID_ENCODINGS
-from rlmem.agents.grid_fold import folded_first_block, last_convolution
+from rlmem.agents.grid_fold import folded_first_block, last_convolution, window_convolution
 from rlmem.envs.minigrid_observation import PAD
 
 GRID_VOCABULARY = (len(OBJECT_TO_IDX), len(COLOR_TO_IDX), len(STATE_TO_IDX))
@@ -109,7 +109,8 @@ class ImageEncoder(FieldEncoder):
             agent looks towards y = 0); views are square and odd-sized.
         encoding: one of :data:`GRID_ENCODINGS`.
         folded: compute the embedding, the first convolution, its ReLU and the max-pool as
-            one table lookup on the CPU, and the last convolution as one matrix product
+            one table lookup on the CPU, the second convolution and its ReLU as one matrix
+            product over its input's windows, and the last convolution as one matrix product
             (:mod:`rlmem.agents.grid_fold`): the same function, rounded in another order, a
             PPO update 1.1-1.4× as fast; the ``embedding`` encoding only. Elsewhere (a GPU,
             no compiled loops) the modules run as without it. The weights are the same.
@@ -211,11 +212,12 @@ class ImageEncoder(FieldEncoder):
             pooled = folded_first_block(self.table_rows(image), self.embedding,
                                         self.convolution(0), self.channel_of_row)
             if pooled is not None:  # net[:3]: the convolution, its ReLU and the max-pool
-                second = self.net[4](self.net[3](pooled.permute(0, 3, 1, 2)))
+                second = window_convolution(pooled, self.convolution(3))  # net[3:5]
+                assert second is not None  # the compiled loops ran the first block
                 last = self.convolution(5)
-                if second.shape[2:] == last.kernel_size:  # net[5:]: one product
-                    return last_convolution(second.permute(0, 2, 3, 1), last).relu()
-                return self.net[5:](second)
+                if second.shape[1:3] == last.kernel_size:  # net[5:]: one product
+                    return last_convolution(second, last).relu()
+                return self.net[5:](second.permute(0, 3, 1, 2))
         return self.net(self.grid_features(image))
 
     def convolution(self, index: int) -> nn.Conv2d:

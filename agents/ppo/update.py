@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from rlmem.agents.ppo.adam_step import fused_adam_step
 from rlmem.agents.ppo.config import PPOConfig, decided_value
 from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.gradient_parts import GradientInParts
@@ -140,7 +141,7 @@ class PPO:
                     "order); every replica stops before applying it.")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable,
                                                    self.config.max_grad_norm, foreach=True)
-        self.optimizer.step()
+        fused_adam_step(self.optimizer)  # optimizer.step(), bit for bit
         return {**stats, "ppo/grad_norm": grad_norm}
 
     def state_dict(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import torch
 from reference.equivalence import use_loops
 from torch import Tensor
 
-from rlmem.agents.grid_fold import folded_first_block, last_convolution
+from rlmem.agents.grid_fold import folded_first_block, last_convolution, window_convolution
 from rlmem.agents.minigrid_encoders import GRID_VOCABULARY, ImageEncoder
 from rlmem.agents.ppo.config import PPOConfig, decided_folded_grid
 from rlmem.cells._engines import compiled
@@ -87,6 +87,28 @@ def test_the_last_convolution_as_one_product_is_the_convolution() -> None:
     torch.testing.assert_close(last_convolution(x, convolution),
                                convolution(x.permute(0, 3, 1, 2)).flatten(1),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(37, 3, 3, 16, 32, 2, 2), (5, 6, 4, 3, 7, 3, 2)])
+def test_the_window_convolution_is_the_convolution_and_its_relu(
+        shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoder's second convolution (3 × 3 × 16 → 2 × 2 × 32 in MiniGrid's) and another
+    shape: outputs and the gradients of the input, the weight and the bias, in float64."""
+    use_loops("compiled", monkeypatch)
+    items, height, width, channels, features, kernel_height, kernel_width = shape
+    torch.manual_seed(7)
+    convolution = torch.nn.Conv2d(channels, features, (kernel_height, kernel_width)).double()
+    x = torch.randn(items, height, width, channels, dtype=torch.float64, requires_grad=True)
+    y = window_convolution(x, convolution)
+    assert y is not None
+    want = torch.relu(convolution(x.permute(0, 3, 1, 2))).permute(0, 2, 3, 1)
+    torch.testing.assert_close(y, want, rtol=1e-12, atol=1e-12)
+    assert (want == 0).any() and (want > 0).any()  # the ReLU's both sides are taken
+    upstream = torch.randn_like(want)
+    inputs = [x, convolution.weight, convolution.bias]
+    for got, expected in zip(torch.autograd.grad(y, inputs, upstream),
+                             torch.autograd.grad(want, inputs, upstream), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_equal_maxima_take_the_first_as_torchs_max_pool(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@
 // interpreter between them; and DeltaNet's delta rule step by step (delta_rule.h), where the
 // Python engine composes blocks, and FFM's and LRU's elementwise recurrence (diagonal.h); and
 // one piece that is not a time loop, the grid encoder's embedding and first convolution as one
-// table lookup (grid_fold.h); and an LSTM over a chunk with its resets inside one call
+// table lookup (grid_fold.h), and its second convolution as one product over its windows
+// (window_convolution.h); and an LSTM over a chunk with its resets inside one call
 // (lstm_chunk.h). At batch 16 a small op costs about as much to call from Python as
 // to run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
 // falls back to the Python loops when it cannot be built. CPU only: the caller checks the device.
@@ -65,6 +66,7 @@ using at::Tensor;
 #include "delta_rule.h"
 #include "diagonal.h"
 #include "grid_fold.h"
+#include "window_convolution.h"
 #include "lstm_chunk.h"
 
 // How many tensors share the storage of this one (1: only this one).
@@ -90,6 +92,8 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("diagonal_backward", &diagonal_backward);
   m.def("grid_fold_forward", &grid_fold_forward);
   m.def("grid_fold_backward", &grid_fold_backward);
+  m.def("window_convolution_forward", &window_convolution_forward);
+  m.def("window_convolution_backward", &window_convolution_backward);
   m.def("lstm_chunk_forward", &lstm_chunk_forward);
   m.def("lstm_chunk_backward", &lstm_chunk_backward);
   m.def("storage_use_count", &storage_use_count);
