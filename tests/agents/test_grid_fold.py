@@ -105,6 +105,7 @@ def test_the_window_convolution_is_the_convolution_and_its_relu(
     torch.testing.assert_close(y, want, rtol=1e-12, atol=1e-12)
     assert (want == 0).any() and (want > 0).any()  # the ReLU's both sides are taken
     upstream = torch.randn_like(want)
+    assert convolution.bias is not None
     inputs = [x, convolution.weight, convolution.bias]
     for got, expected in zip(torch.autograd.grad(y, inputs, upstream),
                              torch.autograd.grad(want, inputs, upstream), strict=True):

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells import make_cell
-from rlmem.cells._engines import onednn_linear
+from rlmem.cells._engines import compiled, onednn_linear
 from rlmem.cells._engines.onednn_linear import MIN_PRODUCT, Linear, linear, onednn_products
 
 pytestmark = pytest.mark.skipif(not onednn_linear._AVAILABLE,
@@ -156,6 +156,45 @@ def test_a_cells_training_step_matches_with_oneDNNs_products(
                 continue
             scale = max(want.abs().max().item(), 1e-6)
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale, msg=part)
+
+
+@pytest.mark.parametrize("name", ["relstm", "relrnn", "memlstm", "tarnn"])
+def test_the_compiled_loops_take_them_for_their_steps(name: str) -> None:
+    """The products inside the compiled time loops (``csrc/products.h``; a step's
+    64 × 128 → 4 · 128 + 128 for relstm) go to oneDNN inside the context, forward and
+    backward, and only there; the step's outputs, state and gradients within float32 rounding
+    of the loops' MKL products."""
+    native = compiled.ops(torch.zeros(1))
+    if native is None:
+        pytest.skip("no compiled loops")
+    torch.manual_seed(8)
+    cell = make_cell(name, input_size=32, hidden_size=128)
+    steps, batch = 24, 64
+    x = torch.randn(steps, batch, 32)
+    resets = torch.zeros(steps, batch, dtype=torch.bool)
+    resets[9, :5] = resets[17, 40] = True
+
+    def run() -> tuple[list[Tensor], int]:
+        cell.zero_grad(set_to_none=True)
+        before = native.onednn_product_count()
+        output, state = cell(x, cell.initial_state(batch), resets)
+        (output.square().mean() + sum(value.float().sum() for value in state)).backward()
+        weights = [parameter.grad for parameter in cell.parameters()
+                   if parameter.grad is not None]
+        values = [output.detach(), *[value.detach() for value in state], *weights]
+        return values, native.onednn_product_count() - before
+
+    reference, outside = run()
+    with onednn_products():
+        fast, inside = run()
+    assert outside == 0
+    assert inside >= 2 * steps  # at least a step's forward product and its backward's
+    for want, got in zip(reference, fast, strict=True):
+        if not want.is_floating_point():
+            assert torch.equal(got, want)
+            continue
+        scale = max(want.abs().max().item(), 1e-6)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale)
 
 
 def test_the_supervised_trainer_takes_them(tmp_path: Path,

@@ -34,6 +34,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
+from rlmem.cells._engines.onednn_linear import in_onednn
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
@@ -83,6 +84,7 @@ class _FullTape(NamedTuple):
     e_block: Tensor | None  # the buffers behind e and attention, for the compiled backward
     w_block: Tensor | None
     kernels: Any  # the Triton kernels' tape if they ran the forward (the backward then does)
+    onednn: bool  # whether the compiled loops' products went to oneDNN (and so go back)
 
 
 def full_flags(resets: Tensor, t0: Tensor, capacity: int) -> tuple[list[bool], int]:
@@ -257,6 +259,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
     windows = _windows(steps, capacity, n_in)
     widths = [incoming + end - first for incoming, first, end in windows]
     native = compiled.ops(xp)
+    onednn = native is not None and in_onednn(xp)
     kernels = _kernels_take(xp, native, widths, hidden)
     block, buffers = carve(_forward_shapes(xp, hidden, n_in, widths, save, kernels), xp.dtype,
                            xp.device)
@@ -281,7 +284,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
                                 (weights.key * 0.5).t(), weights.score, memory.contiguous(),
                                 keys.contiguous(), chunk, chunk_keys, z_in, z, mask,
                                 weights_full, y, buffers["e"], buffers["w"], buffers["act"],
-                                buffers["partner"], buffers["minus_one"], n_in, save)
+                                buffers["partner"], buffers["minus_one"], n_in, save, onednn)
         else:
             e_steps, w_steps = _full_loop(xp, s0, resets, any_reset, base, weights, memory,
                                           keys, chunk, chunk_keys, z_in, z, mask, weights_full,
@@ -298,7 +301,7 @@ def _full_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: 
         return result, None
     tape = _FullTape(base, weights, y, s0, memory, chunk, chunk_keys, e_steps, w_steps,
                      windows, final.keep_incoming, final.survivor_rows, resets, any_reset,
-                     (block,), native, buffers.get("e"), buffers.get("w"), kernel_tape)
+                     (block,), native, buffers.get("e"), buffers.get("w"), kernel_tape, onednn)
     return result, tape
 
 
@@ -485,7 +488,7 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
             g_y if g_y is not None else empty, g_c if g_c is not None else empty, tape.resets,
             recurrent, key, score_vector, tape.memory.contiguous(), chunk, tape.e_block,
             tape.w_block, n_in, d_chunk, d_chunk_keys, d_memory, d_keys, d_score_rows, dz,
-            buffers["d_logits"], buffers["dc"], base.act, base.partner)
+            buffers["d_logits"], buffers["dc"], base.act, base.partner, tape.onednn)
         dc = dc if dc.numel() else None
     else:
         ds, dc = _full_backward_loop(tape, g_y, g_c, d_chunk, d_chunk_keys, d_memory, d_keys,

@@ -18,10 +18,13 @@ its whole-sequence projections through :func:`linear` or :class:`Linear`. Inside
 (``mkldnn::_linear_pointwise``, the op torch's own compiler emits for a CPU linear) for a float32
 product of at least :data:`MIN_PRODUCT` multiply-adds on the CPU; smaller ones (a PPO
 minibatch's, a rollout step's) stay with ``functional.linear``, where oneDNN's set-up costs more
-than it saves. Outside the context, in float64, on a GPU, or in a torch built without oneDNN,
-:func:`linear` is ``functional.linear``. Off by default, so that a cell computes as it always did
-unless a caller asks: the supervised trainer does (:mod:`rlmem.tasks.trainer`); our PPO does
-not, its products being below the bound and its arithmetic under the learning checks of issue 59.
+than it saves. The compiled time loops of relstm, relrnn, memlstm and tarnn do the same with
+their steps' products inside the context (:func:`in_onednn`, ``csrc/products.h``). Outside the
+context, in float64, on a GPU, or in a torch built without oneDNN, :func:`linear` is
+``functional.linear`` and the loops' products are ATen's. Off by default, so that a cell
+computes as it always did unless a caller asks: the supervised trainer does
+(:mod:`rlmem.tasks.trainer`); our PPO does not, its products being below the bound and its
+arithmetic under the learning checks of issue 59.
 """
 
 from __future__ import annotations
@@ -100,6 +103,15 @@ class _OneDNNLinear(torch.autograd.Function):
         grad_weight = _product(x.t(), grad.t()).t() if ctx.needs_input_grad[1] else None
         grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return grad_x, grad_weight, grad_bias
+
+
+def in_onednn(x: Tensor) -> bool:
+    """Whether the compiled time loops' products over ``x`` go to oneDNN (``csrc/products.h``,
+    each product of at least :data:`MIN_PRODUCT` multiply-adds): inside
+    :func:`onednn_products`, float32, on the CPU, with this torch's oneDNN. A loop decides it
+    at its forward and its backward follows the forward."""
+    return (_ONEDNN.get() and _AVAILABLE and x.device.type == "cpu"
+            and x.dtype == torch.float32)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

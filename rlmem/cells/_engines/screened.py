@@ -37,6 +37,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
+from rlmem.cells._engines.onednn_linear import in_onednn
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
@@ -89,6 +90,7 @@ class _ScreenedTape(NamedTuple):
     reset_steps: list[bool]
     blocks: tuple[Tensor, ...]  # the WORKSPACE blocks the buffers above are carved from
     kernels: bool  # whether the Triton kernels ran the forward (and so run the backward)
+    onednn: bool  # whether the compiled loops' products went to oneDNN (and so go back)
 
 
 _PAD = 16
@@ -300,6 +302,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                            xp.device)
     long_block, long_buffers = carve({"targets": (steps, batch)}, torch.long, xp.device)
     native = compiled.ops(xp)
+    onednn = native is not None and in_onednn(xp)
     kernels = _triton_loops(xp, hidden, slots) if native is None else None
     base = BaseRecurrence(lstm, steps, hidden, c0, save, buffers, views=not (native or kernels))
     recurrent_t, key_t, score_vector = weights.recurrent.t(), weights.key.t(), weights.score
@@ -324,7 +327,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
             attention, history, targets, evicted if evicted is not None else empty, y,
             buffers.get("act", empty), buffers.get("partner", empty), buffers["minus_one"], nu,
             lstm, uniform_share is not None,
-            uniform_share if uniform_share is not None else 0.0, save)
+            uniform_share if uniform_share is not None else 0.0, save, onednn)
         before_reset = dict(zip((k for k in range(steps) if any_reset[k]), saved,
                                 strict=False))
     elif kernels is not None:
@@ -343,7 +346,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
     assert evicted is not None
     tape = _ScreenedTape(nu, base, weights, y, s0, attention, slot_data, e, targets, evicted,
                          before_reset, torch.cat([short, relevant], dim=1), resets, any_reset,
-                         (block, long_block), kernels is not None)
+                         (block, long_block), kernels is not None, onednn)
     return result, tape
 
 
@@ -523,7 +526,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
             [tape.before_reset[k] for k in sorted(tape.before_reset)], tape.slot_data, grad,
             dz, d_logits, d_keys_h, buffers["h"], buffers["dc"],
             base.act if base.lstm else empty, base.partner if base.lstm else empty, nu,
-            base.lstm)
+            base.lstm, tape.onednn)
         dc = dc if dc.numel() else None
     elif tape.kernels:
         from rlmem.cells._engines.gpu import screened as triton_loops

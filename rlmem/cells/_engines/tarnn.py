@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.fast_forms import FastForm
+from rlmem.cells._engines.onednn_linear import in_onednn
 from rlmem.cells._engines.workspace import WORKSPACE
 from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
 from rlmem.cells.time_loop import S, ScanResult
@@ -96,9 +97,10 @@ class TARNNScan(torch.autograd.Function):
             saved = block[:numel].view(3, time_steps, len(eta), batch, size)
             # the kernels skip saving z_k, h_k, e_k where no backward pass will read them
             unsaved = {"save": False} if kernels and not any(ctx.needs_input_grad) else {}
+            ctx.onednn = not kernels and in_onednn(inputs)
             native.tarnn_forward(inputs, s0, resets, weight_s_scaled.t(), weight_u_scaled.t(),
                                  eta, coupled, int(form.kernel), form.scale_out, y, beta_all,
-                                 *saved, **unsaved)
+                                 *saved, ctx.onednn, **unsaved)
             ctx.resets, ctx.saved, ctx.block = resets, saved, block
             if not any(ctx.needs_input_grad):
                 WORKSPACE.give(block)
@@ -136,7 +138,7 @@ class TARNNScan(torch.autograd.Function):
         ctx.saved = None
         grad_gates, grad_next, grad_weight_u, grad_eta_terms = ctx.native.tarnn_backward(
             grad_y.contiguous(), ctx.resets, weight_s, weight_u, eta, beta_all, euler,
-            inner, targets, coupled, int(form.kernel))
+            inner, targets, coupled, int(form.kernel), ctx.onednn)
         result = _finish(ctx.needs_input_grad, form, grad_gates, grad_next, grad_weight_u,
                          grad_eta_terms, euler[:, 0])
         WORKSPACE.give(ctx.block)

@@ -86,11 +86,13 @@ void full_forward(const Tensor& xp, const Tensor& s0, const Tensor& resets,
                   const Tensor& chunk_keys, const Tensor& z_in, const Tensor& z,
                   const Tensor& mask, const Tensor& weights_full, const Tensor& y,
                   const Tensor& e_block, const Tensor& w_block, const Tensor& act,
-                  const Tensor& partner, const Tensor& minus_one, int64_t n_in, bool save) {
+                  const Tensor& partner, const Tensor& minus_one, int64_t n_in, bool save,
+                  bool onednn) {
   const int64_t steps = xp.size(0), batch = s0.size(0), hidden = s0.size(1);
   const int64_t capacity = memory.size(1), gates = 4 * hidden, columns = n_in + steps;
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{true, save, act, partner, minus_one};
+  const Product recurrent_product(recurrent_t, onednn), key_product(key_t, onednn);
   Tensor z_in_base = z_in.narrow(1, 0, gates), z_out = z;
   const Tensor z_base = z.narrow(1, 0, gates).view({batch, 4, hidden});
   int64_t e_offset = 0, w_offset = 0;
@@ -103,10 +105,10 @@ void full_forward(const Tensor& xp, const Tensor& s0, const Tensor& resets,
       base.reset(k, reset);
     }
     z_in_base.copy_(xp[k]);
-    at::addmm_out(z_out, z_in, s, recurrent_t);
+    recurrent_product.into(z_out, z_in, s);
     base.forward(k, z_base, chunk.select(1, k));
     Tensor keys_k = chunk_keys.select(1, k);
-    at::mm_out(keys_k, chunk.select(1, k), key_t);
+    key_product.into(keys_k, Tensor(), chunk.select(1, k));
     const int64_t width = w.width();
     Tensor e = e_block.narrow(0, e_offset, batch * width * hidden);
     const int64_t column = n_in + w.first - w.incoming;
@@ -197,11 +199,12 @@ std::tuple<Tensor, Tensor> full_backward(
     const Tensor& d_chunk, const Tensor& d_chunk_keys, const Tensor& d_memory,
     const Tensor& d_keys, const Tensor& d_score_rows, const Tensor& dz,
     const Tensor& d_logits, const Tensor& dc_buffers,
-    const Tensor& act, const Tensor& partner) {
+    const Tensor& act, const Tensor& partner, bool onednn) {
   const int64_t steps = dz.size(0), batch = dz.size(1), hidden = key.size(0);
   const int64_t capacity = memory.size(1), gates = 4 * hidden;
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{true, true, act, partner, Tensor()};
+  const Product recurrent_product(recurrent, onednn), key_product(key, onednn);
   const bool has_g_y = g_y_or_empty.numel() > 0;
   std::vector<int64_t> e_offsets(steps), w_offsets(steps);
   int64_t e_offset = 0, w_offset = 0;
@@ -229,14 +232,14 @@ std::tuple<Tensor, Tensor> full_backward(
           d_logits.data_ptr<scalar_t>(), w, batch, capacity, steps, hidden);
     });
     // Every read of h_k happens at steps ≥ k, so its gradient is complete here.
-    const Tensor dh = at::addmm(ds.add(d_chunk.select(1, k)), d_chunk_keys.select(1, k), key);
+    const Tensor dh = key_product(ds.add(d_chunk.select(1, k)), d_chunk_keys.select(1, k));
     const Tensor dz_base = dz_k.narrow(1, 0, gates).view({batch, 4, hidden});
     dc = base.backward(k, chunk.select(1, k), dh, dc, dz_base,
                        dc_buffers[k % 2].view({batch, hidden}));
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      ds = reset_where(at::mm(dz_k, recurrent), reset, 0.0, true);
+      ds = reset_where(recurrent_product(Tensor(), dz_k), reset, 0.0, true);
       if (carried) {
         ds.add_(g_y_or_empty[k - 1]);
       }
@@ -244,9 +247,9 @@ std::tuple<Tensor, Tensor> full_backward(
         dc = reset_where(dc, reset);
       }
     } else if (carried) {
-      ds = at::addmm(g_y_or_empty[k - 1], dz_k, recurrent);
+      ds = recurrent_product(g_y_or_empty[k - 1], dz_k);
     } else {
-      ds = at::mm(dz_k, recurrent);
+      ds = recurrent_product(Tensor(), dz_k);
     }
   }
   return {ds, dc.defined() ? dc.clone() : at::empty({0}, key.options())};

@@ -41,6 +41,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <ATen/ops/arange.h>
@@ -57,6 +58,7 @@ using at::Tensor;
 
 #include "reset.h"
 #include "kernels.h"
+#include "products.h"
 #include "tarnn.h"
 #include "base_recurrence.h"
 #include "screened.h"
@@ -97,4 +99,5 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("lstm_chunk_forward", &lstm_chunk_forward);
   m.def("lstm_chunk_backward", &lstm_chunk_backward);
   m.def("storage_use_count", &storage_use_count);
+  m.def("onednn_product_count", &onednn_product_count);
 }

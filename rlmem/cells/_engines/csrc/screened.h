@@ -96,13 +96,14 @@ std::vector<Tensor> screened_forward(
     const Tensor& attention, const Tensor& history, const Tensor& targets,
     const Tensor& evicted, const Tensor& y, const Tensor& act, const Tensor& partner,
     const Tensor& minus_one, int64_t nu, bool lstm, bool normalised, double uniform_share,
-    bool save) {
+    bool save, bool onednn) {
   const int64_t steps = xp.size(0), batch = s0.size(0), hidden = s0.size(1);
   const int64_t slots = attention.size(2), gates = lstm ? 4 * hidden : hidden;
   const int64_t wide = 2 * hidden, width = slot_data.size(2);
   const double minus_inf = -std::numeric_limits<double>::infinity();
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{lstm, save, act, partner, minus_one};
+  const Product recurrent_product(recurrent_t, onednn), key_product(key_t, onednn);
   const Tensor mask = slot_data.select(2, wide + 1), rank = slot_data.select(2, wide + 2);
   Tensor z_in_base = z_in.narrow(1, 0, gates);
   const Tensor z_base = lstm ? z.narrow(1, 0, gates).view({batch, 4, hidden})
@@ -128,7 +129,7 @@ std::vector<Tensor> screened_forward(
       }
     }
     z_in_base.copy_(xp[k]);
-    at::addmm_out(z_out, z_in, s, recurrent_t);
+    recurrent_product.into(z_out, z_in, s);
     // h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen).
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screen", [&] {
       screen<scalar_t>(slot_data.data_ptr<scalar_t>(), targets[k].data_ptr<int64_t>(),
@@ -138,7 +139,7 @@ std::vector<Tensor> screened_forward(
     // h_t enters S in the slot just vacated.
     base.forward(k, z_base, slot_p.narrow(1, 0, hidden));
     Tensor keys_p = slot_p.narrow(1, hidden, hidden);
-    at::mm_out(keys_p, slot_p.narrow(1, 0, hidden), key_t);
+    key_product.into(keys_p, Tensor(), slot_p.narrow(1, 0, hidden));
     Tensor e_k = e[save ? k : 0];
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_attend", [&] {
       using T = scalar_t;
@@ -235,11 +236,12 @@ std::tuple<Tensor, Tensor> screened_backward(
     const std::vector<Tensor>& before_reset, const Tensor& slot_data, const Tensor& grad,
     const Tensor& dz, const Tensor& d_logits, const Tensor& d_keys_h, const Tensor& h_buffer,
     const Tensor& dc_buffers, const Tensor& act, const Tensor& partner, int64_t nu,
-    bool lstm) {
+    bool lstm, bool onednn) {
   const int64_t steps = attention.size(0), batch = attention.size(1), slots = attention.size(2);
   const int64_t hidden = key.size(0), gates = lstm ? 4 * hidden : hidden;
   const std::vector<bool> any_reset = reset_steps(resets);
   const Base base{lstm, true, act, partner, Tensor()};
+  const Product recurrent_product(recurrent, onednn), key_product(key, onednn);
   const bool has_g_y = g_y_or_empty.numel() > 0;
   const int64_t width = slot_data.size(2);
   Tensor ds = has_g_y ? g_y_or_empty[steps - 1].contiguous()
@@ -261,7 +263,7 @@ std::tuple<Tensor, Tensor> screened_backward(
     const Tensor grad_p = grad.select(1, p);
     Tensor d_keys_k = d_keys_h[k];
     d_keys_k.copy_(grad_p.narrow(1, hidden, hidden));
-    const Tensor dh = at::addmm(ds.add(grad_p.narrow(1, 0, hidden)), d_keys_k, key);
+    const Tensor dh = key_product(ds.add(grad_p.narrow(1, 0, hidden)), d_keys_k);
     Tensor h = h_buffer[k];
     AT_DISPATCH_FLOATING_TYPES(key.scalar_type(), "screened_undo", [&] {
       screened_undo<scalar_t>(slot_data.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(),
@@ -277,7 +279,7 @@ std::tuple<Tensor, Tensor> screened_backward(
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
-      ds = reset_where(at::mm(dz_k, recurrent), reset, 0.0, true);
+      ds = reset_where(recurrent_product(Tensor(), dz_k), reset, 0.0, true);
       if (carried) {
         ds.add_(g_y_or_empty[k - 1]);
       }
@@ -286,9 +288,9 @@ std::tuple<Tensor, Tensor> screened_backward(
         dc = reset_where(dc, reset);
       }
     } else if (carried) {
-      ds = at::addmm(g_y_or_empty[k - 1], dz_k, recurrent);
+      ds = recurrent_product(g_y_or_empty[k - 1], dz_k);
     } else {
-      ds = at::mm(dz_k, recurrent);
+      ds = recurrent_product(Tensor(), dz_k);
     }
   }
   return {ds, dc.defined() ? dc.clone() : at::empty({0}, key.options())};

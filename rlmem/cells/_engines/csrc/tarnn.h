@@ -117,19 +117,20 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
                    const Tensor& weight_s_t, const Tensor& weight_u_t, const Tensor& eta,
                    bool coupled, int64_t inner_kind, double scale_out, const Tensor& y,
                    const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
-                   const Tensor& targets) {
+                   const Tensor& targets, bool onednn) {
   const bool sigmoid = inner_kind == 0;
   const int64_t steps = inputs.size(0), batch = s0.size(0), size = s0.size(1);
   const int64_t euler_steps = eta.size(0);
   const std::vector<bool> any_reset = reset_steps(resets);
   const Tensor eta_column = eta.view({-1, 1, 1});
   Tensor eta_beta = at::empty({euler_steps, batch, size}, s0.options());
+  const Product gates_product(weight_s_t, onednn);  // the Euler steps' D × D: below oneDNN's
   Tensor s = s0;
   for (int64_t t = 0; t < steps; ++t) {
     if (any_reset[t]) {
       s = reset_where(s, resets[t].unsqueeze(1));
     }
-    const Tensor gates = at::addmm(inputs[t], s, weight_s_t);
+    const Tensor gates = gates_product(inputs[t], s);
     const Tensor drive_w = gates.narrow(1, 2 * size, size);
     Tensor beta = beta_all[t];
     at::sigmoid_out(beta, gates.narrow(1, 0, size));
@@ -160,7 +161,7 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
 std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
     const Tensor& grad_y, const Tensor& resets, const Tensor& weight_s, const Tensor& weight_u,
     const Tensor& eta, const Tensor& beta_all, const Tensor& euler, const Tensor& inner_all,
-    const Tensor& targets, bool coupled, int64_t inner_kind) {
+    const Tensor& targets, bool coupled, int64_t inner_kind, bool onednn) {
   const bool sigmoid = inner_kind == 0;
   const int64_t time_steps = grad_y.size(0), batch = grad_y.size(1), size = grad_y.size(2);
   const int64_t steps = eta.size(0), n = batch * size;
@@ -179,6 +180,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
   Tensor grad_eta_terms = at::zeros({steps, batch, size}, options);
   Tensor sums = at::empty({3, batch, size}, options);
   const Tensor grad_pre_rows = grad_pre.view({-1, size}).t();
+  const Product gates_product(weight_s, onednn);
   for (int64_t t = time_steps - 1; t >= 0; --t) {
     const Tensor beta = beta_all[t];
     at::mul_out(eta_beta, eta_column, beta);
@@ -203,7 +205,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
                          grad_eta_terms.data_ptr<T>(), sums.data_ptr<T>(), steps, batch, size);
     });
     grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
-    grad_next.addmm_(grad_gates[t], weight_s);
+    gates_product.add_to(grad_next, grad_gates[t]);
     if (any_reset[t]) {
       reset_where(grad_next, resets[t].unsqueeze(1), 0.0, true);
     }

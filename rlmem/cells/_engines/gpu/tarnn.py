@@ -134,11 +134,14 @@ def _forward_kernel(inputs: tl.tensor, s0: tl.tensor, resets: tl.tensor, weight_
 def tarnn_forward(inputs: Tensor, s0: Tensor, resets: Tensor, weight_s_t: Tensor,
                   weight_u_t: Tensor, eta: Tensor, coupled: bool, inner_kind: int,
                   scale_out: float, y: Tensor, beta_all: Tensor, euler: Tensor,
-                  inner_all: Tensor, targets: Tensor, *, save: bool = True) -> None:
+                  inner_all: Tensor, targets: Tensor, onednn: bool = False, *,
+                  save: bool = True) -> None:
     """The compiled ``tarnn_forward``'s loop in one launch: writes y, β and, with ``save``,
     per Euler step :math:`z_k`, :math:`h_k`, :math:`e_k` (``euler``, ``inner_all``,
     ``targets``: three consecutive ``(T, K, B, D)`` slabs of one buffer, as the engine carves
-    them); without, a rollout's step writes only y and β.
+    them); without, a rollout's step writes only y and β. ``onednn`` is the compiled loops'
+    choice of their CPU products' library (``csrc/products.h``), taken here to share their
+    signature and not used.
 
     Shapes:
         - inputs: ``(T, B, 3D)``; s0: ``(B, D)``; resets: ``(T, B)`` bool
@@ -240,11 +243,12 @@ def _backward_kernel(grad_y: tl.tensor, resets: tl.tensor, weight_s: tl.tensor, 
 
 def tarnn_backward(grad_y: Tensor, resets: Tensor, weight_s: Tensor, weight_u: Tensor,
                    eta: Tensor, beta_all: Tensor, euler: Tensor, inner_all: Tensor,
-                   targets: Tensor, coupled: bool, inner_kind: int
+                   targets: Tensor, coupled: bool, inner_kind: int, onednn: bool = False
                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     r"""The compiled ``tarnn_backward``'s loop in one launch, then U's gradient in one
     matmul: returns the gates' gradient ``(T, B, 3D)``, the incoming state's ``(B, D)``, U's
     ``(D, D)`` and η's terms ``(K, B, D)`` (:math:`\sum_t \beta \odot F_k \odot \bar z_{k+1}`).
+    ``onednn``: as :func:`tarnn_forward` says, not used.
 
     Shapes:
         - grad_y, beta_all: ``(T, B, D)``; resets: ``(T, B)`` bool
