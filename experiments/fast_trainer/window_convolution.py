@@ -20,7 +20,8 @@ encoder, Adam's fused kernel, one update thread, lstm's chunks in the compiled l
   ``learning_runs/<env>/fast_window_convolution/seed<k>/``. Nothing else differs: every change
   to the trainer between the two arms' commits keeps a run's numbers bit for bit (the first
   updates of a seed's run at the commit before this one reproduce the stored run's
-  ``progress.csv`` in every column but ``fps``; the command is in the results' note).
+  ``progress.csv`` in every column but ``fps``: ``benchmarks/results/fast_trainer.md``, session
+  78).
 
 The two compute the same function rounded otherwise (equal in float64:
 ``tests/agents/test_grid_fold.py``), so a seed's two runs start alike and drift apart as
