@@ -26,7 +26,11 @@ rotating from one repeat to the next), so a change in the machine's load hits al
 alike. A cell's ratio is the median over repeats of its time divided by lstm's time in the same
 repeat; its ms/step is the median of its own times. The first round warms up and is discarded.
 The load average (``os.getloadavg``) is printed at start and end: a run on a loaded machine is
-only comparable within itself.
+only comparable within itself. glibc's allocator is told to keep freed memory
+(:func:`machine.keep_freed_memory`; ``--fresh-pages`` leaves it as it is): otherwise ``lstm``'s
+step, whose kernel allocates its buffers afresh, paid the page faults of new memory in some
+runs and not in others (0.27 against 0.41 ms at batch 64 on session 78's machine), and every
+ratio moved with it. Since 2026-11-30 (session 78); earlier tables below ran without it.
 
 ``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
 above its bound (cells without a bound are reported, not checked).
@@ -55,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from machine import cpu_model
+from machine import cpu_model, keep_freed_memory
 
 from rlmem.cells import CELLS, Cell, hyperparameters, make_cell
 from rlmem.cells._engines import compiled
@@ -318,6 +322,9 @@ def main() -> None:
                         help="train: the cells' large products in oneDNN, as the supervised "
                              "trainer runs them (onednn_products), or torch's functional.linear "
                              "throughout, as our PPO does; the rollout step always torch's")
+    parser.add_argument("--fresh-pages", action="store_true",
+                        help="leave glibc's allocator as it is (by default it keeps freed "
+                             "memory: machine.keep_freed_memory)")
     parser.add_argument("--fallback", action="store_true",
                         help="also time the Python loops of the cells with compiled ones")
     parser.add_argument("--variants", action="store_true",
@@ -328,7 +335,9 @@ def main() -> None:
     clock = Clock(args.clock)
     names = [BASELINE, *(name for name in args.cells if name != BASELINE)]
 
-    print(f"{cpu_model() if device.type == 'cpu' else device}; torch {torch.__version__}")
+    kept = not args.fresh_pages and keep_freed_memory()
+    print(f"{cpu_model() if device.type == 'cpu' else device}; torch {torch.__version__}; "
+          f"freed memory {'kept' if kept else 'as the allocator chooses'}")
     print(f"hidden {args.hidden}, {device}, {args.threads} thread(s), training products: "
           f"{args.products}, median of "
           f"{args.repeats} round-robin repeats, {clock.value} clock; load average at start: "
