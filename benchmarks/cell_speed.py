@@ -27,7 +27,8 @@ alike. A cell's ratio is the median over repeats of its time divided by lstm's t
 repeat; its ms/step is the median of its own times. The first round warms up and is discarded.
 The load average (``os.getloadavg``) is printed at start and end: a run on a loaded machine is
 only comparable within itself. glibc's allocator is told to keep freed memory
-(:func:`machine.keep_freed_memory`; ``--fresh-pages`` leaves it as it is): otherwise ``lstm``'s
+(:func:`rlmem.runs.allocator.keep_freed_memory`, as the run programs do; ``--fresh-pages``
+leaves it as it is): otherwise ``lstm``'s
 step, whose kernel allocates its buffers afresh, paid the page faults of new memory in some
 runs and not in others (0.27 against 0.41 ms at batch 64 on session 78's machine), and every
 ratio moved with it. Since 2026-11-30 (session 78); earlier tables below ran without it.
@@ -59,11 +60,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from machine import cpu_model, keep_freed_memory
+from machine import cpu_model
 
 from rlmem.cells import CELLS, Cell, hyperparameters, make_cell
 from rlmem.cells._engines import compiled
 from rlmem.cells._engines.onednn_linear import onednn_products
+from rlmem.runs.allocator import keep_freed_memory
 
 TRAIN_BOUNDS: dict[str, float] = {
     "gru": 2.0, "relstm": 2.0, "relrnn": 2.0, "tarnn": 2.0, "sarnn": 2.0, "irnn": 2.0,
@@ -324,7 +326,7 @@ def main() -> None:
                              "throughout, as our PPO does; the rollout step always torch's")
     parser.add_argument("--fresh-pages", action="store_true",
                         help="leave glibc's allocator as it is (by default it keeps freed "
-                             "memory: machine.keep_freed_memory)")
+                             "memory, as the run programs do: rlmem.runs.allocator)")
     parser.add_argument("--fallback", action="store_true",
                         help="also time the Python loops of the cells with compiled ones")
     parser.add_argument("--variants", action="store_true",

@@ -27,28 +27,3 @@ def cpu_model() -> str:
     return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')}, "
             f"model {fields.get('model', '?')}, {vector.removesuffix('f')})")
 
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-"""glibc's ``mallopt`` parameters (``malloc.h``)."""
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc's allocator keep what a process frees and never map a large block afresh
-    (``mallopt``: no trimming, no ``mmap`` below 1 GiB), so that no kernel's time includes the
-    page faults of touching new memory. Whether a block of several MB came from the heap or
-    from a fresh ``mmap`` otherwise depended on what the process had run before: torch's LSTM
-    training step (batch 64, T = 128) took 0.27-0.28 ms or 0.38-0.41 ms in the same quiet
-    minutes on session 78's machine, by the list of cells timed before it, while our compiled
-    cells, which recycle their buffers, did not move. Returns whether it took (glibc only)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None or platform.system() != "Linux":
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 1 << 30)) and bool(
-            libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False

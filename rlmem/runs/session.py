@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from rlmem.runs.allocator import keep_freed_memory
 from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
 from rlmem.runs.checkpoint import (
     Checkpoint,
@@ -148,6 +149,8 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
     touches the disk. Its ``resume``, ``force``, ``device``, ``torch_threads`` and
     ``flush_denormal`` keys are read here: the block computes with subnormal floats kept or
     flushed to zero as the last says (:func:`~rlmem.runs.arithmetic.subnormal_floats`). The
+    process keeps the memory it frees from then on
+    (:func:`~rlmem.runs.allocator.keep_freed_memory`). The
     directory is claimed (:func:`~rlmem.runs.directory.claim_run_dir`: created and
     marked, or refused when it is a foreign folder or holds symlinks), then locked; a checkpoint
     there is resumed when it is compatible, and with ``resume=false`` the earlier run is moved
@@ -176,6 +179,7 @@ def open_run(run_dir: Path, config: Mapping[str, Any], rules: ResumeRules, *, pr
     with RunLock(run_dir):
         remove_temporaries(run_dir, WRITTEN)  # of a write a kill cut short
         torch.set_num_threads(int(config.get("torch_threads", 1)))
+        keep_freed_memory()  # no page faults on torch's fresh buffers; no arithmetic changes
         with subnormal_floats(bool(config.get(FLUSH_KEY, False))):
             path = run_dir / CHECKPOINT_NAME
             checkpoint = _checkpoint_or_fresh_start(run_dir, config, rules, device)
