@@ -294,8 +294,7 @@ def _screened_forward(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | Non
                       resets: Tensor, any_reset: list[bool], *, lstm: bool,
                       uniform_share: float | None,
                       save: bool) -> tuple[ScreenedResult, _ScreenedTape | None]:
-    steps, batch, _ = xp.shape
-    hidden = s0.shape[1]
+    (steps, batch, _), hidden = xp.shape, s0.shape[1]
     nu, slots = short.shape[1], short.shape[1] + relevant.shape[1]
     gates = 4 * hidden if lstm else hidden
     block, buffers = carve(_forward_shapes(lstm, steps, batch, hidden, slots, save), xp.dtype,
