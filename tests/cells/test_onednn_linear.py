@@ -6,10 +6,10 @@ supervised trainer trains."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from supervised_runs import run_supervised
 from torch import Tensor, nn
 from torch.nn import functional
 
@@ -199,16 +199,6 @@ def test_the_compiled_loops_take_them_for_their_steps(name: str) -> None:
 
 def test_the_supervised_trainer_takes_them(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from hydra import compose, initialize_config_dir
-
-    from rlmem.schema.memory import CONF_DIR
-    from rlmem.supervised import run
-
     taken = products_taken(monkeypatch)
-    overrides: list[Any] = ["task=adding", "memory=lru", "seq_len=64", "batch_size=64",
-                            "iterations=1", "eval_every=1", "progress_bar=false",
-                            "figures=false", "device=cpu"]
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("supervised", overrides=overrides)
-    run(cfg, tmp_path / "run")
+    run_supervised(tmp_path / "run", "task=adding", "memory=lru", "seq_len=64", "batch_size=64")
     assert taken, "the supervised trainer took no product in oneDNN"

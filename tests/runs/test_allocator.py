@@ -7,9 +7,9 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from supervised_runs import run_supervised
 
 from rlmem.runs import session
 
@@ -55,11 +55,6 @@ def test_elsewhere_it_says_it_did_not_take(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_run_keeps_freed_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hydra import compose, initialize_config_dir
-
-    from rlmem.schema.memory import CONF_DIR
-    from rlmem.supervised import run
-
     calls: list[bool] = []
 
     def spy() -> bool:
@@ -67,10 +62,5 @@ def test_a_run_keeps_freed_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         return True
 
     monkeypatch.setattr(session, "keep_freed_memory", spy)
-    overrides: list[Any] = ["task=adding", "memory=gru", "seq_len=8", "batch_size=4",
-                            "iterations=1", "eval_every=1", "progress_bar=false",
-                            "figures=false", "device=cpu"]
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("supervised", overrides=overrides)
-    run(cfg, tmp_path / "run")
+    run_supervised(tmp_path / "run", "task=adding", "memory=gru", "seq_len=8", "batch_size=4")
     assert calls == [True]
