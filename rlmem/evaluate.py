@@ -55,6 +55,7 @@ from rlmem.runs import (
     reported_as_cli_errors,
     resolve_device,
 )
+from rlmem.runs.allocator import keep_freed_memory
 from rlmem.runs.arithmetic import FLUSH_KEY, subnormal_floats
 from rlmem.runs.directory import (
     PREVIOUS,
@@ -197,6 +198,7 @@ def evaluate_run(cfg: EvaluateConfig) -> tuple[str, EvaluationResult, Path | Non
     name = short_name(evaluation_env(cfg.env, config))
     device = resolve_device(cfg.device)
     torch.set_num_threads(cfg.torch_threads)
+    keep_freed_memory()  # as a run does: no page faults on torch's fresh buffers
 
     options = EnvOptions.from_config(config)
     probe = check_interface(run, name, config, options)

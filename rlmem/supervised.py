@@ -35,6 +35,7 @@ from rlmem.runs import (
     reported_as_cli_errors,
     resolved_config,
 )
+from rlmem.runs.allocator import keep_freed_memory
 from rlmem.runs.files import write_json
 from rlmem.schema.command_line import CommandLine, front_door
 from rlmem.schema.memory import cell_configs, check_memory_config
@@ -307,6 +308,7 @@ def evaluate_saved_run(run_dir: Path, eval_seq_lens: list[int], eval_memory: dic
                          "model. Nothing was evaluated.")
     for seq_len in eval_seq_lens:
         task.check_seq_len(seq_len, key="eval_seq_lens")
+    keep_freed_memory()  # as a run does: no page faults on torch's fresh buffers
     seq_len, device = int(config["seq_len"]), torch.device("cpu")
     memory = _eval_memory(task, {**config, "eval_seq_lens": eval_seq_lens,
                                  "eval_memory": eval_memory})

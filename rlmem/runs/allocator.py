@@ -14,7 +14,8 @@ cells recycle their buffers (:mod:`rlmem.cells._engines.workspace`) and moved by
 :func:`keep_freed_memory` raises both thresholds to 1 GiB, so blocks below that come from the
 heap and freed memory stays with the process: a run's resident memory stays near its peak
 instead of shrinking between steps. The run programs call it when a run opens
-(:func:`rlmem.runs.session.open_run`); ``import rlmem`` does not. It changes no arithmetic.
+(:func:`rlmem.runs.session.open_run`) and before they evaluate a saved run (``rlmem.evaluate``,
+the supervised transfer-copy evaluation); ``import rlmem`` does not. It changes no arithmetic.
 """
 
 from __future__ import annotations

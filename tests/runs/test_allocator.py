@@ -6,6 +6,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,13 +55,21 @@ def test_elsewhere_it_says_it_did_not_take(monkeypatch: pytest.MonkeyPatch) -> N
     assert allocator.keep_freed_memory() is False
 
 
-def test_a_run_keeps_freed_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[bool] = []
+def test_a_run_and_its_evaluation_keep_freed_memory(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmem import supervised
 
-    def spy() -> bool:
-        calls.append(True)
-        return True
+    calls: list[str] = []
 
-    monkeypatch.setattr(session, "keep_freed_memory", spy)
-    run_supervised(tmp_path / "run", "task=adding", "memory=gru", "seq_len=8", "batch_size=4")
-    assert calls == [True]
+    def spy_in(name: str) -> Callable[[], bool]:
+        def spy() -> bool:
+            calls.append(name)
+            return True
+        return spy
+
+    for module in (session, supervised):
+        monkeypatch.setattr(module, "keep_freed_memory", spy_in(module.__name__))
+    run_supervised(tmp_path / "run", "task=copy", "memory=gru", "seq_len=4", "batch_size=4",
+                   "memory.hidden_size=8")
+    supervised.evaluate_saved_run(tmp_path / "run", [6], {}, batch_size=4)
+    assert calls == ["rlmem.runs.session", "rlmem.supervised"]
