@@ -26,4 +26,3 @@ def cpu_model() -> str:
     vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), "no avx")
     return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')}, "
             f"model {fields.get('model', '?')}, {vector.removesuffix('f')})")
-
