@@ -31,7 +31,8 @@ only comparable within itself. glibc's allocator is told to keep freed memory
 leaves it as it is): otherwise ``lstm``'s
 step, whose kernel allocates its buffers afresh, paid the page faults of new memory in some
 runs and not in others (0.27 against 0.41 ms at batch 64 on session 78's machine), and every
-ratio moved with it. Since 2026-11-30 (session 78); earlier tables below ran without it.
+ratio moved with it. Since 2026-11-30 (session 78); the earlier tables of
+``benchmarks/results/cell_speed.md`` ran without it.
 
 ``--check`` compares the ratios with the bounds below and exits with status 1 if any cell is
 above its bound (cells without a bound are reported, not checked).

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import platform
+from collections.abc import Callable
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 """glibc's ``mallopt`` parameters (``malloc.h``)."""
@@ -35,14 +37,25 @@ def keep_freed_memory() -> bool:
     """Raise glibc's ``mmap`` and trim thresholds to :data:`THRESHOLD` for this process (the
     module docstring). Returns whether it took: False off Linux or without glibc's
     ``mallopt`` (musl, say), where the allocator stays as it was."""
-    if platform.system() != "Linux":
-        return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, THRESHOLD)) and bool(
         mallopt(M_TRIM_THRESHOLD, THRESHOLD))
+
+
+@functools.cache
+def _mallopt() -> Callable[[int, int], int] | None:
+    """The C library's ``mallopt``, looked up once per process (``find_library`` runs
+    ``ldconfig``, about 5 ms, and every run opened calls :func:`keep_freed_memory`); None off
+    Linux or where there is none."""
+    if platform.system() != "Linux":
+        return None
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        mallopt: Callable[[int, int], int] = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return None
+    return mallopt

@@ -50,11 +50,17 @@ def test_a_large_block_comes_from_the_heap_once_kept() -> None:
 def test_elsewhere_it_says_it_did_not_take(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlmem.runs import allocator
 
-    monkeypatch.setattr(allocator.platform, "system", lambda: "Darwin")
-    assert allocator.keep_freed_memory() is False
-    monkeypatch.undo()
-    monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda _: None)
-    assert allocator.keep_freed_memory() is False
+    try:
+        monkeypatch.setattr(allocator.platform, "system", lambda: "Darwin")
+        allocator._mallopt.cache_clear()  # looked up again under the patch
+        assert allocator.keep_freed_memory() is False
+        monkeypatch.undo()
+        monkeypatch.setattr(allocator.ctypes.util, "find_library", lambda _: None)
+        allocator._mallopt.cache_clear()
+        assert allocator.keep_freed_memory() is False
+    finally:
+        monkeypatch.undo()
+        allocator._mallopt.cache_clear()  # the real one for the tests after
 
 
 def test_a_run_and_its_evaluation_keep_freed_memory(tmp_path: Path,

@@ -124,8 +124,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         - output: ``(*, out_features)``
     """
     # the context first: outside it (our PPO's acting steps) nothing else is looked at
-    if (_ONEDNN.get() and _AVAILABLE and x.device.type == "cpu"
-            and x.dtype == weight.dtype == torch.float32
+    if (in_onednn(x) and weight.dtype == torch.float32
             and (bias is None or bias.dtype == torch.float32)
             and x.numel() // max(x.shape[-1], 1) * weight.numel() >= MIN_PRODUCT):
         flat: Tensor = _OneDNNLinear.apply(x.reshape(-1, x.shape[-1]), weight, bias)
