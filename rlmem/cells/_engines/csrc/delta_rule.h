@@ -275,14 +275,47 @@ void delta_prefetch(const DeltaConvolution<T>& conv, int64_t t, int64_t steps, i
   }
 }
 
+// Where one step of one head's feature map goes: the convolved q, k, v (pre, 3 d), the map's
+// q, k, v and their σ (the three σ may share one buffer where nothing reads them later).
+template <typename T>
+struct DeltaFeatures {
+  T *pre, *q, *k, *v, *q_sigma, *k_sigma, *v_sigma;
+};
+
+// What the step's feature map returns besides the vectors: ‖φ(c_q)‖, ‖φ(c_k)‖ and β.
+template <typename T>
+struct DeltaScalars {
+  T q_norm, k_norm, beta;
+};
+
+// Step t of item b for head h up to its fast weights: the short convolution, the feature map
+// and β. The forward and the backward's replay both run it, so the replayed numbers are the
+// forward's to the bit.
+template <typename T, int D>
+DeltaScalars<T> delta_step_features(const DeltaConvolution<T>& conv, int64_t t, int64_t b,
+                                    int64_t first, int64_t h, int64_t heads,
+                                    const DeltaFeatures<T>& into, int64_t d) {
+  const int64_t width = heads * d;
+  for (int64_t part = 0; part < 3; ++part) {
+    conv.convolve(t, b, first, part * width + h * d, into.pre + part * d, d);
+  }
+  const T q_norm = delta_feature<T, D>(into.pre, into.q, into.q_sigma, d);
+  const T k_norm = delta_feature<T, D>(into.pre + d, into.k, into.k_sigma, d);
+  delta_silu<T, D>(into.pre + 2 * d, into.v, into.v_sigma, d);
+  const T beta = delta_sigmoid(conv.features[(t * conv.batch + b) * conv.width + 3 * width + h]);
+  return {q_norm, k_norm, beta};
+}
+
 // The forward over a chunk (see delta_forward); S holds the initial states and ends holding
 // the final ones. Each step of an item runs all its heads, so that the step's row of features
 // is read from memory once (the heads' fast weights, h d² numbers, stay in the core's cache).
 template <typename T, int D>
 void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o, T* S_all,
                         T* window_out, int64_t steps, int64_t heads, int64_t size) {
-  const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
+  const int64_t d = D > 0 ? D : size, batch = conv.batch;
   std::vector<T> e(d), pre(3 * d), q(d), k(d), v(d), sigma(d);
+  const DeltaFeatures<T> features{pre.data(), q.data(), k.data(), v.data(),
+                                  sigma.data(), sigma.data(), sigma.data()};
   std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
     episode_starts(reset, steps, batch, b, first.data());
@@ -294,13 +327,8 @@ void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o
         std::fill_n(S_b, heads * d * d, T(0));
       }
       for (int64_t h = 0; h < heads; ++h) {
-        for (int64_t part = 0; part < 3; ++part) {
-          conv.convolve(t, b, first[t], part * width + h * d, pre.data() + part * d, d);
-        }
-        delta_feature<T, D>(pre.data(), q.data(), sigma.data(), d);
-        delta_feature<T, D>(pre.data() + d, k.data(), sigma.data(), d);
-        delta_silu<T, D>(pre.data() + 2 * d, v.data(), sigma.data(), d);
-        const T beta = delta_sigmoid(conv.features[(t * batch + b) * conv.width + 3 * width + h]);
+        const T beta =
+            delta_step_features<T, D>(conv, t, b, first[t], h, heads, features, d).beta;
         T* S = S_b + h * d * d;
         delta_step<T, D>(S, S, k.data(), v.data(), beta, e.data(), q.data(),
                          o + ((t * batch + b) * heads + h) * d, d);
@@ -321,22 +349,18 @@ struct DeltaReplay {
         k_norm(steps), beta(steps), grad_pre(steps * 3 * d) {}
 };
 
-// Step t of item b for head h, replayed up to its fast weights: the convolution, the feature
-// map and β, into replay (the forward's functions, so the same numbers to the bit).
+// Step t of item b for head h, replayed up to its fast weights, into replay.
 template <typename T, int D>
 void delta_replay_features(const DeltaConvolution<T>& conv, int64_t t, int64_t b, int64_t first,
                            int64_t h, int64_t heads, DeltaReplay<T>& replay, int64_t d) {
-  const int64_t width = heads * d;
-  T* pre = replay.pre.data() + t * 3 * d;
-  for (int64_t part = 0; part < 3; ++part) {
-    conv.convolve(t, b, first, part * width + h * d, pre + part * d, d);
-  }
-  replay.q_norm[t] = delta_feature<T, D>(pre, replay.q.data() + t * d,
-                                         replay.q_sigma.data() + t * d, d);
-  replay.k_norm[t] = delta_feature<T, D>(pre + d, replay.k.data() + t * d,
-                                         replay.k_sigma.data() + t * d, d);
-  delta_silu<T, D>(pre + 2 * d, replay.v.data() + t * d, replay.v_sigma.data() + t * d, d);
-  replay.beta[t] = delta_sigmoid(conv.features[(t * conv.batch + b) * conv.width + 3 * width + h]);
+  const DeltaFeatures<T> into{replay.pre.data() + t * 3 * d, replay.q.data() + t * d,
+                              replay.k.data() + t * d,       replay.v.data() + t * d,
+                              replay.q_sigma.data() + t * d, replay.k_sigma.data() + t * d,
+                              replay.v_sigma.data() + t * d};
+  const DeltaScalars<T> scalars = delta_step_features<T, D>(conv, t, b, first, h, heads, into, d);
+  replay.q_norm[t] = scalars.q_norm;
+  replay.k_norm[t] = scalars.k_norm;
+  replay.beta[t] = scalars.beta;
 }
 
 // One step back in time for one head (the equations at the top): G holds ∂L/∂S_t and leaves

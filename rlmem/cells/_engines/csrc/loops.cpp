@@ -47,6 +47,7 @@
 #include <ATen/ops/arange.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <tuple>

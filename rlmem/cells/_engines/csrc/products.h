@@ -14,7 +14,7 @@
 
 constexpr int64_t kOneDNNMinimum = int64_t(1) << 21;  // = onednn_linear.MIN_PRODUCT
 
-int64_t onednn_products_taken = 0;  // how many products went to oneDNN (tests read it)
+std::atomic<int64_t> onednn_products_taken{0};  // products sent to oneDNN (tests read it)
 
 // x Wᵀ in oneDNN; W (N, K) contiguous, the rows of Rᵀ.
 Tensor onednn_product(const Tensor& x, const Tensor& rows) {
@@ -79,4 +79,4 @@ struct Product {
 };
 
 // The count above, for the tests.
-int64_t onednn_product_count() { return onednn_products_taken; }
+int64_t onednn_product_count() { return onednn_products_taken.load(); }
