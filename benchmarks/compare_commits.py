@@ -58,10 +58,14 @@ if mode == "envonly":  # random actions, no model: the envs' own limit on one co
     sys.exit()
 if mode == "fast":  # as `rlmem.train env=DoorKey-5x5 agent.preset=fast env_backend=tensor`
     sys.path.insert(0, sys.argv[5])  # throughput.py's trainer, over this version's rlmem
-    from throughput import decided_config, ours
+    from throughput import ours
+    from rlmem.agents.ppo import PPOConfig
     from rlmem.agents.ppo.presets import PRESETS, Preset
-    trainer = ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory,
-                   decided_config("DoorKey-5x5", Preset.fast), "tensor")
+    # decided here, with the memory, as that version's rlmem.train decides: its throughput.py
+    # left the memory out before 2026-12-01, and so ran lstm without agent.compiled_lstm
+    config = PPOConfig(**PPOConfig.decided({"preset": "fast"}, {
+        "env": "DoorKey-5x5", "memory": {"name": memory}}))
+    trainer = ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory, config, "tensor")
     serve(trainer.collect, trainer.update, trainer.frames)
     sys.exit()
 try:

@@ -40,7 +40,7 @@ def trainer_of(preset: Preset, memory: str) -> Trainer:
     """``preset``'s trainer on :data:`ENV` (see the docstring)."""
     if preset is Preset.minigrid:
         return ppo_trainer(memory, PRESETS[preset].num_envs, torch.device("cpu"))
-    return ours(ENV, PRESETS[preset].num_envs, memory, decided_config(ENV, preset),
+    return ours(ENV, PRESETS[preset].num_envs, memory, decided_config(ENV, preset, memory),
                 DEFAULT_BACKENDS[preset])
 
 

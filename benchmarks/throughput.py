@@ -54,11 +54,13 @@ DEFAULT_BACKENDS = {Preset.minigrid: GYMNASIUM, Preset.fast: TENSOR}
 """Each preset's envs unless ``--env-backend`` says otherwise."""
 
 
-def decided_config(env: str, preset: Preset) -> PPOConfig:
+def decided_config(env: str, preset: Preset, memory: str = "lstm") -> PPOConfig:
     """``preset``'s agent section with every key a run decides decided as ``rlmem.train``
-    decides it on this machine (``vectorization`` left to ``auto``), typed as a run trains
-    with it (a structured ``DictConfig`` would cost each of the update's reads of it)."""
-    return PPOConfig(**PPOConfig.decided({"preset": preset.value}, {"env": env}))
+    decides it on this machine for ``memory`` (``vectorization`` left to ``auto``; some keys,
+    such as ``compiled_lstm``, apply to one memory only), typed as a run trains with it (a
+    structured ``DictConfig`` would cost each of the update's reads of it)."""
+    return PPOConfig(**PPOConfig.decided({"preset": preset.value},
+                                         {"env": env, "memory": {"name": memory}}))
 
 
 def matched(config: PPOConfig) -> dict[str, Any]:
@@ -145,7 +147,8 @@ def main() -> None:
     steps = int(decided_value(config, "frames_per_env"))
 
     trainers: dict[str, Callable[[], object]] = {
-        f"ours ({memory})": ours(args.env, num_envs, memory, config, backend).step
+        f"ours ({memory})": ours(args.env, num_envs, memory,
+                                 decided_config(args.env, args.preset, memory), backend).step
         for memory in args.memories}
     if not args.no_sb3:
         trainers["sb3-contrib, our hparams"] = sb3(args.env, num_envs, not args.sb3_minigrid_view,

@@ -73,6 +73,8 @@ def test_throughput_gives_ours_the_runs_decisions_and_sb3_the_same_hyperparamete
     fast = throughput.decided_config("DoorKey-5x5", Preset.fast)
     assert {key: getattr(fast, key) for key in PRESET_KEYS} == agent_values(Preset.fast)
     assert fast.fused_adam is True  # on outside the exact reference (FUSED_ADAM_MORE_SEEDS.md)
+    assert fast.compiled_lstm is True  # as a run of lstm decides it
+    assert throughput.decided_config("DoorKey-5x5", Preset.fast, "relstm").compiled_lstm is False
     assert throughput.matched(fast) == {
         "n_steps": 16, "n_epochs": 4, "batch_size": 256, "learning_rate": fast.lr,
         "ent_coef": 0.01, "max_grad_norm": fast.max_grad_norm,

@@ -56,8 +56,10 @@ def test_without_autograd_too(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_only_chunks_that_a_reset_cuts_and_only_when_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chunk that no reset cuts (a reset at its first step does not) is one call of torch's
-    kernel, the faster there; outside the context, or in float16, torch's kernel runs."""
+    """Without the blocked products, a chunk that no reset cuts (a reset at its first step does
+    not) is one call of torch's kernel, the faster there; outside the context torch's kernel
+    runs."""
+    monkeypatch.setattr(lstm_chunk, "_blocked_available", lambda ops: False)
     cell = built()
     ran = counted_chunks(monkeypatch)
     x = torch.randn(6, 4, 3)
@@ -74,6 +76,59 @@ def test_only_chunks_that_a_reset_cuts_and_only_when_asked(
     with fused_rnn.compiled_lstm():
         cell(x, None, cut)
     assert ran == [6]
+
+
+def test_with_the_blocked_products_small_chunks_under_autograd_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the blocked products (forced here: where the CPU lacks them the chunk's products
+    are ATen's), a chunk that no reset cuts runs compiled when it is float32, under autograd
+    and at most SMALL_CHUNK steps × items × hidden; acting (no autograd), a larger chunk, or
+    float64 keep torch's kernel. A cut chunk runs compiled whatever its size."""
+    monkeypatch.setattr(lstm_chunk, "_blocked_available", lambda ops: True)
+    cell = built()
+    ran = counted_chunks(monkeypatch)
+    uncut = torch.zeros(6, 4, dtype=torch.bool)
+    with fused_rnn.compiled_lstm():
+        cell(torch.randn(6, 4, 3), None, uncut)  # 6 × 4 × 6 hidden: small
+        with torch.no_grad():
+            cell(torch.randn(6, 4, 3), None, uncut)
+        monkeypatch.setattr(lstm_chunk, "SMALL_CHUNK", 6 * 4 * 6 - 1)
+        cell(torch.randn(6, 4, 3), None, uncut)
+        cut = uncut.clone()
+        cut[2, 0] = True
+        cell(torch.randn(6, 4, 3), None, cut)
+        cell.double()(torch.randn(5, 4, 3, dtype=torch.float64), None,
+                      torch.zeros(5, 4, dtype=torch.bool))
+    assert ran == [6, 6]
+
+
+@pytest.mark.parametrize(("steps", "items", "hidden"), [(7, 5, 6), (16, 16, 64), (3, 9, 40)])
+def test_float32_within_rounding_of_float64(steps: int, items: int, hidden: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunk in float32 (its products in the blocked loop where the CPU has it: rows in
+    groups of 8 and a remainder, columns in blocks of 32 and a masked rest) against the same
+    chunk in float64: outputs, final states and every gradient, under resets."""
+    use_loops("compiled", monkeypatch)
+    torch.manual_seed(1)
+    weights = [weight.detach() for weight in torch.nn.LSTM(5, hidden).all_weights[0]]
+    x, h0, c0 = (torch.randn(steps, items, 5), torch.randn(items, hidden),
+                 torch.randn(items, hidden))
+    resets = torch.rand(steps, items) < 0.2
+    grads = torch.randn(steps, items, hidden), torch.randn(items, hidden)
+    results = []
+    for dtype in (torch.float32, torch.float64):
+        inputs = [tensor.to(dtype, copy=True).requires_grad_()
+                  for tensor in (x, h0, c0, *weights)]
+        w_ih, w_hh, b_ih, b_hh = inputs[3:]
+        whole = lstm_chunk.lstm_chunk(inputs[0], (w_ih, w_hh, b_ih, b_hh), inputs[1],
+                                      inputs[2], resets)
+        assert whole is not None
+        y, h, c = whole
+        torch.autograd.backward([y, h], [grad.to(dtype) for grad in grads])
+        results.append([y, h, c, *(tensor.grad for tensor in inputs)])
+    for single, double in zip(*results, strict=True):
+        assert single is not None and double is not None
+        torch.testing.assert_close(single.double(), double, rtol=1e-4, atol=1e-5)
 
 
 def test_the_switch_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlmem.cells._engines.lstm_chunk import lstm_chunk
+from rlmem.cells._engines.lstm_chunk import lstm_chunk, takes_whole_chunk
 from rlmem.cells.host_reads import steps_with_resets
 from rlmem.cells.time_loop import S, ScanResult, reset_state
 
@@ -50,9 +50,11 @@ def lstm(x: Tensor, weights: Sequence[Tensor], state: S, resets: Tensor, *,
         - train: the kernel's training mode (cuDNN keeps what its backward needs)
     """
     # A chunk that no reset cuts is one call of torch's kernel either way, and that kernel is
-    # the faster of the two there (docs/performance.md#compiled-lstm): the compiled loop only
-    # runs a chunk that some item's reset cuts.
-    if _COMPILED_LSTM.get() and x.device.type == "cpu" and any(steps_with_resets(resets)[1:]):
+    # the faster of the two there but for small chunks under autograd with the blocked
+    # products (takes_whole_chunk; docs/performance.md#compiled-lstm).
+    if (_COMPILED_LSTM.get() and x.device.type == "cpu"
+            and (takes_whole_chunk(x, weights[1].shape[1])
+                 or any(steps_with_resets(resets)[1:]))):
         whole = lstm_chunk(x, (weights[0], weights[1], weights[2], weights[3]), state[0],
                            state[1], resets)
         if whole is not None:

@@ -26,6 +26,7 @@ falls back to :func:`~rlmem.cells._engines.fused_rnn.scan_segments` otherwise.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -55,14 +56,13 @@ class _LSTMChunk(torch.autograd.Function):
         double = doubled_g(hidden, x)
         w_hh_doubled = w_hh * double
         bias = (b_ih + b_hh).unsqueeze(1).mul_(double).squeeze(1)
-        xp = torch.addmm(bias, x.reshape(steps * batch, -1), (w_ih * double).t())
+        xp = ops.product(x.reshape(steps * batch, -1), (w_ih * double).t(), bias)
         act = x.new_empty(steps, batch, 4, hidden)
         partner = x.new_empty(steps + 1, batch, 4, hidden)
         partner[0, :, 1] = c0
         y = x.new_empty(steps, batch, hidden)
         ops.lstm_chunk_forward(xp.view(steps, batch, 4 * hidden), h0.contiguous(),
-                               resets.contiguous(), w_hh_doubled.t(), act, partner,
-                               x.new_empty(batch, 4 * hidden), y)
+                               resets.contiguous(), w_hh_doubled.t(), act, partner, y)
         ctx.save_for_backward(x, h0, resets, w_ih, w_hh_doubled, act, partner, y)
         ctx.ops = ops  # type: ignore[attr-defined]
         ctx.set_materialize_grads(False)
@@ -84,10 +84,11 @@ class _LSTMChunk(torch.autograd.Function):
         # dz is the doubled pre-activations' gradient; the weights' is D dz (g's rows twice).
         dz.view(steps, batch, 4, hidden)[:, :, 2].mul_(2.0)
         rows = dz.view(steps * batch, 4 * hidden)
-        dx = torch.mm(rows, w_ih).view(steps, batch, -1)
-        d_w_ih = torch.mm(rows.t(), x.reshape(steps * batch, -1))
+        product = ctx.ops.product  # type: ignore[attr-defined]
+        dx = product(rows, w_ih, None).view(steps, batch, -1)
+        d_w_ih = product(rows.t(), x.reshape(steps * batch, -1), None)
         h_previous = previous_states(torch.empty_like(y), h0, y, resets)
-        d_w_hh = torch.mm(rows.t(), h_previous.view(steps * batch, hidden))
+        d_w_hh = product(rows.t(), h_previous.view(steps * batch, hidden), None)
         d_bias = rows.sum(0)
         return dx, dh0, dc0, None, d_w_ih, d_w_hh, d_bias, d_bias.clone(), None
 
@@ -110,3 +111,32 @@ def lstm_chunk(x: Tensor, weights: tuple[Tensor, Tensor, Tensor, Tensor], h0: Te
     w_ih, w_hh, b_ih, b_hh = weights
     y, h, c = _LSTMChunk.apply(x, h0, c0, resets, w_ih, w_hh, b_ih, b_hh, ops)
     return y, h, c
+
+
+
+SMALL_CHUNK = 16 * 16 * 64
+"""The most steps × items × hidden units of a chunk that no reset cuts for which
+:func:`takes_whole_chunk` takes this chunk over torch's kernel. Below it torch's kernel pays its
+set-up per call more than this chunk pays its step loop; above it the two do the same products
+near the core's peak and torch's (oneDNN's) elementwise steps are the faster. On this project's
+AMD EPYC (family 26, AVX-512), forward and backward, the compiled chunk took 0.93 of torch's
+time at 16 × 16 × 64 (the fast and minigrid presets' minibatch chunks) and at 4 × 64 × 64, the
+same at 16 × 16 × 128, 1.03-1.06 at 16 × 64 × 64 and 64 × 16 × 64, 1.2-1.3 at the generic
+preset's 64 × 4 × 256 (``benchmarks/lstm_chunk_kernel.py``,
+``benchmarks/results/lstm_chunk_kernel.md``)."""
+
+
+def takes_whole_chunk(x: Tensor, hidden: int) -> bool:
+    """Whether a chunk like ``x`` that no reset cuts runs here rather than in torch's kernel:
+    float32 with the blocked products (a CPU with AVX-512: ``csrc/blocked_product.h``), under
+    autograd (acting without it, torch's kernel keeps nothing for a backward and is the faster),
+    and at most :data:`SMALL_CHUNK` steps × items × hidden units."""
+    ops = compiled.ops(x)
+    return (ops is not None and x.dtype == torch.float32 and torch.is_grad_enabled()
+            and x.shape[0] * x.shape[1] * hidden <= SMALL_CHUNK and _blocked_available(ops))
+
+
+@functools.cache
+def _blocked_available(ops: Any) -> bool:
+    """Whether the CPU runs the blocked products, asked once."""
+    return bool(ops.blocked_product_available())

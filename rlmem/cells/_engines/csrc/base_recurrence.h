@@ -9,7 +9,7 @@
 // partner = [g, c_{k-1}, 2i, 2 c_k] (B, 4, H) and c_k into c (rows c_stride apart); the
 // caller then applies σ to partner's last block in place.
 template <typename T>
-void lstm_cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
+inline __attribute__((always_inline)) void lstm_cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
                int64_t hidden) {
   for (int64_t b = 0; b < batch; ++b) {
     const T* i = act + b * 4 * hidden;
@@ -30,7 +30,7 @@ void lstm_cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
 // After σ(2 c_k): partner's last block becomes tanh c_k = 2σ(2 c_k) - 1, and h_k = o tanh c_k
 // is written into out (rows out_stride apart).
 template <typename T>
-void lstm_output(const T* act, T* partner, T* out, int64_t out_stride, int64_t batch,
+inline __attribute__((always_inline)) void lstm_output(const T* act, T* partner, T* out, int64_t out_stride, int64_t batch,
                  int64_t hidden) {
   for (int64_t b = 0; b < batch; ++b) {
     const T* o = act + (b * 4 + 3) * hidden;
@@ -48,7 +48,7 @@ void lstm_output(const T* act, T* partner, T* out, int64_t out_stride, int64_t b
 // pre-activation z (rows dz_stride apart, blocks [i, f, g, o], g's doubled) and, into dc_out,
 // that of c_{k-1}.
 template <typename T>
-void lstm_cell_backward(const T* act, const T* partner, const T* dh, const T* dc, T* dz,
+inline __attribute__((always_inline)) void lstm_cell_backward(const T* act, const T* partner, const T* dh, const T* dc, T* dz,
                         int64_t dz_stride, T* dc_out, int64_t batch, int64_t hidden) {
   for (int64_t b = 0; b < batch; ++b) {
     const T* a = act + b * 4 * hidden;

@@ -23,6 +23,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/gt.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/lerp.h>
@@ -46,11 +47,16 @@
 
 #include <ATen/ops/arange.h>
 
+#include <immintrin.h>
+
+extern "C" __m512 Sleef_expf16_u10(__m512);  // in torch's library, as ATen's exponential
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -60,6 +66,7 @@ using at::Tensor;
 #include "reset.h"
 #include "kernels.h"
 #include "products.h"
+#include "blocked_product.h"
 #include "tarnn.h"
 #include "base_recurrence.h"
 #include "screened.h"
@@ -101,4 +108,6 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("lstm_chunk_backward", &lstm_chunk_backward);
   m.def("storage_use_count", &storage_use_count);
   m.def("onednn_product_count", &onednn_product_count);
+  m.def("product", &product);
+  m.def("blocked_product_available", &blocked_product_available);
 }
