@@ -84,7 +84,7 @@ void blocked_all_rows(const float* a, int64_t a_row, int64_t a_col, const float*
 }
 
 // Whether out = add + a b can take the blocked loop: float32 on a CPU that has it, 2-D
-// operands, out's and add's columns contiguous (add may broadcast rows: stride 0).
+// operands, out's columns contiguous, add (if any) of out's shape.
 bool blocked_applies(const Tensor& out, const Tensor& add, const Tensor& a, const Tensor& b) {
   if (!blocked_product_available() || a.scalar_type() != at::kFloat ||
       b.scalar_type() != at::kFloat || out.scalar_type() != at::kFloat || a.dim() != 2 ||
@@ -92,13 +92,13 @@ bool blocked_applies(const Tensor& out, const Tensor& add, const Tensor& a, cons
     return false;
   }
   return !add.defined() || (add.scalar_type() == at::kFloat && add.dim() == 2 &&
-                            add.stride(1) == 1 && add.size(0) == out.size(0) &&
-                            add.size(1) == out.size(1));
+                            add.size(0) == out.size(0) && add.size(1) == out.size(1));
 }
 
 // out (M, N) = add + a (M, K) b (K, N) (add undefined: a b). out may be add itself; neither
 // may overlap a or b. b is copied first where its rows are not contiguous (a transposed
-// weight: a copy of K × N numbers, once).
+// weight: a copy of K × N numbers, once), and add where its columns are not (the expanded
+// gradient of a sum); add may repeat one row (row stride 0, a bias).
 void product_into(Tensor& out, const Tensor& add, const Tensor& a, const Tensor& b) {
   if (!blocked_applies(out, add, a, b)) {
     if (add.defined()) {
@@ -109,10 +109,11 @@ void product_into(Tensor& out, const Tensor& add, const Tensor& a, const Tensor&
     return;
   }
   const Tensor right = b.stride(1) == 1 ? b : b.contiguous();
+  const Tensor addend = add.defined() && add.stride(1) != 1 ? add.contiguous() : add;
   blocked_all_rows(a.data_ptr<float>(), a.stride(0), a.stride(1), right.data_ptr<float>(),
-                   right.stride(0), add.defined() ? add.data_ptr<float>() : nullptr,
-                   add.defined() ? add.stride(0) : 0, out.data_ptr<float>(), out.stride(0),
-                   out.size(0), a.size(1), out.size(1));
+                   right.stride(0), addend.defined() ? addend.data_ptr<float>() : nullptr,
+                   addend.defined() ? addend.stride(0) : 0, out.data_ptr<float>(),
+                   out.stride(0), out.size(0), a.size(1), out.size(1));
 }
 
 // add + a b as a new (M, N) tensor (add: (M, N), (N,) or undefined).

@@ -65,8 +65,8 @@ using at::Tensor;
 
 #include "reset.h"
 #include "kernels.h"
-#include "products.h"
 #include "blocked_product.h"
+#include "products.h"
 #include "tarnn.h"
 #include "base_recurrence.h"
 #include "screened.h"

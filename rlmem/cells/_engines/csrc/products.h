@@ -1,5 +1,7 @@
-// The time loops' matrix products x R, in oneDNN where the caller asks (rlmem.cells._engines.
-// onednn_linear: inside onednn_products(), float32, the CPU), else in ATen's addmm / mm.
+// The time loops' matrix products x R: where the caller asks (rlmem.cells._engines.
+// onednn_linear: inside onednn_products(), float32, the CPU) the large ones in oneDNN and, on a
+// CPU with AVX-512, the small ones in the blocked loop (blocked_product.h); else ATen's addmm /
+// mm.
 //
 // Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
 // namespace after the ATen headers; not a standalone header.
@@ -9,8 +11,8 @@
 // oneDNN against 82 µs in MKL on this project's AMD EPYC (one thread). oneDNN is reached
 // through the dispatcher, as mkldnn::_linear_pointwise (the op torch's compiler emits for a CPU
 // linear), which returns a new tensor: its result is added or copied into the loop's buffer.
-// Products below kOneDNNMinimum multiply-adds stay in ATen (oneDNN's set-up costs more than it
-// saves there, as onednn_linear.MIN_PRODUCT says for the Python side).
+// Products below kOneDNNMinimum multiply-adds do not go to oneDNN (its set-up costs more than
+// it saves there, as onednn_linear.MIN_PRODUCT says for the Python side).
 
 constexpr int64_t kOneDNNMinimum = int64_t(1) << 21;  // = onednn_linear.MIN_PRODUCT
 
@@ -29,15 +31,19 @@ Tensor onednn_product(const Tensor& x, const Tensor& rows) {
                  std::nullopt);
 }
 
-// A right-hand matrix R (K, N) of a loop's products, and, where oneDNN is asked for, the rows
-// of Rᵀ (N, K, contiguous: oneDNN's layout), made once per chunk.
+// A right-hand matrix R (K, N) of a loop's products; where oneDNN is asked for, the rows of Rᵀ
+// (N, K, contiguous: oneDNN's layout), made once per chunk, for the large products, and R by
+// rows for the blocked loop (blocked_product.h), which takes the small ones where the CPU has
+// AVX-512 (a step's 16 × 128 → 512: about 9 µs against MKL's 20).
 struct Product {
-  Tensor right, rows;
+  Tensor right, rows, by_rows;
 
   Product(const Tensor& right_in, bool onednn)
       : right(right_in),
         rows(onednn && right_in.scalar_type() == at::kFloat ? right_in.t().contiguous()
-                                                            : Tensor()) {}
+                                                            : Tensor()),
+        by_rows(rows.defined() && blocked_product_available() ? right_in.contiguous()
+                                                              : Tensor()) {}
 
   bool in_onednn(const Tensor& x) const {
     return rows.defined() && x.size(0) * right.size(0) * right.size(1) >= kOneDNNMinimum;
@@ -48,6 +54,11 @@ struct Product {
     if (in_onednn(x)) {
       Tensor product = onednn_product(x, rows);
       return add.defined() ? product.add_(add) : product;
+    }
+    if (by_rows.defined()) {
+      Tensor out = at::empty({x.size(0), right.size(1)}, x.options());
+      product_into(out, add.defined() ? add.expand_as(out) : add, x, by_rows);
+      return out;
     }
     return add.defined() ? at::addmm(add, x, right) : at::mm(x, right);
   }
@@ -61,6 +72,8 @@ struct Product {
       } else {
         out.copy_(product);
       }
+    } else if (by_rows.defined()) {
+      product_into(out, add, x, by_rows);
     } else if (add.defined()) {
       at::addmm_out(out, add, x, right);
     } else {
@@ -72,6 +85,8 @@ struct Product {
   void add_to(Tensor& accumulated, const Tensor& x) const {
     if (in_onednn(x)) {
       accumulated.add_(onednn_product(x, rows));
+    } else if (by_rows.defined()) {
+      product_into(accumulated, accumulated, x, by_rows);
     } else {
       accumulated.addmm_(x, right);
     }
