@@ -158,8 +158,9 @@ class LRU(LinearRecurrence):
         C_pairs = torch.stack([self.C_re, -self.C_im], -1).flatten(-2)
         mixed = torch.addcmul(linear(torch.view_as_real(s).flatten(-2), C_pairs),
                               self.D, z)
-        value, gate = self.glu(functional.gelu(mixed)).chunk(2, -1)
-        return u + value * torch.sigmoid(gate)
+        # GLU(v) = (W_1 v + b_1) ⊙ σ(W_2 v + b_2): torch's glu over the two halves of one
+        # product, whose backward writes both halves' gradient at once (no concatenation)
+        return u + functional.glu(self.glu(functional.gelu(mixed)), -1)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, N={self.N}, r_min={self.r_min}, r_max={self.r_max}, "

@@ -18,7 +18,7 @@ from reference.equivalence import (
 )
 
 from rlmem.cells import make_cell
-from rlmem.cells._engines import fused_rnn, lstm_chunk
+from rlmem.cells._engines import compiled, fused_rnn, lstm_chunk
 from rlmem.cells.lstm import LSTM
 
 
@@ -59,7 +59,7 @@ def test_only_chunks_that_a_reset_cuts_and_only_when_asked(
     """Without the blocked products, a chunk that no reset cuts (a reset at its first step does
     not) is one call of torch's kernel, the faster there; outside the context torch's kernel
     runs."""
-    monkeypatch.setattr(lstm_chunk, "_blocked_available", lambda ops: False)
+    monkeypatch.setattr(compiled, "_blocked_available", lambda native: False)
     cell = built()
     ran = counted_chunks(monkeypatch)
     x = torch.randn(6, 4, 3)
@@ -84,7 +84,7 @@ def test_with_the_blocked_products_small_chunks_under_autograd_too(
     are ATen's), a chunk that no reset cuts runs compiled when it is float32, under autograd
     and at most SMALL_CHUNK steps × items × hidden; acting (no autograd), a larger chunk, or
     float64 keep torch's kernel. A cut chunk runs compiled whatever its size."""
-    monkeypatch.setattr(lstm_chunk, "_blocked_available", lambda ops: True)
+    monkeypatch.setattr(compiled, "_blocked_available", lambda native: True)
     cell = built()
     ran = counted_chunks(monkeypatch)
     uncut = torch.zeros(6, 4, dtype=torch.bool)

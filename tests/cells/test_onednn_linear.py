@@ -42,18 +42,26 @@ def gradients(x: Tensor, weight: Tensor, bias: Tensor, grad: Tensor) -> list[Ten
     return [out.detach(), *(value.grad for value in inputs if value.grad is not None)]
 
 
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked dW", "oneDNN dW"])
 @pytest.mark.parametrize("rows", [8192, 512])
 def test_a_large_product_is_oneDNNs_and_matches_functional_linear(
-        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        rows: int, blocked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output and the input's gradient in oneDNN; the weight's in the compiled loops'
+    blocked product where the CPU runs it (else oneDNN's, as here when told it does not)."""
     torch.manual_seed(0)
     x, weight, bias = torch.randn(4, rows // 4, 128), torch.randn(256, 128), torch.randn(256)
     grad = torch.randn(4, rows // 4, 256)
     assert rows * 128 * 256 >= MIN_PRODUCT
     reference = gradients(x, weight, bias, grad)
+    if not blocked:
+        monkeypatch.setattr(compiled, "_blocked_available", lambda native: False)
+    elif compiled.blocked_ops(x) is None:
+        pytest.skip("the blocked product does not run on this CPU")
     taken = products_taken(monkeypatch)
     with onednn_products():
         fast = gradients(x, weight, bias, grad)
-    assert taken == [(rows, 128, 256), (rows, 256, 128), (128, rows, 256)]  # y, dx, dW^T
+    weight_gradient = [] if blocked else [(128, rows, 256)]  # dW^T
+    assert taken == [(rows, 128, 256), (rows, 256, 128), *weight_gradient]  # y, dx
     for name, want, got in zip(("output", "dx", "dW", "db"), reference, fast, strict=True):
         assert got.shape == want.shape, name
         # float32 rounding of sums over up to `rows` terms, in another order

@@ -143,3 +143,18 @@ def ops(like: Tensor) -> Any | None:
         return None
     with _BUILDING:  # the first calls may come from several threads (a PPO update's parts)
         return _build()
+
+
+def blocked_ops(like: Tensor) -> Any | None:
+    """:func:`ops` for float32 tensors like ``like`` where their ``product`` takes the blocked
+    AVX-512 loop (``csrc/blocked_product.h``: a CPU that has it), else ``None``."""
+    native = ops(like)
+    if native is None or like.dtype != torch.float32 or not _blocked_available(native):
+        return None
+    return native
+
+
+@functools.cache
+def _blocked_available(native: Any) -> bool:
+    """Whether this CPU runs the blocked product, asked once."""
+    return bool(native.blocked_product_available())

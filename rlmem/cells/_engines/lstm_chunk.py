@@ -26,7 +26,6 @@ falls back to :func:`~rlmem.cells._engines.fused_rnn.scan_segments` otherwise.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -131,12 +130,5 @@ def takes_whole_chunk(x: Tensor, hidden: int) -> bool:
     float32 with the blocked products (a CPU with AVX-512: ``csrc/blocked_product.h``), under
     autograd (acting without it, torch's kernel keeps nothing for a backward and is the faster),
     and at most :data:`SMALL_CHUNK` steps × items × hidden units."""
-    ops = compiled.ops(x)
-    return (ops is not None and x.dtype == torch.float32 and torch.is_grad_enabled()
-            and x.shape[0] * x.shape[1] * hidden <= SMALL_CHUNK and _blocked_available(ops))
-
-
-@functools.cache
-def _blocked_available(ops: Any) -> bool:
-    """Whether the CPU runs the blocked products, asked once."""
-    return bool(ops.blocked_product_available())
+    return (torch.is_grad_enabled() and x.shape[0] * x.shape[1] * hidden <= SMALL_CHUNK
+            and compiled.blocked_ops(x) is not None)

@@ -65,6 +65,12 @@ __attribute__((target("avx512f"))) void blocked_rows(
   }
 }
 
+constexpr int64_t kInnerBlock = 256;
+// The inner dimension is taken kInnerBlock at a time (a weight gradient's sum over a batch's
+// thousands of rows): b's rows of one block stay in the core's cache while every group of out's
+// rows reads them. out holds the running sum between blocks, stored and reloaded exactly, so
+// each element is summed in k order as in one pass.
+
 // The rows of out from row 0 to rows, 8 at a time, the last group of 1 to 7 rows by its own
 // instantiation.
 void blocked_all_rows(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
@@ -75,12 +81,19 @@ void blocked_all_rows(const float* a, int64_t a_row, int64_t a_col, const float*
   static constexpr Rows by_count[9] = {nullptr,         blocked_rows<1>, blocked_rows<2>,
                                        blocked_rows<3>, blocked_rows<4>, blocked_rows<5>,
                                        blocked_rows<6>, blocked_rows<7>, blocked_rows<8>};
-  for (int64_t r = 0; r < rows; r += 8) {
-    const int64_t count = std::min<int64_t>(8, rows - r);
-    by_count[count](a + r * a_row, a_row, a_col, b, ldb,
-                    add == nullptr ? nullptr : add + r * add_row, add_row, out + r * ldo, ldo,
-                    inner, columns);
-  }
+  int64_t k = 0;
+  do {  // at least once: an empty inner dimension still writes add (or zeros) into out
+    const int64_t depth = std::min(kInnerBlock, inner - k);
+    const float* addend = k == 0 ? add : out;
+    const int64_t addend_row = k == 0 ? add_row : ldo;
+    for (int64_t r = 0; r < rows; r += 8) {
+      const int64_t count = std::min<int64_t>(8, rows - r);
+      by_count[count](a + r * a_row + k * a_col, a_row, a_col, b + k * ldb, ldb,
+                      addend == nullptr ? nullptr : addend + r * addend_row, addend_row,
+                      out + r * ldo, ldo, depth, columns);
+    }
+    k += depth;
+  } while (k < inner);
 }
 
 // Whether out = add + a b can take the blocked loop: float32 on a CPU that has it, 2-D
