@@ -13,6 +13,7 @@ from cli_runner import TINY_PPO, run_cli
 
 from experiments.common import arm_runs
 from experiments.fast_trainer import (
+    blocked_lstm,
     compiled_lstm,
     compiled_lstm_more_seeds,
     fast_default,
@@ -23,6 +24,7 @@ from experiments.fast_trainer import (
     more_seeds,
     processes,
     rule_calibration,
+    window_convolution,
 )
 from experiments.tensor_backend import compare as tensor_backend
 from rlmem.agents.ppo import PPOConfig
@@ -116,6 +118,21 @@ def test_the_folded_grid_page_is_its_runs_compared() -> None:
     assert "fused_adam: true" in modules and "fused_adam: true" in folded
     assert "folded_grid: true" in folded and "folded_grid" not in modules
     assert "compiled_lstm" not in folded  # from before the key: torch's kernel, as pinned now
+
+
+@pytest.mark.parametrize("check", [window_convolution, blocked_lstm],
+                         ids=["window_convolution", "blocked_lstm"])
+def test_a_kernel_page_is_its_runs_compared(check: ModuleType) -> None:
+    """``WINDOW_CONVOLUTION.md`` and ``BLOCKED_LSTM.md`` are what their modules compute from the
+    committed runs of both arms, each arm with the compiled LSTM's overrides (the kernel is the
+    commit's, not a key)."""
+    old, new = ((compiled_lstm.COMPILED, window_convolution.WINDOWS)
+                if check is window_convolution else (window_convolution.WINDOWS,
+                                                     blocked_lstm.BLOCKED))
+    lines = [line for case in learning.CASES
+             for line in learning.compare(learning.RUNS, old, new, case, case.frames)]
+    assert check.results_page(lines) == check.RESULTS.read_text()
+    assert old.overrides == new.overrides == compiled_lstm.COMPILED.overrides
 
 
 def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alone() -> None:
