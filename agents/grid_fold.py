@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from rlmem.agents.blocked_linear import blocked_native, linear
 from rlmem.cells._engines import compiled
 
 
@@ -116,14 +117,16 @@ def folded_first_block(rows: Tensor, embedding: nn.Embedding, convolution: nn.Co
 def last_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor:
     """``convolution`` of a channels-last ``x`` whose every window is the whole of it (an
     output of 1 × 1): one matrix product, the weight reordered to ``x``'s order; where oneDNN's
-    convolution, forward and backward, costs several times its arithmetic per call.
+    convolution, forward and backward, costs several times its arithmetic per call. The
+    product is :func:`rlmem.agents.blocked_linear.linear`'s (blocked inside
+    ``blocked_products()`` where the CPU runs it).
 
     Shapes:
         - x: ``(N, K_h, K_w, C)``; output: ``(N, F)``
     """
     features = convolution.weight.shape[0]
     weight = convolution.weight.permute(0, 2, 3, 1).reshape(features, -1)  # (F, K_h, K_w, C)
-    return nn.functional.linear(x.reshape(x.shape[0], -1), weight, convolution.bias)
+    return linear(x.reshape(x.shape[0], -1), weight, convolution.bias)
 
 
 class _WindowConvolution(torch.autograd.Function):
@@ -131,19 +134,20 @@ class _WindowConvolution(torch.autograd.Function):
     (``window_convolution.h``): forward and backward each one call."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, native: Any) -> Tensor:
-        y, windows = native.window_convolution_forward(x, weight, bias)
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, native: Any,
+                blocked: bool) -> Tensor:
+        y, windows = native.window_convolution_forward(x, weight, bias, blocked)
         ctx.save_for_backward(y, windows, weight)
         ctx.size = (x.shape[1], x.shape[2])
-        ctx.native = native
+        ctx.native, ctx.blocked = native, blocked
         return y
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None, None]:
         y, windows, weight = ctx.saved_tensors
         grad_x, grad_weight, grad_bias = ctx.native.window_convolution_backward(
-            grad.contiguous(), y, windows, weight, *ctx.size)
-        return grad_x, grad_weight, grad_bias, None
+            grad.contiguous(), y, windows, weight, *ctx.size, ctx.blocked)
+        return grad_x, grad_weight, grad_bias, None, None
 
 
 def window_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor | None:
@@ -151,8 +155,9 @@ def window_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor | None:
     windows, compiled: the encoder's second convolution, for which oneDNN's convolution cost
     several times its arithmetic per call (a PPO minibatch's 256 views of 3 × 3 × 16: 0.1 ms
     forward, 0.3 ms backward). The same function, rounded in another order; equal to the
-    modules in float64 (``tests/agents/test_grid_fold.py``). ``None`` where the compiled loops
-    cannot run.
+    modules in float64 (``tests/agents/test_grid_fold.py``). Its products are the blocked ones
+    inside :func:`rlmem.agents.blocked_linear.blocked_products` where the CPU runs them, else
+    ATen's. ``None`` where the compiled loops cannot run.
 
     Args:
         x: channels last, ``(N, H, W, C)``.
@@ -165,5 +170,6 @@ def window_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor | None:
     if native is None:
         return None
     assert convolution.bias is not None  # ImageEncoder's convolutions have one
-    y: Tensor = _WindowConvolution.apply(x, convolution.weight, convolution.bias, native)
+    y: Tensor = _WindowConvolution.apply(x, convolution.weight, convolution.bias, native,
+                                         blocked_native(x) is not None)
     return y

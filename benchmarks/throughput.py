@@ -42,6 +42,7 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import decided_value
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.agents.ppo.run_pieces import kernel_options
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
@@ -80,9 +81,7 @@ def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str) 
     torch.set_num_threads(max(torch.get_num_threads(), config.update_threads or 1))
     envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        OmegaConf.structured(cell_config(memory)),
-                        folded_grid=bool(config.folded_grid),
-                        compiled_lstm=bool(config.compiled_lstm))
+                        OmegaConf.structured(cell_config(memory)), **kernel_options(config))
     ppo = PPO(model, config)
     collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
                  if isinstance(envs, TensorVectorEnv)

@@ -182,6 +182,17 @@ class PPOConfig(PPOHyperparameters):
     of the six P intervals 0.58, paired permutation p = 0.389: ``COMPILED_LSTM_MORE_SEEDS.md``
     there)."""
 
+    blocked_products: bool | None = None
+    """Whether the model's own float32 products (the actor's and critic's layers, the folded
+    grid encoder's last two convolutions; not the memory cell's) take the compiled loops'
+    blocked product on a CPU with AVX-512 (:mod:`rlmem.agents.blocked_linear`), in place of
+    torch's (MKL's, whose AVX2 code and per-call set-up cost about twice as much at a
+    minibatch's 256 × 64 → 64): the same products rounded otherwise (within float32 rounding
+    of ``functional.linear``: ``tests/agents/test_blocked_linear.py``). Elsewhere (a CPU
+    without AVX-512, a GPU, float64, without the compiled loops) torch's products run whatever
+    this says. null: off, until its learning check decides
+    (``experiments/fast_trainer/blocked_products.py``)."""
+
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
     ``num_envs / processes`` of the envs and ``batch_size / processes`` frames of every
@@ -245,14 +256,16 @@ class PPOConfig(PPOHyperparameters):
         """The preset and the keys it decides (:func:`~rlmem.agents.ppo.presets.decide_presets`
         for the run's env), ``update_threads`` (:func:`decided_update_threads`),
         ``folded_grid`` (:func:`decided_folded_grid`), ``compiled_lstm``
-        (:func:`decided_compiled_lstm`) and ``fused_adam`` (:func:`decided_outside_reference`,
-        for every cell)."""
+        (:func:`decided_compiled_lstm`), ``fused_adam`` (:func:`decided_outside_reference`,
+        for every cell) and ``blocked_products`` (off unless given)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_outside_reference("fused_adam", decided, config,
                                                           recorded, applies=True)
         decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
         decided["compiled_lstm"] = decided_compiled_lstm(decided, config, recorded)
+        decided["blocked_products"] = decided_outside_reference(
+            "blocked_products", decided, config, recorded, applies=False)
         return decided
 
     @classmethod

@@ -9,6 +9,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from rlmem.agents.blocked_linear import Linear, blocked_products
 from rlmem.agents.ppo.critic_memory import pair_states, split_state
 from rlmem.agents.ppo.heads import ActionHead, make_action_head
 from rlmem.agents.ppo.observation import (
@@ -96,14 +97,20 @@ class ActorCritic(nn.Module):
             compiled loops on the CPU (``agent.compiled_lstm``,
             :func:`rlmem.cells.compiled_lstm`): the same function and weights. Entered at
             each call of the model, so every thread that runs it takes it.
+        blocked_products: the heads' and the folded grid encoder's float32 products take the
+            compiled loops' blocked product on a CPU with AVX-512 (``agent.blocked_products``,
+            :mod:`rlmem.agents.blocked_linear`): the same function and weights (and state
+            dict), rounded otherwise. Entered at each call, as ``compiled_lstm``.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
                  memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
                  discrete_encoding: str = "onehot", shared_memory: bool = True,
-                 folded_grid: bool = False, compiled_lstm: bool = False) -> None:
+                 folded_grid: bool = False, compiled_lstm: bool = False,
+                 blocked_products: bool = False) -> None:
         super().__init__()
         self.compiled_lstm = compiled_lstm
+        self.blocked_products = blocked_products
         if isinstance(action_space, int):
             action_space = spaces.Discrete(action_space)
         # Field -> submodule name; fields that feed the memory, and those that join after it.
@@ -133,10 +140,10 @@ class ActorCritic(nn.Module):
         """The actor cell's and the critic cell's state types, to split a paired state."""
         features = self.memory.output_size + after_memory
         head = make_action_head(action_space)
-        self.actor = nn.Sequential(nn.Linear(features, head_size), nn.Tanh(),
-                                   nn.Linear(head_size, head.num_params))
-        self.critic = nn.Sequential(nn.Linear(features, head_size), nn.Tanh(),
-                                    nn.Linear(head_size, 1))
+        self.actor = nn.Sequential(Linear(features, head_size), nn.Tanh(),
+                                   Linear(head_size, head.num_params))
+        self.critic = nn.Sequential(Linear(features, head_size), nn.Tanh(),
+                                    Linear(head_size, 1))
         self.actor.apply(_init_linear)
         self.critic.apply(_init_linear)
         # Registered last: parameters (the Gaussian's log-std) after the others, so the
@@ -203,7 +210,7 @@ class ActorCritic(nn.Module):
             - resets: ``(T, B)`` bool
             - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
-        with compiled_lstm_chunks(self.compiled_lstm):
+        with compiled_lstm_chunks(self.compiled_lstm), blocked_products(self.blocked_products):
             steps, batch = resets.shape
             features = self._encode(self.memory_fields, observation, steps, batch)
             if self.critic_memory is None:

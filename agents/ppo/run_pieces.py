@@ -5,7 +5,7 @@ the run's decided config. The trainer makes them for the run, and
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from gymnasium.vector import VectorEnv
@@ -24,14 +24,30 @@ Config = RunConfig[Any]
 """A run's decided config (its agent our PPO's)."""
 
 
+class KernelOptions(TypedDict):
+    """The model's kernels as :class:`ActorCritic` takes them: the same function and weights
+    whichever they are."""
+
+    folded_grid: bool
+    compiled_lstm: bool
+    blocked_products: bool
+
+
+def kernel_options(agent: Any) -> KernelOptions:
+    """The decided agent section's choices of the model's kernels (its keys of the same
+    names)."""
+    return KernelOptions(folded_grid=bool(agent.folded_grid),
+                         compiled_lstm=bool(agent.compiled_lstm),
+                         blocked_products=bool(agent.blocked_products))
+
+
 def make_model(config: Config, envs: Any, device: torch.device) -> ActorCritic:
     """The run's actor-critic for ``envs``' spaces, on ``device``."""
     return ActorCritic(envs.single_observation_space, envs.single_action_space,
                        config.memory, grid_encoding=config.grid_encoding,
                        discrete_encoding=config.discrete_encoding,
                        shared_memory=config.agent.shared_memory is not False,
-                       folded_grid=bool(config.agent.folded_grid),
-                       compiled_lstm=bool(config.agent.compiled_lstm)).to(device)
+                       **kernel_options(config.agent)).to(device)
 
 
 def make_envs(config: Config, device: torch.device) -> Any:

@@ -24,6 +24,7 @@ from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.presets import PRESETS, Preset, agent_values
+from rlmem.agents.ppo.run_pieces import kernel_options
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
@@ -51,8 +52,7 @@ class ShapedUpdate:
         if hidden_size is not None:
             memory_config.hidden_size = hidden_size
         model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                            memory_config, folded_grid=bool(self.config.folded_grid),
-                            compiled_lstm=bool(self.config.compiled_lstm))
+                            memory_config, **kernel_options(self.config))
         if weights is not None:
             model.load_state_dict(weights)
         self.ppo = PPO(model, self.config)

@@ -5,6 +5,7 @@ run instead, bit for bit."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -78,6 +79,26 @@ def test_the_first_block_alone_is_the_modules_channels_last(
     torch.testing.assert_close(first.permute(0, 3, 1, 2),
                                module.net[:3](module.grid_features(image)),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("channel", "value"), [(1, 6), (2, 3), (2, 200)])
+def test_a_value_beyond_the_table_is_refused(channel: int, value: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A colour index of 6 reads the next channel's first row, as the modules' embedding does
+    (both take the one table); a state index of 3 or more is beyond the whole table and is
+    refused with what went wrong, never read (the modules raise an IndexError there)."""
+    use_loops("compiled", monkeypatch)
+    module, _ = pair(torch.float64)
+    image = grids(2, 7, torch.Generator().manual_seed(1))
+    image[1, 2, 3, channel] = value
+    assert module.embedding is not None
+    fold = functools.partial(folded_first_block, module.table_rows(image), module.embedding,
+                             module.convolution(0), module.channel_of_row)
+    if sum(GRID_VOCABULARY[:channel]) + value < sum(GRID_VOCABULARY):
+        assert fold() is not None
+        return
+    with pytest.raises(RuntimeError, match="outside its channel's vocabulary"):
+        fold()
 
 
 def test_the_last_convolution_as_one_product_is_the_convolution() -> None:

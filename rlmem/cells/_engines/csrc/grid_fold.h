@@ -151,13 +151,31 @@ void with_grid_fold(const Tensor& rows, int64_t kernel_height, int64_t kernel_wi
   }
 }
 
+// Every row index in [0, R): an observation's value beyond its channel's vocabulary would
+// read outside the table (where the modules' embedding raises an IndexError).
+void grid_fold_check_rows(const Tensor& rows, int64_t table_rows) {
+  const int64_t* data = rows.data_ptr<int64_t>();
+  const int64_t count = rows.numel();
+  int64_t lowest = 0, highest = 0;
+  #pragma omp simd reduction(min : lowest) reduction(max : highest)
+  for (int64_t i = 0; i < count; ++i) {
+    lowest = std::min(lowest, data[i]);
+    highest = std::max(highest, data[i]);
+  }
+  TORCH_CHECK(lowest >= 0 && highest < table_rows,
+              "grid_fold: a grid cell's value is outside its channel's vocabulary (table rows ",
+              lowest, " to ", highest, " for a table of ", table_rows,
+              "): the observation is not a MiniGrid grid of object, colour and state indices");
+}
+
 // rows (N, H, W, C) int64 table rows, table (KH·KW, R, F), bias (F): z (N, P, Q, F) and where
 // (N, P, Q, F) int8, P = (H - KH + 1) / 2, Q = (W - KW + 1) / 2. Every index must be below R
-// (the caller's offsets make it so).
+// (checked first).
 std::tuple<Tensor, Tensor> grid_fold_forward(const Tensor& rows_in, const Tensor& table_in,
                                              const Tensor& bias_in, int64_t kernel_width) {
   grid_fold_check(rows_in, table_in, kernel_width);
   const Tensor rows = rows_in.contiguous(), table = table_in.contiguous();
+  grid_fold_check_rows(rows, table.size(1));
   const Tensor bias = bias_in.contiguous();
   const int64_t kernel_height = table.size(0) / kernel_width, features = table.size(2);
   const std::vector<int64_t> shape = {rows.size(0), (rows.size(1) - kernel_height + 1) / 2,

@@ -78,10 +78,21 @@ Tensor window_weight(const Tensor& weight) {
   return weight.permute({0, 2, 3, 1}).reshape({weight.size(0), -1});
 }
 
+// a b + add (add undefined: a b): the blocked product (blocked_product.h) where blocked, else
+// ATen's addmm / mm.
+Tensor window_product(const Tensor& a, const Tensor& b, const Tensor& add, bool blocked) {
+  if (blocked) {
+    return product(a, b, add.defined() ? std::optional<Tensor>(add) : std::nullopt);
+  }
+  return add.defined() ? at::addmm(add, a, b) : at::mm(a, b);
+}
+
 // x (N, H, W, C) channels last, weight (F, C, KH, KW), bias (F): returns ReLU(conv(x)) channels
 // last (N, H', W', F) and the windows U (N · H' · W', KH · KW · C), which the backward takes.
+// blocked: the products in the blocked loop (the caller's agents.blocked_linear decides; the
+// backward follows the forward).
 std::tuple<Tensor, Tensor> window_convolution_forward(const Tensor& x_in, const Tensor& weight,
-                                                      const Tensor& bias) {
+                                                      const Tensor& bias, bool blocked) {
   const Tensor x = x_in.contiguous();
   const int64_t items = x.size(0), height = x.size(1), width = x.size(2), channels = x.size(3);
   const int64_t kernel_height = weight.size(2), kernel_width = weight.size(3);
@@ -94,7 +105,7 @@ std::tuple<Tensor, Tensor> window_convolution_forward(const Tensor& x_in, const 
     unfold_windows(x.data_ptr<scalar_t>(), windows.data_ptr<scalar_t>(), items, height, width,
                    channels, kernel_height, kernel_width);
   });
-  Tensor y = at::addmm(bias, windows, window_weight(weight).t());
+  Tensor y = window_product(windows, window_weight(weight).t(), bias, blocked);
   y.relu_();
   return {y.view({items, out_height, out_width, weight.size(0)}), windows};
 }
@@ -103,7 +114,7 @@ std::tuple<Tensor, Tensor> window_convolution_forward(const Tensor& x_in, const 
 // output y and windows.
 std::tuple<Tensor, Tensor, Tensor> window_convolution_backward(
     const Tensor& grad, const Tensor& y, const Tensor& windows, const Tensor& weight,
-    int64_t height, int64_t width) {
+    int64_t height, int64_t width, bool blocked) {
   const int64_t features = weight.size(0), channels = weight.size(1);
   const int64_t kernel_height = weight.size(2), kernel_width = weight.size(3);
   const int64_t items = y.size(0);
@@ -115,11 +126,11 @@ std::tuple<Tensor, Tensor, Tensor> window_convolution_backward(
                        g.data_ptr<scalar_t>(), grad_bias.data_ptr<scalar_t>(), rows.size(0),
                        features);
   });
-  const Tensor grad_weight = at::mm(g.t(), windows)
+  const Tensor grad_weight = window_product(g.t(), windows, Tensor(), blocked)
                                  .view({features, kernel_height, kernel_width, channels})
                                  .permute({0, 3, 1, 2})
                                  .contiguous();
-  const Tensor grad_windows = at::mm(g, window_weight(weight));
+  const Tensor grad_windows = window_product(g, window_weight(weight), Tensor(), blocked);
   Tensor grad_x = at::zeros({items, height, width, channels}, y.options());
   AT_DISPATCH_FLOATING_TYPES(y.scalar_type(), "window_convolution_backward", [&] {
     fold_windows(grad_windows.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), items, height,
