@@ -190,8 +190,12 @@ class PPOConfig(PPOHyperparameters):
     minibatch's 256 × 64 → 64): the same products rounded otherwise (within float32 rounding
     of ``functional.linear``: ``tests/agents/test_blocked_linear.py``). Elsewhere (a CPU
     without AVX-512, a GPU, float64, without the compiled loops) torch's products run whatever
-    this says. null: off, until its learning check decides
-    (``experiments/fast_trainer/blocked_products.py``)."""
+    this says. null: decided when the run starts, and recorded: off where ``vectorization`` is
+    set (``sync`` is the bit-exact reference) or the device is ``cuda``, and for resumed runs
+    that recorded none or off (whose arithmetic they continue); else on: lstm at the fast
+    preset learnt as with torch's products on the test seeds, every P(blocked ≥ torch's)
+    interval containing ½ (``experiments/fast_trainer/BLOCKED_PRODUCTS.md``, by the rule of
+    ``experiments/fast_trainer/blocked_products.py`` written before its runs)."""
 
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
@@ -257,7 +261,7 @@ class PPOConfig(PPOHyperparameters):
         for the run's env), ``update_threads`` (:func:`decided_update_threads`),
         ``folded_grid`` (:func:`decided_folded_grid`), ``compiled_lstm``
         (:func:`decided_compiled_lstm`), ``fused_adam`` (:func:`decided_outside_reference`,
-        for every cell) and ``blocked_products`` (off unless given)."""
+        for every cell) and ``blocked_products`` (the same)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_outside_reference("fused_adam", decided, config,
@@ -265,7 +269,7 @@ class PPOConfig(PPOHyperparameters):
         decided["folded_grid"] = decided_folded_grid(decided, config, recorded)
         decided["compiled_lstm"] = decided_compiled_lstm(decided, config, recorded)
         decided["blocked_products"] = decided_outside_reference(
-            "blocked_products", decided, config, recorded, applies=False)
+            "blocked_products", decided, config, recorded, applies=True)
         return decided
 
     @classmethod

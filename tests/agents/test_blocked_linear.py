@@ -2,7 +2,7 @@
 the compiled loops' blocked product inside the context, within float32 rounding of
 ``functional.linear`` (outputs and gradients); ``functional.linear`` bit for bit outside it, in
 float64 and where the CPU lacks the loop; the model's heads and folded encoder take it and the
-memory cell does not; a run decides it off unless asked."""
+memory cell does not; a run decides it on outside the exact reference."""
 
 from __future__ import annotations
 
@@ -118,8 +118,16 @@ def test_the_model_takes_it_in_its_heads_and_encoder_not_in_its_memory(
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
-def test_a_run_decides_it_off_unless_asked() -> None:
-    run = {"env": "DoorKey-5x5", "memory": {"name": "lstm"}}
-    assert PPOConfig.decided({"name": "ppo"}, run)["blocked_products"] is False
-    assert PPOConfig.decided({"name": "ppo", "blocked_products": True},
-                             run)["blocked_products"] is True
+@pytest.mark.parametrize(("agent", "run", "recorded", "blocked"), [
+    ({}, {}, None, True),                                       # decided on
+    ({"blocked_products": False}, {}, None, False),             # given: kept
+    ({}, {"vectorization": "sync"}, None, False),               # the exact reference
+    ({}, {"device": "cuda"}, None, False),
+    ({}, {}, {"preset": "fast"}, False),                        # resumed, recorded none
+    ({}, {}, {"preset": "fast", "blocked_products": True}, True),
+])
+def test_a_run_decides_it(agent: dict[str, Any], run: dict[str, Any],
+                          recorded: dict[str, Any] | None, blocked: bool) -> None:
+    config = {"env": "DoorKey-5x5", "memory": {"name": "lstm"}, **run}
+    decided = PPOConfig.decided({"name": "ppo", "preset": "fast", **agent}, config, recorded)
+    assert decided["blocked_products"] is blocked

@@ -14,6 +14,7 @@ from cli_runner import TINY_PPO, run_cli
 from experiments.common import arm_runs
 from experiments.fast_trainer import (
     blocked_lstm,
+    blocked_products,
     compiled_lstm,
     compiled_lstm_more_seeds,
     fast_default,
@@ -120,19 +121,26 @@ def test_the_folded_grid_page_is_its_runs_compared() -> None:
     assert "compiled_lstm" not in folded  # from before the key: torch's kernel, as pinned now
 
 
-@pytest.mark.parametrize("check", [window_convolution, blocked_lstm],
-                         ids=["window_convolution", "blocked_lstm"])
-def test_a_kernel_page_is_its_runs_compared(check: ModuleType) -> None:
-    """``WINDOW_CONVOLUTION.md`` and ``BLOCKED_LSTM.md`` are what their modules compute from the
-    committed runs of both arms, each arm with the compiled LSTM's overrides (the kernel is the
-    commit's, not a key)."""
-    old, new = ((compiled_lstm.COMPILED, window_convolution.WINDOWS)
-                if check is window_convolution else (window_convolution.WINDOWS,
-                                                     blocked_lstm.BLOCKED))
+KERNEL_CHECKS = {"window_convolution": (compiled_lstm.COMPILED, window_convolution.WINDOWS, ()),
+                 "blocked_lstm": (window_convolution.WINDOWS, blocked_lstm.BLOCKED, ()),
+                 "blocked_products": (blocked_lstm.BLOCKED, blocked_products.PRODUCTS,
+                                      ("agent.blocked_products=true",))}
+
+
+@pytest.mark.parametrize("name", list(KERNEL_CHECKS))
+def test_a_kernel_page_is_its_runs_compared(name: str) -> None:
+    """``WINDOW_CONVOLUTION.md``, ``BLOCKED_LSTM.md`` and ``BLOCKED_PRODUCTS.md`` are what their
+    modules compute from the committed runs of both arms, each arm with the compiled LSTM's
+    overrides (the first two kernels are their commits', not keys) and the last's new arm its
+    key beside them."""
+    check = {"window_convolution": window_convolution, "blocked_lstm": blocked_lstm,
+             "blocked_products": blocked_products}[name]
+    old, new, added = KERNEL_CHECKS[name]
     lines = [line for case in learning.CASES
              for line in learning.compare(learning.RUNS, old, new, case, case.frames)]
     assert check.results_page(lines) == check.RESULTS.read_text()
-    assert old.overrides == new.overrides == compiled_lstm.COMPILED.overrides
+    assert old.overrides == compiled_lstm.COMPILED.overrides
+    assert new.overrides == (*compiled_lstm.COMPILED.overrides, *added)
 
 
 def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alone() -> None:
