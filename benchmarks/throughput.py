@@ -42,7 +42,6 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.config import decided_value
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.presets import PRESETS, Preset
-from rlmem.agents.ppo.run_pieces import kernel_options
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
 from rlmem.agents.ppo.update import PPO
 from rlmem.cells import cell_config
@@ -53,6 +52,11 @@ from rlmem.envs.tensor import TensorVectorEnv
 
 DEFAULT_BACKENDS = {Preset.minigrid: GYMNASIUM, Preset.fast: TENSOR}
 """Each preset's envs unless ``--env-backend`` says otherwise."""
+
+
+KERNEL_KEYS = ("folded_grid", "compiled_lstm", "blocked_products")
+"""The agent keys that choose the model's kernels (:class:`rlmem.agents.ppo.run_pieces.
+KernelOptions`), as far as a version has them."""
 
 
 def decided_config(env: str, preset: Preset, memory: str = "lstm") -> PPOConfig:
@@ -80,8 +84,12 @@ def ours(env: str, num_envs: int, memory: str, config: PPOConfig, backend: str) 
     torch.manual_seed(0)
     torch.set_num_threads(max(torch.get_num_threads(), config.update_threads or 1))
     envs = EnvOptions().make_vector(env, num_envs, backend=backend, device="cpu")
+    # the kernels this version's config has: compare_commits.py runs this trainer over older
+    # versions of rlmem too, whose config and model lack the later keys
+    kernels: dict[str, Any] = {key: bool(getattr(config, key)) for key in KERNEL_KEYS
+                               if hasattr(config, key)}
     model = ActorCritic(envs.single_observation_space, envs.single_action_space,
-                        OmegaConf.structured(cell_config(memory)), **kernel_options(config))
+                        OmegaConf.structured(cell_config(memory)), **kernels)
     ppo = PPO(model, config)
     collector = (TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
                  if isinstance(envs, TensorVectorEnv)

@@ -17,6 +17,7 @@ from locations import REPO
 
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.presets import PRESET_KEYS, Preset, agent_values
+from rlmem.agents.ppo.run_pieces import KernelOptions
 
 
 @pytest.fixture
@@ -74,6 +75,7 @@ def test_throughput_gives_ours_the_runs_decisions_and_sb3_the_same_hyperparamete
     assert {key: getattr(fast, key) for key in PRESET_KEYS} == agent_values(Preset.fast)
     assert fast.fused_adam is True  # on outside the exact reference (FUSED_ADAM_MORE_SEEDS.md)
     assert fast.compiled_lstm is True  # as a run of lstm decides it
+    assert set(throughput.KERNEL_KEYS) == set(KernelOptions.__annotations__)
     assert throughput.decided_config("DoorKey-5x5", Preset.fast, "relstm").compiled_lstm is False
     assert throughput.matched(fast) == {
         "n_steps": 16, "n_epochs": 4, "batch_size": 256, "learning_rate": fast.lr,
