@@ -1,11 +1,13 @@
-r"""The PPO model's own products :math:`y = x W^\top + b` (its actor's and critic's layers, its
-folded grid encoder's last two convolutions) in the compiled loops' blocked float32 product on
-a CPU with AVX-512 (``csrc/blocked_product.h``), forward and backward.
+r"""The PPO model's own products :math:`y = x W^\top + b` (its actor's and critic's hidden
+layers, its folded grid encoder's last two convolutions) in the compiled loops' blocked float32
+product on a CPU with AVX-512 (``csrc/blocked_product.h``), forward and backward.
 
 torch computes a float32 ``functional.linear`` in MKL, which on an AMD CPU runs its AVX2 code
 and pays a set-up per call that is large beside a PPO minibatch's products (256 × 64 → 64): on
-this project's AMD EPYC (family 26, one thread) the blocked loop took about half MKL's time on
-those, and whole fast-preset updates about 0.95 of theirs (``benchmarks/blocked_products.py``).
+this project's AMD EPYC (family 26, one thread) the blocked loop took 0.67-0.84 of its time,
+forward and backward, on the products of 32 outputs and more, and whole fast-preset updates
+0.94 of theirs (``benchmarks/blocked_products.py``); narrower products stay with torch's
+(:data:`MIN_OUTPUTS`).
 The same products, rounded otherwise: each output is its bias plus the sum over the inner
 dimension in order, in fused multiply-adds (``tests/agents/test_blocked_linear.py`` holds them
 within float32 rounding of ``functional.linear``, outputs and gradients).
@@ -70,16 +72,24 @@ class _Product(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None
 
 
+MIN_OUTPUTS = 16
+"""The fewest output features for which :func:`linear` takes the blocked product: it computes
+32 columns at a time, so a narrower product wastes most of each block, and torch's was the
+faster at the actor's 7 outputs (forward 10.6 µs against 16.8) and the critic's 1 (4.4 against
+15.3), where the blocked was at 32 outputs and more (``benchmarks/blocked_products.py``,
+``benchmarks/results/blocked_products.md``)."""
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``functional.linear(x, weight, bias)``, in the blocked product where
-    :func:`blocked_native` gives one.
+    :func:`blocked_native` gives one and the product has at least :data:`MIN_OUTPUTS` outputs.
 
     Shapes:
         - x: ``(*, in_features)``; weight: ``(out_features, in_features)``; bias:
           ``(out_features,)``
         - output: ``(*, out_features)``
     """
-    native = blocked_native(x)
+    native = blocked_native(x) if weight.shape[0] >= MIN_OUTPUTS else None
     if native is None:
         return functional.linear(x, weight, bias)
     flat: Tensor = _Product.apply(x.reshape(-1, x.shape[-1]), weight, bias, native)

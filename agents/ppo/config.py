@@ -183,11 +183,12 @@ class PPOConfig(PPOHyperparameters):
     there)."""
 
     blocked_products: bool | None = None
-    """Whether the model's own float32 products (the actor's and critic's layers, the folded
-    grid encoder's last two convolutions; not the memory cell's) take the compiled loops'
-    blocked product on a CPU with AVX-512 (:mod:`rlmem.agents.blocked_linear`), in place of
-    torch's (MKL's, whose AVX2 code and per-call set-up cost about twice as much at a
-    minibatch's 256 × 64 → 64): the same products rounded otherwise (within float32 rounding
+    """Whether the model's own float32 products (the actor's and critic's hidden layers, the
+    folded grid encoder's last two convolutions; not the memory cell's, nor the heads' narrow
+    outputs) take the compiled loops' blocked product on a CPU with AVX-512
+    (:mod:`rlmem.agents.blocked_linear`), in place of torch's (MKL's, whose AVX2 code and
+    per-call set-up cost more at a minibatch's 256 × 128 → 64: 0.69 of its time forward and
+    backward, whole updates 0.94): the same products rounded otherwise (within float32 rounding
     of ``functional.linear``: ``tests/agents/test_blocked_linear.py``). Elsewhere (a CPU
     without AVX-512, a GPU, float64, without the compiled loops) torch's products run whatever
     this says. null: decided when the run starts, and recorded: off where ``vectorization`` is

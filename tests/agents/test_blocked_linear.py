@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 from torch.nn import functional
 
-from rlmem.agents.blocked_linear import Linear, blocked_products, linear
+from rlmem.agents.blocked_linear import MIN_OUTPUTS, Linear, blocked_products, linear
 from rlmem.agents.minigrid_encoders import GRID_VOCABULARY
 from rlmem.agents.ppo import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
@@ -36,7 +36,7 @@ def outputs_and_gradients(x: Tensor, weight: Tensor, bias: Tensor,
     return [out.detach(), *(value.grad for value in inputs if value.grad is not None)]
 
 
-@pytest.mark.parametrize("shape", [(256, 64, 64), (3, 5, 7, 1), (1024, 64, 32)])
+@pytest.mark.parametrize("shape", [(256, 64, 64), (3, 5, 7, 17), (1024, 64, 32)])
 def test_inside_the_context_within_rounding_of_functional_linear(shape: tuple[int, ...]) -> None:
     needs_the_loop()
     torch.manual_seed(0)
@@ -52,13 +52,14 @@ def test_inside_the_context_within_rounding_of_functional_linear(shape: tuple[in
                                    msg=name)
 
 
-@pytest.mark.parametrize("case", ["outside", "float64", "without the loop"])
+@pytest.mark.parametrize("case", ["outside", "float64", "without the loop", "narrow"])
 def test_elsewhere_functional_linear_bit_for_bit(case: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(1)
     dtype = torch.float64 if case == "float64" else torch.float32
-    x, weight, bias = (torch.randn(16, 8, dtype=dtype), torch.randn(4, 8, dtype=dtype),
-                       torch.randn(4, dtype=dtype))
+    outputs = MIN_OUTPUTS - 1 if case == "narrow" else MIN_OUTPUTS
+    x, weight, bias = (torch.randn(16, 8, dtype=dtype), torch.randn(outputs, 8, dtype=dtype),
+                       torch.randn(outputs, dtype=dtype))
     if case == "without the loop":
         monkeypatch.setattr(compiled, "_blocked_available", lambda native: False)
     with blocked_products(case != "outside"):
@@ -109,9 +110,12 @@ def test_the_model_takes_it_in_its_heads_and_encoder_not_in_its_memory(
         (out.action_params.sum() + out.value.sum()).backward()
         outputs.append((out.action_params.detach(), out.value.detach(),
                         [p.grad.clone() for p in each.parameters() if p.grad is not None]))
-    # four head layers and the encoder's last convolution (forward, dx, dW each) and the
-    # window convolution's three inside the compiled loop; none in the memory
-    assert len(calls) == 5 * 3
+    # the two heads' hidden layers and the encoder's last convolution (forward, dx, dW each;
+    # the window convolution's three inside the compiled loop); not the heads' outputs, 7 and
+    # 1 wide (MIN_OUTPUTS), nor the memory
+    assert sorted(calls) == sorted([(6, 128, 64), (6, 64, 64), (6, 64, 64)]
+                                   + [(6, 64, 128), (6, 64, 64), (6, 64, 64)]
+                                   + [(64, 6, 128), (64, 6, 64), (64, 6, 64)])
     for want, got in zip(outputs[0][:2], outputs[1][:2], strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     for want, got in zip(outputs[0][2], outputs[1][2], strict=True):
