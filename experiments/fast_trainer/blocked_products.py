@@ -18,9 +18,10 @@ its test seeds 3-7, two arms:
   commit, in ``learning_runs/<env>/fast_blocked_products/seed<k>/``: the actor's and critic's
   hidden layers and the folded encoder's window and last convolutions in the blocked loop
   (:mod:`rlmem.agents.blocked_linear`; the heads' outputs, 7 and 1 wide, stay torch's:
-  :data:`~rlmem.agents.blocked_linear.MIN_OUTPUTS`). Nothing else differs: without the key this commit computes a run's numbers as the
-  first arm's commit did (its other changes: the research cells' and the supervised trainer's
-  products inside ``onednn_products()``, LRU's GLU, the grid fold's check of its indices).
+  :data:`~rlmem.agents.blocked_linear.MIN_OUTPUTS`). Nothing else differs: without the key
+  this commit computes a run's numbers as the first arm's commit did (its other changes: the
+  research cells' and the supervised trainer's products inside ``onednn_products()``, LRU's
+  GLU, the grid fold's check of its indices).
 
 The check ran first at 05528e5, where the heads' outputs took the blocked loop too; every P
 interval contained ½ (0.36, 0.44, 0.68; 0.72, 0.68, 0.48; those runs are in the history at
