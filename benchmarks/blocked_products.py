@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from alternating import medians
 from machine import cpu_model
 from throughput import decided_config, ours
 
@@ -57,19 +58,6 @@ def product_call(shape: tuple[int, int, int], blocked: bool, backward: bool
                 y.backward(grad)
 
     return call
-
-
-def medians(calls: dict[str, Callable[[], None]], rounds: int, per_round: int) -> dict[str, float]:
-    """Each call's median over ``rounds`` of its mean over ``per_round`` calls, taking turns."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for index in range(rounds + 1):  # the first round warms up
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(per_round):
-                call()
-            if index > 0:
-                times[name].append((time.perf_counter() - start) / per_round)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def product_table(rounds: int, per_round: int) -> None:

@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from alternating import medians
 from machine import cpu_model
 
 from rlmem.cells._engines import compiled
@@ -68,21 +67,6 @@ def chunk_calls(shape: str) -> tuple[Callable[[bool], None], Callable[[bool], No
     return fused, chunk, taken
 
 
-def median_seconds(calls: dict[str, Callable[[], None]], repeats: int,
-                   per_round: int) -> dict[str, float]:
-    """Each call's median over ``repeats`` rounds of its mean time over ``per_round`` calls,
-    the calls taking turns round by round after one warm-up round."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for index in range(repeats + 1):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(per_round):
-                call()
-            if index > 0:
-                times[name].append((time.perf_counter() - start) / per_round)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), help="TxBxIxH")
@@ -105,7 +89,7 @@ def main() -> None:
         fused, chunk, taken = chunk_calls(shape)
         row = []
         for train in (True, False):
-            seconds = median_seconds({"torch": functools.partial(fused, train),
+            seconds = medians({"torch": functools.partial(fused, train),
                                       "chunk": functools.partial(chunk, train)},
                                      args.repeats, args.calls)
             row.append(f"{1e3 * seconds['torch']:.3f} | {1e3 * seconds['chunk']:.3f} | "

@@ -64,40 +64,36 @@ __attribute__((target("avx512f"))) void lstm_cell_backward_avx512(
   lstm_cell_backward(act, partner, dh, dc, dz, dz_stride, dc_out, batch, hidden);
 }
 
-// The three above for T, in AVX-512 where they run.
+// The three above for T, in AVX-512 where they run: each call is wide(args) for float32 when
+// `wide`, else narrow(args), the build's own width (the only one for float64).
 template <typename T>
 struct LSTMSteps {
   bool wide;
 
-  void cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
-            int64_t hidden) const {
+  template <typename Wide, typename Narrow, typename... Args>
+  void either(Wide wide_step, Narrow narrow_step, Args... args) const {
     if constexpr (std::is_same_v<T, float>) {
       if (wide) {
-        return lstm_cell_avx512(act, partner, c, c_stride, batch, hidden);
+        return wide_step(args...);
       }
     }
-    lstm_cell(act, partner, c, c_stride, batch, hidden);
+    narrow_step(args...);
+  }
+
+  void cell(const T* act, T* partner, T* c, int64_t c_stride, int64_t batch,
+            int64_t hidden) const {
+    either(lstm_cell_avx512, lstm_cell<T>, act, partner, c, c_stride, batch, hidden);
   }
 
   void output(const T* act, T* partner, T* out, int64_t out_stride, int64_t batch,
               int64_t hidden) const {
-    if constexpr (std::is_same_v<T, float>) {
-      if (wide) {
-        return lstm_output_avx512(act, partner, out, out_stride, batch, hidden);
-      }
-    }
-    lstm_output(act, partner, out, out_stride, batch, hidden);
+    either(lstm_output_avx512, lstm_output<T>, act, partner, out, out_stride, batch, hidden);
   }
 
   void backward(const T* act, const T* partner, const T* dh, const T* dc, T* dz,
                 int64_t dz_stride, T* dc_out, int64_t batch, int64_t hidden) const {
-    if constexpr (std::is_same_v<T, float>) {
-      if (wide) {
-        return lstm_cell_backward_avx512(act, partner, dh, dc, dz, dz_stride, dc_out, batch,
-                                         hidden);
-      }
-    }
-    lstm_cell_backward(act, partner, dh, dc, dz, dz_stride, dc_out, batch, hidden);
+    either(lstm_cell_backward_avx512, lstm_cell_backward<T>, act, partner, dh, dc, dz,
+           dz_stride, dc_out, batch, hidden);
   }
 };
 
