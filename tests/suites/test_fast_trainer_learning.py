@@ -123,11 +123,9 @@ def test_the_folded_grid_page_is_its_runs_compared() -> None:
 
 KERNEL_CHECKS = {"window_convolution": (compiled_lstm.COMPILED, window_convolution.WINDOWS, ()),
                  "blocked_lstm": (window_convolution.WINDOWS, blocked_lstm.BLOCKED, ()),
-                 **({"blocked_products": (blocked_lstm.BLOCKED, blocked_products.PRODUCTS,
-                                          ("agent.blocked_products=true",))}
-                    if blocked_products.RESULTS.exists() else {})}
-"""Each check's arms, and what the new arm's overrides add (BLOCKED_PRODUCTS.md: once its runs,
-done again since the heads' outputs left the blocked loop, are written)."""
+                 "blocked_products": (blocked_lstm.BLOCKED, blocked_products.PRODUCTS,
+                                      ("agent.blocked_products=true",))}
+"""Each check's arms, and what the new arm's overrides add."""
 
 
 @pytest.mark.parametrize("name", list(KERNEL_CHECKS))
