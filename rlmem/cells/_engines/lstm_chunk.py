@@ -7,6 +7,10 @@ run (episodes of about 20 steps), is cut into about nine segments, and each call
 kernel's set-up again. Here the chunk is one call (``csrc/lstm_chunk.h``): the input terms of
 every step as one matrix product, then the step loop in C++ (one small matrix product and the
 gates' elementwise math per step, the resets applied before the step), and a backward by hand.
+Its products are the compiled loops' ``product``: on a CPU with AVX-512, in float32, the
+blocked loop of ``csrc/blocked_product.h`` (where torch's MKL took 11 µs a step forward and 21
+backward at 16 × 64 → 256, about five times as long); else ATen's. There a small chunk is
+faster here than in torch's kernel even where no reset cuts it (:func:`takes_whole_chunk`).
 
 The step is the attentive cells' base LSTM in the doubled form
 (:meth:`rlmem.cells.lstm_base.LSTMBase.step_doubled`):
@@ -112,16 +116,15 @@ def lstm_chunk(x: Tensor, weights: tuple[Tensor, Tensor, Tensor, Tensor], h0: Te
     return y, h, c
 
 
-
 SMALL_CHUNK = 16 * 16 * 64
 """The most steps × items × hidden units of a chunk that no reset cuts for which
 :func:`takes_whole_chunk` takes this chunk over torch's kernel. Below it torch's kernel pays its
 set-up per call more than this chunk pays its step loop; above it the two do the same products
 near the core's peak and torch's (oneDNN's) elementwise steps are the faster. On this project's
-AMD EPYC (family 26, AVX-512), forward and backward, the compiled chunk took 0.93 of torch's
-time at 16 × 16 × 64 (the fast and minigrid presets' minibatch chunks) and at 4 × 64 × 64, the
-same at 16 × 16 × 128, 1.03-1.06 at 16 × 64 × 64 and 64 × 16 × 64, 1.2-1.3 at the generic
-preset's 64 × 4 × 256 (``benchmarks/lstm_chunk_kernel.py``,
+AMD EPYC (family 26, AVX-512), forward and backward, in two runs, the compiled chunk took
+0.93-0.94 of torch's time at 16 × 16 × 64 (the fast and minigrid presets' minibatch chunks),
+0.96 at 4 × 64 × 64, the same at 16 × 16 × 128, 1.00-1.06 at 16 × 64 × 64 and 64 × 16 × 64, and
+1.15-1.22 at the generic preset's 64 × 4 × 256 (``benchmarks/lstm_chunk_kernel.py``,
 ``benchmarks/results/lstm_chunk_kernel.md``)."""
 
 
