@@ -71,3 +71,11 @@ def test_availability_follows_the_cpu(ops: object) -> None:
         pytest.skip("no /proc/cpuinfo to compare with")
     reported = "avx512f" in cpuinfo.read_text().split()
     assert bool(ops.blocked_product_available()) == reported  # type: ignore[attr-defined]
+
+
+def test_the_wide_exponential_is_torchs_where_the_loop_runs(ops: object) -> None:
+    """The LSTM chunk's σ takes SLEEF's 16-wide exponential from torch's own library where the
+    blocked loop runs (torch's CPU wheels up to the pinned release export it); elsewhere it
+    is not looked for."""
+    found = bool(ops.wide_exp_found())  # type: ignore[attr-defined]
+    assert found == bool(ops.blocked_product_available())  # type: ignore[attr-defined]

@@ -47,9 +47,9 @@
 
 #include <ATen/ops/arange.h>
 
+#include <dlfcn.h>
 #include <immintrin.h>
 
-extern "C" __m512 Sleef_expf16_u10(__m512);  // in torch's library, as ATen's exponential
 
 #include <algorithm>
 #include <atomic>
@@ -110,4 +110,5 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("onednn_product_count", &onednn_product_count);
   m.def("product", &product);
   m.def("blocked_product_available", &blocked_product_available);
+  m.def("wide_exp_found", [] { return wide_exp() != nullptr; });
 }

@@ -11,25 +11,43 @@
 // elementwise loops. At a PPO minibatch's 16 chunks of 16 steps each ATen call (a row's
 // select, a σ) cost about as much as its arithmetic.
 
-// σ over n float32 numbers in place, 16 at a time (the last ones masked), with the AVX-512
-// form of the exponential ATen's σ takes (SLEEF's, 1-ULP, from torch's own library).
-__attribute__((target("avx512f"))) void sigmoid_in_place_avx512(float* x, int64_t n) {
+// The AVX-512 form of the exponential ATen's σ takes (SLEEF's, 1-ULP), as torch's library
+// exports it, looked up once at run time; null where this torch does not export it (then σ
+// keeps the build's own width) or the CPU lacks AVX-512.
+using WideExp = __m512 (*)(__m512);
+WideExp wide_exp() {
+  static const WideExp found = [] {
+    void* torch_cpu = blocked_product_available()
+                          ? dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD)
+                          : nullptr;
+    return torch_cpu == nullptr
+               ? WideExp(nullptr)
+               : reinterpret_cast<WideExp>(dlsym(torch_cpu, "Sleef_expf16_u10"));
+  }();
+  return found;
+}
+
+// σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
+// exponential above.
+__attribute__((target("avx512f"))) void sigmoid_in_place_avx512(float* x, int64_t n,
+                                                                WideExp exp) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t left = n - i;
     const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
     const __m512 value = _mm512_maskz_loadu_ps(mask, x + i);
-    const __m512 exp = Sleef_expf16_u10(_mm512_sub_ps(_mm512_setzero_ps(), value));
-    _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(one, _mm512_add_ps(one, exp)));
+    const __m512 power = exp(_mm512_sub_ps(_mm512_setzero_ps(), value));
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(one, _mm512_add_ps(one, power)));
   }
 }
 
-// x ← σ(x) over n numbers, vectorised as ATen's σ (at::vec, AVX2 where the build has it).
+// x ← σ(x) over n numbers, vectorised as ATen's σ (at::vec, AVX2 where the build has it; 16
+// wide for float32 where wide_exp is found).
 template <typename T>
 void sigmoid_in_place(T* x, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    if (blocked_product_available()) {
-      sigmoid_in_place_avx512(x, n);
+    if (const WideExp exp = wide_exp(); exp != nullptr) {
+      sigmoid_in_place_avx512(x, n, exp);
       return;
     }
   }
