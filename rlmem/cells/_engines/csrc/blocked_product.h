@@ -20,6 +20,8 @@
 // Only the product's own function is compiled for AVX-512 (a target attribute), chosen at run
 // time where the CPU reports it: the rest of the build keeps the flags of compiled.py.
 
+#if defined(__x86_64__)
+
 // Whether this CPU runs the blocked loop.
 bool blocked_product_available() {
   static const bool available = __builtin_cpu_supports("avx512f");
@@ -29,7 +31,7 @@ bool blocked_product_available() {
 // Rows [0, kRows) of out from a (row stride a_row, column stride a_col), b (row stride ldb,
 // columns contiguous), add (row stride add_row, 0 to broadcast one row; null: none).
 template <int kRows>
-__attribute__((target("avx512f"))) void blocked_rows(
+RLMEM_WIDE void blocked_rows(
     const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
     const float* add, int64_t add_row, float* out, int64_t ldo, int64_t inner, int64_t columns) {
   for (int64_t j = 0; j < columns; j += 32) {
@@ -95,6 +97,17 @@ void blocked_all_rows(const float* a, int64_t a_row, int64_t a_col, const float*
     k += depth;
   } while (k < inner);
 }
+
+#else  // not x86-64: no blocked loop, every product ATen's
+
+bool blocked_product_available() { return false; }
+
+void blocked_all_rows(const float*, int64_t, int64_t, const float*, int64_t, const float*,
+                      int64_t, float*, int64_t, int64_t, int64_t, int64_t) {
+  TORCH_CHECK(false, "blocked_all_rows: the blocked loop needs x86-64 with AVX-512");
+}
+
+#endif
 
 // Whether out = add + a b can take the blocked loop: float32 on a CPU that has it, 2-D
 // operands, out's columns contiguous, add (if any) of out's shape.

@@ -47,8 +47,13 @@
 
 #include <ATen/ops/arange.h>
 
+#if defined(__x86_64__)  // the blocked AVX-512 product (blocked_product.h), chosen at run time
 #include <dlfcn.h>
 #include <immintrin.h>
+#define RLMEM_WIDE __attribute__((target("avx512f")))
+#else  // no AVX-512 here: the loops keep the build's width, the products ATen's
+#define RLMEM_WIDE
+#endif
 
 
 #include <algorithm>
@@ -110,5 +115,5 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("onednn_product_count", &onednn_product_count);
   m.def("product", &product);
   m.def("blocked_product_available", &blocked_product_available);
-  m.def("wide_exp_found", [] { return wide_exp() != nullptr; });
+  m.def("wide_exp_found", &wide_exp_found);
 }

@@ -11,6 +11,8 @@
 // elementwise loops. At a PPO minibatch's 16 chunks of 16 steps each ATen call (a row's
 // select, a σ) cost about as much as its arithmetic.
 
+#if defined(__x86_64__)
+
 // The AVX-512 form of the exponential ATen's σ takes (SLEEF's, 1-ULP), as torch's library
 // exports it, looked up once at run time; null where this torch does not export it (then σ
 // keeps the build's own width) or the CPU lacks AVX-512.
@@ -29,7 +31,7 @@ WideExp wide_exp() {
 
 // σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
 // exponential above.
-__attribute__((target("avx512f"))) void sigmoid_in_place_avx512(float* x, int64_t n,
+RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n,
                                                                 WideExp exp) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -41,16 +43,27 @@ __attribute__((target("avx512f"))) void sigmoid_in_place_avx512(float* x, int64_
   }
 }
 
+// Whether wide_exp is found.
+bool wide_exp_found() { return wide_exp() != nullptr; }
+
+#else
+
+bool wide_exp_found() { return false; }
+
+#endif
+
 // x ← σ(x) over n numbers, vectorised as ATen's σ (at::vec, AVX2 where the build has it; 16
 // wide for float32 where wide_exp is found).
 template <typename T>
 void sigmoid_in_place(T* x, int64_t n) {
+#if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
     if (const WideExp exp = wide_exp(); exp != nullptr) {
       sigmoid_in_place_avx512(x, n, exp);
       return;
     }
   }
+#endif
   using V = at::vec::Vectorized<T>;
   const V one(T(1));
   int64_t i = 0;
@@ -64,19 +77,19 @@ void sigmoid_in_place(T* x, int64_t n) {
 
 // base_recurrence.h's elementwise steps (always inlined) compiled for AVX-512, for float32
 // where the CPU has it: the same arithmetic (elementwise, no sums), twice the width.
-__attribute__((target("avx512f"))) void lstm_cell_avx512(const float* act, float* partner,
+RLMEM_WIDE void lstm_cell_avx512(const float* act, float* partner,
                                                          float* c, int64_t c_stride,
                                                          int64_t batch, int64_t hidden) {
   lstm_cell(act, partner, c, c_stride, batch, hidden);
 }
 
-__attribute__((target("avx512f"))) void lstm_output_avx512(const float* act, float* partner,
+RLMEM_WIDE void lstm_output_avx512(const float* act, float* partner,
                                                            float* out, int64_t out_stride,
                                                            int64_t batch, int64_t hidden) {
   lstm_output(act, partner, out, out_stride, batch, hidden);
 }
 
-__attribute__((target("avx512f"))) void lstm_cell_backward_avx512(
+RLMEM_WIDE void lstm_cell_backward_avx512(
     const float* act, const float* partner, const float* dh, const float* dc, float* dz,
     int64_t dz_stride, float* dc_out, int64_t batch, int64_t hidden) {
   lstm_cell_backward(act, partner, dh, dc, dz, dz_stride, dc_out, batch, hidden);
