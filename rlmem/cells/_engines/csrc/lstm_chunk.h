@@ -31,8 +31,7 @@ WideExp wide_exp() {
 
 // σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
 // exponential above.
-RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n,
-                                                                WideExp exp) {
+RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t left = n - i;
@@ -77,15 +76,13 @@ void sigmoid_in_place(T* x, int64_t n) {
 
 // base_recurrence.h's elementwise steps (always inlined) compiled for AVX-512, for float32
 // where the CPU has it: the same arithmetic (elementwise, no sums), twice the width.
-RLMEM_WIDE void lstm_cell_avx512(const float* act, float* partner,
-                                                         float* c, int64_t c_stride,
-                                                         int64_t batch, int64_t hidden) {
+RLMEM_WIDE void lstm_cell_avx512(const float* act, float* partner, float* c, int64_t c_stride,
+                                 int64_t batch, int64_t hidden) {
   lstm_cell(act, partner, c, c_stride, batch, hidden);
 }
 
-RLMEM_WIDE void lstm_output_avx512(const float* act, float* partner,
-                                                           float* out, int64_t out_stride,
-                                                           int64_t batch, int64_t hidden) {
+RLMEM_WIDE void lstm_output_avx512(const float* act, float* partner, float* out,
+                                   int64_t out_stride, int64_t batch, int64_t hidden) {
   lstm_output(act, partner, out, out_stride, batch, hidden);
 }
 
