@@ -79,3 +79,8 @@ def test_the_wide_exponential_is_torchs_where_the_loop_runs(ops: object) -> None
     is not looked for."""
     found = bool(ops.wide_exp_found())  # type: ignore[attr-defined]
     assert found == bool(ops.blocked_product_available())  # type: ignore[attr-defined]
+
+
+def test_shapes_that_do_not_multiply_are_refused(ops: object) -> None:
+    with pytest.raises(RuntimeError):
+        ops.product(torch.zeros(3, 4), torch.zeros(5, 6), None)  # type: ignore[attr-defined]

@@ -134,6 +134,8 @@ void product_into(Tensor& out, const Tensor& add, const Tensor& a, const Tensor&
     }
     return;
   }
+  TORCH_CHECK(a.size(1) == b.size(0) && out.size(0) == a.size(0) && out.size(1) == b.size(1),
+              "product: a ", a.sizes(), " times b ", b.sizes(), " into out ", out.sizes());
   const Tensor right = b.stride(1) == 1 ? b : b.contiguous();
   const Tensor addend = add.defined() && add.stride(1) != 1 ? add.contiguous() : add;
   blocked_all_rows(a.data_ptr<float>(), a.stride(0), a.stride(1), right.data_ptr<float>(),
