@@ -169,9 +169,11 @@ class PPOConfig(PPOHyperparameters):
     ``tests/cells/test_lstm_chunk.py``) rounded otherwise. Late in a run, when episodes are
     shorter than the fast preset's chunks of 16 steps, a minibatch's chunks are cut about nine
     times and whole updates ran 1.5-1.6× as fast (``docs/performance.md#compiled-lstm``); a
-    chunk that no reset cuts still takes torch's kernel, the faster there. CPU only; the other
-    cells' engines take the resets inside already (a run of another memory that asks for it is
-    refused before it starts). null: decided when the run starts, and recorded: off for
+    chunk that no reset cuts takes torch's kernel, the faster there, but on a CPU with AVX-512
+    a minibatch's small one, which runs compiled with the blocked products (whole updates
+    1.07-1.11×; ``experiments/fast_trainer/BLOCKED_LSTM.md`` its learning check). CPU only;
+    the other cells' engines take the resets inside already (a run of another memory that asks
+    for it is refused before it starts). null: decided when the run starts, and recorded: off for
     another memory, where ``vectorization`` is set (``sync`` is the bit-exact reference) or
     the device is ``cuda``, and for resumed runs that recorded none or off (whose arithmetic
     they continue); else on. Its first check (seeds 3-7,
