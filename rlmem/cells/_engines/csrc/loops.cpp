@@ -55,7 +55,6 @@
 #define RLMEM_WIDE
 #endif
 
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -56,9 +56,7 @@ struct Product {
       return add.defined() ? product.add_(add) : product;
     }
     if (by_rows.defined()) {
-      Tensor out = at::empty({x.size(0), right.size(1)}, x.options());
-      product_into(out, add.defined() ? add.expand_as(out) : add, x, by_rows);
-      return out;
+      return product(x, by_rows, add.defined() ? std::optional<Tensor>(add) : std::nullopt);
     }
     return add.defined() ? at::addmm(add, x, right) : at::mm(x, right);
   }
