@@ -182,6 +182,36 @@ def test_compiled_delta_rule_equals_the_blocks(head_size: int,
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-11)
 
 
+@pytest.mark.parametrize("head_size", [3, 16, 32, 64])
+def test_compiled_delta_rule_float32_within_rounding_of_float64(head_size: int) -> None:
+    """The compiled chunk in float32 (for heads of 16, 32 and 64 on a CPU with AVX-512, the
+    fast weights' step, its backward and the SiLU of ``csrc/delta_rule_wide.h``; the build's own
+    loops at 3) against the same chunk in float64, which the test above holds to the Python
+    forms: outputs, final state and every gradient, with resets."""
+    if compiled.ops(torch.zeros(1)) is None:
+        pytest.skip("the compiled loops cannot be built here")
+    torch.manual_seed(2)
+    cell = make_cell("deltanet", input_size=6, hidden_size=9, heads=2, head_size=head_size)
+    assert isinstance(cell, DeltaNet)
+    steps, batch = 23, 5
+    x = torch.randn(steps, batch, 6)
+    resets = random_resets(steps, batch, torch.Generator().manual_seed(3))
+    state = DeltaNetState(0.1 * torch.randn(batch, 2, head_size, head_size),
+                          torch.randn(batch, 4, 3, 2, head_size))
+    weights = torch.randn(steps, batch, 9)
+    results = []
+    for dtype in (torch.float32, torch.float64):
+        model = cell.to(dtype)
+        inputs = [tensor.to(dtype, copy=True).requires_grad_() for tensor in (x, *state)]
+        result = model.fast_scan(inputs[0], DeltaNetState(*inputs[1:]), resets)
+        loss = ((result.output * weights.to(dtype)).sum() + result.state.S.square().sum()
+                + result.state.window.sin().sum())
+        results.append([result.output, result.state.S, result.state.window,
+                        *torch.autograd.grad(loss, [*inputs, *model.parameters()])])
+    for single, double in zip(*results, strict=True):
+        torch.testing.assert_close(single.double(), double, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("name", "options"), CELL_OPTIONS, ids=[n for n, _ in CELL_OPTIONS])
 def test_long_chunks_equal_the_step(name: str, options: dict[str, Any],
                                     monkeypatch: pytest.MonkeyPatch) -> None:

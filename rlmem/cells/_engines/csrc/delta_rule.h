@@ -43,9 +43,18 @@ T delta_dot(const T* a, const T* b, int64_t d) {
 }
 
 // SiLU over n numbers, y = x σ(x), and σ(x) into sigma (for the backward); σ vectorised like
-// ATen's (at::vec; AVX2 where the build has it): its exp is most of the feature map's cost.
+// ATen's (at::vec; AVX2 where the build has it; for float32 heads of 16, 32 or 64 on a CPU with
+// AVX-512, delta_rule_wide.h's): its exp is most of the feature map's cost.
 template <typename T, int D>
 void delta_silu(const T* x, T* y, T* sigma, int64_t d) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
+    if (const WideExp exp = wide_exp(); exp != nullptr) {
+      delta_silu_wide(x, y, sigma, D, exp);
+      return;
+    }
+  }
+#endif
   using V = at::vec::Vectorized<T>;
   const int64_t n = D > 0 ? D : d;
   const V one(T(1));
@@ -109,6 +118,14 @@ void delta_feature_backward(T* g, const T* x, const T* y, const T* sigma, T norm
 template <typename T, int D>
 void delta_step(const T* S_in, T* S_out, const T* k, const T* v, T beta, T* e, const T* q,
                 T* o, int64_t d) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
+    if (blocked_product_available()) {
+      delta_step_wide<D / 16>(S_in, S_out, k, v, beta, e, q, o);
+      return;
+    }
+  }
+#endif
   const int64_t n = D > 0 ? D : d;
   const T kq = q != nullptr ? delta_dot<T, D>(k, q, n) : T(0);
   for (int64_t i = 0; i < n; ++i) {
@@ -363,20 +380,24 @@ void delta_replay_features(const DeltaConvolution<T>& conv, int64_t t, int64_t b
   replay.beta[t] = scalars.beta;
 }
 
-// One step back in time for one head (the equations at the top): G holds ∂L/∂S_t and leaves
-// holding ∂L/∂S_{t-1}'s share through the step; go is ∂L/∂o_t, S_prev S_{t-1}; the gradient
-// of the step's pre (q, k, v before the feature map) goes to replay.grad_pre, β's logit's is
-// returned.
+// The part of one step's backward that runs over S's rows: G (∂L/∂S_t) becomes its share of
+// ∂L/∂S_{t-1}; writes dq, dk and dv (the gradients of the feature maps' outputs q, k, v);
+// returns ∂L/∂β. For float32 heads of 16, 32 or 64 on a CPU with AVX-512,
+// delta_rule_wide.h's.
 template <typename T, int D>
-T delta_step_backward(DeltaReplay<T>& replay, int64_t t, const T* __restrict go,
-                      const T* __restrict S_prev, T* __restrict G, T* __restrict dq,
-                      T* __restrict dk, T* __restrict dv, int64_t size) {
+T delta_rows_backward(const T* __restrict go, const T* __restrict S_prev, T* __restrict G,
+                      const T* __restrict q_t, const T* __restrict k_t, const T* __restrict e,
+                      T beta_t, T* __restrict dq, T* __restrict dk, T* __restrict dv,
+                      int64_t size) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
+    if (blocked_product_available()) {
+      return delta_step_backward_wide<D / 16>(go, S_prev, G, q_t, k_t, e, beta_t, dq, dk, dv);
+    }
+  }
+#endif
   // restrict: the buffers overlap nothing, so dq and dk may stay in registers over the rows
   const int64_t d = D > 0 ? D : size;
-  const T* __restrict q_t = replay.q.data() + t * d;
-  const T* __restrict k_t = replay.k.data() + t * d;
-  const T* __restrict e = replay.errors.data() + t * d;
-  const T beta_t = replay.beta[t];
   std::fill_n(dq, d, T(0));
   std::fill_n(dk, d, T(0));
   T dbeta = 0, go_u = 0;  // go_u = Σ_i go_i u_i: dq's share of u kᵀ
@@ -405,6 +426,22 @@ T delta_step_backward(DeltaReplay<T>& replay, int64_t t, const T* __restrict go,
   for (int64_t j = 0; j < d; ++j) {
     dq[j] += go_u * k_t[j];
   }
+  return dbeta;
+}
+
+// One step back in time for one head (the equations at the top): G holds ∂L/∂S_t and leaves
+// holding ∂L/∂S_{t-1}'s share through the step; go is ∂L/∂o_t, S_prev S_{t-1}; the gradient
+// of the step's pre (q, k, v before the feature map) goes to replay.grad_pre, β's logit's is
+// returned.
+template <typename T, int D>
+T delta_step_backward(DeltaReplay<T>& replay, int64_t t, const T* go, const T* S_prev, T* G,
+                      T* dq, T* dk, T* dv, int64_t size) {
+  const int64_t d = D > 0 ? D : size;
+  const T* q_t = replay.q.data() + t * d;
+  const T* k_t = replay.k.data() + t * d;
+  const T beta_t = replay.beta[t];
+  const T dbeta = delta_rows_backward<T, D>(go, S_prev, G, q_t, k_t, replay.errors.data() + t * d,
+                                            beta_t, dq, dk, dv, d);
   const T* pre = replay.pre.data() + t * 3 * d;
   T* grad_pre = replay.grad_pre.data() + t * 3 * d;
   delta_feature_backward<T, D>(dq, pre, q_t, replay.q_sigma.data() + t * d, replay.q_norm[t],
@@ -420,7 +457,9 @@ T delta_step_backward(DeltaReplay<T>& replay, int64_t t, const T* __restrict go,
 // and feature maps replayed for every head together (each step's row of features read once),
 // then each head's fast weights replayed and its gradients taken back in time, then the
 // convolution's backward for every head a step at a time. G holds ∂L/∂S_T and ends holding
-// ∂L/∂S_{-1}; grad_features (its channels zero), grad_window and grad_taps (zero) are added to.
+// ∂L/∂S_{-1}; grad_features is written (each item's rows zeroed before its first use, while they
+// are about to be in the cache: zeroing the whole tensor first took 2.5 ms of the backward's 13
+// at T = 128, B = 64, 4 heads of 32), grad_window and grad_taps (zero) are added to.
 template <typename T, int D>
 void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
                          const T* grad_window_out, const T* S0, const bool* reset, T* G_all,
@@ -432,6 +471,9 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
   std::vector<int64_t> first(steps);
   for (int64_t b = 0; b < batch; ++b) {
     episode_starts(reset, steps, batch, b, first.data());
+    for (int64_t t = 0; t < steps; ++t) {  // β's column is written, not added to
+      std::fill_n(grad_features + (t * batch + b) * conv.width, 3 * width, T(0));
+    }
     conv.slide_backward(steps, b, steps > 0 ? first[steps - 1] : -1, grad_window_out,
                         grad_features, grad_window);
     for (int64_t t = 0; t < steps; ++t) {
@@ -535,7 +577,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> delta_backward(
   const Tensor grad_window_out = grad_window_out_in.contiguous();
   const int64_t d = state.size(-1);
   Tensor G = grad_final.clone(at::MemoryFormat::Contiguous);
-  Tensor grad_features = at::zeros_like(features), grad_window = at::zeros_like(window);
+  Tensor grad_features = at::empty_like(features), grad_window = at::zeros_like(window);
   Tensor grad_taps = at::zeros_like(taps);
   AT_DISPATCH_FLOATING_TYPES(features.scalar_type(), "delta_backward", [&] {
     const auto conv = chunk_convolution<scalar_t>(features, window, taps);

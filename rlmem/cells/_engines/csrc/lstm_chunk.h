@@ -13,24 +13,8 @@
 
 #if defined(__x86_64__)
 
-// The AVX-512 form of the exponential ATen's σ takes (SLEEF's, 1-ULP), as torch's library
-// exports it, looked up once at run time; null where this torch does not export it (then σ
-// keeps the build's own width) or the CPU lacks AVX-512.
-using WideExp = __m512 (*)(__m512);
-WideExp wide_exp() {
-  static const WideExp found = [] {
-    void* torch_cpu = blocked_product_available()
-                          ? dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD)
-                          : nullptr;
-    return torch_cpu == nullptr
-               ? WideExp(nullptr)
-               : reinterpret_cast<WideExp>(dlsym(torch_cpu, "Sleef_expf16_u10"));
-  }();
-  return found;
-}
-
 // σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
-// exponential above.
+// exponential of wide_exp.h.
 RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -41,13 +25,6 @@ RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
     _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(one, _mm512_add_ps(one, power)));
   }
 }
-
-// Whether wide_exp is found.
-bool wide_exp_found() { return wide_exp() != nullptr; }
-
-#else
-
-bool wide_exp_found() { return false; }
 
 #endif
 
