@@ -111,16 +111,46 @@ void delta_feature_backward(T* g, const T* x, const T* y, const T* sigma, T norm
   delta_silu_backward<T, D>(g, T(1) / (clamped ? T(kDeltaEpsilon) : norm), x, sigma, dx, n);
 }
 
+// Whether the loops hold S and G = ∂L/∂S transposed (row j: column j, what key unit j maps to):
+// the layout of delta_rule_wide.h's steps, which take them for float32 heads of 16, 32 or 64
+// on a CPU with AVX-512; rows as in the tensors otherwise.
+template <typename T, int D>
+bool delta_transposed() {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
+    return blocked_product_available();
+  }
+#endif
+  return false;
+}
+
+// Each of count d × d matrices at M transposed in place, where delta_transposed says the loops
+// hold them so: on the way into a loop and out of it.
+template <typename T, int D>
+void delta_layout(T* M, int64_t count, int64_t d) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
+    if (delta_transposed<T, D>()) {
+      T scratch[D * D];
+      for (int64_t m = 0; m < count; ++m) {
+        delta_wide_transpose<D / 16>(M + m * d * d, scratch);
+      }
+    }
+  }
+#endif
+}
+
 // One step's update from S_in (S_{t-1}, d × d, rows contiguous) into S_out (may be S_in):
 // writes e (d) and, when q is given, the output o = S_t q = S_{t-1} q + u (k·q), read off each
 // row of S_{t-1} in the same pass as S_{t-1} k. The forward and the backward's replay share
-// it, so the replayed states are the forward's to the bit.
+// it, so the replayed states are the forward's to the bit. Where delta_transposed,
+// delta_rule_wide.h's, on S transposed.
 template <typename T, int D>
 void delta_step(const T* S_in, T* S_out, const T* k, const T* v, T beta, T* e, const T* q,
                 T* o, int64_t d) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    if (blocked_product_available()) {
+    if (delta_transposed<T, D>()) {
       delta_step_wide<D / 16>(S_in, S_out, k, v, beta, e, q, o);
       return;
     }
@@ -292,6 +322,19 @@ void delta_prefetch(const DeltaConvolution<T>& conv, int64_t t, int64_t steps, i
   }
 }
 
+// The n numbers at x asked for ahead of their use.
+template <typename T>
+void delta_prefetch_span(const T* x, int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(x);
+  for (int64_t offset = 0; offset < n * static_cast<int64_t>(sizeof(T)); offset += 64) {
+    __builtin_prefetch(bytes + offset);
+  }
+}
+
+// How many steps ahead the backward asks for a step's ∂L/∂o (its first read, which a step of
+// delta_rule_wide.h waits on).
+constexpr int64_t kGradientAhead = 2;
+
 // Where one step of one head's feature map goes: the convolved q, k, v (pre, 3 d), the map's
 // q, k, v and their σ (the three σ may share one buffer where nothing reads them later).
 template <typename T>
@@ -338,6 +381,7 @@ void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o
     episode_starts(reset, steps, batch, b, first.data());
     conv.slide(steps, b, steps > 0 ? first[steps - 1] : -1, window_out);
     T* S_b = S_all + b * heads * d * d;
+    delta_layout<T, D>(S_b, heads, d);
     for (int64_t t = 0; t < steps; ++t) {
       delta_prefetch(conv, t, steps, b);
       if (reset[t * batch + b]) {
@@ -351,6 +395,7 @@ void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o
                          o + ((t * batch + b) * heads + h) * d, d);
       }
     }
+    delta_layout<T, D>(S_b, heads, d);
   }
 }
 
@@ -382,8 +427,7 @@ void delta_replay_features(const DeltaConvolution<T>& conv, int64_t t, int64_t b
 
 // The part of one step's backward that runs over S's rows: G (∂L/∂S_t) becomes its share of
 // ∂L/∂S_{t-1}; writes dq, dk and dv (the gradients of the feature maps' outputs q, k, v);
-// returns ∂L/∂β. For float32 heads of 16, 32 or 64 on a CPU with AVX-512,
-// delta_rule_wide.h's.
+// returns ∂L/∂β. Where delta_transposed, delta_rule_wide.h's, on S and G transposed.
 template <typename T, int D>
 T delta_rows_backward(const T* __restrict go, const T* __restrict S_prev, T* __restrict G,
                       const T* __restrict q_t, const T* __restrict k_t, const T* __restrict e,
@@ -391,7 +435,7 @@ T delta_rows_backward(const T* __restrict go, const T* __restrict S_prev, T* __r
                       int64_t size) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    if (blocked_product_available()) {
+    if (delta_transposed<T, D>()) {
       return delta_step_backward_wide<D / 16>(go, S_prev, G, q_t, k_t, e, beta_t, dq, dk, dv);
     }
   }
@@ -485,6 +529,7 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
     for (int64_t h = 0; h < heads; ++h) {
       DeltaReplay<T>& replay = replays[h];
       std::copy_n(S0 + (b * heads + h) * d * d, d * d, states.data());
+      delta_layout<T, D>(states.data(), 1, d);
       for (int64_t t = 0; t < steps; ++t) {  // every S_{t-1}, after its reset, in slot t
         T* S = states.data() + t * d * d;
         if (reset[t * batch + b]) {
@@ -495,8 +540,12 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
                          static_cast<const T*>(nullptr), static_cast<T*>(nullptr), d);
       }
       T* G = G_all + (b * heads + h) * d * d;
+      delta_layout<T, D>(G, 1, d);
       for (int64_t t = steps - 1; t >= 0; --t) {
         const int64_t row = t * batch + b;
+        if (t >= kGradientAhead) {  // an item's steps lie B rows apart, beyond the prefetcher
+          delta_prefetch_span(grad_o + ((row - kGradientAhead * batch) * heads + h) * d, d);
+        }
         grad_features[row * conv.width + 3 * width + h] = delta_step_backward<T, D>(
             replay, t, grad_o + (row * heads + h) * d, states.data() + t * d * d, G, dq.data(),
             dk.data(), dv.data(), d);
@@ -504,6 +553,7 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
           std::fill_n(G, d * d, T(0));
         }
       }
+      delta_layout<T, D>(G, 1, d);
     }
     for (int64_t t = steps - 1; t >= 0; --t) {
       for (int64_t h = 0; h < heads; ++h) {
