@@ -182,18 +182,21 @@ def test_compiled_delta_rule_equals_the_blocks(head_size: int,
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-11)
 
 
+@pytest.mark.parametrize("steps", [1, 23])
 @pytest.mark.parametrize("head_size", [3, 16, 32, 64])
-def test_compiled_delta_rule_float32_within_rounding_of_float64(head_size: int) -> None:
+def test_compiled_delta_rule_float32_within_rounding_of_float64(head_size: int,
+                                                                steps: int) -> None:
     """The compiled chunk in float32 (for heads of 16, 32 and 64 on a CPU with AVX-512, the
-    fast weights' step, its backward and the SiLU of ``csrc/delta_rule_wide.h``; the build's own
-    loops at 3) against the same chunk in float64, which the test above holds to the Python
-    forms: outputs, final state and every gradient, with resets."""
+    fast weights' step, its backward and the SiLU of ``csrc/delta_rule_wide.h``, on S held
+    transposed from two steps on; the build's own loops at 3) against the same chunk in
+    float64, which the test above holds to the Python forms: outputs, final state and every
+    gradient, with resets."""
     if compiled.ops(torch.zeros(1)) is None:
         pytest.skip("the compiled loops cannot be built here")
     torch.manual_seed(2)
     cell = make_cell("deltanet", input_size=6, hidden_size=9, heads=2, head_size=head_size)
     assert isinstance(cell, DeltaNet)
-    steps, batch = 23, 5
+    batch = 5
     x = torch.randn(steps, batch, 6)
     resets = random_resets(steps, batch, torch.Generator().manual_seed(3))
     state = DeltaNetState(0.1 * torch.randn(batch, 2, head_size, head_size),

@@ -111,26 +111,33 @@ void delta_feature_backward(T* g, const T* x, const T* y, const T* sigma, T norm
   delta_silu_backward<T, D>(g, T(1) / (clamped ? T(kDeltaEpsilon) : norm), x, sigma, dx, n);
 }
 
-// Whether the loops hold S and G = ∂L/∂S transposed (row j: column j, what key unit j maps to):
-// the layout of delta_rule_wide.h's steps, which take them for float32 heads of 16, 32 or 64
-// on a CPU with AVX-512; rows as in the tensors otherwise.
+// The fewest steps of a chunk whose loops hold S transposed. One step (an acting step) runs its
+// forward faster in rows, as the tensors hold S, than through the transposes in and out: 0.09
+// against 0.11 ms at B = 64, 4 heads of 32; two steps took 0.14 ms either way, four 0.26 in
+// rows and 0.21 transposed (benchmarks/delta_rule_kernel.py; the backward, always faster
+// transposed, follows the forward's layout so that its replayed states are the forward's).
+constexpr int64_t kTransposedSteps = 2;
+
+// Whether the loops over a chunk of this many steps hold S and G = ∂L/∂S transposed (row j:
+// column j, what key unit j maps to): the layout of delta_rule_wide.h's steps, which take them
+// for float32 heads of 16, 32 or 64 on a CPU with AVX-512; rows as in the tensors otherwise.
 template <typename T, int D>
-bool delta_transposed() {
+bool delta_transposed(int64_t steps) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    return blocked_product_available();
+    return steps >= kTransposedSteps && blocked_product_available();
   }
 #endif
   return false;
 }
 
-// Each of count d × d matrices at M transposed in place, where delta_transposed says the loops
-// hold them so: on the way into a loop and out of it.
+// Each of count d × d matrices at M transposed in place where the loops hold them so
+// (transposed, delta_transposed's answer): on the way into a loop and out of it.
 template <typename T, int D>
-void delta_layout(T* M, int64_t count, int64_t d) {
+void delta_layout(T* M, int64_t count, int64_t d, bool transposed) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    if (delta_transposed<T, D>()) {
+    if (transposed) {
       T scratch[D * D];
       for (int64_t m = 0; m < count; ++m) {
         delta_wide_transpose<D / 16>(M + m * d * d, scratch);
@@ -143,14 +150,14 @@ void delta_layout(T* M, int64_t count, int64_t d) {
 // One step's update from S_in (S_{t-1}, d × d, rows contiguous) into S_out (may be S_in):
 // writes e (d) and, when q is given, the output o = S_t q = S_{t-1} q + u (k·q), read off each
 // row of S_{t-1} in the same pass as S_{t-1} k. The forward and the backward's replay share
-// it, so the replayed states are the forward's to the bit. Where delta_transposed,
-// delta_rule_wide.h's, on S transposed.
+// it, so the replayed states are the forward's to the bit. Where the loops hold S transposed
+// (delta_transposed), delta_rule_wide.h's.
 template <typename T, int D>
 void delta_step(const T* S_in, T* S_out, const T* k, const T* v, T beta, T* e, const T* q,
-                T* o, int64_t d) {
+                T* o, int64_t d, bool transposed) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    if (delta_transposed<T, D>()) {
+    if (transposed) {
       delta_step_wide<D / 16>(S_in, S_out, k, v, beta, e, q, o);
       return;
     }
@@ -373,6 +380,7 @@ template <typename T, int D>
 void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o, T* S_all,
                         T* window_out, int64_t steps, int64_t heads, int64_t size) {
   const int64_t d = D > 0 ? D : size, batch = conv.batch;
+  const bool transposed = delta_transposed<T, D>(steps);
   std::vector<T> e(d), pre(3 * d), q(d), k(d), v(d), sigma(d);
   const DeltaFeatures<T> features{pre.data(), q.data(), k.data(), v.data(),
                                   sigma.data(), sigma.data(), sigma.data()};
@@ -381,7 +389,7 @@ void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o
     episode_starts(reset, steps, batch, b, first.data());
     conv.slide(steps, b, steps > 0 ? first[steps - 1] : -1, window_out);
     T* S_b = S_all + b * heads * d * d;
-    delta_layout<T, D>(S_b, heads, d);
+    delta_layout<T, D>(S_b, heads, d, transposed);
     for (int64_t t = 0; t < steps; ++t) {
       delta_prefetch(conv, t, steps, b);
       if (reset[t * batch + b]) {
@@ -392,10 +400,10 @@ void delta_forward_loop(const DeltaConvolution<T>& conv, const bool* reset, T* o
             delta_step_features<T, D>(conv, t, b, first[t], h, heads, features, d).beta;
         T* S = S_b + h * d * d;
         delta_step<T, D>(S, S, k.data(), v.data(), beta, e.data(), q.data(),
-                         o + ((t * batch + b) * heads + h) * d, d);
+                         o + ((t * batch + b) * heads + h) * d, d, transposed);
       }
     }
-    delta_layout<T, D>(S_b, heads, d);
+    delta_layout<T, D>(S_b, heads, d, transposed);
   }
 }
 
@@ -427,15 +435,16 @@ void delta_replay_features(const DeltaConvolution<T>& conv, int64_t t, int64_t b
 
 // The part of one step's backward that runs over S's rows: G (∂L/∂S_t) becomes its share of
 // ∂L/∂S_{t-1}; writes dq, dk and dv (the gradients of the feature maps' outputs q, k, v);
-// returns ∂L/∂β. Where delta_transposed, delta_rule_wide.h's, on S and G transposed.
+// returns ∂L/∂β. Where the loops hold S and G transposed (delta_transposed),
+// delta_rule_wide.h's.
 template <typename T, int D>
 T delta_rows_backward(const T* __restrict go, const T* __restrict S_prev, T* __restrict G,
                       const T* __restrict q_t, const T* __restrict k_t, const T* __restrict e,
                       T beta_t, T* __restrict dq, T* __restrict dk, T* __restrict dv,
-                      int64_t size) {
+                      int64_t size, bool transposed) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float> && D > 0 && D % 16 == 0) {
-    if (delta_transposed<T, D>()) {
+    if (transposed) {
       return delta_step_backward_wide<D / 16>(go, S_prev, G, q_t, k_t, e, beta_t, dq, dk, dv);
     }
   }
@@ -479,13 +488,13 @@ T delta_rows_backward(const T* __restrict go, const T* __restrict S_prev, T* __r
 // returned.
 template <typename T, int D>
 T delta_step_backward(DeltaReplay<T>& replay, int64_t t, const T* go, const T* S_prev, T* G,
-                      T* dq, T* dk, T* dv, int64_t size) {
+                      T* dq, T* dk, T* dv, int64_t size, bool transposed) {
   const int64_t d = D > 0 ? D : size;
   const T* q_t = replay.q.data() + t * d;
   const T* k_t = replay.k.data() + t * d;
   const T beta_t = replay.beta[t];
   const T dbeta = delta_rows_backward<T, D>(go, S_prev, G, q_t, k_t, replay.errors.data() + t * d,
-                                            beta_t, dq, dk, dv, d);
+                                            beta_t, dq, dk, dv, d, transposed);
   const T* pre = replay.pre.data() + t * 3 * d;
   T* grad_pre = replay.grad_pre.data() + t * 3 * d;
   delta_feature_backward<T, D>(dq, pre, q_t, replay.q_sigma.data() + t * d, replay.q_norm[t],
@@ -510,6 +519,7 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
                          T* grad_features, T* grad_window, T* grad_taps, int64_t steps,
                          int64_t heads, int64_t size) {
   const int64_t d = D > 0 ? D : size, batch = conv.batch, width = heads * d;
+  const bool transposed = delta_transposed<T, D>(steps);
   std::vector<DeltaReplay<T>> replays(heads, DeltaReplay<T>(steps, d));
   std::vector<T> states((steps + 1) * d * d), dq(d), dk(d), dv(d);
   std::vector<int64_t> first(steps);
@@ -529,7 +539,7 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
     for (int64_t h = 0; h < heads; ++h) {
       DeltaReplay<T>& replay = replays[h];
       std::copy_n(S0 + (b * heads + h) * d * d, d * d, states.data());
-      delta_layout<T, D>(states.data(), 1, d);
+      delta_layout<T, D>(states.data(), 1, d, transposed);
       for (int64_t t = 0; t < steps; ++t) {  // every S_{t-1}, after its reset, in slot t
         T* S = states.data() + t * d * d;
         if (reset[t * batch + b]) {
@@ -537,10 +547,11 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
         }
         delta_step<T, D>(S, S + d * d, replay.k.data() + t * d, replay.v.data() + t * d,
                          replay.beta[t], replay.errors.data() + t * d,
-                         static_cast<const T*>(nullptr), static_cast<T*>(nullptr), d);
+                         static_cast<const T*>(nullptr), static_cast<T*>(nullptr), d,
+                         transposed);
       }
       T* G = G_all + (b * heads + h) * d * d;
-      delta_layout<T, D>(G, 1, d);
+      delta_layout<T, D>(G, 1, d, transposed);
       for (int64_t t = steps - 1; t >= 0; --t) {
         const int64_t row = t * batch + b;
         if (t >= kGradientAhead) {  // an item's steps lie B rows apart, beyond the prefetcher
@@ -548,12 +559,12 @@ void delta_backward_loop(const DeltaConvolution<T>& conv, const T* grad_o,
         }
         grad_features[row * conv.width + 3 * width + h] = delta_step_backward<T, D>(
             replay, t, grad_o + (row * heads + h) * d, states.data() + t * d * d, G, dq.data(),
-            dk.data(), dv.data(), d);
+            dk.data(), dv.data(), d, transposed);
         if (reset[row]) {  // no gradient crosses into the episode before
           std::fill_n(G, d * d, T(0));
         }
       }
-      delta_layout<T, D>(G, 1, d);
+      delta_layout<T, D>(G, 1, d, transposed);
     }
     for (int64_t t = steps - 1; t >= 0; --t) {
       for (int64_t h = 0; h < heads; ++h) {
