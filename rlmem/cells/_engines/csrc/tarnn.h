@@ -124,7 +124,8 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
   const std::vector<bool> any_reset = reset_steps(resets);
   const Tensor eta_column = eta.view({-1, 1, 1});
   Tensor eta_beta = at::empty({euler_steps, batch, size}, s0.options());
-  const Product gates_product(weight_s_t, onednn);  // the Euler steps' D × D: below oneDNN's
+  const Product gates_product(weight_s_t, onednn);
+  const Product euler_product(weight_u_t, onednn);  // B × D by D × D: below oneDNN's minimum
   Tensor s = s0;
   for (int64_t t = 0; t < steps; ++t) {
     if (any_reset[t]) {
@@ -140,7 +141,7 @@ void tarnn_forward(const Tensor& inputs, const Tensor& s0, const Tensor& resets,
     for (int64_t k = 0; k < euler_steps; ++k) {
       const Tensor z = euler_t[k];
       Tensor h = inner_t[k];
-      at::addmm_out(h, drive_w, z, weight_u_t);
+      euler_product.into(h, drive_w, z);
       inner_(h, sigmoid);
       const Tensor next = k + 1 < euler_steps ? euler_t[k + 1] : y[t];
       AT_DISPATCH_FLOATING_TYPES(s0.scalar_type(), "tarnn_euler", [&] {
@@ -181,6 +182,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
   Tensor sums = at::empty({3, batch, size}, options);
   const Tensor grad_pre_rows = grad_pre.view({-1, size}).t();
   const Product gates_product(weight_s, onednn);
+  const Product euler_product(weight_u, onednn);
   for (int64_t t = time_steps - 1; t >= 0; --t) {
     const Tensor beta = beta_all[t];
     at::mul_out(eta_beta, eta_column, beta);
@@ -197,14 +199,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> tarnn_backward(
                                 slope_inner.data_ptr<T>() + k * n, q.data_ptr<T>() + k * n,
                                 grad_pre.data_ptr<T>() + k * n, carried.data_ptr<T>(), coupled,
                                 n, size);
-        carried.addmm_(grad_pre[k], weight_u);
+        euler_product.add_to(carried, grad_pre[k]);
       }
       tarnn_step_sums<T>(targets[t].data_ptr<T>(), euler[t].data_ptr<T>(), grad_z.data_ptr<T>(),
                          q.data_ptr<T>(), grad_pre.data_ptr<T>(), beta.data_ptr<T>(),
                          eta_values.data_ptr<T>(), grad_gates[t].data_ptr<T>(),
                          grad_eta_terms.data_ptr<T>(), sums.data_ptr<T>(), steps, batch, size);
     });
-    grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
+    if (onednn) {  // where the products may leave ATen's: the blocked loop on AVX-512
+      product_into(grad_weight_u, grad_weight_u, grad_pre_rows, euler[t].view({-1, size}));
+    } else {
+      grad_weight_u.addmm_(grad_pre_rows, euler[t].view({-1, size}));
+    }
     gates_product.add_to(grad_next, grad_gates[t]);
     if (any_reset[t]) {
       reset_where(grad_next, resets[t].unsqueeze(1), 0.0, true);
