@@ -2,13 +2,15 @@ r"""SA-RNN's engine: its time loop over a chunk, with a hand-written backward pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rlmem.cells._engines import gpu
+from rlmem.cells._engines import compiled, gpu
+from rlmem.cells._engines.onednn_linear import in_onednn
 from rlmem.cells.resets import cut_gradient, reset_masks, reset_where
 from rlmem.cells.time_loop import S, ScanResult
 
@@ -106,6 +108,21 @@ class SARNNScan(torch.autograd.Function):
                 None)
 
 
+StepProduct = Callable[[Tensor, Tensor, Tensor], Tensor]
+"""``(add, a, b) -> add + a b``: a step's product with the recurrent weight."""
+
+
+def _step_product(inputs: Tensor) -> StepProduct:
+    """The loops' product: inside :func:`~rlmem.cells._engines.onednn_linear.onednn_products`
+    (where the products may leave ATen's, as the compiled loops' do), in float32 on a CPU with
+    AVX-512, the blocked loop (``csrc/blocked_product.h``: a step's 16 × 128 by 128 × 384 took
+    about 10 µs in ATen's MKL on an AMD CPU); ``torch.addmm`` otherwise."""
+    native = compiled.blocked_ops(inputs) if in_onednn(inputs) else None
+    if native is None:
+        return torch.addmm
+    return lambda add, a, b: native.product(a, b, add)
+
+
 def _rearranged(inputs: Tensor, half_slope: Tensor) -> Tensor:
     """The input terms with the n block doubled and the u block ``α/2 · (·) + 1/2``."""
     size = inputs.shape[2] // 4
@@ -126,7 +143,8 @@ def _forward_loop(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_h
     input_n, input_u, input_rz = (block.unbind(0) for block in
                                   inputs.split([size, size, 2 * size], 2))
     minus_one = torch.full((), -1.0, dtype=h0.dtype, device=h0.device)
-    weight_hh_t = weight_hh.t()
+    ctx.product = product = _step_product(inputs)
+    weight_hh_t = weight_hh.t() if product is torch.addmm else weight_hh.t().contiguous()
     masks = reset_masks(resets)
     outputs, probabilities, updates, states, resets_r, keeps_z, hidden_n, candidates = (
         [], [], [], [], [], [], [], [])
@@ -136,7 +154,7 @@ def _forward_loop(ctx: Any, inputs: Tensor, h0: Tensor, resets: Tensor, weight_h
         mask = masks[t]
         if mask is not None:
             h = reset_where(h, mask)
-        hidden = torch.addmm(bias_hh, h, weight_hh_t)
+        hidden = product(bias_hh, h, weight_hh_t)
         rz = torch.add(input_rz[t], hidden[:, :2 * size]).sigmoid_()
         r, z = rz.chunk(2, 1)
         hidden_n_t = hidden[:, 2 * size:]
@@ -195,7 +213,7 @@ def _backward_loop(ctx: Any, grad_y: Tensor, grad_probability: Tensor, weight_hh
         grad_pre_z = torch.ops.aten.sigmoid_backward.default(grad_gru * gaps[t], z)
         torch.cat([grad_pre_n, grad_pre_u, grad_pre_r, grad_pre_z, grad_pre_n * r], 1,
                   out=grad_t)
-        grad_next = torch.addmm(grad_h, grad_t[:, 2 * size:], weight_hh)
+        grad_next = ctx.product(grad_h, grad_t[:, 2 * size:], weight_hh)
         mask = masks[t]
         if mask is not None:
             cut_gradient(grad_next, mask, in_place=True)
