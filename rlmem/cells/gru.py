@@ -8,6 +8,8 @@ import torch
 from torch import Tensor, nn
 
 from rlmem.cells._engines import fused_rnn
+from rlmem.cells._engines.gru_chunk import GRULayout, gru_chunk
+from rlmem.cells._engines.weight_cache import prepared
 from rlmem.cells.base import Cell, Dims
 from rlmem.cells.gate_bias import GRU_UPDATE_GATE, init_gate_bias
 from rlmem.cells.registry import register
@@ -30,9 +32,9 @@ class GRU(Cell):
         h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}
 
     The output is :math:`h_t`. The reference loop is :func:`~rlmem.cells.time_loop.scan` over
-    :meth:`step` (``torch.gru_cell``); its engine (:mod:`~rlmem.cells._engines.fused_rnn`)
-    runs each reset-free segment of a chunk through the fused ``nn.GRU`` kernel, on the same
-    weights.
+    :meth:`step` (``torch.gru_cell``); its engine (:meth:`fast_scan`) runs a chunk on the CPU
+    as one call of the compiled loops (:mod:`~rlmem.cells._engines.gru_chunk`), elsewhere each
+    reset-free segment through torch's ``nn.GRU`` kernel (cuDNN), on the same weights.
 
     Initialisation: torch's uniform :math:`\pm 1/\sqrt{H}`, except the update-gate bias
     :math:`b_z` = ``update_bias``. A positive value starts :math:`z_t` above 0.5, so the state
@@ -71,6 +73,16 @@ class GRU(Cell):
         return h, GRUState(h), {}
 
     def fast_scan(self, x: Tensor, state: GRUState, resets: Tensor) -> ScanResult:
+        """On the CPU the compiled chunk (:mod:`~rlmem.cells._engines.gru_chunk`: torch's CPU
+        GRU is ATen's loop of small calls, which took 1.4-5.0x the chunk's time at every shape
+        measured, ``benchmarks/results/gru_chunk_kernel.md``); elsewhere, or where the compiled
+        loops do not run, torch's kernel per reset-free segment (:func:`~rlmem.cells._engines.
+        fused_rnn.gru`: cuDNN on CUDA)."""
+        if x.device.type == "cpu":
+            layout = prepared(self, lambda: GRULayout.of(*self.rnn.all_weights[0]))
+            whole = gru_chunk(x, layout, state.h, resets)
+            if whole is not None:
+                return ScanResult(whole[0], GRUState(whole[1]), {})
         return fused_rnn.gru(x, self.rnn.all_weights[0], state, resets,
                              train=self.rnn.training)
 

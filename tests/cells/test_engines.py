@@ -54,6 +54,7 @@ from rlmem.cells._engines import (
     tarnn,
 )
 from rlmem.cells.deltanet import DeltaNet
+from rlmem.cells.gru import GRU
 from rlmem.cells.gtrxl import GTrXL
 from rlmem.cells.irnn import IRNNUpdate
 from rlmem.cells.linear_recurrence import LinearRecurrence
@@ -120,8 +121,8 @@ ENGINES: list[Row] = [
     Row("lstm", {}, T, fused_rnn.lstm),
     Row("lstm", {"forget_bias": None, "chrono_t_max": 10}, T, fused_rnn.lstm),
     Row("lstm", {}, R, fused_rnn.lstm),
-    Row("gru", {"update_bias": 1.0}, T, fused_rnn.gru),
-    Row("gru", {}, R, fused_rnn.gru),
+    Row("gru", {"update_bias": 1.0}, T, GRU.fast_scan),  # the CPU's chunk, or fused_rnn.gru
+    Row("gru", {}, R, GRU.fast_scan),
     # MemLSTM: the chunk engine; the compiled rollout step; else the step (the textbook form).
     # (capacity 8 first: the interpreter's default row, a third faster than capacity 64's)
     Row("memlstm", {"capacity": 8}, T, full_attention.full_scan, sharpen=SHARP,  # overflows
@@ -359,14 +360,16 @@ def test_memlstm_chunk_from_a_detached_state(loops: str, monkeypatch: pytest.Mon
         torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("row", [row for row in ENGINES if row.engine in (fused_rnn.lstm,
-                                                                           fused_rnn.gru)],
+@pytest.mark.parametrize("row", [row for row in ENGINES if row.cell in ("lstm", "gru")],
                          ids=lambda row: f"{row.cell}-{row.mode.name}-{len(row.options)}")
 def test_a_batch_beyond_the_fused_kernels_bound_runs_in_slices_of_items(
         row: Row, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past :data:`~rlmem.cells._engines.fused_rnn.KERNEL_GATE_BYTES` of gates a step (about
     2M envs acting at hidden size 64, where oneDNN's LSTM cannot create its primitive), the
-    kernel runs on slices of the items: the same outputs, states and gradients, with resets."""
+    kernel runs on slices of the items: the same outputs, states and gradients, with resets.
+    (The GRU's kernel runs where the compiled loops do not: on the CPU they take its chunk.)"""
+    if row.cell == "gru":
+        use_loops("python", monkeypatch)
     gates = (4 if row.cell == "lstm" else 3) * HIDDEN
     monkeypatch.setattr(fused_rnn, "KERNEL_GATE_BYTES", 2 * gates * 8)  # 2 items in float64
     kernel = torch.lstm if row.cell == "lstm" else torch.gru
