@@ -2,13 +2,41 @@
 // host read of which steps reset.
 //
 // Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
-// namespace after the ATen headers (one unit, as before the split, so that the compiler sees
-// and optimises the code as it did); not a standalone header.
+// namespace after the ATen headers and wide_exp.h (one unit, as before the split, so that the
+// compiler sees and optimises the code as it did); not a standalone header.
+
+#if defined(__x86_64__)
+// sigmoid_dot below for float32, 16 numbers at a time (the last ones masked), with exp,
+// wide_exp.h's exponential: the attentive cells' σ over every slot's row, most of MemLSTM's
+// forward (a row of hidden numbers a slot, up to capacity slots a step).
+RLMEM_WIDE float sigmoid_dot_avx512(float* row, const float* score, int64_t n, WideExp exp) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    const __m512 value = _mm512_maskz_loadu_ps(mask, row + i);
+    const __m512 sigma =
+        _mm512_div_ps(one, _mm512_add_ps(one, exp(_mm512_sub_ps(_mm512_setzero_ps(), value))));
+    _mm512_mask_storeu_ps(row + i, mask, sigma);
+    total = _mm512_fmadd_ps(sigma, _mm512_maskz_loadu_ps(mask, score + i), total);  // masked: 0
+  }
+  return _mm512_reduce_add_ps(total);
+}
+#endif
 
 // σ in place over a row of n numbers, vectorised like ATen's sigmoid (at::vec; AVX2 where the
-// build has it, see compiled.py), and the dot product of the result with score.
+// build has it, see compiled.py; for float32 where wide_exp.h's exponential is found, 16 wide),
+// and the dot product of the result with score.
 template <typename T>
 T sigmoid_dot(T* row, const T* score, int64_t n) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (const WideExp exp = wide_exp(); exp != nullptr) {
+      return sigmoid_dot_avx512(row, score, n, exp);
+    }
+  }
+#endif
   using V = at::vec::Vectorized<T>;
   const V one(T(1));
   V acc(T(0));

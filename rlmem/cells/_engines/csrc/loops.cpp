@@ -68,9 +68,9 @@ namespace {
 using at::Tensor;
 
 #include "reset.h"
-#include "kernels.h"
 #include "blocked_product.h"
 #include "wide_exp.h"
+#include "kernels.h"
 #include "products.h"
 #include "tarnn.h"
 #include "base_recurrence.h"
