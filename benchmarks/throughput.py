@@ -54,7 +54,7 @@ DEFAULT_BACKENDS = {Preset.minigrid: GYMNASIUM, Preset.fast: TENSOR}
 """Each preset's envs unless ``--env-backend`` says otherwise."""
 
 
-KERNEL_KEYS = ("folded_grid", "compiled_lstm", "blocked_products")
+KERNEL_KEYS = ("folded_grid", "compiled_lstm", "blocked_products", "memory_products")
 """The agent keys that choose the model's kernels (:class:`rlmem.agents.ppo.run_pieces.
 KernelOptions`), as far as a version has them."""
 

@@ -200,6 +200,18 @@ class PPOConfig(PPOHyperparameters):
     interval containing ½ (``experiments/fast_trainer/BLOCKED_PRODUCTS.md``, by the rule of
     ``experiments/fast_trainer/blocked_products.py`` written before its runs)."""
 
+    memory_products: bool | None = None
+    """Whether the memory cell's float32 products on the CPU leave torch's (MKL's) as inside
+    :func:`rlmem.cells.onednn_products` (the supervised trainer's): a cell's large products in
+    oneDNN, the small ones of its compiled time loops (a PPO minibatch's 16 items a step) and
+    their weight gradients in the blocked AVX-512 loop, where MKL's AVX2 code and per-call
+    set-up cost several times their arithmetic on an AMD CPU (relstm's update at the fast
+    preset spent about a fifth of its time in MKL's small products). The same function rounded
+    otherwise (``tests/cells/test_onednn_linear.py``). It changes nothing for ``lstm`` and
+    ``gru``, whose chunks take the blocked loop already (``agent.compiled_lstm``; the GRU's
+    compiled chunk). null: decided when the run starts, and recorded: off until its learning
+    check (``experiments/fast_trainer/memory_products.py``) decides."""
+
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
     ``num_envs / processes`` of the envs and ``batch_size / processes`` frames of every
@@ -264,7 +276,8 @@ class PPOConfig(PPOHyperparameters):
         for the run's env), ``update_threads`` (:func:`decided_update_threads`),
         ``folded_grid`` (:func:`decided_folded_grid`), ``compiled_lstm``
         (:func:`decided_compiled_lstm`), ``fused_adam`` (:func:`decided_outside_reference`,
-        for every cell) and ``blocked_products`` (the same)."""
+        for every cell), ``blocked_products`` (the same) and ``memory_products`` (the same, off
+        until its learning check decides)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_outside_reference("fused_adam", decided, config,
@@ -273,6 +286,8 @@ class PPOConfig(PPOHyperparameters):
         decided["compiled_lstm"] = decided_compiled_lstm(decided, config, recorded)
         decided["blocked_products"] = decided_outside_reference(
             "blocked_products", decided, config, recorded, applies=True)
+        decided["memory_products"] = decided_outside_reference(
+            "memory_products", decided, config, recorded, applies=False)
         return decided
 
     @classmethod

@@ -17,7 +17,7 @@ from rlmem.agents.ppo.observation import (
     field_encoder,
     observation_fields,
 )
-from rlmem.cells import Aux, Cell, State, make_cell_from_config
+from rlmem.cells import Aux, Cell, State, make_cell_from_config, onednn_products
 from rlmem.cells import compiled_lstm as compiled_lstm_chunks
 
 RESERVED_NAMES = frozenset({"memory", "critic_memory", "actor", "critic", "action"})
@@ -101,16 +101,20 @@ class ActorCritic(nn.Module):
             compiled loops' blocked product on a CPU with AVX-512 (``agent.blocked_products``,
             :mod:`rlmem.agents.blocked_linear`): the same function and weights (and state
             dict), rounded otherwise. Entered at each call, as ``compiled_lstm``.
+        memory_products: the memory cell's float32 products on the CPU as inside
+            :func:`rlmem.cells.onednn_products` (``agent.memory_products``): the same function,
+            rounded otherwise. Entered at each call, as ``compiled_lstm``.
     """
 
     def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any] | int,
                  memory: Any, head_size: int = 64, grid_encoding: str = "embedding",
                  discrete_encoding: str = "onehot", shared_memory: bool = True,
                  folded_grid: bool = False, compiled_lstm: bool = False,
-                 blocked_products: bool = False) -> None:
+                 blocked_products: bool = False, memory_products: bool = False) -> None:
         super().__init__()
         self.compiled_lstm = compiled_lstm
         self.blocked_products = blocked_products
+        self.memory_products = memory_products
         if isinstance(action_space, int):
             action_space = spaces.Discrete(action_space)
         # Field -> submodule name; fields that feed the memory, and those that join after it.
@@ -210,7 +214,8 @@ class ActorCritic(nn.Module):
             - resets: ``(T, B)`` bool
             - returns action_params ``(T, B, head.num_params)``, value ``(T, B)``
         """
-        with compiled_lstm_chunks(self.compiled_lstm), blocked_products(self.blocked_products):
+        with (compiled_lstm_chunks(self.compiled_lstm), blocked_products(self.blocked_products),
+              onednn_products(self.memory_products)):
             steps, batch = resets.shape
             features = self._encode(self.memory_fields, observation, steps, batch)
             if self.critic_memory is None:

@@ -31,6 +31,7 @@ class KernelOptions(TypedDict):
     folded_grid: bool
     compiled_lstm: bool
     blocked_products: bool
+    memory_products: bool
 
 
 def kernel_options(agent: Any) -> KernelOptions:
@@ -38,7 +39,8 @@ def kernel_options(agent: Any) -> KernelOptions:
     names)."""
     return KernelOptions(folded_grid=bool(agent.folded_grid),
                          compiled_lstm=bool(agent.compiled_lstm),
-                         blocked_products=bool(agent.blocked_products))
+                         blocked_products=bool(agent.blocked_products),
+                         memory_products=bool(agent.memory_products))
 
 
 def make_model(config: Config, envs: Any, device: torch.device) -> ActorCritic:

@@ -13,6 +13,7 @@ then the cells of installed plugins (the entry-point group ``rlmem.cells``); see
 import sys
 
 from rlmem.cells._engines.fused_rnn import compiled_lstm
+from rlmem.cells._engines.onednn_linear import onednn_products
 from rlmem.cells.base import Aux, Cell, CellOutput, Dims
 from rlmem.cells.registry import (
     CELLS,
@@ -49,6 +50,7 @@ __all__ = [
     "hyperparameters",
     "make_cell",
     "make_cell_from_config",
+    "onednn_products",
     "register",
     "reset_state",
     "scan",
