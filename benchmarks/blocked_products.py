@@ -1,16 +1,19 @@
 """``agent.blocked_products``: the PPO model's own products in the blocked AVX-512 loop against
-torch's, per product shape and in whole fast-preset updates, one process taking turns.
+torch's, per product shape and in whole fast-preset updates, one process taking turns; with
+``--key memory_products``, the memory cell's products (``agent.memory_products``) in whole
+updates alone.
 
     OMP_NUM_THREADS=1 python benchmarks/blocked_products.py
     OMP_NUM_THREADS=1 python benchmarks/blocked_products.py --updates 20 --memory relstm
+    OMP_NUM_THREADS=1 python benchmarks/blocked_products.py --key memory_products --memory relstm
 
 First each product of a fast-preset minibatch (256 frames) and of its acting step (256 envs),
 ``functional.linear`` against :func:`rlmem.agents.blocked_linear.linear` inside
 ``blocked_products()``, forward alone and forward and backward, the median over rounds of the
 mean of ``--calls`` calls, alternating round by round. Then one fast-preset trainer on
-DoorKey-5x5 with every key decided as a run decides it (``throughput.py``'s trainer) and one
-with ``blocked_products`` on, from the same seed, taking turns update by update, rollout and
-update timed apart; each column the median over ``--updates`` updates of each. The first
+DoorKey-5x5 with every key decided as a run decides it (``throughput.py``'s trainer) but the
+key (``--key``) off, and one with it on, from the same seed, taking turns update by update,
+rollout and update timed apart; each column the median over ``--updates`` updates of each. The first
 line names the CPU and whether the blocked loop runs on it; the load average is printed
 before and after.
 """
@@ -23,6 +26,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from alternating import medians
@@ -75,11 +79,14 @@ def product_table(rounds: int, per_round: int) -> None:
         print(f"| {shape[0]} × {shape[1]} → {shape[2]} | {' | '.join(cells)} |")
 
 
-def update_table(memory: str, updates: int) -> None:
+def update_table(memory: str, updates: int, key: str) -> None:
     config = decided_config("DoorKey-5x5", Preset.fast, memory)
-    trainers = {blocked: ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory,
-                              dataclasses.replace(config, blocked_products=blocked), "tensor")
-                for blocked in (False, True)}  # the same seed: the same start
+    changes: dict[str, Any] = {}
+    trainers = {}
+    for on in (False, True):  # the same seed: the same start
+        changes[key] = on
+        trainers[on] = ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory,
+                            dataclasses.replace(config, **changes), "tensor")
     parts: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     try:
         for trainer in trainers.values():
@@ -96,9 +103,9 @@ def update_table(memory: str, updates: int) -> None:
             trainer.close()
     frames = trainers[True].frames
     print(f"\n{memory}, DoorKey-5x5, fast preset, {updates} updates each, alternating:\n")
-    print("| products | rollout ms | update ms | frames/s |")
+    print(f"| {key} | rollout ms | update ms | frames/s |")
     print("|---|---:|---:|---:|")
-    for blocked, name in ((False, "torch's"), (True, "blocked")):
+    for blocked, name in ((False, "off"), (True, "on")):
         rollout = statistics.median(part[0] for part in parts[blocked])
         update = statistics.median(part[1] for part in parts[blocked])
         print(f"| {name} | {1e3 * rollout:.1f} | {1e3 * update:.1f} | "
@@ -111,6 +118,8 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--key", choices=("blocked_products", "memory_products"),
+                        default="blocked_products")
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_freed_memory()
@@ -119,8 +128,9 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     if not runs:
         raise SystemExit("without the blocked loop both sides are torch's: nothing to compare")
-    product_table(args.rounds, args.calls)
-    update_table(args.memory, args.updates)
+    if args.key == "blocked_products":
+        product_table(args.rounds, args.calls)
+    update_table(args.memory, args.updates, args.key)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

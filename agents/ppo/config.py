@@ -209,8 +209,15 @@ class PPOConfig(PPOHyperparameters):
     preset spent about a fifth of its time in MKL's small products). The same function rounded
     otherwise (``tests/cells/test_onednn_linear.py``). It changes nothing for ``lstm`` and
     ``gru``, whose chunks take the blocked loop already (``agent.compiled_lstm``; the GRU's
-    compiled chunk). null: decided when the run starts, and recorded: off until its learning
-    check (``experiments/fast_trainer/memory_products.py``) decides."""
+    compiled chunk). Whole fast-preset updates (``benchmarks/blocked_products.py --key
+    memory_products``): relstm 1.04× the frames/s, memlstm 1.06×, tarnn 1.10×, sarnn 1.03×,
+    deltanet 1.01×. null: decided when the run starts, and recorded: off where
+    ``vectorization`` is set (``sync`` is the bit-exact reference) or the device is ``cuda``,
+    and for resumed runs that recorded none or off (whose arithmetic they continue); else on:
+    relstm at the fast preset learnt as with torch's products on the test seeds, every
+    P(memory products ≥ torch's) interval containing ½
+    (``experiments/fast_trainer/MEMORY_PRODUCTS.md``, by the rule of
+    ``experiments/fast_trainer/memory_products.py`` written before its runs)."""
 
     processes: int = 1
     """Processes that train the run together, each a replica of the learner with
@@ -276,8 +283,7 @@ class PPOConfig(PPOHyperparameters):
         for the run's env), ``update_threads`` (:func:`decided_update_threads`),
         ``folded_grid`` (:func:`decided_folded_grid`), ``compiled_lstm``
         (:func:`decided_compiled_lstm`), ``fused_adam`` (:func:`decided_outside_reference`,
-        for every cell), ``blocked_products`` (the same) and ``memory_products`` (the same, off
-        until its learning check decides)."""
+        for every cell), ``blocked_products`` and ``memory_products`` (the same)."""
         decided = decide_presets(agent, config["env"], recorded)
         decided["update_threads"] = decided_update_threads(decided, config, recorded)
         decided["fused_adam"] = decided_outside_reference("fused_adam", decided, config,
@@ -287,7 +293,7 @@ class PPOConfig(PPOHyperparameters):
         decided["blocked_products"] = decided_outside_reference(
             "blocked_products", decided, config, recorded, applies=True)
         decided["memory_products"] = decided_outside_reference(
-            "memory_products", decided, config, recorded, applies=False)
+            "memory_products", decided, config, recorded, applies=True)
         return decided
 
     @classmethod

@@ -6,6 +6,9 @@ is not float32."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,12 +68,27 @@ def test_float64_is_atens_product_bit_for_bit(ops: object) -> None:
     assert torch.equal(ops.product(a, b, None), torch.mm(a, b))  # type: ignore[attr-defined]
 
 
-def test_availability_follows_the_cpu(ops: object) -> None:
+def test_availability_follows_the_cpu_and_atens_kernels(ops: object) -> None:
+    """The loop runs where the CPU has AVX-512 and ATen's kernels take it (which
+    ``ATEN_CPU_CAPABILITY=avx2`` narrows: the bit-exact reference's fixture test does so)."""
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
         pytest.skip("no /proc/cpuinfo to compare with")
     reported = "avx512f" in cpuinfo.read_text().split()
-    assert bool(ops.blocked_product_available()) == reported  # type: ignore[attr-defined]
+    atens = torch.backends.cpu.get_cpu_capability() == "AVX512"
+    assert bool(ops.blocked_product_available()) == (reported and atens)  # type: ignore[attr-defined]
+
+
+def test_a_process_narrowed_to_avx2_runs_no_wider_loop() -> None:
+    """With ``ATEN_CPU_CAPABILITY=avx2`` (as the sync fixture's rerun narrows a process) the
+    compiled loops report no blocked loop and no wide exponential."""
+    code = ("import torch; from rlmem.cells._engines import compiled; "
+            "ops = compiled.ops(torch.zeros(1)); "
+            "print(bool(ops.blocked_product_available()), bool(ops.wide_exp_found()))")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=600, check=True)
+    assert result.stdout.split()[-2:] == ["False", "False"]
 
 
 def test_the_wide_exponential_is_torchs_where_the_loop_runs(ops: object) -> None:

@@ -22,6 +22,7 @@ from experiments.fast_trainer import (
     fused_adam_learning,
     fused_adam_more_seeds,
     learning,
+    memory_products,
     more_seeds,
     processes,
     rule_calibration,
@@ -157,6 +158,22 @@ def test_the_fused_adam_check_compares_relstm_runs_that_differ_in_the_kernel_alo
                              fused_adam_learning.MEMORY)
     assert lines[0].startswith(f"{case.env} (relstm, seeds 3-7), last return_recent")
     assert "P(fast, fused ≥ fast, foreach)" in "\n".join(lines)
+
+
+def test_the_memory_products_page_is_its_relstm_runs_compared() -> None:
+    """``MEMORY_PRODUCTS.md`` is what ``memory_products.py`` computes from the committed relstm
+    runs of both arms, which pin the keys a run would decide and differ in
+    ``agent.memory_products`` alone, and each run recorded its value."""
+    torch_arm, new_arm = memory_products.TORCH, memory_products.MEMORY_PRODUCTS
+    assert set(torch_arm.overrides) ^ set(new_arm.overrides) == {
+        "agent.memory_products=false", "agent.memory_products=true"}
+    lines = [line for case in learning.CASES
+             for line in learning.compare(learning.RUNS, torch_arm, new_arm, case, case.frames,
+                                          memory_products.MEMORY)]
+    assert memory_products.results_page(lines) == memory_products.RESULTS.read_text()
+    for arm, value in ((torch_arm, "false"), (new_arm, "true")):
+        run = learning.RUNS / "MemoryS7" / str(arm.directory) / "seed3" / "config.yaml"
+        assert f"memory_products: {value}" in run.read_text()
 
 
 def test_the_compiled_lstm_page_is_its_runs_compared() -> None:

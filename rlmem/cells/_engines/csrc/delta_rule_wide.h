@@ -53,7 +53,8 @@ RLMEM_WIDE void delta_wide_load(const float* from, __m512 (&into)[N]) {
 // registers folded onto each other (a transpose as it sums), where a sum of each register's
 // own lanes would take four shuffles and adds per register. Inlined: its registers stay
 // registers.
-RLMEM_WIDE __attribute__((always_inline)) inline void delta_wide_sums8(const __m512 (&p)[8], float* out) {
+RLMEM_WIDE __attribute__((always_inline)) inline void delta_wide_sums8(const __m512 (&p)[8],
+                                                                     float* out) {
   __m512 pairs[4], quads[2];
   for (int r = 0; r < 4; ++r) {  // register r: p[2r]'s 8 partial sums, then p[2r + 1]'s
     pairs[r] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * r], p[2 * r + 1], 0x44),
