@@ -24,14 +24,11 @@ import os
 from collections.abc import Callable
 
 import torch
-from alternating import medians
-from machine import cpu_model
+from alternating import compiled_loops_opening, medians
 
-from rlmem.cells._engines import compiled
 from rlmem.cells._engines.fused_rnn import in_item_slices, scan_segments
 from rlmem.cells._engines.gru_chunk import GRULayout, gru_chunk
 from rlmem.cells.gru import GRUState
-from rlmem.runs.allocator import keep_freed_memory
 
 SHAPES = ("16x16x64x64", "16x64x64x64", "128x16x128x128", "128x64x128x128", "1x256x64x64")
 """The fast and minigrid presets' minibatch chunk (16 steps of 16 items, hidden 64), a wider
@@ -83,15 +80,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    keep_freed_memory()
-    ops = compiled.ops(torch.zeros(1))
-    if ops is None:
-        raise SystemExit("the compiled loops are not available here (see rlmem.cells._engines."
-                         "compiled): nothing to compare")
-    print(f"CPU: {cpu_model()}; the blocked AVX-512 products: "
-          f"{'yes' if ops.blocked_product_available() else 'no (ATen products)'}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    compiled_loops_opening()
     print("\n| T × B × I × H | train, no reset: torch ms | chunk ms | ratio | train, resets: "
           "torch ms | chunk ms | ratio | no grad, resets: torch ms | chunk ms | ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -22,12 +22,9 @@ import os
 from collections.abc import Callable
 
 import torch
-from alternating import medians
-from machine import cpu_model
+from alternating import compiled_loops_opening, medians
 
-from rlmem.cells._engines import compiled
 from rlmem.cells._engines.lstm_chunk import lstm_chunk, takes_whole_chunk
-from rlmem.runs.allocator import keep_freed_memory
 
 SHAPES = ("16x16x64x64", "4x64x64x64", "16x16x64x128", "16x64x64x64", "64x16x64x64",
           "64x4x64x256", "1x256x64x64")
@@ -73,15 +70,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=40)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    keep_freed_memory()
-    ops = compiled.ops(torch.zeros(1))
-    if ops is None:
-        raise SystemExit("the compiled loops are not available here (see rlmem.cells._engines."
-                         "compiled): nothing to compare")
-    print(f"CPU: {cpu_model()}; the blocked AVX-512 products: "
-          f"{'yes' if ops.blocked_product_available() else 'no (ATen products)'}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    compiled_loops_opening()
     print("\n| T × B × I × H | train: torch ms | chunk ms | ratio | no grad: torch ms | "
           "chunk ms | ratio | reset-free chunk taken |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")

@@ -145,12 +145,7 @@ T dot_and_add(const T* ds, const T* m, T weight, T* dm, int64_t n) {
     total = at::vec::fmadd(d, V::loadu(m + h), total);
     at::vec::fmadd(scale, d, V::loadu(dm + h)).store(dm + h);
   }
-  T parts[V::size()];
-  total.store(parts);
-  T dot = 0;
-  for (int64_t j = 0; j < V::size(); ++j) {
-    dot += parts[j];
-  }
+  T dot = lane_sum(total);
   for (; h < n; ++h) {
     dot += ds[h] * m[h];
     dm[h] += weight * ds[h];

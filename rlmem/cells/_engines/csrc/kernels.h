@@ -5,6 +5,18 @@
 // namespace after the ATen headers and wide_exp.h (one unit, as before the split, so that the
 // compiler sees and optimises the code as it did); not a standalone header.
 
+// The sum of a vector's lanes, in lane order.
+template <typename T>
+T lane_sum(const at::vec::Vectorized<T>& value) {
+  T parts[at::vec::Vectorized<T>::size()];
+  value.store(parts);
+  T total = 0;
+  for (int64_t j = 0; j < at::vec::Vectorized<T>::size(); ++j) {
+    total += parts[j];
+  }
+  return total;
+}
+
 #if defined(__x86_64__)
 // sigmoid_dot below for float32, 16 numbers at a time (the last ones masked), with exp,
 // wide_exp.h's exponential: the attentive cells' σ over every slot's row, most of MemLSTM's
@@ -46,12 +58,7 @@ T sigmoid_dot(T* row, const T* score, int64_t n) {
     value.store(row + i);
     acc = acc + value * V::loadu(score + i);
   }
-  T parts[V::size()];
-  acc.store(parts);
-  T total = 0;
-  for (int64_t j = 0; j < V::size(); ++j) {
-    total += parts[j];
-  }
+  T total = lane_sum(acc);
   for (; i < n; ++i) {
     row[i] = T(1) / (T(1) + std::exp(-row[i]));
     total += row[i] * score[i];
