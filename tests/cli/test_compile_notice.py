@@ -60,3 +60,27 @@ def test_without_logging_the_build_is_announced_on_stderr(
     assert len(said) == 1
     assert said[0].count("compiling the C++ time loops") == 1
     assert "first run only" in said[0] and str(tmp_path) in said[0]
+
+
+def test_a_library_is_loaded_directly_only_once_its_build_is_marked_whole(
+        fresh_build: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library file alone (another process may still be writing it) goes through torch's
+    build, which waits for that process; the marker, written after a build that loaded, lets
+    the next processes load it directly."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    name = compiled.build_name(compiled.compile_flags())
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / f"{name}.so").write_bytes(b"half a library")
+    torch_builds: list[str] = []
+    loaded: list[str] = []
+    monkeypatch.setattr(cpp_extension, "load",
+                        lambda built, *args, **kwargs: torch_builds.append(built))
+    monkeypatch.setattr(compiled.torch.ops, "load_library", loaded.append)
+    monkeypatch.setattr(compiled.torch.ops, compiled.LIBRARY, object(), raising=False)
+    assert compiled._build() is not None
+    assert torch_builds == [name] and loaded == []
+    assert (directory / f"{name}{compiled.BUILT_SUFFIX}").exists()
+    compiled._build.cache_clear()
+    assert compiled._build() is not None
+    assert torch_builds == [name] and loaded == [str(directory / f"{name}.so")]

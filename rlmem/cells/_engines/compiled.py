@@ -81,9 +81,10 @@ def build_name(flags: list[str]) -> str:
     """The build's name (its directory in the cache): ``rlmem_loops_`` and a digest of the
     sources, the flags, torch's version and Python's. Checkouts of different versions of rlmem
     on one machine share the cache; torch, finding a build of the same name under way, waits for it
-    and loads it, so each version needs a name of its own. A library of that name is that
-    build: later processes load it directly, without torch's ninja check and its lock file
-    (which a process killed while holding it would leave behind)."""
+    and loads it, so each version needs a name of its own. A library of that name whose build
+    is marked whole (:data:`BUILT_SUFFIX`) is that build: later processes load it directly,
+    without torch's ninja check and its lock file (which a process killed while holding it
+    would leave behind)."""
     digest = hashlib.sha256()
     for source in sorted(SOURCES.glob("*.[ch]*")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
@@ -101,6 +102,13 @@ def announce(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+BUILT_SUFFIX = ".built"
+"""The file beside a build's library that says it is whole: written once the build has loaded.
+A process that finds it loads the library directly; one that finds the library alone goes
+through torch's build, which waits for a process still building it (a library read while the
+linker wrote it aborted a process of the test suite: two processes had started the same new
+build)."""
+
 _BUILDING = threading.Lock()
 """Held while :func:`_build` runs or returns its cached result: one build, one load."""
 
@@ -115,16 +123,17 @@ def _build() -> Any | None:
         name = build_name(flags)
         directory = Path(os.environ.get("TORCH_EXTENSIONS_DIR")
                          or cpp_extension.get_default_build_root()) / name
-        library = directory / f"{name}.so"
-        if library.exists():  # built from this very source and flags: no ninja, no lock
+        library, built = directory / f"{name}.so", directory / f"{name}{BUILT_SUFFIX}"
+        if built.exists():  # built from this very source and flags: no ninja, no lock
             torch.ops.load_library(str(library))
-        else:
+        else:  # torch's build: it waits for another process building the same name
             announce(f"rlmem: compiling the C++ time loops for this machine (first run only, "
                      f"up to a minute or two; cached in {directory}) ...")
             directory.mkdir(parents=True, exist_ok=True)
             cpp_extension.load(name, [str(MAIN)], extra_cflags=flags,
                                build_directory=str(directory), is_python_module=False,
                                verbose=False)
+            built.touch()
         return getattr(torch.ops, LIBRARY)
     except Exception as error:  # any failure to build means the fallback, not a crash
         lines = str(error).strip().splitlines() or [""]
