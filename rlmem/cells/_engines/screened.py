@@ -37,7 +37,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
-from rlmem.cells._engines.onednn_linear import in_onednn
+from rlmem.cells._engines.onednn_linear import in_onednn, plain_weight_gradient, weight_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
@@ -539,9 +539,10 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         dc = dc.clone() if dc is not None else None  # not a view of the block given back
 
     s_prev = previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
-    d_recurrent = dz.view(-1, dz.shape[2]).t() @ s_prev.view(-1, hidden)
+    gradient = weight_gradient if tape.onednn else plain_weight_gradient
+    d_recurrent = gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]))
     # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
-    d_key = torch.addmm(d_keys_h.view(-1, hidden).t() @ buffers["h"].view(-1, hidden),
+    d_key = torch.addmm(gradient(buffers["h"].view(-1, hidden), d_keys_h.view(-1, hidden)),
                         grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
     d_score_in = grad[:, :slots, wide].clone()
