@@ -538,12 +538,7 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
         ds, dc = _screened_backward_loop(tape, g_y, g_c, grad, buffers)
         dc = dc.clone() if dc is not None else None  # not a view of the block given back
 
-    s_prev = previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
-    gradient = weight_gradient if tape.onednn else plain_weight_gradient
-    d_recurrent = gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]))
-    # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
-    d_key = torch.addmm(gradient(buffers["h"].view(-1, hidden), d_keys_h.view(-1, hidden)),
-                        grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
+    d_recurrent, d_key = _weight_gradients(tape, y, dz, d_keys_h, grad_keys, buffers)
     d_incoming = torch.baddbmm(grad_content, grad_keys, key.expand(batch, -1, -1))
     d_score_in = grad[:, :slots, wide].clone()
     # d(2 v_a) = Σ dlogit_i e_i, as (1, N) @ (N, H) products over every step and batch item
@@ -553,6 +548,20 @@ def _screened_backward(tape: _ScreenedTape, g_y: Tensor | None, g_c: Tensor | No
     WORKSPACE.give(block, *tape.blocks)
     return (d_xp, d_recurrent, d_key, d_score, d_query_bias, ds, dc, d_incoming[:, :nu],
             d_score_in[:, :nu], d_incoming[:, nu:], d_score_in[:, nu:])
+
+
+def _weight_gradients(tape: _ScreenedTape, y: Tensor, dz: Tensor, d_keys_h: Tensor,
+                      grad_keys: Tensor, buffers: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    """The recurrent weight's and 2 U_a's gradients from the whole chunk's: in the blocked
+    loop where the forward's products left ATen's (``tape.onednn``), else ATen's."""
+    hidden = y.shape[2]
+    gradient = weight_gradient if tape.onednn else plain_weight_gradient
+    s_prev = previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
+    d_recurrent = gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]))
+    # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
+    d_key = torch.addmm(gradient(buffers["h"].view(-1, hidden), d_keys_h.view(-1, hidden)),
+                        grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
+    return d_recurrent, d_key
 
 
 class _Screened(torch.autograd.Function):
