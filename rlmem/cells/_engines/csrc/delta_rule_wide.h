@@ -31,11 +31,9 @@
 // SiLU over n floats (a multiple of 16), y = x σ(x), and σ(x) into sigma, with exp, wide_exp.h's
 // exponential: delta_rule.h's delta_silu, 16 wide.
 RLMEM_WIDE void delta_silu_wide(const float* x, float* y, float* sigma, int64_t n, WideExp exp) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t j = 0; j < n; j += 16) {
     const __m512 x_j = _mm512_loadu_ps(x + j);
-    const __m512 sigma_j =
-        _mm512_div_ps(one, _mm512_add_ps(one, exp(_mm512_sub_ps(_mm512_setzero_ps(), x_j))));
+    const __m512 sigma_j = wide_sigmoid(x_j, exp);
     _mm512_storeu_ps(sigma + j, sigma_j);
     _mm512_storeu_ps(y + j, _mm512_mul_ps(x_j, sigma_j));
   }

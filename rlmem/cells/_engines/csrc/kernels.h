@@ -22,14 +22,11 @@ T lane_sum(const at::vec::Vectorized<T>& value) {
 // wide_exp.h's exponential: the attentive cells' σ over every slot's row, most of MemLSTM's
 // forward (a row of hidden numbers a slot, up to capacity slots a step).
 RLMEM_WIDE float sigmoid_dot_avx512(float* row, const float* score, int64_t n, WideExp exp) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   __m512 total = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t left = n - i;
     const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    const __m512 value = _mm512_maskz_loadu_ps(mask, row + i);
-    const __m512 sigma =
-        _mm512_div_ps(one, _mm512_add_ps(one, exp(_mm512_sub_ps(_mm512_setzero_ps(), value))));
+    const __m512 sigma = wide_sigmoid(_mm512_maskz_loadu_ps(mask, row + i), exp);
     _mm512_mask_storeu_ps(row + i, mask, sigma);
     total = _mm512_fmadd_ps(sigma, _mm512_maskz_loadu_ps(mask, score + i), total);  // masked: 0
   }

@@ -16,13 +16,10 @@
 // σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
 // exponential of wide_exp.h.
 RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t left = n - i;
     const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    const __m512 value = _mm512_maskz_loadu_ps(mask, x + i);
-    const __m512 power = exp(_mm512_sub_ps(_mm512_setzero_ps(), value));
-    _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(one, _mm512_add_ps(one, power)));
+    _mm512_mask_storeu_ps(x + i, mask, wide_sigmoid(_mm512_maskz_loadu_ps(mask, x + i), exp));
   }
 }
 
