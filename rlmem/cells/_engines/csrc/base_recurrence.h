@@ -44,31 +44,53 @@ inline __attribute__((always_inline)) void lstm_output(const T* act, T* partner,
   }
 }
 
+// The LSTM step's backward for one batch row, with or without dc (a template argument), in
+// loops the compiler vectorises. The gradient of c_k is formed in dc_out and then overwritten
+// by that of c_{k-1}: it is stored before dc is added, so that no fused multiply-add rounds
+// the two once where the scalar form (the exact reference's arithmetic) rounds them twice.
+template <typename T, bool kWithDc>
+inline __attribute__((always_inline)) void lstm_row_backward(const T* a, const T* p, const T* dh,
+                                                             const T* dc, T* dz, T* dc_out,
+                                                             int64_t hidden) {
+  const T *i = a, *f = a + hidden, *g_sigmoid = a + 2 * hidden, *o = a + 3 * hidden;
+  const T *g = p, *c_prev = p + hidden, *i_twice = p + 2 * hidden, *tanh_c = p + 3 * hidden;
+  T *dz_i = dz, *dz_f = dz + hidden, *dz_g = dz + 2 * hidden, *dz_o = dz + 3 * hidden;
+  T* d_c = dc_out;
+  #pragma omp simd
+  for (int64_t h = 0; h < hidden; ++h) {
+    d_c[h] = dh[h] * o[h] * (T(1) - tanh_c[h] * tanh_c[h]);
+  }
+  if constexpr (kWithDc) {
+    #pragma omp simd
+    for (int64_t h = 0; h < hidden; ++h) {
+      d_c[h] += dc[h];
+    }
+  }
+  #pragma omp simd
+  for (int64_t h = 0; h < hidden; ++h) {
+    const T d_c_h = d_c[h];
+    dz_i[h] = g[h] * d_c_h * (T(1) - i[h]) * i[h];
+    dz_f[h] = c_prev[h] * d_c_h * (T(1) - f[h]) * f[h];
+    dz_g[h] = i_twice[h] * d_c_h * (T(1) - g_sigmoid[h]) * g_sigmoid[h];
+    dz_o[h] = tanh_c[h] * dh[h] * (T(1) - o[h]) * o[h];
+    dc_out[h] = d_c_h * f[h];
+  }
+}
+
 // The LSTM step's backward from dh (and dc, of c_k; may be null): the gradient of the
-// pre-activation z (rows dz_stride apart, blocks [i, f, g, o], g's doubled) and, into dc_out,
-// that of c_{k-1}.
+// pre-activation z (rows dz_stride apart, blocks [i, f, g, o], g's doubled) and, into dc_out
+// (not dc's memory), that of c_{k-1}.
 template <typename T>
 inline __attribute__((always_inline)) void lstm_cell_backward(const T* act, const T* partner, const T* dh, const T* dc, T* dz,
                         int64_t dz_stride, T* dc_out, int64_t batch, int64_t hidden) {
   for (int64_t b = 0; b < batch; ++b) {
-    const T* a = act + b * 4 * hidden;
-    const T* p = partner + b * 4 * hidden;
-    const T* dh_b = dh + b * hidden;
-    T* dz_b = dz + b * dz_stride;
-    T* dc_b = dc_out + b * hidden;
-    for (int64_t h = 0; h < hidden; ++h) {
-      const T tanh_c = p[3 * hidden + h], o = a[3 * hidden + h];
-      T d_c = dh_b[h] * o * (T(1) - tanh_c * tanh_c);
-      if (dc != nullptr) {
-        d_c += dc[b * hidden + h];
-      }
-      const T d_gates[4] = {p[h] * d_c, p[hidden + h] * d_c, p[2 * hidden + h] * d_c,
-                            tanh_c * dh_b[h]};
-      for (int64_t gate = 0; gate < 4; ++gate) {
-        const T y = a[gate * hidden + h];
-        dz_b[gate * hidden + h] = d_gates[gate] * (T(1) - y) * y;
-      }
-      dc_b[h] = d_c * a[hidden + h];
+    const T *a = act + b * 4 * hidden, *p = partner + b * 4 * hidden;
+    if (dc != nullptr) {
+      lstm_row_backward<T, true>(a, p, dh + b * hidden, dc + b * hidden, dz + b * dz_stride,
+                                 dc_out + b * hidden, hidden);
+    } else {
+      lstm_row_backward<T, false>(a, p, dh + b * hidden, nullptr, dz + b * dz_stride,
+                                  dc_out + b * hidden, hidden);
     }
   }
 }
