@@ -110,44 +110,53 @@ struct Base {
     }
   }
 
-  // Writes h_k into h from the base block of z ((B, 4, H) for the LSTM).
+  // Writes h_k into h from the base block of z ((B, 4, H) for the LSTM). The LSTM's σs are
+  // kernels.h's, ATen's arithmetic without its per-call dispatch, on rows of act and partner.
   void forward(int64_t k, const Tensor& z, Tensor h) const {
     if (!lstm) {
       at::sigmoid_out(h, z);
       at::add_out(h, minus_one, h, 2.0);
       return;
     }
-    Tensor a = act[save ? k : 0];
-    const Tensor p = partner[row(k)];
-    at::sigmoid_out(a, z);
-    Tensor c = partner[save ? k + 1 : 1 - k % 2].select(1, 1);
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_cell", [&] {
-      lstm_cell<scalar_t>(a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), c.data_ptr<scalar_t>(),
-                          c.stride(0), a.size(0), a.size(2));
-    });
-    p.select(1, 3).sigmoid_();
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_output", [&] {
-      lstm_output<scalar_t>(a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), h.data_ptr<scalar_t>(),
-                            h.stride(0), a.size(0), a.size(2));
+    const int64_t batch = z.size(0), hidden = z.size(2), gates = 4 * hidden;
+    AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "lstm_forward", [&] {
+      using T = scalar_t;
+      T* a = act.data_ptr<T>() + (save ? k : 0) * act.stride(0);
+      T* p = partner.data_ptr<T>() + row(k) * partner.stride(0);
+      T* c = partner.data_ptr<T>() + (save ? k + 1 : 1 - k % 2) * partner.stride(0) + hidden;
+      const T* z_rows = z.data_ptr<T>();
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy_n(z_rows + b * z.stride(0), gates, a + b * gates);
+        sigmoid_in_place(a + b * gates, gates);
+      }
+      lstm_cell<T>(a, p, c, gates, batch, hidden);
+      for (int64_t b = 0; b < batch; ++b) {
+        sigmoid_in_place(p + b * gates + 3 * hidden, hidden);  // σ(2 c_k)
+      }
+      lstm_output<T>(a, p, h.data_ptr<T>(), h.stride(0), batch, hidden);
     });
   }
 
-  // Writes the gradient of the base block of z into dz and returns that of c_{k-1} (undefined
-  // for the RNN). h is h_k; dc_out is (B, H) scratch, not dc's.
+  // Writes the gradient of the base block of z into dz (the step's row of the pre-activation's
+  // gradient: the base's columns first) and returns that of c_{k-1}, dc_out (undefined for the
+  // RNN). h is h_k; dc_out is (B, H) scratch, not dc's.
   Tensor backward(int64_t k, const Tensor& h, const Tensor& dh, const Tensor& dc, Tensor dz,
                   Tensor dc_out) const {
     if (!lstm) {
-      at::tanh_backward_out(dz, dh, h);
-      dz.mul_(0.5);  // z is the doubled pre-activation
+      Tensor dz_base = dz.narrow(1, 0, h.size(1));
+      at::tanh_backward_out(dz_base, dh, h);
+      dz_base.mul_(0.5);  // z is the doubled pre-activation
       return Tensor();
     }
-    const Tensor a = act[k], p = partner[k];
-    const Tensor dh_rows = dh.contiguous(), dc_rows = dc.defined() ? dc.contiguous() : dc;
-    AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lstm_cell_backward", [&] {
-      lstm_cell_backward<scalar_t>(
-          a.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), dh_rows.data_ptr<scalar_t>(),
-          dc_rows.defined() ? dc_rows.data_ptr<scalar_t>() : nullptr, dz.data_ptr<scalar_t>(),
-          dz.stride(0), dc_out.data_ptr<scalar_t>(), a.size(0), a.size(2));
+    const int64_t batch = dh.size(0), hidden = dh.size(1);
+    const Tensor dh_rows = dh.is_contiguous() ? dh : dh.contiguous();
+    const Tensor dc_rows = !dc.defined() || dc.is_contiguous() ? dc : dc.contiguous();
+    AT_DISPATCH_FLOATING_TYPES(dh.scalar_type(), "lstm_cell_backward", [&] {
+      using T = scalar_t;
+      lstm_cell_backward<T>(act.data_ptr<T>() + k * act.stride(0),
+                            partner.data_ptr<T>() + k * partner.stride(0), dh_rows.data_ptr<T>(),
+                            dc_rows.defined() ? dc_rows.data_ptr<T>() : nullptr,
+                            dz.data_ptr<T>(), dz.stride(0), dc_out.data_ptr<T>(), batch, hidden);
     });
     return dc_out;
   }

@@ -1,5 +1,5 @@
-// What the compiled engines share: the attention's σ-dot and softmax-read over rows, and the
-// host read of which steps reset.
+// What the compiled engines share: σ in place, the attention's σ-dot and softmax-read over
+// rows, and the host read of which steps reset.
 //
 // Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
 // namespace after the ATen headers and wide_exp.h (one unit, as before the split, so that the
@@ -32,7 +32,40 @@ RLMEM_WIDE float sigmoid_dot_avx512(float* row, const float* score, int64_t n, W
   }
   return _mm512_reduce_add_ps(total);
 }
+
+// σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
+// exponential of wide_exp.h.
+RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    _mm512_mask_storeu_ps(x + i, mask, wide_sigmoid(_mm512_maskz_loadu_ps(mask, x + i), exp));
+  }
+}
 #endif
+
+// x ← σ(x) over n numbers, vectorised as ATen's σ (at::vec, AVX2 where the build has it; 16
+// wide for float32 where wide_exp is found).
+template <typename T>
+void sigmoid_in_place(T* x, int64_t n) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (const WideExp exp = wide_exp(); exp != nullptr) {
+      sigmoid_in_place_avx512(x, n, exp);
+      return;
+    }
+  }
+#endif
+  using V = at::vec::Vectorized<T>;
+  const V one(T(1));
+  int64_t i = 0;
+  for (; i + V::size() <= n; i += V::size()) {
+    (one / (one + V::loadu(x + i).neg().exp())).store(x + i);
+  }
+  for (; i < n; ++i) {
+    x[i] = T(1) / (T(1) + std::exp(-x[i]));
+  }
+}
 
 // σ in place over a row of n numbers, vectorised like ATen's sigmoid (at::vec; AVX2 where the
 // build has it, see compiled.py; for float32 where wide_exp.h's exponential is found, 16 wide),

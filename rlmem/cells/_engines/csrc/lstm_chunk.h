@@ -7,46 +7,9 @@
 // and optimises the code as it did); not a standalone header.
 //
 // A step makes no ATen call: its product is blocked_product.h's on raw rows (ATen's where that
-// loop does not run), its σ the vectorised loop below, the rest base_recurrence.h's
+// loop does not run), its σ kernels.h's vectorised loop, the rest base_recurrence.h's
 // elementwise loops. At a PPO minibatch's 16 chunks of 16 steps each ATen call (a row's
 // select, a σ) cost about as much as its arithmetic.
-
-#if defined(__x86_64__)
-
-// σ over n float32 numbers in place, 16 at a time (the last ones masked), with exp, the
-// exponential of wide_exp.h.
-RLMEM_WIDE void sigmoid_in_place_avx512(float* x, int64_t n, WideExp exp) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const int64_t left = n - i;
-    const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-    _mm512_mask_storeu_ps(x + i, mask, wide_sigmoid(_mm512_maskz_loadu_ps(mask, x + i), exp));
-  }
-}
-
-#endif
-
-// x ← σ(x) over n numbers, vectorised as ATen's σ (at::vec, AVX2 where the build has it; 16
-// wide for float32 where wide_exp is found).
-template <typename T>
-void sigmoid_in_place(T* x, int64_t n) {
-#if defined(__x86_64__)
-  if constexpr (std::is_same_v<T, float>) {
-    if (const WideExp exp = wide_exp(); exp != nullptr) {
-      sigmoid_in_place_avx512(x, n, exp);
-      return;
-    }
-  }
-#endif
-  using V = at::vec::Vectorized<T>;
-  const V one(T(1));
-  int64_t i = 0;
-  for (; i + V::size() <= n; i += V::size()) {
-    (one / (one + V::loadu(x + i).neg().exp())).store(x + i);
-  }
-  for (; i < n; ++i) {
-    x[i] = T(1) / (T(1) + std::exp(-x[i]));
-  }
-}
 
 // base_recurrence.h's elementwise steps (always inlined) compiled for AVX-512, for float32
 // where the CPU has it: the same arithmetic (elementwise, no sums), twice the width.

@@ -108,12 +108,19 @@ std::vector<Tensor> screened_forward(
   Tensor z_in_base = z_in.narrow(1, 0, gates);
   const Tensor z_base = lstm ? z.narrow(1, 0, gates).view({batch, 4, hidden})
                              : z.narrow(1, 0, gates);
+  // Slot p's columns of states and keys, (B, H) views made once rather than at every step.
+  std::vector<Tensor> contents, keys;
+  for (int64_t p = 0; p < nu; ++p) {
+    const Tensor slot_p = slot_data.select(1, p);
+    contents.push_back(slot_p.narrow(1, 0, hidden));
+    keys.push_back(slot_p.narrow(1, hidden, hidden));
+  }
+  const Tensor xp_rows = xp.contiguous();
   std::vector<Tensor> before_reset;
   Tensor s = s0;
   Tensor z_out = z;
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t p = k % nu;
-    const Tensor slot_p = slot_data.select(1, p);
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
       s = reset_where(s, reset);
@@ -128,27 +135,35 @@ std::vector<Tensor> screened_forward(
         reset_where(rank.narrow(1, nu, slots - nu), reset, uniform_share, true);
       }
     }
-    z_in_base.copy_(xp[k]);
+    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screen", [&] {
+      using T = scalar_t;
+      const T* x_k = xp_rows.data_ptr<T>() + k * xp_rows.stride(0);
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy_n(x_k + b * gates, gates, z_in_base.data_ptr<T>() + b * z_in.stride(0));
+      }
+    });
     recurrent_product.into(z_out, z_in, s);
     // h_{t-ν} leaves S from slot p and is screened into R (see relevancy.screen).
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screen", [&] {
-      screen<scalar_t>(slot_data.data_ptr<scalar_t>(), targets[k].data_ptr<int64_t>(),
-                       save ? evicted[k].data_ptr<scalar_t>() : nullptr, p, nu, slots, width,
-                       wide, batch);
+      using T = scalar_t;
+      screen<T>(slot_data.data_ptr<T>(), targets.data_ptr<int64_t>() + k * batch,
+                save ? evicted.data_ptr<T>() + k * evicted.stride(0) : nullptr, p, nu, slots,
+                width, wide, batch);
     });
     // h_t enters S in the slot just vacated.
-    base.forward(k, z_base, slot_p.narrow(1, 0, hidden));
-    Tensor keys_p = slot_p.narrow(1, hidden, hidden);
-    key_product.into(keys_p, Tensor(), slot_p.narrow(1, 0, hidden));
-    Tensor e_k = e[save ? k : 0];
+    base.forward(k, z_base, contents[p]);
+    key_product.into(keys[p], Tensor(), contents[p]);
     AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_attend", [&] {
       using T = scalar_t;
+      T* attention_k = attention.data_ptr<T>() + k * attention.stride(0);
       screened_pre<T>(slot_data.data_ptr<T>(), z.data_ptr<T>() + gates, z.stride(0),
-                      entering[k].data_ptr<T>(), e_k.data_ptr<T>(), score_vector.data_ptr<T>(),
-                      attention[k].data_ptr<T>(), p, slots, width, hidden, batch);
-      screened_attend<T>(slot_data.data_ptr<T>(), attention[k].data_ptr<T>(),
-                         history[k].data_ptr<T>(), y[k].data_ptr<T>(), p, nu, slots, width,
-                         hidden, batch, normalised);
+                      entering.data_ptr<T>() + k * entering.stride(0),
+                      e.data_ptr<T>() + (save ? k : 0) * e.stride(0), score_vector.data_ptr<T>(),
+                      attention_k, p, slots, width, hidden, batch);
+      screened_attend<T>(slot_data.data_ptr<T>(), attention_k,
+                         history.data_ptr<T>() + k * history.stride(0),
+                         y.data_ptr<T>() + k * y.stride(0), p, nu, slots, width, hidden, batch,
+                         normalised);
     });
     s = y[k];
   }
@@ -247,35 +262,54 @@ std::tuple<Tensor, Tensor> screened_backward(
   Tensor ds = has_g_y ? g_y_or_empty[steps - 1].contiguous()
                       : at::zeros({batch, hidden}, key.options());
   Tensor dc = g_c_or_empty.numel() > 0 ? g_c_or_empty : Tensor();
+  // Made once rather than at every step: the two (B, H) views of c's gradient the steps
+  // alternate between, and the scratch of dh's incoming part, ds + the gradient of m_p.
+  const Tensor dc_views[2] = {dc_buffers[0].view({batch, hidden}),
+                              dc_buffers[1].view({batch, hidden})};
+  const Tensor dh_in = at::empty({batch, hidden}, key.options());
+  const int64_t grad_width = grad.size(2);
   int64_t reset_index = static_cast<int64_t>(before_reset.size());
   for (int64_t k = steps - 1; k >= 0; --k) {
     const int64_t p = k % nu;
     Tensor dz_k = dz[k];
+    Tensor d_keys_k = d_keys_h[k];
+    if (!ds.is_contiguous()) {
+      ds = ds.contiguous();
+    }
     AT_DISPATCH_FLOATING_TYPES(key.scalar_type(), "screened_attend_backward", [&] {
-      screened_attend_backward<scalar_t>(
-          ds.data_ptr<scalar_t>(), attention[k].data_ptr<scalar_t>(), e[k].data_ptr<scalar_t>(),
-          score_vector.data_ptr<scalar_t>(), slot_data.data_ptr<scalar_t>(),
-          grad.data_ptr<scalar_t>(), d_logits[k].data_ptr<scalar_t>(),
-          dz_k.data_ptr<scalar_t>() + gates, dz_k.stride(0), slots, width, hidden, batch);
+      using T = scalar_t;
+      screened_attend_backward<T>(
+          ds.data_ptr<T>(), attention.data_ptr<T>() + k * attention.stride(0),
+          e.data_ptr<T>() + k * e.stride(0), score_vector.data_ptr<T>(),
+          slot_data.data_ptr<T>(), grad.data_ptr<T>(),
+          d_logits.data_ptr<T>() + k * d_logits.stride(0), dz_k.data_ptr<T>() + gates,
+          dz_k.stride(0), slots, width, hidden, batch);
+      // h_k's key gradient, and dh's incoming part: ds + the gradient slot p gathered for m_p
+      const T *rows = grad.data_ptr<T>(), *ds_rows = ds.data_ptr<T>();
+      T *d_keys = d_keys_k.data_ptr<T>(), *incoming = dh_in.data_ptr<T>();
+      for (int64_t b = 0; b < batch; ++b) {
+        const T* grad_p = rows + (b * (slots + 1) + p) * grad_width;
+        std::copy_n(grad_p + hidden, hidden, d_keys + b * hidden);
+        for (int64_t h = 0; h < hidden; ++h) {
+          incoming[b * hidden + h] = ds_rows[b * hidden + h] + grad_p[h];
+        }
+      }
     });
+    const Tensor dh = key_product(dh_in, d_keys_k);
     // Undo the writes of step k: h_k leaves slot p with its gradient; the candidate comes back
     // to p with the gradient it gathered at its target, which held nothing before.
-    const Tensor grad_p = grad.select(1, p);
-    Tensor d_keys_k = d_keys_h[k];
-    d_keys_k.copy_(grad_p.narrow(1, hidden, hidden));
-    const Tensor dh = key_product(ds.add(grad_p.narrow(1, 0, hidden)), d_keys_k);
     Tensor h = h_buffer[k];
     AT_DISPATCH_FLOATING_TYPES(key.scalar_type(), "screened_undo", [&] {
-      screened_undo<scalar_t>(slot_data.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(),
-                              targets[k].data_ptr<int64_t>(), evicted[k].data_ptr<scalar_t>(),
-                              h.data_ptr<scalar_t>(), p, slots, width, hidden, batch);
+      using T = scalar_t;
+      screened_undo<T>(slot_data.data_ptr<T>(), grad.data_ptr<T>(),
+                       targets.data_ptr<int64_t>() + k * batch,
+                       evicted.data_ptr<T>() + k * evicted.stride(0), h.data_ptr<T>(), p, slots,
+                       width, hidden, batch);
     });
     if (any_reset[k]) {
       slot_data.copy_(before_reset[--reset_index]);
     }
-    Tensor dz_base = lstm ? dz_k.narrow(1, 0, gates).view({batch, 4, hidden})
-                          : dz_k.narrow(1, 0, gates);
-    dc = base.backward(k, h, dh, dc, dz_base, dc_buffers[k % 2].view({batch, hidden}));
+    dc = base.backward(k, h, dh, dc, dz_k, dc_views[k % 2]);
     const bool carried = has_g_y && k > 0;
     if (any_reset[k]) {
       const Tensor reset = resets[k].view({batch, 1});
