@@ -54,9 +54,11 @@ def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
     (a custom kernel writing ``p.data`` in place) must be marked
     (``torch.autograd.graph.increment_version``), or the kept weights outlive it.
     """
-    parameters = list(module.parameters())
-    if torch.is_grad_enabled() and any(p.requires_grad for p in parameters):
+    # under autograd the first parameter that requires a gradient settles it: no list of
+    # them all (a module walk per call, in each of a PPO update's minibatches)
+    if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
         return build()
+    parameters = list(module.parameters())
     # Tensors made in inference mode cannot enter an autograd graph later: keyed by the mode.
     key = (_optimizer_steps, torch.is_inference_mode_enabled(),
            *((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters))

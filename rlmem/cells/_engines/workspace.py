@@ -100,11 +100,22 @@ _ALIGN = 16
 def carve(shapes: dict[str, tuple[int, ...]], dtype: torch.dtype,
            device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
     """One :data:`WORKSPACE` block holding a buffer of each shape, and the buffers."""
-    sizes = {name: math.prod(shape) for name, shape in shapes.items()}
-    total = sum(-(-size // _ALIGN) * _ALIGN for size in sizes.values())
-    block = WORKSPACE.take(total, dtype, device)
+    spans = [-(-math.prod(shape) // _ALIGN) * _ALIGN for shape in shapes.values()]
+    block = WORKSPACE.take(sum(spans), dtype, device)
     buffers, offset = {}, 0
-    for name, shape in shapes.items():
-        buffers[name] = block[offset:offset + sizes[name]].view(shape)
-        offset += -(-sizes[name] // _ALIGN) * _ALIGN
+    for (name, shape), span in zip(shapes.items(), spans, strict=True):
+        # one strided view each (a slice and then a view took two calls, and a PPO update
+        # carves three times per minibatch)
+        buffers[name] = block.as_strided(shape, _contiguous_strides(shape),
+                                         block.storage_offset() + offset)
+        offset += span
     return block, buffers
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``, in elements."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
