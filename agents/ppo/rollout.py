@@ -27,6 +27,11 @@ def stack_states(states: list[S]) -> S:
     return states[0]._make(torch.stack(fields) for fields in zip(*states, strict=True))
 
 
+def cat_states(states: list[S]) -> S:
+    """Concatenate a list of memory states (NamedTuples) field by field on the batch dim."""
+    return states[0]._make(torch.cat(fields) for fields in zip(*states, strict=True))
+
+
 def select_state(state: S, index: Tensor) -> S:
     """The batch items ``index`` of every field of a memory state (fields may be of any dtype)."""
     return state._make(value.index_select(0, index) for value in state)

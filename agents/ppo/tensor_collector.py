@@ -9,7 +9,10 @@ envs differs. The envs' outputs are not checked for NaNs as a gymnasium env's ar
 equal to their originals, and checking would wait for the device every step. Nothing is read
 back to the host per step: the episodes that ended are read once per rollout, and the values of
 the observations where episodes were truncated (for GAE's bootstrap) are computed once per
-rollout, in one batch, from each step's final observations and memory, kept until then.
+rollout, in one batch, from each step's final observations and memory, kept until then. On the
+CPU, where reading which envs were truncated costs no synchronisation, a step keeps only those
+envs' memory: the rest is freed as the rollout goes (MemLSTM's memory is tens of MB a step at
+256 envs, and kept whole it was neither recycled nor cheap to stack).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.heads import ActionHead, CategoricalHead, MultiCategoricalHead
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.observation import add_time
-from rlmem.agents.ppo.rollout import Rollout, stack_states
+from rlmem.agents.ppo.rollout import Rollout, cat_states, select_state, stack_states
 from rlmem.cells import State
 from rlmem.envs.spaces import OBSERVATION_FIELD
 from rlmem.envs.tensor import TensorObservation, TensorVectorEnv
@@ -54,7 +57,8 @@ class TensorRolloutCollector(RolloutCollector):
         """Per step of the rollout: which envs ended, with their returns and lengths."""
         self.finals: list[tuple[TensorObservation, State]] = []
         """Per step of the rollout: every env's final observation (``info["final_obs"]``) and
-        its memory after the step, for the values of truncated episodes."""
+        the memory after the step (:meth:`_kept_state`), for the values of truncated
+        episodes."""
 
     def _reset(self, seed: int, name: str | None) -> dict[str, Tensor]:
         observation, _ = self.envs.reset(seed=seed)
@@ -81,12 +85,19 @@ class TensorRolloutCollector(RolloutCollector):
         rollout.rewards[t] = reward.to(torch.float32)
         rollout.terminated[t] = term
         rollout.truncated[t] = trunc & ~term
-        self.finals.append((info["final_obs"], out.state))
+        self.finals.append((info["final_obs"], self._kept_state(out.state, rollout.truncated[t])))
         self.observation = self._fields(observation, self.device)
         self.state = out.state
         self.resets = term | trunc
         self._count(reward, self.resets)
         return []
+
+    def _kept_state(self, state: State, truncated: Tensor) -> State:
+        """What :meth:`_truncated_values` needs of a step's memory: on the CPU the rows of the
+        envs truncated there, in order (the module docstring); elsewhere all of it."""
+        if self.device.type != "cpu":
+            return state
+        return select_state(state, truncated.nonzero().squeeze(1))
 
     def _count(self, reward: Tensor, done: Tensor) -> None:
         """Add one step to every env's episode, keeping those ``done`` ends."""
@@ -119,8 +130,12 @@ class TensorRolloutCollector(RolloutCollector):
         finals = [self._fields(final, self.device) for final, _ in self.finals]
         observation = {key: torch.stack([fields[key] for fields in finals])[steps, rows]
                        for key in finals[0]}
-        states = stack_states([state for _, state in self.finals])
-        state = states._make(value[steps, rows] for value in states)
+        kept = [state for _, state in self.finals]
+        if self.device.type == "cpu":  # each step's truncated rows, in the order of nonzero's
+            state = cat_states(kept)
+        else:
+            states = stack_states(kept)
+            state = states._make(value[steps, rows] for value in states)
         no_reset = torch.zeros(1, len(steps), dtype=torch.bool, device=self.device)
         rollout.final_values[steps, rows] = self.model(add_time(observation), state,
                                                        no_reset).value[0]

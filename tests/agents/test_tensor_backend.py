@@ -11,12 +11,14 @@ import pytest
 import torch
 from cli_runner import TINY_PPO, run_cli
 from omegaconf import OmegaConf
+from torch import Tensor
 
 from rlmem.agents.derived import with_derived_values
 from rlmem.agents.ppo.collector import RolloutCollector
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.agents.ppo.rollout import Rollout, select_state
 from rlmem.agents.ppo.tensor_collector import TensorRolloutCollector
+from rlmem.cells import State
 from rlmem.envs import make_vector_env, resolve_backend, uses_mission
 from rlmem.envs.tensor.minigrid import DoorKey, GoToDoor, Memory, MiniGridTensorEnv
 from rlmem.runs import load_checkpoint
@@ -128,6 +130,9 @@ class PerStepFinalValues(TensorRolloutCollector):
     """The reference: each truncated episode's value computed at its own step, from the
     truncated envs alone (as the collector did before it batched them per rollout)."""
 
+    def _kept_state(self, state: State, truncated: Tensor) -> State:
+        return state  # every env's memory; the truncated rows are selected below
+
     def _truncated_values(self, rollout: Rollout) -> None:
         for step, (final, state) in enumerate(self.finals):
             rows = rollout.truncated[step].nonzero().squeeze(1)
@@ -160,6 +165,22 @@ def test_truncated_values_batched_per_rollout_equal_those_of_each_step() -> None
     assert torch.equal(want.truncated, got.truncated)
     assert torch.allclose(want.final_values, got.final_values, rtol=0, atol=1e-12)
     assert bool((got.final_values[got.truncated] != 0).all())
+
+
+def test_a_step_keeps_only_the_truncated_envs_memory_on_the_cpu() -> None:
+    """What a step keeps for the truncated values: the truncated envs' rows of every field,
+    in order, so that the rest of its memory is freed as the rollout goes."""
+    envs = DoorKey(4, size=5, max_steps=6)
+    model = ActorCritic(envs.single_observation_space, envs.single_action_space,
+                        {"name": "memlstm", "hidden_size": 8, "capacity": 4},
+                        grid_encoding="embedding", discrete_encoding="onehot")
+    collector = TensorRolloutCollector(envs, model, torch.device("cpu"), seed=0)
+    state = model.initial_state(4)
+    state = state._make(torch.arange(value.numel()).view(value.shape).to(value.dtype)
+                        for value in state)
+    kept = collector._kept_state(state, torch.tensor([False, True, False, True]))
+    for before, after in zip(state, kept, strict=True):
+        assert torch.equal(after, before[[1, 3]])
 
 
 def test_sb3_trains_on_the_tensor_backend(tmp_path: Path) -> None:

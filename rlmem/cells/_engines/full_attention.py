@@ -612,14 +612,13 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
                       traces=dict(zip(_FULL_TRACES, traces, strict=True)))
 
 
-class _FullFields(NamedTuple):
-    """MemLSTM's state fields, for :func:`rlmem.cells.time_loop.reset_state`."""
+class _StepFields(NamedTuple):
+    """MemLSTM's state fields but the memory and its keys, for
+    :func:`rlmem.cells.time_loop.reset_state`: the compiled step empties those itself."""
 
     s: Tensor
     c: Tensor
     t: Tensor
-    memory: Tensor
-    keys: Tensor
     valid: Tensor
 
 
@@ -642,16 +641,18 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     if native is None:  # on CUDA, the Triton kernels' step
         return _kernel_step(xp, weights, s, c, t, memory, keys, valid, resets)
     if any_reset(resets):  # on the CPU, reading the flag costs no sync
-        s, c, t, memory, keys, valid = reset_state(_FullFields(s, c, t, memory, keys, valid),
-                                                   resets[0])
+        # the memory and keys of an item that resets are emptied as the step copies the rest:
+        # a masked copy of both here cost more than the step (PPO's 256 envs reset at almost
+        # every step)
+        s, c, t, valid = reset_state(_StepFields(s, c, t, valid), resets[0])
     # The new memory and keys: recycled, fresh blocks of that size cost as much in page
     # faults as the step itself.
     memory_out, keys_out = (WORKSPACE.take_unshared(memory.shape, memory.dtype, memory.device,
                                                     native.storage_use_count, rows=used)
                             for _ in range(2))
     y, c, t, valid, attention, slot_time = native.full_step(
-        xp[0], s, c, t, memory, keys, valid, weights.recurrent, weights.key, weights.score,
-        weights.query_bias, used, memory_out, keys_out)
+        xp[0], s, c, t, memory, keys, valid, resets[0], weights.recurrent, weights.key,
+        weights.score, weights.query_bias, used, memory_out, keys_out)
     memory, keys = memory_out, keys_out
     return FullResult(y=y.unsqueeze(0), c=c, memory=memory, keys=keys, t=t, valid=valid,
                       traces={"attention": attention.unsqueeze(0),

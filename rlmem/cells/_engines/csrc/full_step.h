@@ -43,13 +43,15 @@ void full_step_attend(const T* memory, const T* h, T* attention, T* s, int64_t u
 
 // One step of MemLSTM attending over the slots [0, used): the caller guarantees that no batch
 // item holds a state beyond them. x_t (B, 4H) is a step of project_input; recurrent (4H + H, H)
-// is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. memory_new and keys_new
-// (B, capacity, H) receive the new memory and keys (blocks the caller recycles: fresh ones of
-// that size cost page faults), and hold zeros from slot `used` on. Returns s, c, t, valid,
-// the attention (B, capacity) and the slot times.
+// is [W_hh; 2 W_a] (g rows doubled), key 2 U_a, score 2 v_a. s, c, t and valid are already
+// reset where reset (B,) is true; memory and keys are not: those items' rows are emptied here.
+// memory_new and keys_new (B, capacity, H) receive the new memory and keys (blocks the caller
+// recycles: fresh ones of that size cost page faults), and hold zeros from slot `used` on.
+// Returns s, c, t, valid, the attention (B, capacity) and the slot times.
 std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& c,
                               const Tensor& t, const Tensor& memory, const Tensor& keys,
-                              const Tensor& valid, const Tensor& recurrent, const Tensor& key,
+                              const Tensor& valid, const Tensor& reset,
+                              const Tensor& recurrent, const Tensor& key,
                               const Tensor& score, const Tensor& query_bias, int64_t used,
                               const Tensor& memory_new, const Tensor& keys_new) {
   const int64_t batch = s.size(0), hidden = s.size(1), capacity = memory.size(1);
@@ -65,9 +67,26 @@ std::vector<Tensor> full_step(const Tensor& x_t, const Tensor& s, const Tensor& 
   const Tensor h = o.mul(c_new.mul(2.0).sigmoid_().mul_(2.0).sub_(1.0));
   // Slots from `used` on are empty, hence zero, in memory and keys and in the blocks the
   // caller passes (Workspace.take_unshared with rows=used): only the slots in use are copied,
-  // O(t) per step rather than O(capacity).
-  memory_new.narrow(1, 0, used).copy_(memory.narrow(1, 0, used));
-  keys_new.narrow(1, 0, used).copy_(keys.narrow(1, 0, used));
+  // O(t) per step rather than O(capacity); an item that resets gets zeros instead.
+  const Tensor memory_rows = memory.contiguous(), keys_rows = keys.contiguous();
+  const Tensor reset_rows = reset.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "full_step_copy", [&] {
+    using T = scalar_t;
+    const bool* resets = reset_rows.data_ptr<bool>();
+    const int64_t item = capacity * hidden, span = used * hidden;
+    for (const auto& [from, to] : {std::pair{&memory_rows, &memory_new},
+                                   std::pair{&keys_rows, &keys_new}}) {
+      const T* source = from->data_ptr<T>();
+      T* target = to->data_ptr<T>();
+      for (int64_t b = 0; b < batch; ++b) {
+        if (resets[b]) {
+          std::fill_n(target + b * item, span, T(0));
+        } else {
+          std::copy_n(source + b * item, span, target + b * item);
+        }
+      }
+    }
+  });
   const Tensor new_keys = at::mm(h, key.mul(0.5).t());
   const Tensor steps = t.contiguous(), rows_h = h.contiguous();
   const Tensor valid_new = valid.clone(at::MemoryFormat::Contiguous);
