@@ -15,7 +15,9 @@ update) per request, with the rollout and the update timed apart; the parent ask
 in turn, so load from other processes on a shared machine hits all of them alike. Reports
 frames/s and ratios against the first version, with the load average, and the frames per
 second of the trainer's process's CPU time (``time.process_time``), which on a loaded machine
-leaves out the time spent waiting for a core (for ``async``: the trainer's share only).
+leaves out the time spent waiting for a core (for ``async``: the trainer's share only). A
+worker keeps freed memory (:func:`rlmem.runs.allocator.keep_freed_memory`) where its version
+has it, as that version's ``rlmem.train`` does.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ import json, sys, time, torch
 from omegaconf import OmegaConf
 torch.set_num_threads(1)
 memory, num_envs, grid, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+try:  # freed memory kept, as that version's run programs keep it (since session 78)
+    from rlmem.runs.allocator import keep_freed_memory
+    keep_freed_memory()
+except ImportError:
+    pass
 def serve(collect, update, frames):  # one timed update (rollout, then PPO update) a request
     for line in sys.stdin:
         start, cpu_start = time.perf_counter(), time.process_time()
