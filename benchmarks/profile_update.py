@@ -34,6 +34,7 @@ from throughput import DEFAULT_BACKENDS, decided_config, ours
 from torch.profiler import ProfilerActivity, profile
 
 from rlmem.agents.ppo.presets import PRESETS, Preset
+from rlmem.runs.allocator import keep_freed_memory
 
 
 def trainer_of(preset: Preset, memory: str) -> Trainer:
@@ -69,6 +70,7 @@ def main() -> None:
                         help="with --ops: a row per operator and shape of its inputs")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    keep_freed_memory()  # as rlmem.train does: no page faults a run would not pay
     trainer = trainer_of(args.preset, args.memory)
     try:
         trainer.step()  # warm-up (and the first-use C++ build)
