@@ -135,7 +135,7 @@ std::vector<Tensor> screened_forward(
         reset_where(rank.narrow(1, nu, slots - nu), reset, uniform_share, true);
       }
     }
-    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screen", [&] {
+    AT_DISPATCH_FLOATING_TYPES(xp.scalar_type(), "screened_input", [&] {  // z's input terms
       using T = scalar_t;
       const T* x_k = xp_rows.data_ptr<T>() + k * xp_rows.stride(0);
       for (int64_t b = 0; b < batch; ++b) {

@@ -25,7 +25,7 @@ WideExp wide_exp() {
 bool wide_exp_found() { return wide_exp() != nullptr; }
 
 // σ(x) = 1 / (1 + e^{−x}) of 16 floats, written as ATen's float32 σ with exp = wide_exp():
-// lstm_chunk.h's σ, kernels.h's σ-dot and delta_rule_wide.h's SiLU take it.
+// kernels.h's σ and σ-dot and delta_rule_wide.h's SiLU take it.
 RLMEM_WIDE inline __m512 wide_sigmoid(__m512 x, WideExp exp) {
   const __m512 one = _mm512_set1_ps(1.0f);
   return _mm512_div_ps(one, _mm512_add_ps(one, exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
