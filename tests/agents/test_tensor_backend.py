@@ -145,8 +145,9 @@ class PerStepFinalValues(TensorRolloutCollector):
 
 
 def test_truncated_values_batched_per_rollout_equal_those_of_each_step() -> None:
-    """Episodes cut every 6 steps: the values GAE bootstraps from, computed once per rollout
-    for every truncation, equal those computed step by step (float64)."""
+    """Episodes cut every 6 steps, half the envs 3 steps out of step with the others: the
+    values GAE bootstraps from, computed once per rollout for every truncation, equal those
+    computed step by step (float64)."""
     torch.set_default_dtype(torch.float64)
     try:
         rollouts = []
@@ -157,11 +158,13 @@ def test_truncated_values_batched_per_rollout_equal_those_of_each_step() -> None
                                 {"name": "lstm", "hidden_size": 16}, grid_encoding="embedding",
                                 discrete_encoding="onehot")
             collector = collector_type(envs, model, torch.device("cpu"), seed=3)
+            envs.step_count[1::2] += 3  # half the envs truncated 3 steps before the others
             rollouts.append(collector.collect(16, 8))
     finally:
         torch.set_default_dtype(torch.float32)
     want, got = rollouts
     assert int(want.truncated.sum()) >= 8
+    assert int((want.truncated.sum(1) == 4).sum()) >= 2  # steps where half the envs were cut
     assert torch.equal(want.truncated, got.truncated)
     assert torch.allclose(want.final_values, got.final_values, rtol=0, atol=1e-12)
     assert bool((got.final_values[got.truncated] != 0).all())
