@@ -122,16 +122,24 @@ def test_the_model_takes_it_in_its_heads_and_encoder_not_in_its_memory(
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize(("agent", "run", "recorded", "blocked"), [
+@pytest.mark.parametrize(("key", "memory"), [("blocked_products", "lstm"),
+                                             ("memory_products", "relstm")])
+@pytest.mark.parametrize(("agent", "run", "recorded", "taken"), [
     ({}, {}, None, True),                                       # decided on
-    ({"blocked_products": False}, {}, None, False),             # given: kept
+    ({"<key>": False}, {}, None, False),                        # given: kept
     ({}, {"vectorization": "sync"}, None, False),               # the exact reference
     ({}, {"device": "cuda"}, None, False),
     ({}, {}, {"preset": "fast"}, False),                        # resumed, recorded none
-    ({}, {}, {"preset": "fast", "blocked_products": True}, True),
+    ({}, {}, {"preset": "fast", "<key>": True}, True),
 ])
-def test_a_run_decides_it(agent: dict[str, Any], run: dict[str, Any],
-                          recorded: dict[str, Any] | None, blocked: bool) -> None:
-    config = {"env": "DoorKey-5x5", "memory": {"name": "lstm"}, **run}
-    decided = PPOConfig.decided({"name": "ppo", "preset": "fast", **agent}, config, recorded)
-    assert decided["blocked_products"] is blocked
+def test_a_run_decides_it(key: str, memory: str, agent: dict[str, Any], run: dict[str, Any],
+                          recorded: dict[str, Any] | None, taken: bool) -> None:
+    """``agent.blocked_products`` and ``agent.memory_products`` (test_memory_products.py),
+    both decided by ``decided_outside_reference`` for every cell."""
+    def named(values: dict[str, Any]) -> dict[str, Any]:
+        return {key if name == "<key>" else name: value for name, value in values.items()}
+
+    config = {"env": "DoorKey-5x5", "memory": {"name": memory}, **run}
+    decided = PPOConfig.decided({"name": "ppo", "preset": "fast", **named(agent)}, config,
+                                named(recorded) if recorded is not None else None)
+    assert decided[key] is taken

@@ -1,16 +1,14 @@
 """``agent.memory_products``: the memory cell's products as inside
-:func:`rlmem.cells.onednn_products`, entered by the PPO model at each call; how a run decides it."""
+:func:`rlmem.cells.onednn_products`, entered by the PPO model at each call (how a run decides
+it: ``test_blocked_linear.py``'s ``test_a_run_decides_it``)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from rlmem.agents.minigrid_encoders import GRID_VOCABULARY
-from rlmem.agents.ppo.config import PPOConfig
 from rlmem.agents.ppo.model import ActorCritic
 from rlmem.cells import cell_config
 from rlmem.cells._engines import compiled
@@ -57,17 +55,3 @@ def test_the_model_runs_its_cell_inside_the_context() -> None:
         scale = max(want.abs().max().item(), 1e-6)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale)
 
-
-@pytest.mark.parametrize(("agent", "run", "recorded", "taken"), [
-    ({}, {}, None, True),                                       # decided on
-    ({"memory_products": False}, {}, None, False),              # given: kept
-    ({}, {"vectorization": "sync"}, None, False),               # the exact reference
-    ({}, {"device": "cuda"}, None, False),
-    ({}, {}, {"preset": "fast"}, False),                        # resumed, recorded none
-    ({}, {}, {"preset": "fast", "memory_products": True}, True),
-])
-def test_a_run_decides_it(agent: dict[str, Any], run: dict[str, Any],
-                          recorded: dict[str, Any] | None, taken: bool) -> None:
-    config = {"env": "DoorKey-5x5", "memory": {"name": "relstm"}, **run}
-    decided = PPOConfig.decided({"name": "ppo", "preset": "fast", **agent}, config, recorded)
-    assert decided["memory_products"] is taken
