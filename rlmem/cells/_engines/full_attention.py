@@ -34,7 +34,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
-from rlmem.cells._engines.onednn_linear import in_onednn, plain_weight_gradient, weight_gradient
+from rlmem.cells._engines.onednn_linear import in_onednn, loop_weight_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
@@ -495,10 +495,11 @@ def _full_backward(tape: _FullTape, g_y: Tensor | None, g_c: Tensor | None,
                                      d_score_rows, buffers)
 
     s_prev = previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
-    gradient = weight_gradient if tape.onednn else plain_weight_gradient
-    d_recurrent = gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]))
+    d_recurrent = loop_weight_gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]),
+                                       tape.onednn)
     # The chunk's keys are U_a h = (2 U_a / 2) h; incoming keys do not depend on U_a.
-    d_key = gradient(chunk.view(-1, hidden), d_chunk_keys.view(-1, hidden)).mul_(0.5)
+    d_key = loop_weight_gradient(chunk.view(-1, hidden), d_chunk_keys.view(-1, hidden),
+                                 tape.onednn).mul_(0.5)
     d_xp, d_query_bias = dz[:, :, :gates].contiguous(), dz[:, :, gates:].sum(dim=(0, 1))
     dc = dc.clone() if dc is not None else None  # not a view of the block given back below
     WORKSPACE.give(block, *tape.blocks)

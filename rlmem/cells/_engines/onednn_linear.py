@@ -122,10 +122,11 @@ def weight_gradient(x: Tensor, grad: Tensor) -> Tensor:
     return _product(x.t(), grad.t()).t()
 
 
-def plain_weight_gradient(x: Tensor, grad: Tensor) -> Tensor:
-    """:math:`g^\top x` as ATen computes it: :func:`weight_gradient` outside
-    :func:`onednn_products`, where the products stay torch's."""
-    return grad.t() @ x
+def loop_weight_gradient(x: Tensor, grad: Tensor, onednn: bool) -> Tensor:
+    """:math:`g^\top x` after a compiled time loop: :func:`weight_gradient` where the loop's
+    products left ATen's (``onednn``, as :func:`in_onednn` decided at its forward), else as
+    ATen computes it, bit for bit as before the context existed."""
+    return weight_gradient(x, grad) if onednn else grad.t() @ x
 
 
 def in_onednn(x: Tensor) -> bool:

@@ -37,7 +37,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
-from rlmem.cells._engines.onednn_linear import in_onednn, plain_weight_gradient, weight_gradient
+from rlmem.cells._engines.onednn_linear import in_onednn, loop_weight_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
 from rlmem.cells.host_reads import any_reset, steps_with_resets_and_latest_start
@@ -555,11 +555,12 @@ def _weight_gradients(tape: _ScreenedTape, y: Tensor, dz: Tensor, d_keys_h: Tens
     """The recurrent weight's and 2 U_a's gradients from the whole chunk's: in the blocked
     loop where the forward's products left ATen's (``tape.onednn``), else ATen's."""
     hidden = y.shape[2]
-    gradient = weight_gradient if tape.onednn else plain_weight_gradient
     s_prev = previous_states(buffers["s_prev"], tape.s0, y, tape.resets)
-    d_recurrent = gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]))
+    d_recurrent = loop_weight_gradient(s_prev.view(-1, hidden), dz.view(-1, dz.shape[2]),
+                                       tape.onednn)
     # 2 U_a is applied once per state (h_k, or an incoming one), not once per read of it.
-    d_key = torch.addmm(gradient(buffers["h"].view(-1, hidden), d_keys_h.view(-1, hidden)),
+    d_key = torch.addmm(loop_weight_gradient(buffers["h"].view(-1, hidden),
+                                             d_keys_h.view(-1, hidden), tape.onednn),
                         grad_keys.reshape(-1, hidden).t(), tape.incoming.view(-1, hidden))
     return d_recurrent, d_key
 
