@@ -59,6 +59,9 @@ class TensorRolloutCollector(RolloutCollector):
         """Per step of the rollout: every env's final observation (``info["final_obs"]``) and
         the memory after the step (:meth:`_kept_state`), for the values of truncated
         episodes."""
+        self.keeps_truncated_rows = self.device.type == "cpu"
+        """Whether a step keeps only its truncated envs' memory (the module docstring): where
+        reading which envs those are costs no synchronisation."""
 
     def _reset(self, seed: int, name: str | None) -> dict[str, Tensor]:
         observation, _ = self.envs.reset(seed=seed)
@@ -94,8 +97,8 @@ class TensorRolloutCollector(RolloutCollector):
 
     def _kept_state(self, state: State, truncated: Tensor) -> State:
         """What :meth:`_truncated_values` needs of a step's memory: on the CPU the rows of the
-        envs truncated there, in order (the module docstring); elsewhere all of it."""
-        if self.device.type != "cpu":
+        envs truncated there, in order (:attr:`keeps_truncated_rows`); elsewhere all of it."""
+        if not self.keeps_truncated_rows:
             return state
         return select_state(state, truncated.nonzero().squeeze(1))
 
@@ -131,7 +134,7 @@ class TensorRolloutCollector(RolloutCollector):
         observation = {key: torch.stack([fields[key] for fields in finals])[steps, rows]
                        for key in finals[0]}
         kept = [state for _, state in self.finals]
-        if self.device.type == "cpu":  # each step's truncated rows, in the order of nonzero's
+        if self.keeps_truncated_rows:  # each step's truncated rows, in the order of nonzero's
             state = cat_states(kept)
         else:
             states = stack_states(kept)
