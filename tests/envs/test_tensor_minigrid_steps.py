@@ -21,6 +21,7 @@ from tensor_minigrid_check import lockstep
 
 from rlmem.agents.minigrid_encoders import ImageEncoder
 from rlmem.agents.ppo.observation import observation_to_tensors
+from rlmem.cells._engines import compiled
 from rlmem.envs import make_vector_env
 from rlmem.envs.tensor.minigrid import DoorKey, Memory, MiniGridTensorEnv
 
@@ -32,6 +33,16 @@ FAMILY: dict[str, type[MiniGridTensorEnv]] = {
     **dict.fromkeys(DOORKEYS, DoorKey), **dict.fromkeys(MEMORIES, Memory)}
 
 
+@pytest.fixture(params=["compiled", "tensor ops"])
+def step_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test once through the compiled step and view (the CPU's path,
+    ``csrc/minigrid.h``), once through the tensor ops (the path off the CPU, and with
+    ``RLMEM_NO_EXTENSION=1``); ``test_tensor_minigrid_compiled.py`` compares the two."""
+    if request.param == "tensor ops":
+        monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+
+
+@pytest.mark.usefixtures("step_path")
 def test_doorkey_5x5_steps_as_minigrid() -> None:
     """1,024 steps of DoorKey-5x5 with short episodes: keys carried, doors opened, a goal
     reached, episodes truncated, all equal."""
@@ -39,12 +50,14 @@ def test_doorkey_5x5_steps_as_minigrid() -> None:
     assert min(met["carrying"], met["open_door"], met["success"], met["truncated"]) > 0, met
 
 
+@pytest.mark.usefixtures("step_path")
 def test_memory_s7_steps_as_minigrid() -> None:
     """1,024 steps of MemoryS7 with short episodes: successes, failures, truncations."""
     met = lockstep("MiniGrid-MemoryS7-v0", Memory, 8, 128, seed=4, max_steps=30)
     assert met["success"] > 0 and met["terminated"] > met["success"] and met["truncated"] > 0, met
 
 
+@pytest.mark.usefixtures("step_path")
 @pytest.mark.parametrize("name", DOORKEYS)
 def test_doorkey_goal_reward_as_minigrid(name: str) -> None:
     """The agent put in front of the goal, some steps into its episode, walks onto it: the

@@ -11,6 +11,7 @@ import pytest
 import torch
 from minigrid.minigrid_env import MiniGridEnv
 
+from rlmem.cells._engines import compiled
 from rlmem.envs.tensor.minigrid.view import TABLE_VIEW, egocentric_image
 
 
@@ -29,7 +30,13 @@ def tensor_view(env: MiniGridEnv) -> np.ndarray:
 @pytest.mark.parametrize("env_id", ["MiniGrid-MultiRoom-N6-v0", "MiniGrid-LockedRoom-v0",
                                     "MiniGrid-KeyCorridorS6R3-v0", "MiniGrid-DoorKey-8x8-v0",
                                     "MiniGrid-MemoryS13-v0"])
-def test_view_is_minigrids(env_id: str, view: int) -> None:
+@pytest.mark.parametrize("path", ["compiled", "tensor ops"])
+def test_view_is_minigrids(env_id: str, view: int, path: str,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the compiled view (the CPU's path, ``csrc/minigrid.h``) and through the tensor
+    ops (the path off the CPU)."""
+    if path == "tensor ops":
+        monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
     env = gym.make(env_id, agent_view_size=view).unwrapped
     assert isinstance(env, MiniGridEnv)
     rng = np.random.default_rng(view)

@@ -43,6 +43,7 @@ from minigrid.core.constants import DIR_TO_VEC
 from minigrid.minigrid_env import MiniGridEnv
 from torch import Tensor
 
+from rlmem.cells._engines import compiled
 from rlmem.envs.minigrid_observation import encoded_space, tokenize
 from rlmem.envs.tensor.base import TensorVectorEnv
 from rlmem.envs.tensor.minigrid.objects import (
@@ -51,6 +52,7 @@ from rlmem.envs.tensor.minigrid.objects import (
     CLOSED,
     DOOR,
     GOAL,
+    KERNEL_CODES,
     KEY,
     LAVA,
     LOCKED,
@@ -232,6 +234,28 @@ class MiniGridTensorEnv(TensorVectorEnv):
 
     def _transition(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         action = self._actions(actions.reshape(self.num_envs))
+        goal, lava = self._move(action)
+        reward = torch.where(goal, self._success_reward(), 0.0)
+        reward, terminated = self._outcome(action, reward, goal | lava)
+        return reward, terminated, self.step_count >= self.max_steps
+
+    def _move(self, action: Tensor) -> tuple[Tensor, Tensor]:
+        """MiniGrid's step of ``action`` in every world (the module's docstring), but for its
+        reward: the state moves on; returns whether each env stepped onto a goal, and onto lava.
+
+        On the CPU the compiled loops take the step in one pass over the envs
+        (``minigrid_transition`` in ``rlmem/cells/_engines/csrc/minigrid.h``, the same rules
+        as below; :mod:`rlmem.cells._engines.compiled` says when they do not run).
+
+        Shapes: ``action`` ``(N,)`` int64; returns two ``(N,)`` bool.
+        """
+        native = compiled.ops(self.grid)
+        if native is not None:
+            self.step_count, self.agent_dir, self.agent_pos, goal, lava = \
+                native.minigrid_transition(action, self.grid, self.agent_pos, self.agent_dir,
+                                           self.carrying, self.step_count, self._dir_to_vec,
+                                           self._turns, KERNEL_CODES)
+            return goal, lava
         self.step_count = self.step_count + 1
         taken = action[:, None] == self._action_ids  # (N, 7), one column per action
         front = self.agent_pos + self._dir_to_vec[self.agent_dir]
@@ -244,8 +268,6 @@ class MiniGridTensorEnv(TensorVectorEnv):
         forward = taken[:, Actions.forward]
         moves = forward & can_overlap(cell)
         self.agent_pos = torch.where(moves[:, None], front, self.agent_pos)
-        goal, lava = forward & (kind == GOAL), forward & (kind == LAVA)
-        reward = torch.where(goal, self._success_reward(), 0.0)
         carried = packed(self.carrying)
         holding = carried != NOTHING_CODE
         picks = taken[:, Actions.pickup] & can_pickup(cell) & ~holding
@@ -262,8 +284,7 @@ class MiniGridTensorEnv(TensorVectorEnv):
                                torch.where(drops, carried, (cell & 0xFFFF) | (new_state << 16)))
         cells.scatter_(1, at, new_cell.unsqueeze(1).to(torch.int32))
         carried.copy_(torch.where(picks, cell, torch.where(drops, NOTHING_CODE, carried)))
-        reward, terminated = self._outcome(action, reward, goal | lava)
-        return reward, terminated, self.step_count >= self.max_steps
+        return forward & (kind == GOAL), forward & (kind == LAVA)
 
     def _observed_state(self) -> tuple[Tensor, ...]:
         """What an observation is made of: :meth:`_observation`'s arguments."""

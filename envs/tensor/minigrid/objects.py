@@ -27,6 +27,7 @@ lava      yes           yes           no
 from __future__ import annotations
 
 import torch
+from minigrid.core.actions import Actions
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX, STATE_TO_IDX
 from torch import Tensor
 
@@ -95,6 +96,12 @@ def unpacked(codes: Tensor) -> Tensor:
 
 NOTHING_CODE = code(NOTHING)
 """An empty cell, packed."""
+
+KERNEL_CODES = torch.tensor([EMPTY, WALL, FLOOR, DOOR, KEY, BALL, BOX, GOAL, LAVA, OPEN, CLOSED,
+                             LOCKED, Actions.forward, Actions.pickup, Actions.drop, Actions.toggle,
+                             NOTHING_CODE, WALL_CODE])
+"""MiniGrid's indices as the compiled step and view read them (``MiniGridCodes`` in
+``rlmem/cells/_engines/csrc/minigrid.h``, in its order), so that they are written once, here."""
 
 
 def can_overlap(codes: Tensor) -> Tensor:

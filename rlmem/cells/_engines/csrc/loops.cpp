@@ -5,7 +5,8 @@
 // one piece that is not a time loop, the grid encoder's embedding and first convolution as one
 // table lookup (grid_fold.h), and its second convolution as one product over its windows
 // (window_convolution.h); and an LSTM and a GRU over a chunk with its resets inside one call
-// (lstm_chunk.h, gru_chunk.h). At batch 16 a small op costs about as much to call from Python as
+// (lstm_chunk.h, gru_chunk.h); and MiniGrid's step and view for the tensor envs (minigrid.h),
+// not a cell's at all. At batch 16 a small op costs about as much to call from Python as
 // to run; here it is called from C++. Built and loaded by rlmem/cells/_engines/compiled.py, which
 // falls back to the Python loops when it cannot be built. CPU only: the caller checks the device.
 //
@@ -86,6 +87,7 @@ using at::Tensor;
 #include "window_convolution.h"
 #include "lstm_chunk.h"
 #include "gru_chunk.h"
+#include "minigrid.h"
 
 // How many tensors share the storage of this one (1: only this one).
 int64_t storage_use_count(const Tensor& tensor) {
@@ -116,6 +118,8 @@ TORCH_LIBRARY(rlmem_loops, m) {
   m.def("lstm_chunk_backward", &lstm_chunk_backward);
   m.def("gru_chunk_forward", &gru_chunk_forward);
   m.def("gru_chunk_backward", &gru_chunk_backward);
+  m.def("minigrid_transition", &minigrid_transition);
+  m.def("minigrid_view", &minigrid_view);
   m.def("storage_use_count", &storage_use_count);
   m.def("onednn_product_count", &onednn_product_count);
   m.def("product", &product);
