@@ -210,7 +210,7 @@ class ImageEncoder(FieldEncoder):
         if self.folded:
             assert self.embedding is not None  # __init__: folded needs the embedding
             pooled = folded_first_block(self.table_rows(image), self.embedding,
-                                        self.convolution(0), self.channel_of_row)
+                                        self.convolution(0), self.channel_of_row, owner=self)
             if pooled is not None:  # net[:3]: the convolution, its ReLU and the max-pool
                 second = window_convolution(pooled, self.convolution(3))  # net[3:5]
                 assert second is not None  # the compiled loops ran the first block

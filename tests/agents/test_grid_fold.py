@@ -207,3 +207,27 @@ def test_a_run_records_whether_it_folds() -> None:
     declined = PPOConfig.decided({"name": "ppo", "folded_grid": False}, {"env": "DoorKey-5x5"})
     assert (default["folded_grid"], exact["folded_grid"], declined["folded_grid"]) == (
         True, False, False)
+
+
+def test_acting_keeps_the_table_until_a_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without autograd the folded table is kept between calls (``owner``); a write to the
+    embedding or the convolution, or an optimizer's step, makes a new one: the output stays
+    the modules' (float64)."""
+    use_loops("compiled", monkeypatch)
+    module, folded = pair(torch.float64)
+    image = grids(9, 7, torch.Generator().manual_seed(5))
+    optimizer = torch.optim.SGD(folded.parameters(), lr=0.1)
+    for change in range(3):
+        with torch.no_grad():
+            assert torch.allclose(folded(image), module(image), rtol=0, atol=1e-12), change
+            assert torch.equal(folded(image), folded(image))
+        if change == 0:  # an in-place write, as load_state_dict makes
+            with torch.no_grad():
+                for encoder in (folded, module):
+                    assert encoder.embedding is not None
+                    encoder.embedding.weight.mul_(1.5)
+        else:  # an optimizer's step (its writes counted by the step hook)
+            folded(image).square().sum().backward()
+            optimizer.step()
+            module.load_state_dict(folded.state_dict())
+            optimizer.zero_grad()
