@@ -231,3 +231,27 @@ def test_acting_keeps_the_table_until_a_weight_changes(monkeypatch: pytest.Monke
             optimizer.step()
             module.load_state_dict(folded.state_dict())
             optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_vector_loops_add_as_the_generic_ones(dtype: torch.dtype) -> None:
+    """MiniGrid's 16 features take loops that hold a position's sums in vector registers
+    (``grid_fold.h``); any other count takes the generic loops. Given 17 features whose first
+    16 are another table's, the two must agree on those 16 bit for bit: the same additions in
+    the same order, the same maxima, the same gradients."""
+    native = compiled.ops(torch.zeros(1))
+    if native is None:
+        pytest.skip("the compiled loops are not built here")
+    generator = torch.Generator().manual_seed(2)
+    rows = torch.randint(0, 20, (37, 7, 7, 3), generator=generator)
+    wide = torch.randn(4, 20, 17, dtype=dtype, generator=generator)
+    bias = torch.randn(17, dtype=dtype, generator=generator)
+    narrow = wide[..., :16].contiguous()
+    z16, where16 = native.grid_fold_forward(rows, narrow, bias[:16].contiguous(), 2)
+    z17, where17 = native.grid_fold_forward(rows, wide, bias, 2)
+    assert torch.equal(z16, z17[..., :16]) and torch.equal(where16, where17[..., :16])
+    grad = torch.randn(z17.shape, dtype=dtype, generator=generator)
+    table16, bias16 = native.grid_fold_backward(grad[..., :16].contiguous(), rows, where16, 20,
+                                                2, 2)
+    table17, bias17 = native.grid_fold_backward(grad, rows, where17, 20, 2, 2)
+    assert torch.equal(table16, table17[..., :16]) and torch.equal(bias16, bias17[:16])
