@@ -82,8 +82,11 @@ class TensorRolloutCollector(RolloutCollector):
         """Act in every env once, writing step ``t`` of ``rollout``; the ended episodes are
         kept on the device and read by :meth:`collect`."""
         out, action = self._sample(rollout, t)
-        observation, reward, term, trunc, info = self.envs.step(
-            tensor_action(self.model.action, action).to(self.env_device))
+        # the envs' state outside the collector's inference mode: a tensor made in it could
+        # not be written in place outside (an env's reset, a test's edit)
+        with torch.inference_mode(False), torch.no_grad():
+            observation, reward, term, trunc, info = self.envs.step(
+                tensor_action(self.model.action, action).to(self.env_device))
         reward, term, trunc = (value.to(self.device) for value in (reward, term, trunc))
         rollout.rewards[t] = reward.to(torch.float32)
         rollout.terminated[t] = term
