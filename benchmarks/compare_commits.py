@@ -8,7 +8,8 @@ as a package: ``rlmem/`` with ``agents/`` and ``envs/`` copied inside, see
 colon: ``sync`` (the default), ``async`` (``vectorization=async``, where the version has it),
 ``fast`` (``agent.preset=fast`` on the tensor envs, every key decided as ``rlmem.train``
 decides it, the typed config a run trains with: ``throughput.py``'s trainer over that
-version; ``--num-envs`` is then the preset's) or
+version; ``--num-envs`` is then the preset's), ``default`` (the same with the minigrid preset:
+what ``rlmem.train env=DoorKey-5x5`` runs, 16 tensor envs) or
 ``envonly`` (the envs alone with random actions, 128 steps per request: the limit). Each
 version runs in a worker process of its own that times one full update (rollout, then PPO
 update) per request, with the rollout and the update timed apart; the parent asks the workers
@@ -63,16 +64,18 @@ if mode == "envonly":  # random actions, no model: the envs' own limit on one co
         print(json.dumps([time.perf_counter() - start, 0.0, time.process_time() - cpu, 0.0,
                           num_envs * 128]), flush=True)
     sys.exit()
-if mode == "fast":  # as `rlmem.train env=DoorKey-5x5 agent.preset=fast env_backend=tensor`
+if mode in ("fast", "default"):  # as `rlmem.train env=DoorKey-5x5 env_backend=tensor`, with
+    # agent.preset=fast or the minigrid preset
     sys.path.insert(0, sys.argv[5])  # throughput.py's trainer, over this version's rlmem
     from throughput import ours
     from rlmem.agents.ppo import PPOConfig
     from rlmem.agents.ppo.presets import PRESETS, Preset
+    preset = Preset.fast if mode == "fast" else Preset.minigrid
     # decided here, with the memory, as that version's rlmem.train decides: its throughput.py
     # left the memory out before 2026-12-01, and so ran lstm without agent.compiled_lstm
-    config = PPOConfig(**PPOConfig.decided({"preset": "fast"}, {
+    config = PPOConfig(**PPOConfig.decided({"preset": preset.value}, {
         "env": "DoorKey-5x5", "memory": {"name": memory}}))
-    trainer = ours("DoorKey-5x5", PRESETS[Preset.fast].num_envs, memory, config, "tensor")
+    trainer = ours("DoorKey-5x5", PRESETS[preset].num_envs, memory, config, "tensor")
     serve(trainer.collect, trainer.update, trainer.frames)
     sys.exit()
 try:
