@@ -27,41 +27,45 @@ struct GridFold {
 
   int64_t size() const { return kFeatures > 0 ? kFeatures : features; }
 
-  // y = bias + Σ_o Σ_c table[o, rows[n, i+dy, j+dx, c]]
-  void convolve(const T* table, const T* bias, int64_t n, int64_t i, int64_t j, T* y) const {
-    const int64_t f_size = size();
-    std::copy_n(bias, f_size, y);
+  // Calls visit(r) for each table row r that position (i, j) of item n reads, in the order the
+  // sums take them: for each kernel offset o = (dy, dx), then each channel c,
+  // r = o · R + rows[n, i+dy, j+dx, c] (the table's rows, (KH·KW·R, F), counted across offsets).
+  template <typename Visit>
+  void for_each_row(int64_t n, int64_t i, int64_t j, Visit visit) const {
     for (int64_t dy = 0; dy < kernel_height; ++dy) {
       for (int64_t dx = 0; dx < kernel_width; ++dx) {
         const int64_t* cell = rows + ((n * height + i + dy) * width + j + dx) * channels;
-        const T* offset_table = table + (dy * kernel_width + dx) * table_rows * f_size;
+        const int64_t offset = (dy * kernel_width + dx) * table_rows;
         for (int64_t c = 0; c < channels; ++c) {
-          const T* row = offset_table + cell[c] * f_size;
-#pragma omp simd
-          for (int64_t f = 0; f < f_size; ++f) {
-            y[f] += row[f];
-          }
+          visit(offset + cell[c]);
         }
       }
     }
   }
 
+  // y = bias + Σ_o Σ_c table[o, rows[n, i+dy, j+dx, c]]
+  void convolve(const T* table, const T* bias, int64_t n, int64_t i, int64_t j, T* y) const {
+    const int64_t f_size = size();
+    std::copy_n(bias, f_size, y);
+    for_each_row(n, i, j, [&](int64_t r) {
+      const T* row = table + r * f_size;
+#pragma omp simd
+      for (int64_t f = 0; f < f_size; ++f) {
+        y[f] += row[f];
+      }
+    });
+  }
+
   // grad_table[o, rows[n, i+dy, j+dx, c]] += g for every offset and channel
   void scatter(T* grad_table, int64_t n, int64_t i, int64_t j, const T* g) const {
     const int64_t f_size = size();
-    for (int64_t dy = 0; dy < kernel_height; ++dy) {
-      for (int64_t dx = 0; dx < kernel_width; ++dx) {
-        const int64_t* cell = rows + ((n * height + i + dy) * width + j + dx) * channels;
-        T* offset_table = grad_table + (dy * kernel_width + dx) * table_rows * f_size;
-        for (int64_t c = 0; c < channels; ++c) {
-          T* row = offset_table + cell[c] * f_size;
+    for_each_row(n, i, j, [&](int64_t r) {
+      T* row = grad_table + r * f_size;
 #pragma omp simd
-          for (int64_t f = 0; f < f_size; ++f) {
-            row[f] += g[f];
-          }
-        }
+      for (int64_t f = 0; f < f_size; ++f) {
+        row[f] += g[f];
       }
-    }
+    });
   }
 
   // forward() where F is compiled in and a multiple of the vector width: a position's sums
@@ -87,18 +91,10 @@ struct GridFold {
             const int64_t i = 2 * p + k / 2, j = 2 * q + k % 2;
             V y[kVectors];
             for (int64_t v = 0; v < kVectors; ++v) y[v] = V::loadu(bias + v * V::size());
-            for (int64_t dy = 0; dy < kernel_height; ++dy) {
-              for (int64_t dx = 0; dx < kernel_width; ++dx) {
-                const int64_t* cell = rows + ((n * height + i + dy) * width + j + dx) * channels;
-                const T* offset_table = table + (dy * kernel_width + dx) * table_rows * kFeatures;
-                for (int64_t c = 0; c < channels; ++c) {
-                  const T* row = offset_table + cell[c] * kFeatures;
-                  for (int64_t v = 0; v < kVectors; ++v) {
-                    y[v] = y[v] + V::loadu(row + v * V::size());
-                  }
-                }
-              }
-            }
+            for_each_row(n, i, j, [&](int64_t r) {
+              const T* row = table + r * kFeatures;
+              for (int64_t v = 0; v < kVectors; ++v) y[v] = y[v] + V::loadu(row + v * V::size());
+            });
             const V position(static_cast<T>(k));
             for (int64_t v = 0; v < kVectors; ++v) {  // strictly: the first of equal maxima
               const V above = y[v] > z[v];
@@ -183,19 +179,12 @@ struct GridFold {
               continue;
             }
             for (int64_t v = 0; v < kVectors; ++v) bias_sum[v] = bias_sum[v] + g[v];
-            const int64_t i = 2 * p + k / 2, j = 2 * q + k % 2;
-            for (int64_t dy = 0; dy < kernel_height; ++dy) {
-              for (int64_t dx = 0; dx < kernel_width; ++dx) {
-                const int64_t* cell = rows + ((n * height + i + dy) * width + j + dx) * channels;
-                T* offset_table = grad_table + (dy * kernel_width + dx) * table_rows * kFeatures;
-                for (int64_t c = 0; c < channels; ++c) {
-                  T* row = offset_table + cell[c] * kFeatures;
-                  for (int64_t v = 0; v < kVectors; ++v) {
-                    (V::loadu(row + v * V::size()) + g[v]).store(row + v * V::size());
-                  }
-                }
+            for_each_row(n, 2 * p + k / 2, 2 * q + k % 2, [&](int64_t r) {
+              T* row = grad_table + r * kFeatures;
+              for (int64_t v = 0; v < kVectors; ++v) {
+                (V::loadu(row + v * V::size()) + g[v]).store(row + v * V::size());
               }
-            }
+            });
           }
         }
       }
