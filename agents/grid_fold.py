@@ -102,8 +102,9 @@ def folded_first_block(rows: Tensor, embedding: nn.Embedding, convolution: nn.Co
         channel_of_row: which channel each table row belongs to, ``(R,)`` int64.
         owner: a module holding ``embedding`` and ``convolution``: without autograd (acting),
             the table is kept between calls until one of its parameters changes
-            (:func:`rlmem.cells._engines.weight_cache.prepared`; at 16 envs making it took
-            about a twentieth of an acting step). None: made at every call.
+            (:func:`rlmem.cells._engines.weight_cache.prepared`: an acting step at 16 envs
+            need not pay an einsum for a table that only the weights change). None: made at
+            every call.
 
     Shapes:
         - output: ``(N, (H - K_h + 1) // 2, (W - K_w + 1) // 2, F)``, channels last: the

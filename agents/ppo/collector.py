@@ -22,8 +22,8 @@ class RolloutCollector:
     rollouts.
 
     Every step is one batched forward over all envs (``T = 1`` through the cell) under
-    ``torch.inference_mode``: nothing of acting is recorded for autograd, which at 16 envs,
-    where a step is many small ops, took about a tenth of it under ``torch.no_grad``. The
+    ``torch.inference_mode``: nothing of acting is recorded for autograd, whose bookkeeping
+    under ``torch.no_grad`` weighed on every small op of a step at 16 envs. The
     rollout's tensors are made outside it and written in place, so that the update can save
     them for its backward (an inference-mode tensor cannot be); the memory carried from step to
     step stays an inference-mode tensor until the rollout stacks its chunk states. The rollout

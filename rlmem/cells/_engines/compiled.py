@@ -3,10 +3,11 @@
 The engines' hand-written loops (:mod:`.tarnn`, :mod:`.screened`, :mod:`.full_attention`)
 make dozens of small ATen calls per time step; at batch 16 calling one from Python costs about
 as much as running it. ``csrc/`` makes the same calls from C++: one file per engine, compiled
-as one translation unit (``loops.cpp`` includes the others). It also holds one piece that is
+as one translation unit (``loops.cpp`` includes the others). It also holds pieces that are
 not a cell's: MiniGrid's grid encoder as table lookups (``grid_fold.h``,
 :mod:`rlmem.agents.grid_fold`), which falls back to the encoder's modules as the engines fall
-back to their Python loops. It is compiled with
+back to their Python loops, and the MiniGrid tensor envs' step and view (``minigrid.h``,
+:mod:`rlmem.envs.tensor.minigrid`), which fall back to their tensor ops. It is compiled with
 :func:`torch.utils.cpp_extension.load` the first time a cell needs it in a process (a few tens
 of seconds, once: the build is cached in torch's extension directory, ``TORCH_EXTENSIONS_DIR``
 or ``~/.cache/torch_extensions``, under a name that changes with the sources, see

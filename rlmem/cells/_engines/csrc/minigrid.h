@@ -1,7 +1,7 @@
 // MiniGrid's step and egocentric view for a batch of worlds on the CPU: the core of
 // rlmem.envs.tensor.minigrid.env.MiniGridTensorEnv._transition (between a family's _actions and
 // _outcome) and rlmem.envs.tensor.minigrid.view.egocentric_image, one pass over the envs each.
-// Not a cell's loop: at 16 envs the tensor env's step was about 300 small ATen calls, each
+// Not a cell's loop: at 16 envs the tensor env's step was hundreds of small ATen calls, each
 // costing more to call than to run (the same reason as grid_fold.h).
 //
 // Part of the one translation unit of loops.cpp, which includes this file inside its anonymous
@@ -68,32 +68,38 @@ std::vector<Tensor> minigrid_transition(const Tensor& action_in, const Tensor& g
   const int64_t* a = action.data_ptr<int64_t>();
   const int64_t* turn = turns.data_ptr<int64_t>();
   const int64_t* vec = dir_to_vec.data_ptr<int64_t>();
+  const int64_t* dirs = agent_dir.data_ptr<int64_t>();
+  const int64_t* pos = agent_pos.data_ptr<int64_t>();
+  const int64_t* count = step_count.data_ptr<int64_t>();
   const int64_t actions = turns.numel();
   Tensor count_out = at::empty_like(step_count), dir_out = at::empty_like(agent_dir);
   Tensor pos_out = at::empty_like(agent_pos);
   Tensor goal = at::empty({envs}, action.options().dtype(at::kBool));
   Tensor lava = at::empty({envs}, action.options().dtype(at::kBool));
+  int64_t* count_next = count_out.data_ptr<int64_t>();
+  int64_t* dir_next = dir_out.data_ptr<int64_t>();
+  int64_t* pos_next = pos_out.data_ptr<int64_t>();
+  bool* on_goal = goal.data_ptr<bool>();
+  bool* on_lava = lava.data_ptr<bool>();
   int32_t* cells = reinterpret_cast<int32_t*>(grid.data_ptr<uint8_t>());
   int32_t* carried = reinterpret_cast<int32_t*>(carrying.data_ptr<uint8_t>());
   for (int64_t n = 0; n < envs; ++n) {
     TORCH_CHECK(a[n] >= 0 && a[n] < actions, "MiniGrid's step: env ", n, " was given action ",
                 a[n], ", not one of 0..", actions - 1);
-    const int64_t dir = agent_dir.data_ptr<int64_t>()[n];
+    const int64_t dir = dirs[n], x = pos[2 * n], y = pos[2 * n + 1];
     TORCH_CHECK(dir >= 0 && dir < 4, "MiniGrid's step: env ", n, " faces direction ", dir);
-    const int64_t x = agent_pos.data_ptr<int64_t>()[2 * n];
-    const int64_t y = agent_pos.data_ptr<int64_t>()[2 * n + 1];
     const int64_t fx = x + vec[2 * dir], fy = y + vec[2 * dir + 1];
     TORCH_CHECK(fx >= 0 && fx < width && fy >= 0 && fy < height, "MiniGrid's step: env ", n,
                 " faces (", fx, ", ", fy, "), outside its world (the worlds are walled round)");
     int32_t& cell_ref = cells[(n * width + fx) * height + fy];
     const int32_t cell = cell_ref, kind = cell & 0xFF, state = cell >> 16;
-    count_out.data_ptr<int64_t>()[n] = step_count.data_ptr<int64_t>()[n] + 1;
-    dir_out.data_ptr<int64_t>()[n] = (dir + turn[a[n]]) % 4;
+    count_next[n] = count[n] + 1;
+    dir_next[n] = (dir + turn[a[n]]) % 4;
     const bool forward = a[n] == codes.forward, moves = forward && codes.can_overlap(cell);
-    pos_out.data_ptr<int64_t>()[2 * n] = moves ? fx : x;
-    pos_out.data_ptr<int64_t>()[2 * n + 1] = moves ? fy : y;
-    goal.data_ptr<bool>()[n] = forward && kind == codes.goal;
-    lava.data_ptr<bool>()[n] = forward && kind == codes.lava;
+    pos_next[2 * n] = moves ? fx : x;
+    pos_next[2 * n + 1] = moves ? fy : y;
+    on_goal[n] = forward && kind == codes.goal;
+    on_lava[n] = forward && kind == codes.lava;
     const int32_t held = carried[n];
     const bool holding = held != codes.nothing, toggle = a[n] == codes.toggle;
     const bool picks = a[n] == codes.pickup && codes.can_pickup(cell) && !holding;
@@ -159,11 +165,11 @@ Tensor minigrid_view(const Tensor& grid, const Tensor& agent_pos_in, const Tenso
   uint8_t* out = image.data_ptr<uint8_t>();
   std::vector<int32_t> view(size * size);
   std::vector<uint8_t> mask(size * size);  // bool's storage, which std::vector<bool> is not
+  const int64_t* dirs = agent_dir.data_ptr<int64_t>();
+  const int64_t* pos = agent_pos.data_ptr<int64_t>();
   for (int64_t n = 0; n < envs; ++n) {
-    const int64_t dir = agent_dir.data_ptr<int64_t>()[n];
+    const int64_t dir = dirs[n], x = pos[2 * n], y = pos[2 * n + 1];
     TORCH_CHECK(dir >= 0 && dir < 4, "MiniGrid's view: env ", n, " faces direction ", dir);
-    const int64_t x = agent_pos.data_ptr<int64_t>()[2 * n];
-    const int64_t y = agent_pos.data_ptr<int64_t>()[2 * n + 1];
     const int64_t* from = offset + dir * size * size * 2;
     const int32_t* world_n = cells + n * width * height;
     for (int64_t k = 0; k < size * size; ++k) {
