@@ -111,10 +111,9 @@ def field_encoder(space: spaces.Space[Any], grid_encoding: str = "embedding",
 def check_observation_space(space: spaces.Space[Any], grid_encoding: str = "embedding",
                             discrete_encoding: str = "onehot") -> None:
     """Raise :class:`UnsupportedObservationSpaceError` unless every field of ``space`` has an
-    encoder that feeds the memory something. The encoders are built on the ``meta`` device,
-    so checking allocates no weights."""
+    encoder that feeds the memory something."""
     fields = observation_fields(space)
-    with torch.device("meta"):
+    with torch.random.fork_rng(devices=[]):
         encoders = {key: field_encoder(value, grid_encoding, discrete_encoding)
                     for key, value in fields.items()}
     if all(encoder.after_memory for encoder in encoders.values()):

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlmem.agents.ppo.adam_step import fused_adam_step
 from rlmem.agents.ppo.config import PPOConfig, decided_value
+from rlmem.agents.ppo.fused_adam import FusedAdam
 from rlmem.agents.ppo.gae import compute_gae
 from rlmem.agents.ppo.gradient_parts import GradientInParts
 from rlmem.agents.ppo.loss import ppo_loss
@@ -56,13 +56,7 @@ class PPO:
         self.replicas = replicas
         self.trainable = model.trainable_parameters()
         """The weights whose gradients the replicas average, in the order they exchange them."""
-        # fused: one kernel per weight, the same update rounded otherwise (config.fused_adam).
-        # foreach: one call per operation over every parameter instead of a Python loop over
-        # them; on the CPU its slow path runs the same per-tensor kernels, so the weights are
-        # those of the default loop bit for bit (tests/agents/test_ppo_sync_fixture.py).
-        fused, foreach = adam_kernels(config)
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
-                                          fused=fused, foreach=foreach)
+        self.optimizer = adam(model, config)
         threads = int(config.update_threads or 1)
         on_cpu = all(parameter.device.type == "cpu" for parameter in model.parameters())
         self.in_parts = GradientInParts(model, config, threads) if threads > 1 and on_cpu else None
@@ -141,7 +135,7 @@ class PPO:
                     "order); every replica stops before applying it.")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable,
                                                    self.config.max_grad_norm, foreach=True)
-        fused_adam_step(self.optimizer)  # optimizer.step(), bit for bit
+        self.optimizer.step()
         return {**stats, "ppo/grad_norm": grad_norm}
 
     def state_dict(self) -> dict[str, Any]:
@@ -149,23 +143,29 @@ class PPO:
         return {"optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned (with either optimizer's state: the run's
+        ``fused_adam`` decides the kernel, whatever the checkpoint's recorded)."""
         self.optimizer.load_state_dict(state["optimizer"])
         self.use_the_runs_kernels()
 
     def use_the_runs_kernels(self) -> None:
-        """Step with the run's kernels (``fused`` or ``foreach``, ``config.fused_adam``) again
-        after loading an optimizer state, which brings the checkpoint's own choice (older
-        ones: the default loop)."""
-        for group in self.optimizer.param_groups:
-            group["fused"], group["foreach"] = adam_kernels(self.config)
+        """After loading an optimizer state into torch's Adam, which brings the checkpoint's
+        own kernel choice (older ones: the default loop), step with ``foreach`` again."""
+        if isinstance(self.optimizer, torch.optim.Adam):
+            for group in self.optimizer.param_groups:
+                group["fused"], group["foreach"] = None, True
 
 
-def adam_kernels(config: PPOConfig) -> tuple[bool | None, bool | None]:
-    """Adam's ``fused`` and ``foreach`` options for ``config.fused_adam``: one of them on, the
-    other left to torch (None), as the constructor and a loaded state's groups take them."""
-    fused = bool(config.fused_adam)
-    return fused or None, not fused or None
+def adam(model: ActorCritic, config: PPOConfig) -> FusedAdam | torch.optim.Adam:
+    """The update's Adam: with ``config.fused_adam``, :class:`FusedAdam` (one fused kernel per
+    weight's dtype and device; the same update rounded otherwise); else torch's ``foreach``
+    steps (one call per operation over every parameter; on the CPU its slow path runs the
+    default loop's per-tensor kernels, so the weights are the loop's bit for bit:
+    ``tests/agents/test_ppo_sync_fixture.py``)."""
+    if config.fused_adam:
+        return FusedAdam(model.parameters(), lr=config.lr, eps=config.adam_eps)
+    return torch.optim.Adam(model.parameters(), lr=config.lr, eps=config.adam_eps,
+                            foreach=True)
 
 
 def _float64_row(values: Iterable[Tensor | float], device: torch.device) -> Tensor:
