@@ -30,9 +30,10 @@ def model(dtype: torch.dtype = torch.float32) -> nn.Sequential:
                          nn.Linear(3, 2)).to(dtype)
 
 
-def train(net: nn.Sequential, optimizer: Optimizer, steps: int, seed: int = 1) -> None:
-    """``steps`` steps on random inputs; the last layer gets no gradient at the third (so its
-    state is made a step later than the others')."""
+def train(pair: tuple[nn.Sequential, Optimizer], steps: int, seed: int = 1) -> None:
+    """``steps`` steps of ``pair``'s optimizer on its model, on random inputs; the last layer
+    gets no gradient at the first and third (so its state is made later than the others')."""
+    net, optimizer = pair
     generator = torch.Generator().manual_seed(seed)
     dtype = next(net.parameters()).dtype
     for index in range(steps):
@@ -71,7 +72,7 @@ def test_the_weights_state_and_state_dict_of_torchs_fused_adam(
         dtype: torch.dtype, options: dict[str, Any]) -> None:
     mine, theirs = both(dtype, **options)
     for pair in (mine, theirs):
-        train(*pair, steps=6)
+        train(pair, steps=6)
     assert_same(mine, theirs)
 
 
@@ -81,13 +82,13 @@ def test_a_state_goes_on_in_either_optimizer(into: str) -> None:
     the weights and state of six steps in one torch fused Adam."""
     mine, theirs = both()
     first, second = (theirs, mine) if into == "FusedAdam" else (mine, theirs)
-    train(*first, steps=3)
+    train(first, steps=3)
     second[0].load_state_dict(first[0].state_dict())
     second[1].load_state_dict(first[1].state_dict())
-    train(*second, steps=3, seed=2)
+    train(second, steps=3, seed=2)
     reference = both()[1]
-    train(*reference, steps=3)
-    train(*reference, steps=3, seed=2)
+    train(reference, steps=3)
+    train(reference, steps=3, seed=2)
     assert_same(second, reference)
 
 
@@ -96,7 +97,7 @@ def test_a_foreach_state_goes_on_fused() -> None:
     taken, the step count a float32 on the parameter's device, as the fused kernel takes it."""
     net = model()
     foreach = torch.optim.Adam(net.parameters(), lr=1e-3, eps=1e-6, foreach=True)
-    train(net, foreach, steps=2)
+    train((net, foreach), steps=2)
     fused = FusedAdam(net.parameters(), lr=3e-3, eps=1e-5)
     fused.load_state_dict(foreach.state_dict())
     group = fused.param_groups[0]
@@ -104,7 +105,7 @@ def test_a_foreach_state_goes_on_fused() -> None:
                                                                               True, None)
     for state in fused.state.values():
         assert state["step"].dtype == torch.float32 and float(state["step"]) in (1.0, 2.0)
-    train(net, fused, steps=1)
+    train((net, fused), steps=1)
 
 
 def test_the_global_step_hooks_run_as_step_runs_them() -> None:
@@ -118,12 +119,13 @@ def test_the_global_step_hooks_run_as_step_runs_them() -> None:
                 lambda optimizer, args, kwargs: into.append(("post", args == (optimizer,),
                                                              kwargs)))
 
-    for name, pair in zip(seen, both(), strict=True):
+    pairs: tuple[tuple[nn.Sequential, Optimizer], ...] = both()
+    for name, pair in zip(seen, pairs, strict=True):
         pre, post = hooks(seen[name])
         handles = [register_optimizer_step_pre_hook(pre),
                    register_optimizer_step_post_hook(post)]
         try:
-            train(*pair, steps=2)
+            train(pair, steps=2)
         finally:
             for handle in handles:
                 handle.remove()
@@ -132,13 +134,13 @@ def test_the_global_step_hooks_run_as_step_runs_them() -> None:
 
 def test_bad_states_are_refused() -> None:
     mine, theirs = both()
-    train(*theirs, steps=2)
+    train(theirs, steps=2)
     state = theirs[1].state_dict()
     fewer = FusedAdam(list(mine[0].parameters())[:-1], lr=1e-3)
     with pytest.raises(ValueError, match="one of 5"):
         fewer.load_state_dict(state)
     amsgrad = torch.optim.Adam(theirs[0].parameters(), amsgrad=True)
-    train(theirs[0], amsgrad, steps=1)
+    train((theirs[0], amsgrad), steps=1)
     with pytest.raises(ValueError, match="amsgrad"):
         mine[1].load_state_dict(amsgrad.state_dict())
     broken = {"state": {0: {"step": torch.tensor(1.0)}}, "param_groups": state["param_groups"]}
