@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from rlmem.cells._engines import compiled
+from rlmem.cells._engines.graph import needs_graph
 
 _BLOCKED: ContextVar[bool] = ContextVar("rlmem_blocked_products", default=False)
 
@@ -92,7 +93,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     native = blocked_native(x) if weight.shape[0] >= MIN_OUTPUTS else None
     if native is None:
         return functional.linear(x, weight, bias)
-    flat: Tensor = _Product.apply(x.reshape(-1, x.shape[-1]), weight, bias, native)
+    rows = x.reshape(-1, x.shape[-1])
+    flat: Tensor = (_Product.apply(rows, weight, bias, native) if needs_graph((x, weight, bias))
+                    else native.product(rows, weight.t(), bias))  # _Product's forward
     return flat.view(*x.shape[:-1], weight.shape[0])
 
 

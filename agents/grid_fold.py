@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from rlmem.agents.blocked_linear import blocked_native, linear
 from rlmem.cells._engines import compiled
+from rlmem.cells._engines.graph import needs_graph
 from rlmem.cells._engines.weight_cache import prepared
 
 
@@ -117,11 +118,13 @@ def folded_first_block(rows: Tensor, embedding: nn.Embedding, convolution: nn.Co
     def build() -> Tensor:
         return fold_table(convolution.weight, embedding.weight, channel_of_row)
 
-    table = build() if owner is None else prepared(owner, build)
+    table = (build() if owner is None
+             else prepared(owner, build, (convolution.weight, embedding.weight)))
     bias = convolution.bias
     assert bias is not None  # ImageEncoder's convolutions have one
-    pooled: Tensor = _GridFold.apply(rows.long().contiguous(), table, bias,
-                                     convolution.weight.shape[3], native)[0]
+    arguments = (rows.long().contiguous(), table, bias, convolution.weight.shape[3])
+    pooled: Tensor = (_GridFold.apply(*arguments, native) if needs_graph((table, bias))
+                      else native.grid_fold_forward(*arguments))[0]  # _GridFold's forward
     return pooled
 
 
@@ -181,6 +184,9 @@ def window_convolution(x: Tensor, convolution: nn.Conv2d) -> Tensor | None:
     if native is None:
         return None
     assert convolution.bias is not None  # ImageEncoder's convolutions have one
-    y: Tensor = _WindowConvolution.apply(x, convolution.weight, convolution.bias, native,
-                                         blocked_native(x) is not None)
-    return y
+    arguments = (x, convolution.weight, convolution.bias)
+    blocked = blocked_native(x) is not None
+    if needs_graph(arguments):
+        y: Tensor = _WindowConvolution.apply(*arguments, native, blocked)
+        return y
+    return native.window_convolution_forward(*arguments, blocked)[0]  # its forward

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
+from rlmem.cells._engines.graph import needs_graph
+
 _R = TypeVar("_R")
 
 STEP_PATH_STEPS = 4
@@ -37,8 +39,7 @@ def outside_autocast(scan_fn: Callable[[Tensor, Any, Tensor], _R], x: Tensor, st
 
 def wants_engine(steps: int, tensors: Iterable[Tensor | None]) -> bool:
     """Whether a chunk of ``steps`` steps over ``tensors`` should run through an engine."""
-    return steps >= STEP_PATH_STEPS or (
-        torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))
+    return steps >= STEP_PATH_STEPS or needs_graph(tensors)
 
 
 TIME_LIMIT = {torch.float32: 2 ** 24, torch.float64: 2 ** 53}

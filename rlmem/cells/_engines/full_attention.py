@@ -34,6 +34,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
+from rlmem.cells._engines.graph import needs_graph
 from rlmem.cells._engines.onednn_linear import in_onednn, loop_weight_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
@@ -604,7 +605,7 @@ def full_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor, memory: Tens
         return None
     any_reset, n_in = full_flags(resets, t0, memory.shape[1])
     tensors = (xp, *weights, s0, c0, memory, keys)
-    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+    if not needs_graph(tensors):
         return _full_forward(xp, weights, s0, c0, memory, keys, valid, t0, resets, any_reset,
                              n_in, save=False)[0]
     y, c, memory, keys, t, valid, *traces = _Full.apply(
@@ -637,7 +638,7 @@ def full_step(xp: Tensor, weights: Weights, s: Tensor, c: Tensor, t: Tensor, mem
     native = compiled.ops(xp)
     tensors = (xp, *weights, s, c, memory, keys)
     if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
-            or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors))):
+            or needs_graph(tensors)):
         return None
     if native is None:  # on CUDA, the Triton kernels' step
         return _kernel_step(xp, weights, s, c, t, memory, keys, valid, resets)

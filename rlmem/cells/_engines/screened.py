@@ -37,6 +37,7 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from rlmem.cells._engines import compiled, gpu
 from rlmem.cells._engines.attentive_paths import TIME_LIMIT
 from rlmem.cells._engines.base_recurrence import BaseRecurrence, previous_states, state_gradient
+from rlmem.cells._engines.graph import needs_graph
 from rlmem.cells._engines.onednn_linear import in_onednn, loop_weight_gradient
 from rlmem.cells._engines.workspace import WORKSPACE, carve
 from rlmem.cells.attention import Weights
@@ -645,7 +646,7 @@ def screened_scan(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
     if not fits:
         return None
     tensors = (xp, *weights, s0, c0, short, short_score, relevant, relevant_score)
-    if not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
+    if not needs_graph(tensors):
         return _screened_forward(xp, weights, s0, c0, short, short_score, short_valid,
                                  short_time, relevant, relevant_score, relevant_valid,
                                  relevant_time, t0, resets, any_reset, lstm=c0 is not None,
@@ -692,8 +693,7 @@ def screened_step(xp: Tensor, weights: Weights, s0: Tensor, c0: Tensor | None, s
     native = compiled.ops(xp)
     tensors = (xp, *weights, s0, c0, short, short_score, relevant, relevant_score)
     if (xp.shape[0] != 1 or xp.dtype not in TIME_LIMIT
-            or (torch.is_grad_enabled()
-                and any(t is not None and t.requires_grad for t in tensors))):
+            or needs_graph(tensors)):
         return None
     if native is None:  # on CUDA, the kernels' step
         kernels = _triton_loops(xp, s0.shape[1], short.shape[1] + relevant.shape[1])

@@ -17,11 +17,11 @@ with that kernel (sb3-contrib's ``RecurrentPPO`` given ``optimizer_kwargs={"fuse
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 _T = TypeVar("_T")
@@ -42,8 +42,11 @@ def _count_optimizer_step(_optimizer: torch.optim.Optimizer, _args: Any, _kwargs
 register_optimizer_step_post_hook(_count_optimizer_step)
 
 
-def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
-    """``build()``: weights derived from ``module``'s parameters (doubled, concatenated).
+def prepared(module: nn.Module, build: Callable[[], _T],
+             inputs: Sequence[Tensor] | None = None) -> _T:
+    """``build()``: weights derived from ``module``'s parameters (doubled, concatenated), or
+    from ``inputs`` where given (the parameters ``build`` reads: a key of two tensors costs less
+    than a walk over a module of many).
 
     Without autograd they are kept and reused until a parameter changes (a new tensor, an
     in-place write, or any torch optimizer's step): a rollout step would otherwise spend more
@@ -56,9 +59,10 @@ def prepared(module: nn.Module, build: Callable[[], _T]) -> _T:
     """
     # under autograd the first parameter that requires a gradient settles it: no list of
     # them all (a module walk per call, in each of a PPO update's minibatches)
-    if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()):
+    if torch.is_grad_enabled() and any(p.requires_grad for p in (
+            module.parameters() if inputs is None else inputs)):
         return build()
-    parameters = list(module.parameters())
+    parameters = list(module.parameters()) if inputs is None else inputs
     # Tensors made in inference mode cannot enter an autograd graph later: keyed by the mode.
     key = (_optimizer_steps, torch.is_inference_mode_enabled(),
            *((p.data_ptr(), p._version, p.dtype, p.device) for p in parameters))
