@@ -16,9 +16,9 @@ from rlmem.cells._engines import compiled
 
 @pytest.fixture
 def fresh_build() -> Iterator[None]:
-    compiled._build.cache_clear()
+    compiled.forget_build()
     yield
-    compiled._build.cache_clear()  # the next user builds (or loads) it for real
+    compiled.forget_build()  # the next user builds (or loads) it for real
 
 
 def test_the_build_is_announced_before_it_starts(
@@ -81,6 +81,6 @@ def test_a_library_is_loaded_directly_only_once_its_build_is_marked_whole(
     assert compiled._build() is not None
     assert torch_builds == [name] and loaded == []
     assert (directory / f"{name}{compiled.BUILT_SUFFIX}").exists()
-    compiled._build.cache_clear()
+    compiled.forget_build()
     assert compiled._build() is not None
     assert torch_builds == [name] and loaded == [str(directory / f"{name}.so")]

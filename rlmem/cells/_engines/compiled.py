@@ -146,13 +146,30 @@ def _build() -> Any | None:
         return None
 
 
+_built: list[Any | None] = []
+""":func:`_build`'s result once it has returned: read without the lock (an acting step asks
+for the ops several times, each a microsecond or so beside kernels of a few)."""
+
+
+def forget_build() -> None:
+    """Forget the build and its result, so that the next use builds (or loads) it again (the
+    tests of the build)."""
+    _build.cache_clear()
+    _built.clear()
+
+
 def ops(like: Tensor) -> Any | None:
     """The compiled ops for tensors like ``like``, or ``None`` for the Python loops: when
     disabled, off the CPU, or when the build failed."""
-    if like.device.type != "cpu" or not enabled():
+    if not like.is_cpu or not enabled():
         return None
+    if _built:
+        return _built[0]
     with _BUILDING:  # the first calls may come from several threads (a PPO update's parts)
-        return _build()
+        native = _build()
+        if not _built:
+            _built.append(native)
+        return native
 
 
 def blocked_ops(like: Tensor) -> Any | None:
