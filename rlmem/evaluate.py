@@ -67,7 +67,7 @@ from rlmem.runs.directory import (
 from rlmem.runs.errors import UnwritableRunError
 from rlmem.runs.files import write_json
 from rlmem.runs.lock import RunLock
-from rlmem.schema.command_line import CommandLine, front_door
+from rlmem.schema.command_line import CommandLine, freeze_imported_objects, front_door
 from rlmem.schema.evaluate import (
     TRANSFER,
     EvaluateConfig,
@@ -420,6 +420,7 @@ def main() -> None:
     """The CLI: ``--help``, a missing ``run=``, unknown keys
     (:func:`~rlmem.schema.command_line.front_door`), then Hydra."""
     sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
+    freeze_imported_objects()
     _hydra_main()
 
 

@@ -37,7 +37,7 @@ from rlmem.runs import (
 )
 from rlmem.runs.allocator import keep_freed_memory
 from rlmem.runs.files import write_json
-from rlmem.schema.command_line import CommandLine, front_door
+from rlmem.schema.command_line import CommandLine, freeze_imported_objects, front_door
 from rlmem.schema.memory import cell_configs, check_memory_config
 from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.supervised import (
@@ -364,6 +364,7 @@ def main() -> None:
     """The CLI: ``--help``, unknown keys (:func:`~rlmem.schema.command_line.front_door`),
     then Hydra."""
     sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
+    freeze_imported_objects()
     _hydra_main()
 
 

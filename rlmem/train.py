@@ -29,7 +29,7 @@ from rlmem.runs import CHECKPOINT_NAME, open_run, reported_as_cli_errors
 from rlmem.runs.episode_stats import RECENT_EPISODES
 from rlmem.runs.logger import CorruptProgressError
 from rlmem.runs.progress import read_progress
-from rlmem.schema.command_line import CommandLine, front_door
+from rlmem.schema.command_line import CommandLine, freeze_imported_objects, front_door
 from rlmem.schema.memory import cell_configs
 from rlmem.schema.run_names import existing_run_dir
 from rlmem.schema.shell_override import override
@@ -108,6 +108,7 @@ def main() -> None:
     """The CLI: ``--help``, unknown keys (:func:`~rlmem.schema.command_line.front_door`),
     then Hydra."""
     sys.argv[1:] = front_door(LINE)  # Hydra reads its command line from sys.argv
+    freeze_imported_objects()
     run()
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import gc
 import itertools
 import sys
 from collections.abc import Iterable, Sequence
@@ -56,6 +57,16 @@ USAGE_ERROR = 2
 
 MAX_VARIANTS = 16
 """At most this many compositions check the keys of a sweep over groups."""
+
+
+def freeze_imported_objects() -> None:
+    """Put every object made so far out of the cyclic garbage collector's reach
+    (``gc.freeze``): a CLI's imports (torch's, Hydra's: most of its heap) live as long as the
+    process, and at its exit Python's last collection would walk them all. On this project's
+    2-core machine a finished training run took 0.53 s from the end of ``main`` to the end of
+    the process, 0.13 s with them frozen (a throwaway timing). Garbage that the imports left in
+    cycles stays for the process's life; refcounting frees the rest as before."""
+    gc.freeze()
 
 
 def front_door(line: CommandLine, argv: Sequence[str] | None = None) -> list[str]:
